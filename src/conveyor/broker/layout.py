@@ -1,0 +1,136 @@
+"""The development broker's data folder: where each file lives and what the config files say."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["BrokerLayout", "default_data_dir"]
+
+MARKER_NAME = ".conveyor-broker"
+
+
+def default_data_dir() -> Path:
+    """``$CONVEYOR_BROKER_DIR``, else ``$XDG_DATA_HOME/conveyor/broker``, else ``~/.local/share/conveyor/broker``."""
+    explicit = os.environ.get("CONVEYOR_BROKER_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "conveyor" / "broker"
+
+
+@dataclass(frozen=True)
+class BrokerLayout:
+    """Paths inside one broker's data folder."""
+
+    root: Path
+
+    @property
+    def marker(self) -> Path:
+        """Says the folder was made by Conveyor (``--wipe`` deletes nothing else)."""
+        return self.root / MARKER_NAME
+
+    @property
+    def state_file(self) -> Path:
+        """JSON record of the running process (pid, ports, start time)."""
+        return self.root / "broker.json"
+
+    @property
+    def server_properties(self) -> Path:
+        return self.root / "server.properties"
+
+    @property
+    def log4j_config(self) -> Path:
+        return self.root / "log4j2.yaml"
+
+    @property
+    def kraft_dir(self) -> Path:
+        """Kafka's ``log.dirs``: topic data and the KRaft metadata log."""
+        return self.root / "kraft"
+
+    @property
+    def meta_properties(self) -> Path:
+        return self.kraft_dir / "meta.properties"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def server_log(self) -> Path:
+        return self.logs_dir / "server.log"
+
+    @property
+    def console_log(self) -> Path:
+        """What the JVM wrote to stdout and stderr (crashes before logging starts)."""
+        return self.logs_dir / "console.log"
+
+
+def render_server_properties(layout: BrokerLayout, port: int, controller_port: int) -> str:
+    """A single-node KRaft broker and controller on 127.0.0.1, tuned for one machine."""
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(layout.kraft_dir),
+        # One broker: every internal topic has one replica.
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "10",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "10",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "default.replication.factor": "1",
+        "min.insync.replicas": "1",
+        "num.partitions": "1",
+        # Groups form at once instead of waiting 3 s for more members.
+        "group.initial.rebalance.delay.ms": "0",
+        # Conveyor creates the topics it needs explicitly.
+        "auto.create.topics.enable": "false",
+        "delete.topic.enable": "true",
+        "num.network.threads": "3",
+        "num.io.threads": "4",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.retention.hours": "168",
+    }
+    lines = ["# Written by `conveyor broker start`; rewritten on every start."]
+    lines += [f"{key}={value}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def render_log4j2(layout: BrokerLayout) -> str:
+    """Log4j2 configuration: INFO to a rolling ``logs/server.log`` in the data folder."""
+    log = layout.server_log
+    return f"""Configuration:
+  name: conveyor-broker
+  Appenders:
+    RollingFile:
+      name: File
+      fileName: "{log}"
+      filePattern: "{log}.%i"
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+      Policies:
+        SizeBasedTriggeringPolicy:
+          size: 20MB
+      DefaultRolloverStrategy:
+        max: 3
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: File
+    Logger:
+      - name: kafka.request.logger
+        level: WARN
+      - name: org.apache.kafka.controller
+        level: INFO
+"""

@@ -1,0 +1,487 @@
+"""Start, stop and inspect the development broker: a KRaft Kafka JVM running in the background."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import errno
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from conveyor.broker.layout import (
+    BrokerLayout,
+    default_data_dir,
+    render_log4j2,
+    render_server_properties,
+)
+from conveyor.broker.maven import KAFKA_VERSION, ensure_kafka_jars
+from conveyor.broker.probe import ClusterMetadata, ProbeError, probe_metadata
+from conveyor.broker.toolchain import find_java
+from conveyor.errors import (
+    BrokerDataError,
+    BrokerError,
+    BrokerPortBusyError,
+    BrokerStartError,
+)
+
+__all__ = ["BrokerStatus", "DevelopmentBroker", "StartOutcome"]
+
+ProgressCallback = Callable[[str], None]
+
+DEFAULT_PORT = 9092
+DEFAULT_HEAP = "512m"
+_HOST = "127.0.0.1"
+_PROBE_INTERVAL = 0.2
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """A running development broker, as recorded when it started."""
+
+    pid: int
+    port: int
+    controller_port: int
+    version: str
+    data_dir: str
+    started_at: float
+    """Wall-clock start time (seconds since the epoch)."""
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The value for ``bootstrap.servers`` / ``KAFKA_BOOTSTRAP_SERVERS``."""
+        return f"{_HOST}:{self.port}"
+
+    @property
+    def uptime(self) -> float:
+        """Seconds since the broker started."""
+        return max(0.0, time.time() - self.started_at)
+
+
+@dataclass(frozen=True)
+class StartOutcome:
+    """What :meth:`DevelopmentBroker.start` found or did."""
+
+    status: BrokerStatus
+    already_running: bool
+
+
+class DevelopmentBroker:
+    """One single-node KRaft Kafka broker whose files live in ``data_dir``.
+
+    The broker outlives the Python process that started it: its pid, ports and
+    start time are recorded in the data folder, so ``status`` and ``stop`` work
+    from any later process.
+
+    Example::
+
+        broker = DevelopmentBroker(port=9092)
+        outcome = broker.start()
+        print(outcome.status.bootstrap_servers)
+        broker.stop()
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str | None = None,
+        port: int = DEFAULT_PORT,
+        heap: str = DEFAULT_HEAP,
+    ) -> None:
+        if not 0 < port < 65536:
+            raise ValueError(f"port must be between 1 and 65535, got {port}")
+        self.layout = BrokerLayout(Path(data_dir).expanduser() if data_dir else default_data_dir())
+        self.port = port
+        self.heap = heap
+
+    @property
+    def data_dir(self) -> Path:
+        return self.layout.root
+
+    # -- status ---------------------------------------------------------------------------
+
+    def status(self) -> BrokerStatus | None:
+        """The running broker of this data folder, or ``None`` (a stale record is removed)."""
+        try:
+            record = json.loads(self.layout.state_file.read_text())
+            status = BrokerStatus(**record)
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError):
+            self.layout.state_file.unlink(missing_ok=True)
+            return None
+        if not self._is_our_process(status.pid):
+            _reap(status.pid)
+            self.layout.state_file.unlink(missing_ok=True)
+            return None
+        return status
+
+    def metadata(self, timeout: float = 2.0) -> ClusterMetadata | None:
+        """Ask the running broker for its metadata; ``None`` when it does not answer."""
+        status = self.status()
+        if status is None:
+            return None
+        try:
+            return probe_metadata(_HOST, status.port, timeout=timeout)
+        except (OSError, ProbeError):
+            return None
+
+    # -- start ----------------------------------------------------------------------------
+
+    def start(self, timeout: float = 120.0, on_progress: ProgressCallback | None = None) -> StartOutcome:
+        """Start the broker unless it already runs; return once it answers a metadata request.
+
+        Formats the KRaft storage on first start and fetches the jars with Maven when they
+        are not cached yet. Starting twice is harmless.
+
+        Raises:
+            ToolMissingError: Java (or, on first use, Maven) is missing.
+            BrokerPortBusyError: something else listens on the port.
+            BrokerDataError: the data folder is corrupt or not Conveyor's.
+            BrokerStartError: the JVM exited, or did not answer within ``timeout`` seconds.
+        """
+        progress = on_progress or (lambda _message: None)
+        existing = self.status()
+        if existing is not None:
+            return StartOutcome(existing, already_running=True)
+        deadline = time.monotonic() + timeout
+        java = find_java()
+        self._check_port_free(self.port)
+        libs = ensure_kafka_jars(progress)
+        self._prepare_data_dir()
+        if not self.layout.meta_properties.exists():
+            progress(f"formatting KRaft storage in {self.layout.kraft_dir}")
+            self._format_storage(java, libs)
+        controller_port = _free_port()
+        self.layout.server_properties.write_text(
+            render_server_properties(self.layout, self.port, controller_port)
+        )
+        self.layout.log4j_config.write_text(render_log4j2(self.layout))
+        progress(f"starting Kafka {KAFKA_VERSION} on {_HOST}:{self.port}")
+        pid = self._spawn(java, libs)
+        status = BrokerStatus(
+            pid=pid,
+            port=self.port,
+            controller_port=controller_port,
+            version=KAFKA_VERSION,
+            data_dir=str(self.layout.root),
+            started_at=time.time(),
+        )
+        self.layout.state_file.write_text(json.dumps(asdict(status), indent=2) + "\n")
+        try:
+            self._wait_until_ready(status, deadline, progress)
+        except BaseException:
+            self._kill(pid)
+            self.layout.state_file.unlink(missing_ok=True)
+            raise
+        return StartOutcome(status, already_running=False)
+
+    def _check_port_free(self, port: int) -> None:
+        if _port_is_free(port):
+            return
+        try:
+            probe_metadata(_HOST, port, timeout=1.0)
+            is_kafka = True
+        except (OSError, ProbeError):
+            is_kafka = False
+        if is_kafka:
+            raise BrokerPortBusyError(
+                f"Port {port} on {_HOST} is already taken by a Kafka broker that this data folder "
+                f"did not start. Use that broker with KAFKA_BOOTSTRAP_SERVERS={_HOST}:{port}, or "
+                "pick another port for the development broker with `conveyor broker start --port N`."
+            )
+        raise BrokerPortBusyError(
+            f"Port {port} on {_HOST} is already taken by another program, so the development "
+            "broker cannot listen there. Pick another port with `conveyor broker start --port N` "
+            f"(and KAFKA_BOOTSTRAP_SERVERS={_HOST}:N for the tests), or stop what holds it "
+            f"(`ss -ltnp 'sport = :{port}'` shows it)."
+        )
+
+    def _prepare_data_dir(self) -> None:
+        root = self.layout.root
+        if root.exists() and any(root.iterdir()) and not self.layout.marker.exists():
+            raise BrokerDataError(
+                f"The data folder {root} is not empty and was not made by Conveyor, so the "
+                "development broker will not write into it. Choose an empty or new folder with "
+                "`--data-dir`, or empty this one yourself."
+            )
+        self.layout.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.layout.marker.touch()
+        kraft = self.layout.kraft_dir
+        if not self.layout.meta_properties.exists() and kraft.exists() and any(kraft.iterdir()):
+            raise BrokerDataError(
+                f"The broker's data in {kraft} has no meta.properties: the folder is damaged "
+                "(an interrupted format, or files deleted by hand). Start afresh with "
+                "`conveyor broker stop --wipe` (this deletes its topics), or use another "
+                "`--data-dir`."
+            )
+
+    def _format_storage(self, java: Path, libs: Path) -> None:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        config = self.layout.server_properties
+        # The formatter reads the same properties the broker will run with.
+        config.write_text(render_server_properties(self.layout, self.port, _free_port()))
+        self.layout.log4j_config.write_text(render_log4j2(self.layout))
+        command = [
+            str(java),
+            "-Xmx256m",
+            f"-Dlog4j2.configurationFile={self.layout.log4j_config}",
+            "-cp",
+            f"{libs}/*",
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            cluster_id,
+            "--config",
+            str(config),
+        ]
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL
+        )
+        if result.returncode != 0:
+            shutil.rmtree(self.layout.kraft_dir, ignore_errors=True)
+            raise BrokerDataError(
+                f"Kafka could not format its storage in {self.layout.kraft_dir} "
+                f"(exit code {result.returncode}). Try `conveyor broker stop --wipe` and start "
+                "again, or use another `--data-dir`. Kafka said:\n"
+                + (result.stdout + result.stderr).strip()[-2000:]
+            )
+
+    def _spawn(self, java: Path, libs: Path) -> int:
+        argv = [
+            str(java),
+            f"-Xms{min_heap(self.heap)}",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35",
+            "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.layout.log4j_config}",
+            f"-Dkafka.logs.dir={self.layout.logs_dir}",
+            "-cp",
+            f"{libs}/*",
+            "kafka.Kafka",
+            str(self.layout.server_properties),
+        ]
+        console = str(self.layout.console_log)
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, console, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ]
+        # A new session: the broker survives the terminal and the command that started it.
+        return os.posix_spawn(argv[0], argv, dict(os.environ), file_actions=actions, setsid=True)
+
+    def _wait_until_ready(
+        self, status: BrokerStatus, deadline: float, progress: ProgressCallback
+    ) -> None:
+        watch = _ExitWatch(status.pid)
+        began = time.monotonic()
+        announced = 0
+        try:
+            while True:
+                try:
+                    metadata = probe_metadata(_HOST, status.port, timeout=1.0)
+                    if any(node.port == status.port for node in metadata.brokers):
+                        return
+                except (OSError, ProbeError):
+                    pass
+                now = time.monotonic()
+                if now >= deadline:
+                    raise BrokerStartError(
+                        f"The broker did not answer on {status.bootstrap_servers} within the "
+                        f"deadline ({now - began:.0f} s after it started). The machine may be "
+                        "overloaded: try again with a longer `--timeout`. The end of its log:\n"
+                        + self._log_tail()
+                    )
+                if int(now - began) >= announced + 2:
+                    announced = int(now - began)
+                    progress(f"waiting for the broker to answer ({announced} s)")
+                if watch.wait(min(_PROBE_INTERVAL, deadline - now)):
+                    raise self._diagnose_exit()
+        finally:
+            watch.close()
+
+    def _diagnose_exit(self) -> BrokerError:
+        tail = self._log_tail()
+        if "Address already in use" in tail or "BindException" in tail:
+            return BrokerPortBusyError(
+                f"The broker exited at start because a port is in use (its own {self.port} or "
+                "its controller port). Pick another with `--port`, or stop what holds it. "
+                "The end of its log:\n" + tail
+            )
+        corrupt_signs = (
+            "meta.properties",
+            "InconsistentClusterIdException",
+            "CorruptRecordException",
+            "KafkaStorageException",
+            "InvalidRecordException",
+        )
+        if any(sign in tail for sign in corrupt_signs):
+            return BrokerDataError(
+                f"The broker exited at start because its data in {self.layout.kraft_dir} cannot "
+                "be read. Start afresh with `conveyor broker stop --wipe` (this deletes its "
+                "topics), or use another `--data-dir`. The end of its log:\n" + tail
+            )
+        return BrokerStartError(
+            f"The broker exited during start. Its logs are in {self.layout.logs_dir}; the end:\n"
+            + tail
+        )
+
+    def _log_tail(self, lines: int = 30) -> str:
+        chunks = []
+        for path in (self.layout.console_log, self.layout.server_log):
+            with contextlib.suppress(OSError):
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                if text:
+                    chunks.append(f"--- {path} ---\n" + "\n".join(text))
+        return "\n".join(chunks) or "(no log written)"
+
+    # -- stop -----------------------------------------------------------------------------
+
+    def stop(self, timeout: float = 30.0, wipe: bool = False) -> BrokerStatus | None:
+        """Stop the broker gracefully (SIGTERM; SIGKILL after ``timeout``) and wait for it to exit.
+
+        With ``wipe``, also delete the data folder (topics and all). Returns the status of the
+        broker that was stopped, or ``None`` when none was running.
+        """
+        status = self.status()
+        if status is not None:
+            self._terminate(status.pid, timeout)
+            self.layout.state_file.unlink(missing_ok=True)
+        if wipe and self.layout.root.exists():
+            if not self.layout.marker.exists():
+                raise BrokerDataError(
+                    f"{self.layout.root} was not made by Conveyor; `--wipe` leaves it alone."
+                )
+            shutil.rmtree(self.layout.root)
+        return status
+
+    def _terminate(self, pid: int, timeout: float) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        watch = _ExitWatch(pid)
+        try:
+            if not watch.wait(timeout):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                watch.wait(10.0)
+        finally:
+            watch.close()
+        _reap(pid)
+
+    def _kill(self, pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        watch = _ExitWatch(pid)
+        try:
+            watch.wait(10.0)
+        finally:
+            watch.close()
+        _reap(pid)
+
+    def _is_our_process(self, pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return False
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        if not cmdline.parent.exists():
+            return True  # no /proc: trust the live pid
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return b"kafka.Kafka" in args and str(self.layout.server_properties).encode() in args
+
+
+def min_heap(heap: str) -> str:
+    """The initial heap: a quarter of the maximum for plain sizes such as ``512m``, else the same."""
+    digits, unit = heap[:-1], heap[-1:].lower()
+    if digits.isdigit() and unit in ("m", "g"):
+        megabytes = int(digits) * (1024 if unit == "g" else 1)
+        return f"{max(64, megabytes // 4)}m"
+    return heap
+
+
+class _ExitWatch:
+    """Waits for a process to exit, waking the moment it does (a pidfd where Linux has one)."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._fd: int | None = None
+        self._gone = threading.Event()
+        try:
+            self._fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._gone.set()
+        except (AttributeError, OSError):
+            self._fd = None
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; return whether the process has exited."""
+        if self._gone.is_set():
+            return True
+        if self._fd is not None:
+            readable, _, _ = select.select([self._fd], [], [], max(0.0, timeout))
+            exited = bool(readable)
+        else:  # no pidfd (not Linux): check once after the interval
+            self._gone.wait(max(0.0, timeout))
+            exited = not _alive(self._pid)
+        if exited:
+            self._gone.set()
+        return exited
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    status = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        return status.read_text().split(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the broker was our own child (no zombie left behind)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((_HOST, port))
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((_HOST, 0))
+        return int(sock.getsockname()[1])

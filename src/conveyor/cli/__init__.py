@@ -1,0 +1,1 @@
+"""The ``conveyor`` command line: one entry point, a subcommand group per part."""

@@ -1,0 +1,41 @@
+"""The ``conveyor`` click group and the error boundary of every command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from conveyor import __version__
+from conveyor.cli.bench import bench
+from conveyor.cli.broker import broker
+from conveyor.cli.output import error_console
+from conveyor.errors import ConveyorError
+
+__all__ = ["cli", "main"]
+
+
+class _ConveyorGroup(click.Group):
+    """Turns a :class:`ConveyorError` into a one-paragraph message and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ConveyorError as exc:
+            error_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+            ctx.exit(1)
+
+
+@click.group(cls=_ConveyorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="conveyor")
+def cli() -> None:
+    """Conveyor: a Kafka processing framework for Python."""
+
+
+cli.add_command(broker)
+cli.add_command(bench)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="conveyor")

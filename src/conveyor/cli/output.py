@@ -1,0 +1,48 @@
+"""Terminal output shared by the commands: consoles, progress, key-value tables, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["console", "error_console", "key_value_table", "progress", "table"]
+
+console = Console(soft_wrap=True)
+error_console = Console(stderr=True, soft_wrap=True)
+
+
+@contextmanager
+def progress(title: str) -> Iterator[Callable[[str], None]]:
+    """Report the steps of a long job: a spinner on a terminal, one line per step otherwise.
+
+    Yields the callback that the job calls with each step's description.
+    """
+    if error_console.is_terminal:
+        with error_console.status(title) as status:
+            yield lambda message: status.update(f"{title}: {message}")
+    else:
+        error_console.print(title)
+        yield lambda message: error_console.print(f"  {message}", highlight=False)
+
+
+def key_value_table(title: str, rows: Sequence[tuple[str, str]]) -> Table:
+    """A two-column table for one thing's properties (status pages)."""
+    result = Table(title=title, show_header=False, title_justify="left")
+    result.add_column("property", style="bold")
+    result.add_column("value")
+    for key, value in rows:
+        result.add_row(key, value)
+    return result
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """A listing with a header row; numeric-looking columns are right-aligned by the caller's text."""
+    result = Table(title=title, title_justify="left")
+    for column in columns:
+        result.add_column(column)
+    for row in rows:
+        result.add_row(*row)
+    return result
