@@ -51,7 +51,9 @@ def probe_metadata(host: str, port: int, timeout: float = 2.0) -> ClusterMetadat
         ProbeError: something answered, but not like a Kafka broker.
     """
     correlation_id = int(time.monotonic_ns() & 0x7FFFFFFF)
-    header = struct.pack(">hhih", _METADATA_API_KEY, _METADATA_VERSION, correlation_id, len(_CLIENT_ID))
+    header = struct.pack(
+        ">hhih", _METADATA_API_KEY, _METADATA_VERSION, correlation_id, len(_CLIENT_ID)
+    )
     body = struct.pack(">ib", 0, 0)  # no topics, do not auto-create
     request = header + _CLIENT_ID + body
     with socket.create_connection((host, port), timeout=timeout) as sock:

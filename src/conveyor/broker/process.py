@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import select
@@ -107,6 +108,11 @@ class DevelopmentBroker:
     def data_dir(self) -> Path:
         return self.layout.root
 
+    @property
+    def _data_dir_flag(self) -> str:
+        """`` --data-dir X`` for advice printed to the user, when X is not the default."""
+        return "" if self.layout.root == default_data_dir() else f" --data-dir {self.layout.root}"
+
     # -- status ---------------------------------------------------------------------------
 
     def status(self) -> BrokerStatus | None:
@@ -137,7 +143,9 @@ class DevelopmentBroker:
 
     # -- start ----------------------------------------------------------------------------
 
-    def start(self, timeout: float = 120.0, on_progress: ProgressCallback | None = None) -> StartOutcome:
+    def start(
+        self, timeout: float = 120.0, on_progress: ProgressCallback | None = None
+    ) -> StartOutcome:
         """Start the broker unless it already runs; return once it answers a metadata request.
 
         Formats the KRaft storage on first start and fetches the jars with Maven when they
@@ -150,6 +158,14 @@ class DevelopmentBroker:
             BrokerStartError: the JVM exited, or did not answer within ``timeout`` seconds.
         """
         progress = on_progress or (lambda _message: None)
+        self.layout.root.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.layout.root.parent / f".{self.layout.root.name}.lock"
+        with open(lock_path, "w") as lock:
+            # Two commands starting the same broker at once: the second finds it running.
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._start_locked(timeout, progress)
+
+    def _start_locked(self, timeout: float, progress: ProgressCallback) -> StartOutcome:
         existing = self.status()
         if existing is not None:
             return StartOutcome(existing, already_running=True)
@@ -221,8 +237,8 @@ class DevelopmentBroker:
             raise BrokerDataError(
                 f"The broker's data in {kraft} has no meta.properties: the folder is damaged "
                 "(an interrupted format, or files deleted by hand). Start afresh with "
-                "`conveyor broker stop --wipe` (this deletes its topics), or use another "
-                "`--data-dir`."
+                f"`conveyor broker stop --wipe{self._data_dir_flag}` (this deletes its topics), or use "
+                "another `--data-dir`."
             )
 
     def _format_storage(self, java: Path, libs: Path) -> None:
@@ -245,15 +261,20 @@ class DevelopmentBroker:
             str(config),
         ]
         result = subprocess.run(
-            command, capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL
+            command,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
         )
         if result.returncode != 0:
             shutil.rmtree(self.layout.kraft_dir, ignore_errors=True)
             raise BrokerDataError(
                 f"Kafka could not format its storage in {self.layout.kraft_dir} "
-                f"(exit code {result.returncode}). Try `conveyor broker stop --wipe` and start "
-                "again, or use another `--data-dir`. Kafka said:\n"
-                + (result.stdout + result.stderr).strip()[-2000:]
+                f"(exit code {result.returncode}). Try `conveyor broker stop --wipe"
+                f"{self._data_dir_flag}` and start again, or use another `--data-dir`. "
+                "Kafka said:\n" + (result.stdout + result.stderr).strip()[-2000:]
             )
 
     def _spawn(self, java: Path, libs: Path) -> int:
@@ -321,6 +342,8 @@ class DevelopmentBroker:
                 "The end of its log:\n" + tail
             )
         corrupt_signs = (
+            f"in {self.layout.kraft_dir}",
+            "initializeLogDirs",
             "meta.properties",
             "InconsistentClusterIdException",
             "CorruptRecordException",
@@ -330,8 +353,9 @@ class DevelopmentBroker:
         if any(sign in tail for sign in corrupt_signs):
             return BrokerDataError(
                 f"The broker exited at start because its data in {self.layout.kraft_dir} cannot "
-                "be read. Start afresh with `conveyor broker stop --wipe` (this deletes its "
-                "topics), or use another `--data-dir`. The end of its log:\n" + tail
+                "be read. Start afresh with "
+                f"`conveyor broker stop --wipe{self._data_dir_flag}` (this deletes its topics), "
+                "or use another `--data-dir`. The end of its log:\n" + tail
             )
         return BrokerStartError(
             f"The broker exited during start. Its logs are in {self.layout.logs_dir}; the end:\n"

@@ -24,11 +24,21 @@ def _scripts(folder: Path) -> dict[str, Path]:
 
 @click.command()
 @click.argument("names", nargs=-1)
-@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("bench"), show_default=True, help="Folder holding the benchmark scripts.")
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench"),
+    show_default=True,
+    help="Folder holding the benchmark scripts.",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the benchmarks and exit.")
-@click.option("--repeats", type=click.IntRange(min=1), default=None,
-              help="Runs per variant (each script's default otherwise).")
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Runs per variant (each script's default otherwise).",
+)
 def bench(names: tuple[str, ...], folder: Path, list_only: bool, repeats: int | None) -> None:
     """Run benchmarks (all, or NAMES) against $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092.
 
@@ -42,8 +52,13 @@ def bench(names: tuple[str, ...], folder: Path, list_only: bool, repeats: int | 
             "checkout, or point at the folder with --dir."
         )
     if list_only:
-        console.print(table("Benchmarks", ["name", "script"],
-                            [(name, str(path)) for name, path in available.items()]))
+        console.print(
+            table(
+                "Benchmarks",
+                ["name", "script"],
+                [(name, str(path)) for name, path in available.items()],
+            )
+        )
         return
     unknown = [name for name in names if name not in available]
     if unknown:

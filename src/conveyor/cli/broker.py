@@ -27,11 +27,17 @@ _data_dir_option = click.option(
     help="The broker's folder (default: $CONVEYOR_BROKER_DIR or ~/.local/share/conveyor/broker).",
 )
 _port_option = click.option(
-    "--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True,
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
     help="Port of the PLAINTEXT listener on 127.0.0.1.",
 )
 _timeout_option = click.option(
-    "--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    show_default=True,
     help="Seconds to wait for the broker to answer (the first start also downloads its jars).",
 )
 
@@ -71,8 +77,13 @@ def start(port: int, data_dir: Path | None, timeout: float, heap: str) -> None:
 @broker.command()
 @_data_dir_option
 @click.option("--wipe", is_flag=True, help="Also delete the data folder (all topics).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
-              help="Seconds to wait for a graceful exit before killing the JVM.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for a graceful exit before killing the JVM.",
+)
 def stop(data_dir: Path | None, wipe: bool, timeout: float) -> None:
     """Stop the broker and wait for it to exit; data stays unless --wipe."""
     development_broker = DevelopmentBroker(data_dir)
@@ -81,8 +92,10 @@ def stop(data_dir: Path | None, wipe: bool, timeout: float) -> None:
     if stopped is None:
         console.print("The development broker is not running.", highlight=False)
     else:
-        console.print(f"Stopped the broker at {stopped.bootstrap_servers} (pid {stopped.pid}).",
-                      highlight=False)
+        console.print(
+            f"Stopped the broker at {stopped.bootstrap_servers} (pid {stopped.pid}).",
+            highlight=False,
+        )
     if wipe:
         console.print(f"Deleted {development_broker.data_dir}.", highlight=False)
 
@@ -98,31 +111,46 @@ def status(data_dir: Path | None, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps({"running": False, "data_dir": str(development_broker.data_dir)}))
         else:
-            console.print(f"The development broker is not running (data folder "
-                          f"{development_broker.data_dir}).", highlight=False)
+            console.print(
+                f"The development broker is not running (data folder "
+                f"{development_broker.data_dir}).",
+                highlight=False,
+            )
         sys.exit(3)
     metadata = development_broker.metadata()
     if as_json:
-        click.echo(json.dumps({
-            "running": True,
-            "bootstrap_servers": current.bootstrap_servers,
-            "pid": current.pid,
-            "version": current.version,
-            "data_dir": current.data_dir,
-            "uptime_seconds": round(current.uptime, 1),
-            "answering": metadata is not None,
-            "cluster_id": metadata.cluster_id if metadata else None,
-        }))
+        click.echo(
+            json.dumps(
+                {
+                    "running": True,
+                    "bootstrap_servers": current.bootstrap_servers,
+                    "pid": current.pid,
+                    "version": current.version,
+                    "data_dir": current.data_dir,
+                    "uptime_seconds": round(current.uptime, 1),
+                    "answering": metadata is not None,
+                    "cluster_id": metadata.cluster_id if metadata else None,
+                }
+            )
+        )
         return
-    console.print(key_value_table("Development broker", [
-        ("address", current.bootstrap_servers),
-        ("state", "[green]answering[/]" if metadata else "[yellow]running, not answering yet[/]"),
-        ("pid", str(current.pid)),
-        ("version", f"Apache Kafka {current.version} (KRaft)"),
-        ("cluster id", (metadata.cluster_id or "-") if metadata else "-"),
-        ("data folder", current.data_dir),
-        ("uptime", _duration(current.uptime)),
-    ]))
+    console.print(
+        key_value_table(
+            "Development broker",
+            [
+                ("address", current.bootstrap_servers),
+                (
+                    "state",
+                    "[green]answering[/]" if metadata else "[yellow]running, not answering yet[/]",
+                ),
+                ("pid", str(current.pid)),
+                ("version", f"Apache Kafka {current.version} (KRaft)"),
+                ("cluster id", (metadata.cluster_id or "-") if metadata else "-"),
+                ("data folder", current.data_dir),
+                ("uptime", _duration(current.uptime)),
+            ],
+        )
+    )
 
 
 @broker.command()
@@ -170,8 +198,9 @@ def exec_(port: int, data_dir: Path | None, timeout: float, command: tuple[str, 
     development_broker: DevelopmentBroker | None = None
     started: BrokerStatus | None = None
     if environment.get(BOOTSTRAP_ENV):
-        error_console.print(f"Using the Kafka at {BOOTSTRAP_ENV}={environment[BOOTSTRAP_ENV]}.",
-                            highlight=False)
+        error_console.print(
+            f"Using the Kafka at {BOOTSTRAP_ENV}={environment[BOOTSTRAP_ENV]}.", highlight=False
+        )
     else:
         development_broker = DevelopmentBroker(data_dir, port=port)
         with progress(f"Kafka {KAFKA_VERSION} development broker") as report:
@@ -179,8 +208,9 @@ def exec_(port: int, data_dir: Path | None, timeout: float, command: tuple[str, 
         if not outcome.already_running:
             started = outcome.status
         verb = "Reusing the running" if outcome.already_running else "Started the"
-        error_console.print(f"{verb} development broker at {outcome.status.bootstrap_servers}.",
-                            highlight=False)
+        error_console.print(
+            f"{verb} development broker at {outcome.status.bootstrap_servers}.", highlight=False
+        )
         environment[BOOTSTRAP_ENV] = outcome.status.bootstrap_servers
     try:
         code = subprocess.call(list(command), env=environment)

@@ -1,0 +1,45 @@
+"""The broker's configuration suits one machine: loopback only, one replica, no auto-creation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conveyor.broker.layout import BrokerLayout, default_data_dir, render_server_properties
+from conveyor.broker.process import min_heap
+
+
+def _properties(text: str) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return dict(pairs)
+
+
+def test_server_properties_for_a_single_local_node(tmp_path: Path) -> None:
+    layout = BrokerLayout(tmp_path)
+    settings = _properties(render_server_properties(layout, port=19092, controller_port=19093))
+    assert settings["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert settings["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19092"
+    assert settings["process.roles"] == "broker,controller"
+    assert settings["controller.quorum.voters"] == "1@127.0.0.1:19093"
+    assert settings["auto.create.topics.enable"] == "false"
+    assert settings["group.initial.rebalance.delay.ms"] == "0"
+    assert settings["offsets.topic.replication.factor"] == "1"
+    assert settings["transaction.state.log.replication.factor"] == "1"
+    assert settings["log.dirs"] == str(tmp_path / "kraft")
+
+
+def test_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CONVEYOR_BROKER_DIR", str(tmp_path / "b"))
+    assert default_data_dir() == tmp_path / "b"
+    monkeypatch.delenv("CONVEYOR_BROKER_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_data_dir() == tmp_path / "conveyor" / "broker"
+
+
+@pytest.mark.parametrize(
+    ("heap", "initial"),
+    [("512m", "128m"), ("2g", "512m"), ("128m", "64m"), ("1500000k", "1500000k")],
+)
+def test_initial_heap_is_a_quarter_of_the_maximum(heap: str, initial: str) -> None:
+    assert min_heap(heap) == initial
