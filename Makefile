@@ -1,0 +1,52 @@
+# Conveyor's two commands: `make run` and `make test`. Both set everything up first.
+#
+#   make run     virtualenv + editable install + Kafka jars, start the development broker,
+#                run the example app (the broker keeps running: `make stop` stops it)
+#   make test    the same set-up, then lint, type check and the whole test suite against a
+#                real broker (started and stopped again unless one runs already, or
+#                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka)
+#   make bench   the benchmarks, with their same-run bare confluent-kafka baselines
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: all setup run test lint typecheck pytest bench stop clean
+
+all: test
+
+$(INSTALLED): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Conveyor needs Python 3.11 or newer; run make with PYTHON=python3.11 (or newer).")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(INSTALLED)
+
+setup: $(INSTALLED)
+	$(BIN)/conveyor broker fetch
+
+run: setup
+	$(BIN)/conveyor broker start
+	$(BIN)/python examples/quickstart.py
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
+
+typecheck: $(INSTALLED)
+	$(BIN)/mypy
+
+pytest: setup
+	$(BIN)/conveyor broker exec -- $(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+bench: setup
+	$(BIN)/conveyor broker exec -- $(BIN)/conveyor bench
+
+stop: $(INSTALLED)
+	$(BIN)/conveyor broker stop
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,231 @@
+"""The runner every benchmark uses: same-run baselines, repeats, medians, a table and JSON lines.
+
+A benchmark measures a Conveyor variant and a bare confluent-kafka baseline in the
+same process, alternating them ``repeats`` times so that both see the same machine
+noise, and reports the median of each and their ratio. Besides a rich table it
+prints one JSON line per figure on standard output::
+
+    {"bench": "consume", "figure": "...", "value": 241000.0, "unit": "msgs/s",
+     "baseline": 240000.0, "ratio": 1.004, "runs": [...], "baseline_runs": [...]}
+
+so that runs can be compared across commits (``grep '^{' | jq``).
+
+Usage in a script::
+
+    bench = Bench("produce", "bare produce loops")
+    topic = bench.create_topic(partitions=1)
+    bench.compare("produce_async", candidate=lambda: run_ours(topic),
+                  baseline=lambda: run_bare(topic), unit="msgs/s")
+    bench.report()
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["Bench", "Figure", "percentile"]
+
+Measurement = Callable[[], float]
+
+
+@dataclass
+class Figure:
+    """One reported number: the median of its runs, and its baseline's when it has one."""
+
+    bench: str
+    figure: str
+    unit: str
+    runs: list[float]
+    baseline_runs: list[float] = field(default_factory=list)
+    higher_is_better: bool = True
+    note: str = ""
+
+    @property
+    def value(self) -> float:
+        return statistics.median(self.runs)
+
+    @property
+    def baseline(self) -> float | None:
+        return statistics.median(self.baseline_runs) if self.baseline_runs else None
+
+    @property
+    def ratio(self) -> float | None:
+        """value / baseline (for latencies, below 1 is better)."""
+        baseline = self.baseline
+        if baseline is None or baseline == 0:
+            return None
+        return self.value / baseline
+
+    def as_json(self) -> dict[str, Any]:
+        ratio = self.ratio
+        return {
+            "bench": self.bench,
+            "figure": self.figure,
+            "value": round(self.value, 4),
+            "unit": self.unit,
+            "baseline": None if self.baseline is None else round(self.baseline, 4),
+            "ratio": None if ratio is None else round(ratio, 4),
+            "runs": [round(run, 4) for run in self.runs],
+            "baseline_runs": [round(run, 4) for run in self.baseline_runs],
+        }
+
+
+class Bench:
+    """One benchmark script's run: its arguments, broker, topics and figures."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    ) -> None:
+        parser = argparse.ArgumentParser(prog=f"bench/{name}.py", description=description)
+        parser.add_argument(
+            "--repeats", type=int, default=3, help="runs per variant (median reported)"
+        )
+        parser.add_argument(
+            "--bootstrap",
+            default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+            help="Kafka to measure against (default: $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092)",
+        )
+        if arguments:
+            arguments(parser)
+        self.args = parser.parse_args()
+        self.name = name
+        self.bootstrap: str = self.args.bootstrap
+        self.repeats: int = self.args.repeats
+        self.figures: list[Figure] = []
+        self.console = (
+            Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=140)
+        )
+        self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        self._topics: list[str] = []
+        atexit.register(self._delete_topics)
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def create_topic(self, partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        """A fresh topic for this run; deleted when the script exits."""
+        topic = f"bench-{self.name}-{uuid.uuid4().hex[:8]}"
+        futures = self._admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})],
+            operation_timeout=30,
+        )
+        futures[topic].result(timeout=30)
+        self._topics.append(topic)
+        return topic
+
+    def _delete_topics(self) -> None:
+        if self._topics:
+            for future in self._admin.delete_topics(self._topics, operation_timeout=30).values():
+                try:
+                    future.result(timeout=30)
+                except Exception as exc:  # the run's figures matter more than its litter
+                    self.console.print(f"[yellow]could not delete a bench topic: {exc}")
+            self._topics.clear()
+
+    # -- measuring ------------------------------------------------------------------------
+
+    def compare(
+        self,
+        figure: str,
+        *,
+        candidate: Measurement,
+        baseline: Measurement,
+        unit: str,
+        higher_is_better: bool = True,
+        note: str = "",
+    ) -> Figure:
+        """Run ``baseline`` and ``candidate`` alternately ``repeats`` times; record both medians."""
+        result = Figure(self.name, figure, unit, [], [], higher_is_better, note)
+        for attempt in range(1, self.repeats + 1):
+            result.baseline_runs.append(
+                self._timed(f"{figure} (baseline)", attempt, baseline, unit)
+            )
+            result.runs.append(self._timed(figure, attempt, candidate, unit))
+        self.figures.append(result)
+        return result
+
+    def measure(
+        self,
+        figure: str,
+        run: Measurement,
+        *,
+        unit: str,
+        higher_is_better: bool = True,
+        note: str = "",
+    ) -> Figure:
+        """Run ``run`` ``repeats`` times and record its median, with no baseline."""
+        result = Figure(self.name, figure, unit, [], [], higher_is_better, note)
+        for attempt in range(1, self.repeats + 1):
+            result.runs.append(self._timed(figure, attempt, run, unit))
+        self.figures.append(result)
+        return result
+
+    def record(self, figure: Figure) -> Figure:
+        """Add a figure computed by the script itself (e.g. from samples of several runs)."""
+        self.figures.append(figure)
+        return figure
+
+    def _timed(self, label: str, attempt: int, run: Measurement, unit: str) -> float:
+        value = run()
+        self.console.print(
+            f"  {label} run {attempt}/{self.repeats}: {value:,.2f} {unit}", highlight=False
+        )
+        return value
+
+    # -- reporting ------------------------------------------------------------------------
+
+    def report(self) -> None:
+        """Print the table (to stderr) and one JSON line per figure (to stdout)."""
+        table = Table(
+            title=f"bench {self.name} — median of {self.repeats} runs", title_justify="left"
+        )
+        for column in ("figure", "value", "baseline", "ratio", "note"):
+            table.add_column(
+                column, justify="right" if column in ("value", "baseline", "ratio") else "left"
+            )
+        for figure in self.figures:
+            ratio = figure.ratio
+            table.add_row(
+                figure.figure,
+                f"{figure.value:,.2f} {figure.unit}",
+                "-" if figure.baseline is None else f"{figure.baseline:,.2f} {figure.unit}",
+                "-" if ratio is None else f"{ratio:.2f}x",
+                figure.note,
+            )
+        self.console.print(table)
+        for figure in self.figures:
+            print(json.dumps(figure.as_json()), flush=True)
+
+
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """The ``fraction`` (0..1) percentile by nearest rank."""
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))
+    return ordered[index]
+
+
+def rate(count: int, started: float) -> float:
+    """Items per second since ``started`` (a ``time.perf_counter()`` reading)."""
+    return count / (time.perf_counter() - started)
+
+
+if __name__ == "__main__":
+    sys.exit("harness.py is a library for the scripts beside it; run those instead.")
