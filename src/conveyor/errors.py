@@ -3,6 +3,16 @@
 ::
 
     ConveyorError                      everything Conveyor raises on purpose
+    ├── ConfigurationError             a setting is unknown, of the wrong type or impossible (names it)
+    ├── KafkaError                     librdkafka reported an error (code, name, retriable, fatal)
+    │   ├── DeliveryError              a message was not delivered (topic, partition, label)
+    │   │   └── BatchDeliveryError     some messages of a produce_many_* call were not delivered
+    │   └── TransactionError           a transaction could not begin, commit or abort
+    ├── InvalidMessageError            a message is malformed; raised before librdkafka sees it
+    ├── WaitTimeoutError               a wait reached its deadline (the work may still finish)
+    ├── QueueFullError                 the local queue stayed full past ``queue_full_timeout``
+    ├── ProducerClosedError            the producer was closed
+    ├── ProducerForkedError            the producer was created before ``os.fork()``
     └── BrokerError                    the development broker (``conveyor broker``)
         ├── ToolMissingError           Java or Maven is absent or too old
         ├── BrokerPortBusyError        something else listens on the port
@@ -16,18 +26,115 @@ Every message says what is wrong and what to do about it, in one paragraph.
 from __future__ import annotations
 
 __all__ = [
+    "BatchDeliveryError",
     "BrokerDataError",
     "BrokerError",
     "BrokerNotRunningError",
     "BrokerPortBusyError",
     "BrokerStartError",
+    "ConfigurationError",
     "ConveyorError",
+    "DeliveryError",
+    "InvalidMessageError",
+    "KafkaError",
+    "ProducerClosedError",
+    "ProducerForkedError",
+    "QueueFullError",
     "ToolMissingError",
+    "TransactionError",
+    "WaitTimeoutError",
 ]
 
 
 class ConveyorError(Exception):
     """Base class of every error Conveyor raises on purpose."""
+
+
+class ConfigurationError(ConveyorError, ValueError):
+    """A setting is unknown, of the wrong type, or has an impossible value.
+
+    Raised when the object is built, never later; ``setting`` names the culprit.
+    """
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
+class KafkaError(ConveyorError):
+    """An error reported by librdkafka, with its code and name kept.
+
+    Attributes:
+        code: librdkafka's numeric error code (negative for local errors).
+        name: its symbolic name, such as ``MSG_SIZE_TOO_LARGE`` or ``_MSG_TIMED_OUT``.
+        retriable: whether trying the same operation again may succeed.
+        fatal: whether the client can no longer be used (it must be rebuilt).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int = 0,
+        name: str = "",
+        retriable: bool = False,
+        fatal: bool = False,
+        txn_requires_abort: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.name = name
+        self.retriable = retriable
+        self.fatal = fatal
+        self.txn_requires_abort = txn_requires_abort
+
+
+class DeliveryError(KafkaError):
+    """A message could not be delivered; ``topic``, ``partition`` and ``label`` say which."""
+
+    topic: str | None = None
+    partition: int | None = None
+    label: object = None
+
+
+class BatchDeliveryError(DeliveryError):
+    """Some messages of one ``produce_many_*`` call failed; ``failures`` lists each one's error."""
+
+    def __init__(self, message: str, failures: list[DeliveryError], delivered: int) -> None:
+        first = failures[0]
+        super().__init__(
+            message, code=first.code, name=first.name, retriable=first.retriable, fatal=first.fatal
+        )
+        self.failures = failures
+        self.delivered = delivered
+
+
+class TransactionError(KafkaError):
+    """A transaction could not begin, commit or abort, or was used the wrong way."""
+
+
+class InvalidMessageError(ConveyorError, ValueError):
+    """A message is malformed (``field`` names what); raised before it reaches librdkafka."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class WaitTimeoutError(ConveyorError, TimeoutError):
+    """A wait reached its deadline. The awaited work (a delivery, say) may still complete."""
+
+
+class QueueFullError(ConveyorError, BufferError):
+    """librdkafka's local queue stayed full for longer than the producer's ``queue_full_timeout``."""
+
+
+class ProducerClosedError(ConveyorError):
+    """The producer was closed; create a new one to produce again."""
+
+
+class ProducerForkedError(ConveyorError):
+    """The producer was created in a parent process; librdkafka clients do not survive ``fork()``."""
 
 
 class BrokerError(ConveyorError):

@@ -1,0 +1,62 @@
+"""Map librdkafka's errors to Conveyor's exceptions, once, at the driver boundary."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError as _RdKafkaError
+from confluent_kafka import KafkaException
+
+from conveyor.errors import ConfigurationError, KafkaError
+
+__all__ = ["ErrorCode", "configuration_error", "is_error", "to_conveyor_error"]
+
+E = TypeVar("E", bound=KafkaError)
+
+ErrorCode = _RdKafkaError
+"""librdkafka's error codes (``ErrorCode._MSG_TIMED_OUT``, ``ErrorCode.UNKNOWN_TOPIC_OR_PART`` ...)."""
+
+_PROPERTY = re.compile(r'property:? "([^"]+)"')
+
+
+def is_error(value: object) -> bool:
+    """Whether ``value`` is a librdkafka error object."""
+    return isinstance(value, _RdKafkaError)
+
+
+def to_conveyor_error(error: Any, cls: type[E], context: str = "", **attributes: Any) -> E:
+    """Build a Conveyor exception of class ``cls`` from a librdkafka ``KafkaError``
+    (or a ``KafkaException`` carrying one), keeping its code, name and flags."""
+    if (
+        isinstance(error, KafkaException)
+        and error.args
+        and isinstance(error.args[0], _RdKafkaError)
+    ):
+        error = error.args[0]
+    if not isinstance(error, _RdKafkaError):
+        result = cls(f"{context}{error}")
+    else:
+        name = error.name()
+        text = error.str()
+        message = f"{context}{text} ({name})" if name and name not in text else f"{context}{text}"
+        result = cls(
+            message,
+            code=error.code(),
+            name=name,
+            retriable=bool(error.retriable()),
+            fatal=bool(error.fatal()),
+            txn_requires_abort=bool(error.txn_requires_abort()),
+        )
+    for key, value in attributes.items():
+        setattr(result, key, value)
+    return result
+
+
+def configuration_error(exc: Exception, client: str) -> ConfigurationError:
+    """Turn librdkafka's complaint about a setting into a ConfigurationError naming it."""
+    text = str(exc.args[0].str() if exc.args and isinstance(exc.args[0], _RdKafkaError) else exc)
+    match = _PROPERTY.search(text)
+    setting = match.group(1) if match else None
+    where = f'kafka["{setting}"]: ' if setting else ""
+    return ConfigurationError(f"{where}{text} (while creating the {client})", setting=setting)

@@ -1,0 +1,335 @@
+"""Handles for results that librdkafka reports later: deliveries and admin operations.
+
+A handle is completed by the thread that sees the result (the client's poller thread
+runs the delivery callback) and wakes its waiters at that moment: the waiter blocks on
+a lock that the completing thread releases, never on a sleep. Waits end at a monotonic
+deadline with :class:`~conveyor.errors.WaitTimeoutError`.
+
+The handles are lean on purpose: ``produce_async`` creates one per message, so a
+handle allocates nothing else until someone waits on it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from conveyor.driver.errors import to_conveyor_error
+from conveyor.errors import BatchDeliveryError, DeliveryError, KafkaError, WaitTimeoutError
+
+__all__ = [
+    "AcknowledgedHandle",
+    "BatchDeliveryHandle",
+    "DeliveryHandle",
+    "DeliveryReport",
+    "FutureHandle",
+]
+
+T = TypeVar("T")
+
+_PENDING, _DONE = 0, 1
+_waiter_creation = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryReport:
+    """Where a message landed: its topic, partition and offset, as the broker acknowledged it.
+
+    ``timestamp`` is the message timestamp in milliseconds since the epoch (``None`` when the
+    broker did not report one); ``latency`` the seconds from produce to acknowledgement;
+    ``label`` whatever the caller attached to the message.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int | None
+    label: Any = None
+    latency: float | None = None
+
+
+def _report(message: Any, label: Any) -> DeliveryReport:
+    kind, timestamp = message.timestamp()
+    return DeliveryReport(
+        topic=message.topic(),
+        partition=message.partition(),
+        offset=message.offset(),
+        timestamp=timestamp if kind else None,
+        label=label,
+        latency=message.latency(),
+    )
+
+
+def _delivery_error(error: Any, message: Any, label: Any) -> DeliveryError:
+    topic = message.topic() if message is not None else None
+    partition = message.partition() if message is not None else None
+    failure = to_conveyor_error(
+        error, DeliveryError, context=f"delivery to {topic!r} failed: ", topic=topic, label=label
+    )
+    failure.partition = partition if partition is not None and partition >= 0 else None
+    hint = _HINTS.get(failure.name)
+    if hint:
+        failure.args = (f"{failure.args[0]}. {hint}",)
+    return failure
+
+
+_HINTS = {
+    "UNKNOWN_TOPIC_OR_PART": "The topic does not exist and Conveyor's broker does not create topics "
+    "on first use: create it first (or check its name).",
+    "_UNKNOWN_TOPIC": "The topic does not exist: create it first (or check its name).",
+    "_MSG_TIMED_OUT": "The broker did not acknowledge it within message.timeout.ms: is the broker "
+    "reachable, and the topic's leader available?",
+}
+
+
+class _Waitable:
+    """Completion flag plus a lazily created lock that the completing thread releases."""
+
+    __slots__ = ("_state", "_waiter")
+
+    def __init__(self) -> None:
+        self._state = _PENDING
+        self._waiter: Any = None
+
+    def done(self) -> bool:
+        """Whether the result (or the failure) is in."""
+        return self._state == _DONE
+
+    def _complete(self) -> None:
+        self._state = _DONE
+        waiter = self._waiter
+        if waiter is not None:
+            with contextlib.suppress(RuntimeError):  # completed twice (a truncated batch)
+                waiter.release()
+
+    def _block(self, timeout: float | None) -> None:
+        if self._state == _DONE:
+            return
+        with _waiter_creation:
+            waiter = self._waiter
+            if waiter is None:
+                waiter = threading.Lock()
+                waiter.acquire()
+                self._waiter = waiter
+        # Published the waiter before this re-check: the completing thread either saw it
+        # (and will release it) or completed before it (and this check sees that).
+        if self._state == _DONE:
+            return
+        if waiter.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            waiter.release()  # let any other waiter of this handle through too
+            return
+        if self._state != _DONE:
+            raise WaitTimeoutError(
+                f"no result within {timeout:.3f} s; the operation may still complete later"
+            )
+
+
+class DeliveryHandle(_Waitable):
+    """The future delivery report of one message (what ``produce_async`` returns).
+
+    ``wait(timeout)`` blocks until librdkafka reports the delivery and returns the
+    :class:`DeliveryReport`, or raises :class:`~conveyor.errors.DeliveryError`;
+    ``done()`` says whether the report is in; ``result()`` returns it without waiting.
+    """
+
+    __slots__ = ("_error", "_message", "_notify", "label")
+
+    def __init__(
+        self, label: Any = None, notify: Callable[[DeliveryHandle], None] | None = None
+    ) -> None:
+        self._state = _PENDING
+        self._waiter = None
+        self.label = label
+        self._notify = notify
+
+    def __call__(self, error: Any, message: Any) -> None:
+        """librdkafka's delivery callback for this message (runs on the poller thread)."""
+        self._error = error
+        self._message = message
+        self._state = _DONE
+        waiter = self._waiter
+        if waiter is not None:
+            waiter.release()
+        if error is not None and self._notify is not None:
+            self._notify(self)  # failures are always reported; successes only when observed
+
+    def wait(self, timeout: float | None = None) -> DeliveryReport:
+        """Block until the delivery is reported; ``timeout`` in seconds (``None``: no limit).
+
+        Raises:
+            DeliveryError: the message was not delivered.
+            WaitTimeoutError: no report within ``timeout`` (the message may still be delivered).
+        """
+        self._block(timeout)
+        return self.result()
+
+    def result(self) -> DeliveryReport:
+        """The report, or the delivery's error raised; :class:`WaitTimeoutError` if not done yet."""
+        if self._state != _DONE:
+            raise WaitTimeoutError("the delivery has not been reported yet")
+        if self._error is not None:
+            raise _delivery_error(self._error, self._message, self.label)
+        return _report(self._message, self.label)
+
+    def error(self) -> DeliveryError | None:
+        """The delivery's error, or ``None`` when delivered (or not reported yet)."""
+        if self._state != _DONE or self._error is None:
+            return None
+        return _delivery_error(self._error, self._message, self.label)
+
+
+class AcknowledgedHandle(DeliveryHandle):
+    """A :class:`DeliveryHandle` whose ``notify`` hears of every delivery, not only failures
+    (used while someone listens to acknowledgements)."""
+
+    __slots__ = ()
+
+    def __call__(self, error: Any, message: Any) -> None:
+        self._error = error
+        self._message = message
+        self._state = _DONE
+        waiter = self._waiter
+        if waiter is not None:
+            waiter.release()
+        if self._notify is not None:
+            self._notify(self)
+
+
+class BatchDeliveryHandle(_Waitable):
+    """The delivery of a burst of messages (what ``produce_many_async`` returns).
+
+    One handle serves the whole burst: its delivery callback is one bound method shared
+    by every unlabeled message, so the burst allocates nothing per message on the way
+    in. Reports are in the order the broker acknowledged the messages (per partition,
+    that is the order they were produced in).
+    """
+
+    __slots__ = (
+        "_counter",
+        "_errors",
+        "_every",
+        "_labels",
+        "_messages",
+        "_notify",
+        "count",
+        "on_delivery",
+    )
+
+    def __init__(
+        self, count: int, notify: Callable[[Any, Any, Any], None] | None = None, every: bool = False
+    ) -> None:
+        self._state = _PENDING
+        self._waiter = None
+        self.count = count
+        self._counter = itertools.count(1)  # next() is atomic: callbacks may run on two threads
+        self._messages: list[Any] = [None] * count
+        self._errors: list[tuple[Any, Any, Any]] = []
+        self._labels: dict[int, Any] = {}
+        self._notify = notify
+        self._every = every  # notify of every delivery, not only failures
+        self.on_delivery = self._record_unlabeled
+        if count == 0:
+            self._state = _DONE
+
+    def _record_unlabeled(self, error: Any, message: Any) -> None:
+        self._record(error, message, None)
+
+    def labeled(self, label: Any) -> Callable[[Any, Any], None]:
+        """A delivery callback for one message that carries ``label`` into its report."""
+
+        def on_delivery(error: Any, message: Any) -> None:
+            self._record(error, message, label)
+
+        return on_delivery
+
+    def _record(self, error: Any, message: Any, label: Any) -> None:
+        position = next(self._counter)
+        if error is not None:
+            self._errors.append((error, message, label))
+        if label is not None:
+            self._labels[position - 1] = label
+        self._messages[position - 1] = message
+        if self._notify is not None and (error is not None or self._every):
+            self._notify(error, message, label)
+        if position >= self.count:
+            self._complete()
+
+    def truncate(self, sent: int) -> None:
+        """Shrink the burst to its first ``sent`` messages: a later one never reached librdkafka."""
+        self.count = sent
+        if all(message is not None for message in self._messages[:sent]):
+            self._complete()
+
+    def wait(self, timeout: float | None = None) -> list[DeliveryReport]:
+        """Block until every message is reported; return their reports.
+
+        Raises:
+            BatchDeliveryError: some messages were not delivered (``failures`` has each error).
+            WaitTimeoutError: not every report came within ``timeout`` seconds.
+        """
+        self._block(timeout)
+        return self.result()
+
+    def result(self) -> list[DeliveryReport]:
+        """The reports, or :class:`BatchDeliveryError`; :class:`WaitTimeoutError` if not done yet."""
+        if self._state != _DONE:
+            raise WaitTimeoutError("not every delivery has been reported yet")
+        if self._errors:
+            failures = [
+                _delivery_error(error, message, label) for error, message, label in self._errors
+            ]
+            raise BatchDeliveryError(
+                f"{len(failures)} of {self.count} messages were not delivered; the first: {failures[0]}",
+                failures,
+                delivered=self.count - len(failures),
+            )
+        labels = self._labels
+        return [
+            _report(message, labels.get(index))
+            for index, message in enumerate(self._messages[: self.count])
+        ]
+
+
+class FutureHandle(Generic[T]):
+    """A handle over a ``concurrent.futures.Future`` (admin operations), with the same shape:
+    ``wait(timeout)``, ``done()``, ``result()``; librdkafka errors come out as Conveyor's."""
+
+    __slots__ = ("_future", "_what")
+
+    def __init__(self, future: concurrent.futures.Future[T], what: str) -> None:
+        self._future = future
+        self._what = what
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def wait(self, timeout: float | None = None) -> T:
+        """Block until the operation finishes (woken by the future, no polling).
+
+        Raises:
+            KafkaError: the operation failed.
+            WaitTimeoutError: it did not finish within ``timeout`` seconds.
+        """
+        started = time.monotonic()
+        try:
+            return self._future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise WaitTimeoutError(
+                f"{self._what} did not finish within {time.monotonic() - started:.3f} s"
+            ) from None
+        except KafkaError:
+            raise
+        except Exception as exc:
+            raise to_conveyor_error(exc, KafkaError, context=f"{self._what} failed: ") from exc
+
+    def result(self) -> T:
+        """The result if done; :class:`WaitTimeoutError` otherwise."""
+        if not self._future.done():
+            raise WaitTimeoutError(f"{self._what} has not finished yet")
+        return self.wait(0)

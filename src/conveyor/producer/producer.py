@@ -1,0 +1,761 @@
+"""``Producer``: synchronous and asynchronous produce at the speed of librdkafka.
+
+A produce call checks the message, hands it to librdkafka and returns a handle that
+the client's poller thread completes the moment the broker acknowledges it;
+``produce_sync`` waits on that handle. Nothing on these paths sleeps: a full local
+queue is waited out on a condition that delivery reports signal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any
+
+from conveyor.driver import (
+    AcknowledgedHandle,
+    BatchDeliveryHandle,
+    DeliveryHandle,
+    DeliveryReport,
+    Poller,
+    create_producer,
+)
+from conveyor.driver.errors import ErrorCode, to_conveyor_error
+from conveyor.errors import (
+    ConfigurationError,
+    DeliveryError,
+    InvalidMessageError,
+    KafkaError,
+    ProducerClosedError,
+    ProducerForkedError,
+    QueueFullError,
+)
+from conveyor.instrumentation import LoggingListener, Monitor
+from conveyor.instrumentation import events as ev
+from conveyor.producer.messages import (
+    MESSAGE_FIELDS,
+    check_message,
+    check_topic,
+    encode_headers,
+    encode_key,
+    encode_partition,
+    encode_payload,
+    encode_timestamp,
+)
+from conveyor.producer.partitioners import partitioner_for
+from conveyor.producer.settings import (
+    VARIANT_SETTINGS,
+    Middleware,
+    ProducerSettings,
+    build_settings,
+)
+from conveyor.producer.transactions import Transactions
+from conveyor.serialization import Serializer
+
+__all__ = ["Producer", "Variant"]
+
+_OPEN, _CLOSED, _FORKED = "open", "closed", "forked"
+_PURGE_CODES = frozenset({ErrorCode._PURGE_QUEUE, ErrorCode._PURGE_INFLIGHT})
+# How long a thread waiting for room in a full queue sleeps at most between re-checks,
+# should a delivery report's signal have come just before it started waiting.
+_ROOM_RECHECK = 0.05
+_METADATA_TIMEOUT = 10.0
+
+_live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for producer in list(_live_producers):
+        producer._state = _FORKED
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _Client:
+    """One librdkafka producer and the poller thread that serves its callbacks."""
+
+    def __init__(self, producer: Producer, config: Mapping[str, Any], name: str) -> None:
+        statistics = producer._on_statistics if "statistics.interval.ms" in config else None
+        self.kafka = create_producer(config, on_error=self._on_error, on_statistics=statistics)
+        self.produce = self.kafka.produce
+        self.fatal: KafkaError | None = None
+        self._producer = weakref.ref(producer)
+        self.partition_counts: dict[str, int] = {}
+        self.poller = Poller(
+            self.kafka,
+            name,
+            on_served=producer._wake_room_waiters,
+            on_crash=producer._on_callback_crash,
+        )
+
+    def _on_error(self, error: Any) -> None:
+        producer = self._producer()
+        if producer is None:
+            return
+        failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
+        if failure.fatal:
+            if self.fatal is None:  # reported once; the next produce rebuilds the client
+                self.fatal = failure
+                producer._report_error("producer.fatal", failure)
+            return
+        producer._report_error("librdkafka.error", failure)
+
+    def partition_count(self, topic: str) -> int:
+        count = self.partition_counts.get(topic)
+        if count is None:
+            metadata = self.kafka.list_topics(topic, timeout=_METADATA_TIMEOUT).topics.get(topic)
+            if metadata is None or metadata.error is not None or not metadata.partitions:
+                raise InvalidMessageError(
+                    f"partition_key needs the partition count of {topic!r}, and the cluster does not "
+                    f"know that topic ({metadata.error if metadata is not None else 'no metadata'})",
+                    "partition_key",
+                )
+            count = self.partition_counts[topic] = len(metadata.partitions)
+        return count
+
+    def close(self, timeout: float) -> int:
+        """Flush, purge what is left (its handles fail), stop the poller; return how many were purged."""
+        remaining = int(self.kafka.flush(timeout)) if timeout > 0 else len(self.kafka)
+        if remaining:
+            self.kafka.purge(in_queue=True, in_flight=True, blocking=False)
+            self.kafka.flush(min(5.0, max(timeout, 1.0)))  # serves the purge reports
+        self.poller.stop()
+        return remaining
+
+
+class _Dispatcher:
+    """The produce_* methods, shared by :class:`Producer` and its :class:`Variant` views."""
+
+    _core: Producer
+
+    def _active_client(self) -> _Client:
+        raise NotImplementedError
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def produce_async(
+        self,
+        *,
+        topic: str,
+        payload: Any = None,
+        key: str | bytes | None = None,
+        headers: Any = None,
+        partition: int | None = None,
+        partition_key: str | bytes | None = None,
+        timestamp: Any = None,
+        label: Any = None,
+    ) -> DeliveryHandle:
+        """Hand one message to librdkafka and return its :class:`DeliveryHandle` at once.
+
+        ``payload`` is bytes, str (sent as UTF-8), ``None`` (a tombstone) or anything the
+        serializer takes (JSON for dicts and lists by default). ``headers`` is a dict or a
+        list of ``(name, value)`` pairs (repeated names allowed), values str or bytes.
+        ``partition`` picks a partition; ``partition_key`` picks the one a message keyed with
+        it would land in, without sending it as the key. ``timestamp`` is milliseconds since
+        the epoch or an aware ``datetime``. ``label`` travels to the delivery report and the
+        monitor events.
+
+        Raises:
+            InvalidMessageError: the message is malformed (raised here, before dispatch).
+            QueueFullError: librdkafka's queue stayed full for ``queue_full_timeout``.
+            DeliveryError: librdkafka refused the message at once (e.g. an unknown partition).
+            ProducerClosedError, ProducerForkedError: the producer cannot be used.
+        """
+        core = self._core
+        if core._state is not _OPEN:
+            core._raise_unusable()
+        if core.middleware or partition_key is not None or core.transactions.enabled:
+            message = {
+                "topic": topic, "payload": payload, "key": key, "headers": headers,
+                "partition": partition, "partition_key": partition_key,
+                "timestamp": timestamp, "label": label,
+            }  # fmt: skip
+            return self._produce_message(message)
+        # The hot path, inlined: a bytes payload and nothing else set costs a few checks.
+        if type(topic) is not str or not topic:
+            topic = check_topic(topic)
+        if type(payload) is not bytes or len(payload) > core._max_bytes:
+            payload = encode_payload(payload, core._serializer, core._max_bytes)
+        if key is not None and type(key) is not bytes and type(key) is not str:
+            key = encode_key(key)
+        if headers is not None:
+            headers = encode_headers(headers)
+        handle = core._new_handle(label)
+        client = self._active_client()
+        self._dispatch(
+            client,
+            topic,
+            payload,
+            key,
+            -1 if partition is None else encode_partition(partition),
+            handle,
+            0 if timestamp is None else encode_timestamp(timestamp),
+            headers,
+        )
+        if ev.MESSAGE_PRODUCED_ASYNC in core.monitor.subscribed:
+            core.monitor.instrument(
+                ev.MESSAGE_PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
+            )
+        return handle
+
+    def produce_sync(
+        self,
+        *,
+        topic: str,
+        payload: Any = None,
+        key: str | bytes | None = None,
+        headers: Any = None,
+        partition: int | None = None,
+        partition_key: str | bytes | None = None,
+        timestamp: Any = None,
+        label: Any = None,
+        timeout: float | None = None,
+    ) -> DeliveryReport:
+        """Produce one message and return its :class:`DeliveryReport` once the broker acknowledged it.
+
+        Takes the arguments of :meth:`produce_async`, plus ``timeout``: seconds to wait for
+        the acknowledgement (default: the producer's ``wait_timeout``, else until librdkafka
+        reports, which ``message.timeout.ms`` bounds).
+
+        Raises:
+            DeliveryError: the message was not delivered (librdkafka's code and name kept).
+            WaitTimeoutError: no report within ``timeout`` (the message may still be delivered).
+            InvalidMessageError, QueueFullError, ProducerClosedError, ProducerForkedError.
+        """
+        core = self._core
+        started = time.perf_counter()
+        handle = self.produce_async(
+            topic=topic, payload=payload, key=key, headers=headers, partition=partition,
+            partition_key=partition_key, timestamp=timestamp, label=label,
+        )  # fmt: skip
+        report = handle.wait(core._wait_timeout(timeout))
+        if ev.MESSAGE_PRODUCED_SYNC in core.monitor.subscribed:
+            core.monitor.instrument(
+                ev.MESSAGE_PRODUCED_SYNC, producer_id=core.id, report=report, label=label,
+                duration=time.perf_counter() - started,
+            )  # fmt: skip
+        return report
+
+    def produce_many_async(self, messages: Iterable[Mapping[str, Any]]) -> BatchDeliveryHandle:
+        """Check every message, then hand them all to librdkafka as one burst.
+
+        ``messages`` are dicts with the keyword arguments of :meth:`produce_async`. Nothing
+        is sent unless every message is valid. Returns one :class:`BatchDeliveryHandle` for
+        the burst; its ``wait()`` gives the reports in the order the broker acknowledged them.
+
+        Raises:
+            InvalidMessageError: a message is malformed (none was sent).
+            QueueFullError: the queue stayed full; ``error.handle`` covers the messages sent before.
+        """
+        core = self._core
+        if core._state is not _OPEN:
+            core._raise_unusable()
+        if core.transactions.needs_implicit():
+            with core.transaction():
+                return self.produce_many_async(messages)
+        started = time.perf_counter()
+        client = self._active_client()
+        prepared = [self._prepare(message, client) for message in messages]
+        batch = BatchDeliveryHandle(
+            len(prepared),
+            core._batch_observer,
+            every=ev.MESSAGE_ACKNOWLEDGED in core.monitor.subscribed,
+        )
+        shared = batch.on_delivery
+        dispatch = self._dispatch
+        for sent, (topic, payload, key, partition, timestamp, headers, label) in enumerate(
+            prepared
+        ):
+            try:
+                dispatch(
+                    client, topic, payload, key, partition,
+                    shared if label is None else batch.labeled(label), timestamp, headers,
+                )  # fmt: skip
+            except Exception as exc:
+                batch.truncate(sent)
+                exc.handle = batch  # type: ignore[attr-defined]
+                raise
+        if ev.MESSAGES_PRODUCED_ASYNC in core.monitor.subscribed:
+            core.monitor.instrument(
+                ev.MESSAGES_PRODUCED_ASYNC, producer_id=core.id, count=len(prepared),
+                duration=time.perf_counter() - started,
+            )  # fmt: skip
+        return batch
+
+    def produce_many_sync(
+        self, messages: Iterable[Mapping[str, Any]], timeout: float | None = None
+    ) -> list[DeliveryReport]:
+        """:meth:`produce_many_async`, then wait for every acknowledgement.
+
+        Raises:
+            BatchDeliveryError: some messages were not delivered (``failures`` lists them).
+            WaitTimeoutError, InvalidMessageError, QueueFullError.
+        """
+        core = self._core
+        started = time.perf_counter()
+        batch = self.produce_many_async(messages)
+        reports = batch.wait(core._wait_timeout(timeout))
+        if ev.MESSAGES_PRODUCED_SYNC in core.monitor.subscribed:
+            core.monitor.instrument(
+                ev.MESSAGES_PRODUCED_SYNC, producer_id=core.id, count=len(reports),
+                duration=time.perf_counter() - started,
+            )  # fmt: skip
+        return reports
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _produce_message(self, message: dict[str, Any]) -> DeliveryHandle:
+        """The general path: middleware, partition_key, implicit transactions."""
+        core = self._core
+        if core.transactions.needs_implicit():
+            with core.transaction():
+                return self._produce_message(message)
+        client = self._active_client()
+        topic, payload, key, partition, timestamp, headers, label = self._prepare(message, client)
+        handle = core._new_handle(label)
+        self._dispatch(client, topic, payload, key, partition, handle, timestamp, headers)
+        if ev.MESSAGE_PRODUCED_ASYNC in core.monitor.subscribed:
+            core.monitor.instrument(
+                ev.MESSAGE_PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
+            )
+        return handle
+
+    def _prepare(self, message: Mapping[str, Any], client: _Client) -> tuple[Any, ...]:
+        core = self._core
+        if core.middleware:
+            message = core._apply_middleware(message)
+        elif type(message) is not dict:
+            message = (
+                check_message(dict(message))
+                if isinstance(message, Mapping)
+                else check_message(message)
+            )
+        topic = message.get("topic")
+        if type(topic) is not str or not topic:
+            topic = check_topic(topic)
+        payload = message.get("payload")
+        if type(payload) is not bytes or len(payload) > core._max_bytes:
+            payload = encode_payload(payload, core._serializer, core._max_bytes)
+        key = message.get("key")
+        if key is not None and type(key) is not bytes and type(key) is not str:
+            key = encode_key(key)
+        headers = message.get("headers")
+        if headers is not None:
+            headers = encode_headers(headers)
+        partition = message.get("partition")
+        partition = -1 if partition is None else encode_partition(partition)
+        partition_key = message.get("partition_key")
+        if partition_key is not None:
+            if partition != -1:
+                raise InvalidMessageError(
+                    "give partition or partition_key, not both", "partition_key"
+                )
+            raw = encode_key(partition_key, "partition_key")
+            raw_bytes = raw.encode() if type(raw) is str else raw
+            partition = core._partitioner(raw_bytes, client.partition_count(topic))  # type: ignore[arg-type]
+        timestamp = message.get("timestamp")
+        if not message.keys() <= MESSAGE_FIELDS:
+            check_message(message)
+        return (
+            topic,
+            payload,
+            key,
+            partition,
+            0 if timestamp is None else encode_timestamp(timestamp),
+            headers,
+            message.get("label"),
+        )
+
+    def _dispatch(
+        self,
+        client: _Client,
+        topic: str,
+        payload: Any,
+        key: Any,
+        partition: int,
+        callback: Callable[[Any, Any], None],
+        timestamp: int,
+        headers: Any,
+    ) -> None:
+        try:
+            # Positional on purpose: keyword arguments cost confluent-kafka a dict per call.
+            client.produce(topic, payload, key, partition, callback, None, timestamp, headers)
+        except BufferError:
+            self._core._produce_when_room(
+                client, (topic, payload, key, partition, callback, None, timestamp, headers)
+            )
+        except Exception as exc:
+            self._core._raise_refused(exc, client, topic)
+
+
+class Producer(_Dispatcher):
+    """Conveyor's producer (WaterDrop's role): produce_sync, produce_async, bursts, transactions.
+
+    Args:
+        kafka: librdkafka settings, names as librdkafka spells them. Conveyor sets
+            ``acks=all``, ``enable.idempotence=true`` and ``linger.ms=0.5`` unless given.
+            ``transactional.id`` makes the producer transactional.
+        monitor: the event bus to report to (a new one with a :class:`LoggingListener` if omitted).
+        id: a name for this producer in events and logs (default: ``client.id``).
+        wait_timeout: default seconds for ``produce_sync`` and ``produce_many_sync`` to wait
+            for acknowledgements (``None``: until librdkafka reports, bounded by ``message.timeout.ms``).
+        queue_full_timeout: seconds to wait for room when librdkafka's local queue is full.
+        reload_on_fatal_error: rebuild the client after a fatal error (idempotence or fencing)
+            instead of failing every later call; at most ``max_reloads`` times, waiting
+            ``reload_backoff`` seconds (doubling) before each.
+        serializer: turns payloads that are not bytes, str or None into bytes (JSON by default).
+        middleware: callables applied in order to each message dict before dispatch; each
+            returns the message (or ``None`` to keep it as changed in place) or raises to reject it.
+
+    Example::
+
+        producer = Producer({"bootstrap.servers": "127.0.0.1:9092"})
+        report = producer.produce_sync(topic="orders", payload={"id": 1}, key="customer-7")
+        producer.close()
+
+    Raises:
+        ConfigurationError: a setting is wrong (the message names it).
+    """
+
+    def __init__(
+        self,
+        kafka: Mapping[str, Any] | None = None,
+        *,
+        monitor: Monitor | None = None,
+        id: str | None = None,
+        wait_timeout: float | None = None,
+        queue_full_timeout: float = 10.0,
+        reload_on_fatal_error: bool = True,
+        max_reloads: int = 10,
+        reload_backoff: float = 1.0,
+        serializer: Serializer | None = None,
+        middleware: Sequence[Middleware] = (),
+    ) -> None:
+        self.settings: ProducerSettings = build_settings(
+            kafka,
+            id=id,
+            wait_timeout=wait_timeout,
+            queue_full_timeout=queue_full_timeout,
+            reload_on_fatal_error=reload_on_fatal_error,
+            max_reloads=max_reloads,
+            reload_backoff=reload_backoff,
+            serializer=serializer,
+            middleware=middleware,
+        )
+        self.id = self.settings.id
+        if monitor is None:
+            monitor = Monitor()
+            LoggingListener().attach(monitor)
+        self.monitor = monitor
+        self.middleware: list[Middleware] = list(self.settings.middleware)
+        """The middleware chain; may be changed (append, insert) while the producer runs."""
+        self._core = self
+        self._state = _OPEN
+        self._max_bytes = self.settings.max_message_bytes
+        self._serializer = self.settings.serializer
+        self._partitioner = partitioner_for(self.settings.partitioner)
+        self._lock = threading.Lock()
+        self._room = threading.Condition()
+        self._room_waiters = 0
+        self._closing = threading.Event()
+        self._reloads = 0
+        self._undelivered = 0
+        self._variants: dict[frozenset[tuple[str, Any]], _Client] = {}
+        self.transactions = Transactions(self)
+        self._client = _Client(self, self.settings.kafka, f"conveyor-producer-{self.id}")
+        _live_producers.add(self)
+
+    # -- views --------------------------------------------------------------------------------
+
+    def _active_client(self) -> _Client:
+        client = self._client
+        if client.fatal is not None:
+            client = self._reload(client)
+        return client
+
+    def variant(self, **settings: Any) -> Variant:
+        """A view that produces with other per-topic librdkafka settings, e.g. ``variant(acks=1)``.
+
+        Settings use librdkafka's names with ``_`` for ``.`` (``message_timeout_ms=5000``) or
+        are passed as a dict via ``variant(**{"compression.type": "zstd"})``. Allowed:
+        ``acks``, ``request.timeout.ms``, ``message.timeout.ms``, ``compression.type``,
+        ``compression.level``, ``partitioner``, ``linger.ms``, ``enable.idempotence``.
+
+        confluent-kafka exposes no per-topic handles, so variants with the same settings share
+        one extra librdkafka client, built on first use and closed with the producer.
+
+        Raises:
+            ConfigurationError: an unknown setting, or a transactional producer.
+        """
+        self._raise_unusable() if self._state is not _OPEN else None
+        overrides = {name.replace("_", "."): value for name, value in settings.items()}
+        unknown = sorted(set(overrides) - VARIANT_SETTINGS)
+        if unknown:
+            raise ConfigurationError(
+                f"a variant cannot change {', '.join(unknown)}; it may change {', '.join(sorted(VARIANT_SETTINGS))}",
+                unknown[0],
+            )
+        if self.transactions.enabled:
+            raise ConfigurationError(
+                "variants of a transactional producer are not supported (each would need its own transactional.id)",
+                "transactional.id",
+            )
+        config = {**self.settings.kafka, **overrides}
+        acks = str(config.get("acks", config.get("request.required.acks")))
+        if acks in ("0", "1") and "enable.idempotence" not in overrides:
+            config["enable.idempotence"] = False
+        key = frozenset((name, str(value)) for name, value in overrides.items())
+        with self._lock:
+            client = self._variants.get(key)
+            if client is None:
+                client = _Client(
+                    self, config, f"conveyor-producer-{self.id}-variant-{len(self._variants) + 1}"
+                )
+                self._variants[key] = client
+        return Variant(self, client, overrides)
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def transaction(self) -> AbstractContextManager[Transactions]:
+        """``with producer.transaction():`` commits at the end of the block, aborts if it raises.
+
+        Every produce inside the block belongs to the transaction (and a produce outside any
+        block runs in a transaction of its own). Other threads' produces wait until the block
+        ends. Requires ``kafka["transactional.id"]``.
+
+        Raises:
+            TransactionError: not transactional, nested use, or the broker refused.
+        """
+        return self.transactions.transaction()
+
+    # -- closing ------------------------------------------------------------------------------
+
+    def flush(self, timeout: float = 30.0) -> int:
+        """Wait up to ``timeout`` seconds for every queued message; return how many are left."""
+        if self._state is not _OPEN:
+            self._raise_unusable()
+        clients = [self._client, *self._variants.values()]
+        deadline = time.monotonic() + timeout
+        return sum(
+            int(client.kafka.flush(max(0.0, deadline - time.monotonic()))) for client in clients
+        )
+
+    def close(self, timeout: float = 30.0) -> int:
+        """Flush for up to ``timeout`` seconds, fail what is still queued, and release the clients.
+
+        Returns how many messages were not delivered (their handles fail with a purge error).
+        Idempotent: a second call returns the first call's count. Any produce after close
+        raises :class:`ProducerClosedError`.
+        """
+        with self._lock:
+            if self._state is _CLOSED:
+                return self._undelivered
+            forked = self._state is _FORKED
+            self._state = _CLOSED
+            self._closing.set()
+        if forked:  # the parent owns the clients; touching them here would hang
+            return 0
+        deadline = time.monotonic() + timeout
+        undelivered = 0
+        for client in [self._client, *self._variants.values()]:
+            undelivered += client.close(max(0.0, deadline - time.monotonic()))
+        self._undelivered = undelivered
+        with self._room:
+            self._room.notify_all()
+        _live_producers.discard(self)
+        if ev.PRODUCER_CLOSED in self.monitor.subscribed:
+            self.monitor.instrument(
+                ev.PRODUCER_CLOSED, producer_id=self.id, undelivered=undelivered
+            )
+        return undelivered
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        """Messages waiting in librdkafka's queues (not yet acknowledged)."""
+        return sum(len(client.kafka) for client in [self._client, *self._variants.values()])
+
+    @property
+    def closed(self) -> bool:
+        return self._state is _CLOSED
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.id} {self._state}>"
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _raise_unusable(self) -> None:
+        if self._state is _CLOSED:
+            raise ProducerClosedError(
+                f"producer {self.id!r} is closed; create a new one to produce"
+            )
+        if self._state is _FORKED:
+            raise ProducerForkedError(
+                f"producer {self.id!r} was created in another process before os.fork(); librdkafka "
+                "clients do not survive fork(). Create the producer in this process (after the fork)."
+            )
+
+    def _wait_timeout(self, timeout: float | None) -> float:
+        if timeout is not None:
+            return timeout
+        if self.settings.wait_timeout is not None:
+            return self.settings.wait_timeout
+        return self.settings.message_timeout + 5.0  # librdkafka reports every message by then
+
+    def _apply_middleware(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        current = check_message(dict(message))
+        for step in list(self.middleware):
+            result = step(current)
+            if result is not None:
+                current = check_message(result)
+        return current
+
+    def _produce_when_room(self, client: _Client, arguments: tuple[Any, ...]) -> None:
+        """librdkafka's queue is full: wait for delivery reports to make room, then retry."""
+        deadline = time.monotonic() + self.settings.queue_full_timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._state is not _OPEN:
+                if self._state is not _OPEN:
+                    self._raise_unusable()
+                raise QueueFullError(
+                    f"librdkafka's local queue stayed full for {self.settings.queue_full_timeout} s "
+                    f"({len(client.kafka):,} messages waiting): the broker is slower than the "
+                    "producer, or unreachable. Raise queue.buffering.max.messages / "
+                    "queue.buffering.max.kbytes or queue_full_timeout, or produce less at once."
+                )
+            with self._room:
+                self._room_waiters += 1
+                try:
+                    self._room.wait(min(_ROOM_RECHECK, remaining))
+                finally:
+                    self._room_waiters -= 1
+            try:
+                client.produce(*arguments)
+                return
+            except BufferError:
+                continue
+
+    def _wake_room_waiters(self) -> None:
+        if self._room_waiters:
+            with self._room:
+                self._room.notify_all()
+
+    def _raise_refused(self, exc: Exception, client: _Client, topic: str) -> None:
+        failure = to_conveyor_error(
+            exc, DeliveryError, context=f"librdkafka refused a message for {topic!r}: ", topic=topic
+        )
+        if failure.fatal and client.fatal is None:
+            client.fatal = failure
+        if failure.code == ErrorCode.MSG_SIZE_TOO_LARGE:
+            raise InvalidMessageError(str(failure), "payload") from exc
+        raise failure from exc
+
+    def _reload(self, failed: _Client) -> _Client:
+        """Replace a client that hit a fatal error (with back-off and a cap on attempts)."""
+        with self._lock:
+            if self._client is not failed:
+                return self._client
+            error = failed.fatal
+            assert error is not None
+            if (
+                not self.settings.reload_on_fatal_error
+                or self._reloads >= self.settings.max_reloads
+            ):
+                raise error
+            self._reloads += 1
+            backoff = min(30.0, self.settings.reload_backoff * 2 ** (self._reloads - 1))
+            if self._closing.wait(backoff):
+                self._raise_unusable()
+            failed.close(1.0)
+            self._client = _Client(self, self.settings.kafka, f"conveyor-producer-{self.id}")
+            self.transactions.reset()
+        if ev.PRODUCER_RELOADED in self.monitor.subscribed:
+            self.monitor.instrument(
+                ev.PRODUCER_RELOADED, producer_id=self.id, attempt=self._reloads, error=error
+            )
+        return self._client
+
+    def _new_handle(self, label: Any) -> DeliveryHandle:
+        if ev.MESSAGE_ACKNOWLEDGED in self.monitor.subscribed:
+            return AcknowledgedHandle(label, self._observer)
+        return DeliveryHandle(label, self._observer)
+
+    def _observer(self, handle: DeliveryHandle) -> None:
+        """Delivery callback hook for single messages (monitor events for acks and failures)."""
+        self._batch_observer(handle._error, handle._message, handle.label)
+
+    def _batch_observer(self, error: Any, message: Any, label: Any) -> None:
+        subscribed = self.monitor.subscribed
+        if error is None:
+            if ev.MESSAGE_ACKNOWLEDGED in subscribed:
+                self.monitor.instrument(
+                    ev.MESSAGE_ACKNOWLEDGED, producer_id=self.id, topic=message.topic(),
+                    partition=message.partition(), offset=message.offset(), label=label,
+                )  # fmt: skip
+            return
+        failure = to_conveyor_error(
+            error, DeliveryError, context=f"delivery to {message.topic()!r} failed: "
+        )
+        if error.code() in _PURGE_CODES:
+            if ev.MESSAGE_PURGED in subscribed:
+                self.monitor.instrument(
+                    ev.MESSAGE_PURGED,
+                    producer_id=self.id,
+                    topic=message.topic(),
+                    error=failure,
+                    label=label,
+                )
+            return
+        if ev.ERROR_OCCURRED in subscribed:
+            self.monitor.instrument(
+                ev.ERROR_OCCURRED, type="producer.delivery.error", producer_id=self.id,
+                topic=message.topic(), partition=message.partition(), error=failure, label=label,
+            )  # fmt: skip
+
+    def _report_error(self, kind: str, error: BaseException) -> None:
+        if ev.ERROR_OCCURRED in self.monitor.subscribed:
+            self.monitor.instrument(ev.ERROR_OCCURRED, type=kind, producer_id=self.id, error=error)
+
+    def _on_callback_crash(self, error: BaseException) -> None:
+        self._report_error("producer.callback.error", error)
+
+    def _on_statistics(self, raw: str) -> None:
+        if ev.STATISTICS_EMITTED in self.monitor.subscribed:
+            self.monitor.instrument(
+                ev.STATISTICS_EMITTED, producer_id=self.id, statistics=json.loads(raw)
+            )
+
+
+class Variant(_Dispatcher):
+    """A view of a :class:`Producer` that sends with other per-topic settings (see :meth:`Producer.variant`)."""
+
+    def __init__(self, producer: Producer, client: _Client, settings: Mapping[str, Any]) -> None:
+        self._core = producer
+        self._client = client
+        self.settings = dict(settings)
+
+    def _active_client(self) -> _Client:
+        if self._client.fatal is not None:
+            raise self._client.fatal
+        return self._client
+
+    def __repr__(self) -> str:
+        return f"<Variant of {self._core.id} {self.settings}>"

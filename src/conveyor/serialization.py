@@ -1,0 +1,35 @@
+"""JSON encoding and decoding shared by producers and consumers (orjson when installed)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Serializer", "json_dumps", "json_loads"]
+
+Serializer = Callable[[Any], bytes]
+"""Turns a payload that is not ``bytes``, ``str`` or ``None`` into bytes."""
+
+_orjson: Any
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised when orjson is absent
+    _orjson = None
+
+
+def json_dumps(value: Any) -> bytes:
+    """Encode ``value`` as compact UTF-8 JSON (orjson when installed, else the standard library)."""
+    if _orjson is not None:
+        try:
+            return bytes(_orjson.dumps(value))
+        except TypeError:
+            pass  # e.g. integers past 64 bits: let the standard library decide
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def json_loads(raw: bytes | str) -> Any:
+    """Decode JSON bytes (or text)."""
+    if _orjson is not None:
+        return _orjson.loads(raw)
+    return json.loads(raw)
