@@ -17,7 +17,12 @@ __all__ = ["bare_batch_consume", "bare_poll_consume", "bare_produce", "fill_topi
 
 
 def bare_produce(
-    bootstrap: str, topic: str, count: int, payload: bytes, per_message_handle: bool = False
+    bootstrap: str,
+    topic: str,
+    count: int,
+    payload: bytes,
+    per_message_handle: bool = False,
+    config: dict[str, Any] | None = None,
 ) -> float:
     """Produce ``count`` messages and wait for every delivery report; return msgs/s.
 
@@ -32,17 +37,17 @@ def bare_produce(
         if error is not None:
             failures += 1
 
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    settings: dict[str, Any] = {**(config or {}), "bootstrap.servers": bootstrap}
     if not per_message_handle:
-        config["on_delivery"] = on_delivery
-    producer = Producer(config)
+        settings["on_delivery"] = on_delivery
+    producer = Producer(settings)
     produce, poll = producer.produce, producer.poll
     started = time.perf_counter()
     for _ in range(count):
         while True:
             try:
                 if per_message_handle:
-                    produce(topic, payload, on_delivery=_Handle().on_delivery)
+                    produce(topic, payload, None, -1, _Handle().on_delivery)
                 else:
                     produce(topic, payload)
                 break

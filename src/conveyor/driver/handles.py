@@ -42,7 +42,7 @@ class DeliveryReport:
     """Where a message landed: its topic, partition and offset, as the broker acknowledged it.
 
     ``timestamp`` is the message timestamp in milliseconds since the epoch (``None`` when the
-    broker did not report one); ``latency`` the seconds from produce to acknowledgement;
+    broker did not report one);
     ``label`` whatever the caller attached to the message.
     """
 
@@ -51,7 +51,6 @@ class DeliveryReport:
     offset: int
     timestamp: int | None
     label: Any = None
-    latency: float | None = None
 
 
 def _report(message: Any, label: Any) -> DeliveryReport:
@@ -62,13 +61,12 @@ def _report(message: Any, label: Any) -> DeliveryReport:
         offset=message.offset(),
         timestamp=timestamp if kind else None,
         label=label,
-        latency=message.latency(),
     )
 
 
-def _delivery_error(error: Any, message: Any, label: Any) -> DeliveryError:
-    topic = message.topic() if message is not None else None
-    partition = message.partition() if message is not None else None
+def _delivery_error(
+    error: Any, topic: str | None, partition: int | None, label: Any
+) -> DeliveryError:
     failure = to_conveyor_error(
         error, DeliveryError, context=f"delivery to {topic!r} failed: ", topic=topic, label=label
     )
@@ -130,34 +128,65 @@ class _Waitable:
             )
 
 
-class DeliveryHandle(_Waitable):
+# Threads blocked in DeliveryHandle.wait(), by handle. Kept outside the handles so that a
+# handle nobody waits on is three attribute stores and nothing more.
+_single_waiters: dict[DeliveryHandle, Any] = {}
+
+
+class DeliveryHandle:
     """The future delivery report of one message (what ``produce_async`` returns).
 
     ``wait(timeout)`` blocks until librdkafka reports the delivery and returns the
     :class:`DeliveryReport`, or raises :class:`~conveyor.errors.DeliveryError`;
     ``done()`` says whether the report is in; ``result()`` returns it without waiting.
+
+    A producer makes one per message, so the handle is as small as Python allows: no
+    ``__init__`` to run, the few numbers of the report instead of librdkafka's message
+    object (with many messages in flight every object kept alive is work for the garbage
+    collector, and on this path that work is what limits throughput), and waiters kept
+    aside until someone actually waits.
     """
 
-    __slots__ = ("_error", "_message", "_notify", "label")
+    __slots__ = ("_error", "_fields", "_label")
+    _error: Any
+    _fields: tuple[str, int, int, tuple[int, int]]
+    _label: Any
 
-    def __init__(
-        self, label: Any = None, notify: Callable[[DeliveryHandle], None] | None = None
-    ) -> None:
-        self._state = _PENDING
-        self._waiter = None
-        self.label = label
-        self._notify = notify
+    _notify: Callable[[Any, Any, Any], None] | None = None
+    """Called with ``(error, message, label)`` for failures; producers set it on a subclass."""
+
+    @classmethod
+    def bound_to(cls, notify: Callable[[Any, Any, Any], None] | None) -> type[DeliveryHandle]:
+        """A subclass whose handles report failures (and, for acknowledgements, every delivery)
+        to ``notify``."""
+        return type(cls.__name__, (cls,), {"__slots__": (), "_notify": notify})
+
+    @property
+    def label(self) -> Any:
+        """What the caller attached to the message (``None`` when nothing)."""
+        try:
+            return self._label
+        except AttributeError:
+            return None
 
     def __call__(self, error: Any, message: Any) -> None:
         """librdkafka's delivery callback for this message (runs on the poller thread)."""
         self._error = error
-        self._message = message
-        self._state = _DONE
-        waiter = self._waiter
-        if waiter is not None:
-            waiter.release()
+        self._fields = (message.topic(), message.partition(), message.offset(), message.timestamp())
+        if _single_waiters:
+            waiter = _single_waiters.get(self)
+            if waiter is not None:
+                waiter.release()
         if error is not None and self._notify is not None:
-            self._notify(self)  # failures are always reported; successes only when observed
+            self._notify(error, message, self.label)  # failures are always reported
+
+    def done(self) -> bool:
+        """Whether the report (or the failure) is in."""
+        try:
+            self._fields  # noqa: B018 - set by the delivery callback
+        except AttributeError:
+            return False
+        return True
 
     def wait(self, timeout: float | None = None) -> DeliveryReport:
         """Block until the delivery is reported; ``timeout`` in seconds (``None``: no limit).
@@ -166,22 +195,57 @@ class DeliveryHandle(_Waitable):
             DeliveryError: the message was not delivered.
             WaitTimeoutError: no report within ``timeout`` (the message may still be delivered).
         """
-        self._block(timeout)
+        if not self.done():
+            self._block(timeout)
         return self.result()
+
+    def _block(self, timeout: float | None) -> None:
+        with _waiter_creation:
+            waiter = _single_waiters.get(self)
+            if waiter is None:
+                waiter = threading.Lock()
+                waiter.acquire()
+                _single_waiters[self] = waiter
+        try:
+            # Registered before this check: the callback either sees the waiter (and releases
+            # it) or ran before the registration (and this check sees its result).
+            if self.done():
+                return
+            if waiter.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+                waiter.release()  # let any other waiter of this handle through too
+                return
+            if not self.done():
+                raise WaitTimeoutError(
+                    f"no delivery report within {timeout:.3f} s; the message may still be delivered"
+                )
+        finally:
+            if self.done():
+                _single_waiters.pop(self, None)
 
     def result(self) -> DeliveryReport:
         """The report, or the delivery's error raised; :class:`WaitTimeoutError` if not done yet."""
-        if self._state != _DONE:
+        if not self.done():
             raise WaitTimeoutError("the delivery has not been reported yet")
         if self._error is not None:
-            raise _delivery_error(self._error, self._message, self.label)
-        return _report(self._message, self.label)
+            raise self._failure()
+        topic, partition, offset, (kind, timestamp) = self._fields
+        return DeliveryReport(topic, partition, offset, timestamp if kind else None, self.label)
 
     def error(self) -> DeliveryError | None:
         """The delivery's error, or ``None`` when delivered (or not reported yet)."""
-        if self._state != _DONE or self._error is None:
+        if not self.done() or self._error is None:
             return None
-        return _delivery_error(self._error, self._message, self.label)
+        return self._failure()
+
+    def _failure(self) -> DeliveryError:
+        topic, partition = self._fields[0], self._fields[1]
+        return _delivery_error(self._error, topic, partition, self.label)
+
+    def __repr__(self) -> str:
+        state = (
+            "pending" if not self.done() else ("failed" if self._error is not None else "delivered")
+        )
+        return f"<DeliveryHandle {state} label={self.label!r}>"
 
 
 class AcknowledgedHandle(DeliveryHandle):
@@ -191,54 +255,74 @@ class AcknowledgedHandle(DeliveryHandle):
     __slots__ = ()
 
     def __call__(self, error: Any, message: Any) -> None:
-        self._error = error
-        self._message = message
-        self._state = _DONE
-        waiter = self._waiter
-        if waiter is not None:
-            waiter.release()
-        if self._notify is not None:
-            self._notify(self)
+        DeliveryHandle.__call__(self, error, message)
+        if error is None and self._notify is not None:
+            self._notify(error, message, self.label)
 
 
 class BatchDeliveryHandle(_Waitable):
     """The delivery of a burst of messages (what ``produce_many_async`` returns).
 
-    One handle serves the whole burst: its delivery callback is one bound method shared
-    by every unlabeled message, so the burst allocates nothing per message on the way
-    in. Reports are in the order the broker acknowledged the messages (per partition,
-    that is the order they were produced in).
+    One handle serves the whole burst, and its delivery callback is one function shared
+    by every unlabeled message, so the burst allocates and keeps nothing per message
+    unless asked to: ``wait()`` returns the reports of the labeled messages, or of every
+    message when the burst was produced with ``reports=True``, in the order the broker
+    acknowledged them (per partition, the order they were produced in).
     """
 
     __slots__ = (
         "_counter",
         "_errors",
         "_every",
-        "_labels",
-        "_messages",
         "_notify",
+        "_reports",
         "count",
+        "keep_reports",
         "on_delivery",
     )
 
     def __init__(
-        self, count: int, notify: Callable[[Any, Any, Any], None] | None = None, every: bool = False
+        self,
+        count: int,
+        notify: Callable[[Any, Any, Any], None] | None = None,
+        *,
+        every: bool = False,
+        keep_reports: bool = False,
     ) -> None:
         self._state = _PENDING
         self._waiter = None
         self.count = count
+        self.keep_reports = keep_reports
         self._counter = itertools.count(1)  # next() is atomic: callbacks may run on two threads
-        self._messages: list[Any] = [None] * count
+        self._reports: list[tuple[int, Any, Any]] = []
         self._errors: list[tuple[Any, Any, Any]] = []
-        self._labels: dict[int, Any] = {}
         self._notify = notify
         self._every = every  # notify of every delivery, not only failures
-        self.on_delivery = self._record_unlabeled
+        self.on_delivery = self._shared_callback()
         if count == 0:
             self._state = _DONE
 
-    def _record_unlabeled(self, error: Any, message: Any) -> None:
-        self._record(error, message, None)
+    def _shared_callback(self) -> Callable[[Any, Any], None]:
+        """The delivery callback of every unlabeled message, doing as little as possible:
+        closure variables are cheaper to reach than attributes, and keeping the message
+        objects alive would cost the garbage collector more than everything else here."""
+        advance = self._counter.__next__
+        observe = self._observe
+        complete = self._complete
+        keep = self.keep_reports or self._every
+        record = self._record
+
+        def on_delivery(error: Any, message: Any) -> None:
+            if keep:
+                record(error, message, None)
+                return
+            position = advance()
+            if error is not None:
+                observe(error, message, None)
+            if position >= self.count:
+                complete()
+
+        return on_delivery
 
     def labeled(self, label: Any) -> Callable[[Any, Any], None]:
         """A delivery callback for one message that carries ``label`` into its report."""
@@ -250,24 +334,29 @@ class BatchDeliveryHandle(_Waitable):
 
     def _record(self, error: Any, message: Any, label: Any) -> None:
         position = next(self._counter)
-        if error is not None:
-            self._errors.append((error, message, label))
-        if label is not None:
-            self._labels[position - 1] = label
-        self._messages[position - 1] = message
-        if self._notify is not None and (error is not None or self._every):
-            self._notify(error, message, label)
+        if error is None:
+            self._reports.append((position, message, label))
+        if error is not None or self._every:
+            self._observe(error, message, label)
         if position >= self.count:
             self._complete()
+
+    def _observe(self, error: Any, message: Any, label: Any) -> None:
+        if error is not None:
+            self._errors.append((error, message, label))
+        if self._notify is not None:
+            self._notify(error, message, label)
 
     def truncate(self, sent: int) -> None:
         """Shrink the burst to its first ``sent`` messages: a later one never reached librdkafka."""
         self.count = sent
-        if all(message is not None for message in self._messages[:sent]):
+        # Peek at the counter without consuming a number: its repr is "count(N)".
+        delivered = int(repr(self._counter)[6:-1]) - 1
+        if delivered >= sent:
             self._complete()
 
     def wait(self, timeout: float | None = None) -> list[DeliveryReport]:
-        """Block until every message is reported; return their reports.
+        """Block until every message is reported; return the kept reports (see the class).
 
         Raises:
             BatchDeliveryError: some messages were not delivered (``failures`` has each error).
@@ -277,23 +366,24 @@ class BatchDeliveryHandle(_Waitable):
         return self.result()
 
     def result(self) -> list[DeliveryReport]:
-        """The reports, or :class:`BatchDeliveryError`; :class:`WaitTimeoutError` if not done yet."""
+        """The kept reports, or :class:`BatchDeliveryError`; :class:`WaitTimeoutError` if not done yet."""
         if self._state != _DONE:
             raise WaitTimeoutError("not every delivery has been reported yet")
         if self._errors:
             failures = [
-                _delivery_error(error, message, label) for error, message, label in self._errors
+                _delivery_error(error, message.topic(), message.partition(), label)
+                for error, message, label in self._errors
             ]
             raise BatchDeliveryError(
                 f"{len(failures)} of {self.count} messages were not delivered; the first: {failures[0]}",
                 failures,
                 delivered=self.count - len(failures),
             )
-        labels = self._labels
-        return [
-            _report(message, labels.get(index))
-            for index, message in enumerate(self._messages[: self.count])
-        ]
+        return [_report(message, label) for _, message, label in sorted(self._reports, key=_first)]
+
+
+def _first(item: tuple[int, Any, Any]) -> int:
+    return item[0]
 
 
 class FutureHandle(Generic[T]):

@@ -67,6 +67,11 @@ _PURGE_CODES = frozenset({ErrorCode._PURGE_QUEUE, ErrorCode._PURGE_INFLIGHT})
 _ROOM_RECHECK = 0.05
 _METADATA_TIMEOUT = 10.0
 
+_ACKNOWLEDGED = ev.MESSAGE_ACKNOWLEDGED
+_PRODUCED_ASYNC = ev.MESSAGE_PRODUCED_ASYNC
+_TOPIC_PAYLOAD = frozenset({"topic", "payload"})
+_TOPIC_PAYLOAD_KEY = frozenset({"topic", "payload", "key"})
+
 _live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
 
 
@@ -135,6 +140,7 @@ class _Dispatcher:
     """The produce_* methods, shared by :class:`Producer` and its :class:`Variant` views."""
 
     _core: Producer
+    _client: _Client
 
     def _active_client(self) -> _Client:
         raise NotImplementedError
@@ -172,7 +178,7 @@ class _Dispatcher:
         core = self._core
         if core._state is not _OPEN:
             core._raise_unusable()
-        if core.middleware or partition_key is not None or core.transactions.enabled:
+        if core.middleware or core._transactional or partition_key is not None:
             message = {
                 "topic": topic, "payload": payload, "key": key, "headers": headers,
                 "partition": partition, "partition_key": partition_key,
@@ -188,21 +194,44 @@ class _Dispatcher:
             key = encode_key(key)
         if headers is not None:
             headers = encode_headers(headers)
-        handle = core._new_handle(label)
-        client = self._active_client()
-        self._dispatch(
-            client,
-            topic,
-            payload,
-            key,
-            -1 if partition is None else encode_partition(partition),
-            handle,
-            0 if timestamp is None else encode_timestamp(timestamp),
-            headers,
-        )
-        if ev.MESSAGE_PRODUCED_ASYNC in core.monitor.subscribed:
+        subscribed = core.monitor.subscribed
+        handle = (
+            core._acknowledged_handle if _ACKNOWLEDGED in subscribed else core._plain_handle
+        )()
+        if label is not None:
+            handle._label = label
+        client = self._client
+        if client.fatal is not None:
+            client = self._active_client()
+        if partition is not None:
+            partition = encode_partition(partition)
+        if timestamp is not None:
+            timestamp = encode_timestamp(timestamp)
+        try:
+            # Positional on purpose: keyword arguments cost confluent-kafka a dict per call.
+            client.produce(
+                topic, payload, key, -1 if partition is None else partition, handle, None,
+                timestamp or 0, headers,
+            )  # fmt: skip
+        except BufferError:
+            core._produce_when_room(
+                client,
+                (
+                    topic,
+                    payload,
+                    key,
+                    -1 if partition is None else partition,
+                    handle,
+                    None,
+                    timestamp or 0,
+                    headers,
+                ),
+            )
+        except Exception as exc:
+            core._raise_refused(exc, client, topic)
+        if _PRODUCED_ASYNC in subscribed:
             core.monitor.instrument(
-                ev.MESSAGE_PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
+                _PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
             )
         return handle
 
@@ -244,12 +273,15 @@ class _Dispatcher:
             )  # fmt: skip
         return report
 
-    def produce_many_async(self, messages: Iterable[Mapping[str, Any]]) -> BatchDeliveryHandle:
+    def produce_many_async(
+        self, messages: Iterable[Mapping[str, Any]], *, reports: bool = False
+    ) -> BatchDeliveryHandle:
         """Check every message, then hand them all to librdkafka as one burst.
 
         ``messages`` are dicts with the keyword arguments of :meth:`produce_async`. Nothing
         is sent unless every message is valid. Returns one :class:`BatchDeliveryHandle` for
-        the burst; its ``wait()`` gives the reports in the order the broker acknowledged them.
+        the burst; its ``wait()`` gives the reports of the labeled messages (of all messages
+        with ``reports=True``, at some cost in throughput) in the order they were acknowledged.
 
         Raises:
             InvalidMessageError: a message is malformed (none was sent).
@@ -260,29 +292,35 @@ class _Dispatcher:
             core._raise_unusable()
         if core.transactions.needs_implicit():
             with core.transaction():
-                return self.produce_many_async(messages)
+                return self.produce_many_async(messages, reports=reports)
         started = time.perf_counter()
         client = self._active_client()
-        prepared = [self._prepare(message, client) for message in messages]
+        prepared = self._prepare_many(messages, client)
         batch = BatchDeliveryHandle(
             len(prepared),
-            core._batch_observer,
+            core._observer,
             every=ev.MESSAGE_ACKNOWLEDGED in core.monitor.subscribed,
+            keep_reports=reports,
         )
         shared = batch.on_delivery
-        dispatch = self._dispatch
-        for sent, (topic, payload, key, partition, timestamp, headers, label) in enumerate(
-            prepared
-        ):
-            try:
-                dispatch(
-                    client, topic, payload, key, partition,
-                    shared if label is None else batch.labeled(label), timestamp, headers,
-                )  # fmt: skip
-            except Exception as exc:
-                batch.truncate(sent)
-                exc.handle = batch  # type: ignore[attr-defined]
+        produce = client.produce
+        sent = 0
+        try:
+            for topic, payload, key, partition, timestamp, headers, label in prepared:
+                callback = shared if label is None else batch.labeled(label)
+                try:
+                    produce(topic, payload, key, partition, callback, None, timestamp, headers)
+                except BufferError:
+                    core._produce_when_room(
+                        client, (topic, payload, key, partition, callback, None, timestamp, headers)
+                    )
+                sent += 1
+        except Exception as exc:
+            batch.truncate(sent)
+            exc.handle = batch  # type: ignore[attr-defined]
+            if isinstance(exc, QueueFullError | InvalidMessageError):
                 raise
+            core._raise_refused(exc, client, topic)
         if ev.MESSAGES_PRODUCED_ASYNC in core.monitor.subscribed:
             core.monitor.instrument(
                 ev.MESSAGES_PRODUCED_ASYNC, producer_id=core.id, count=len(prepared),
@@ -291,9 +329,14 @@ class _Dispatcher:
         return batch
 
     def produce_many_sync(
-        self, messages: Iterable[Mapping[str, Any]], timeout: float | None = None
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        timeout: float | None = None,
+        reports: bool = False,
     ) -> list[DeliveryReport]:
-        """:meth:`produce_many_async`, then wait for every acknowledgement.
+        """:meth:`produce_many_async`, then wait for every acknowledgement; returns the reports of
+        the labeled messages (of every message with ``reports=True``).
 
         Raises:
             BatchDeliveryError: some messages were not delivered (``failures`` lists them).
@@ -301,14 +344,14 @@ class _Dispatcher:
         """
         core = self._core
         started = time.perf_counter()
-        batch = self.produce_many_async(messages)
-        reports = batch.wait(core._wait_timeout(timeout))
+        batch = self.produce_many_async(messages, reports=reports)
+        delivered = batch.wait(core._wait_timeout(timeout))
         if ev.MESSAGES_PRODUCED_SYNC in core.monitor.subscribed:
             core.monitor.instrument(
-                ev.MESSAGES_PRODUCED_SYNC, producer_id=core.id, count=len(reports),
+                ev.MESSAGES_PRODUCED_SYNC, producer_id=core.id, count=batch.count,
                 duration=time.perf_counter() - started,
             )  # fmt: skip
-        return reports
+        return delivered
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -327,6 +370,47 @@ class _Dispatcher:
                 ev.MESSAGE_PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
             )
         return handle
+
+    def _prepare_many(
+        self, messages: Iterable[Mapping[str, Any]], client: _Client
+    ) -> list[tuple[Any, ...]]:
+        """Check every message of a burst; the common shapes take a short path."""
+        core = self._core
+        if core.middleware:
+            return [self._prepare(message, client) for message in messages]
+        prepared: list[tuple[Any, ...]] = []
+        append = prepared.append
+        max_bytes = core._max_bytes
+        for message in messages:
+            # {"topic": str, "payload": bytes[, "key": str | bytes]}: nothing else to check.
+            if type(message) is dict:
+                keys = message.keys()
+                if keys == _TOPIC_PAYLOAD:
+                    topic = message["topic"]
+                    payload = message["payload"]
+                    if (
+                        type(topic) is str
+                        and topic
+                        and type(payload) is bytes
+                        and len(payload) <= max_bytes
+                    ):
+                        append((topic, payload, None, -1, 0, None, None))
+                        continue
+                elif keys == _TOPIC_PAYLOAD_KEY:
+                    topic = message["topic"]
+                    payload = message["payload"]
+                    key = message["key"]
+                    if (
+                        type(topic) is str
+                        and topic
+                        and type(payload) is bytes
+                        and len(payload) <= max_bytes
+                        and (key is None or type(key) is str or type(key) is bytes)
+                    ):
+                        append((topic, payload, key, -1, 0, None, None))
+                        continue
+            append(self._prepare(message, client))
+        return prepared
 
     def _prepare(self, message: Mapping[str, Any], client: _Client) -> tuple[Any, ...]:
         core = self._core
@@ -401,7 +485,7 @@ class Producer(_Dispatcher):
 
     Args:
         kafka: librdkafka settings, names as librdkafka spells them. Conveyor sets
-            ``acks=all``, ``enable.idempotence=true`` and ``linger.ms=0.5`` unless given.
+            ``acks=all``, ``enable.idempotence=true`` and ``linger.ms=0`` unless given.
             ``transactional.id`` makes the producer transactional.
         monitor: the event bus to report to (a new one with a :class:`LoggingListener` if omitted).
         id: a name for this producer in events and logs (default: ``client.id``).
@@ -470,6 +554,9 @@ class Producer(_Dispatcher):
         self._undelivered = 0
         self._variants: dict[frozenset[tuple[str, Any]], _Client] = {}
         self.transactions = Transactions(self)
+        self._plain_handle = DeliveryHandle.bound_to(self._observer)
+        self._acknowledged_handle = AcknowledgedHandle.bound_to(self._observer)
+        self._transactional = self.transactions.enabled
         self._client = _Client(self, self.settings.kafka, f"conveyor-producer-{self.id}")
         _live_producers.add(self)
 
@@ -694,15 +781,13 @@ class Producer(_Dispatcher):
         return self._client
 
     def _new_handle(self, label: Any) -> DeliveryHandle:
-        if ev.MESSAGE_ACKNOWLEDGED in self.monitor.subscribed:
-            return AcknowledgedHandle(label, self._observer)
-        return DeliveryHandle(label, self._observer)
+        acknowledged = ev.MESSAGE_ACKNOWLEDGED in self.monitor.subscribed
+        handle = (self._acknowledged_handle if acknowledged else self._plain_handle)()
+        if label is not None:
+            handle._label = label
+        return handle
 
-    def _observer(self, handle: DeliveryHandle) -> None:
-        """Delivery callback hook for single messages (monitor events for acks and failures)."""
-        self._batch_observer(handle._error, handle._message, handle.label)
-
-    def _batch_observer(self, error: Any, message: Any, label: Any) -> None:
+    def _observer(self, error: Any, message: Any, label: Any) -> None:
         subscribed = self.monitor.subscribed
         if error is None:
             if ev.MESSAGE_ACKNOWLEDGED in subscribed:
