@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conveyor.broker import DevelopmentBroker
@@ -81,3 +83,37 @@ def new_topic(
     if created:
         for future in kafka_admin.delete_topics(created, operation_timeout=30).values():
             future.result(timeout=30)
+
+
+ReadMessages = Callable[..., list[Message]]
+
+
+@pytest.fixture
+def read_messages(kafka_bootstrap: str) -> ReadMessages:
+    """Read ``count`` messages of ``topic`` from the beginning of every partition, without a
+    consumer group (bounded by ``timeout`` seconds): ``read_messages(topic, count, **config)``.
+    Returns them in partition order, each partition in offset order."""
+
+    def read(topic: str, count: int, timeout: float = 30.0, **config: str) -> list[Message]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": kafka_bootstrap,
+                "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                **config,
+            }
+        )
+        try:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+            received: list[Message] = []
+            deadline = time.monotonic() + timeout
+            while len(received) < count and time.monotonic() < deadline:
+                for message in consumer.consume(num_messages=500, timeout=0.5):
+                    if message.error() is None:
+                        received.append(message)
+            return sorted(received, key=lambda m: (m.partition(), m.offset()))
+        finally:
+            consumer.close()
+
+    return read

@@ -45,7 +45,7 @@ def create_producer(
     try:
         return confluent_kafka.Producer(settings)
     except (KafkaException, ValueError, TypeError) as exc:
-        raise configuration_error(exc, "producer") from exc
+        raise configuration_error(exc, "producer", config) from exc
 
 
 def create_admin(config: Mapping[str, Any]) -> Any:
@@ -59,4 +59,4 @@ def create_admin(config: Mapping[str, Any]) -> Any:
     try:
         return confluent_kafka.admin.AdminClient(settings)
     except (KafkaException, ValueError, TypeError) as exc:
-        raise configuration_error(exc, "admin client") from exc
+        raise configuration_error(exc, "admin client", config) from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError as _RdKafkaError
@@ -53,10 +54,27 @@ def to_conveyor_error(error: Any, cls: type[E], context: str = "", **attributes:
     return result
 
 
-def configuration_error(exc: Exception, client: str) -> ConfigurationError:
-    """Turn librdkafka's complaint about a setting into a ConfigurationError naming it."""
+# librdkafka names some settings by their canonical name when it complains about an alias.
+_ALIASES = {
+    "request.required.acks": "acks",
+    "queue.buffering.max.ms": "linger.ms",
+    "batch.num.messages": "batch.size",
+    "message.timeout.ms": "delivery.timeout.ms",
+    "compression.codec": "compression.type",
+    "metadata.broker.list": "bootstrap.servers",
+}
+
+
+def configuration_error(
+    exc: Exception, client: str, given: Iterable[str] = ()
+) -> ConfigurationError:
+    """Turn librdkafka's complaint about a setting into a ConfigurationError naming it
+    (as the application spelled it, among ``given``)."""
     text = str(exc.args[0].str() if exc.args and isinstance(exc.args[0], _RdKafkaError) else exc)
     match = _PROPERTY.search(text)
     setting = match.group(1) if match else None
+    names = set(given)
+    if setting is not None and setting not in names and _ALIASES.get(setting) in names:
+        setting = _ALIASES[setting]
     where = f'kafka["{setting}"]: ' if setting else ""
     return ConfigurationError(f"{where}{text} (while creating the {client})", setting=setting)

@@ -45,11 +45,14 @@ def murmur2(data: bytes) -> int:
 
 
 def fnv1a(data: bytes) -> int:
-    """32-bit FNV-1a, as librdkafka's ``fnv1a`` partitioner uses it (unsigned)."""
+    """32-bit FNV-1a as librdkafka's ``fnv1a`` partitioner computes it: the absolute value of
+    the signed hash (to match Sarama's default partitioner), as an unsigned 32-bit int."""
     h = 0x811C9DC5
     for byte in data:
         h ^= byte
         h = (h * 0x01000193) & 0xFFFFFFFF
+    if h & 0x80000000:  # negative as int32: take its absolute value, wrapping like C
+        h = (-(h - (1 << 32))) & 0xFFFFFFFF
     return h
 
 

@@ -1,0 +1,51 @@
+"""When the broker stops, produce_sync raises at its deadline instead of hanging."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conveyor import DeliveryError, Producer, WaitTimeoutError
+from conveyor.broker import DevelopmentBroker
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[DevelopmentBroker]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    broker = DevelopmentBroker(tmp_path / "broker", port=port)
+    broker.start()
+    yield broker
+    broker.stop(wipe=True)
+
+
+def test_a_stopped_broker_makes_produce_sync_raise_at_its_deadline(
+    own_broker: DevelopmentBroker,
+) -> None:
+    status = own_broker.status()
+    assert status is not None
+    admin = AdminClient({"bootstrap.servers": status.bootstrap_servers})
+    admin.create_topics([NewTopic("outage", 1, 1)])["outage"].result(30)
+    settings = {"bootstrap.servers": status.bootstrap_servers, "message.timeout.ms": 3000}
+    with Producer(settings) as producer:
+        assert producer.produce_sync(topic="outage", payload=b"before").offset == 0
+        own_broker.stop()
+
+        started = time.monotonic()
+        with pytest.raises(WaitTimeoutError):
+            producer.produce_sync(topic="outage", payload=b"during", timeout=1.0)
+        assert 0.9 <= time.monotonic() - started < 3
+
+        started = time.monotonic()
+        with pytest.raises(DeliveryError) as raised:
+            producer.produce_sync(topic="outage", payload=b"during")
+        assert time.monotonic() - started < 10
+        assert raised.value.name == "_MSG_TIMED_OUT"
+        assert "message.timeout.ms" in str(raised.value)
+        producer.close(timeout=1)

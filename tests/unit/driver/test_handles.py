@@ -1,0 +1,111 @@
+"""Handles wake their waiters when the result arrives, and time out at their deadline."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+
+from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle
+from conveyor.errors import BatchDeliveryError, WaitTimeoutError
+
+
+class FakeMessage:
+    """Stands in for librdkafka's delivery-report message (pure logic, no broker)."""
+
+    def __init__(self, partition: int = 0, offset: int = 0) -> None:
+        self._partition = partition
+        self._offset = offset
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000)
+
+
+def FakeError() -> KafkaError:
+    return KafkaError(KafkaError._MSG_TIMED_OUT, "Local: Message timed out", retriable=True)
+
+
+def test_a_waiter_is_woken_by_the_delivery() -> None:
+    handle = DeliveryHandle()
+    handle._label = "L"
+    threading.Timer(0.05, handle, args=(None, FakeMessage(2, 9))).start()
+    started = time.monotonic()
+    report = handle.wait(5)
+    assert time.monotonic() - started < 1
+    assert (report.topic, report.partition, report.offset, report.label) == ("t", 2, 9, "L")
+    assert report.timestamp == 1_700_000_000_000
+
+
+def test_many_waiters_of_one_handle_all_wake() -> None:
+    handle = DeliveryHandle()
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(handle.wait(5))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.05)  # let them block (test set-up, not a wait path)
+    handle(None, FakeMessage())
+    for thread in threads:
+        thread.join(5)
+    assert len(results) == 4
+
+
+def test_wait_times_out_at_the_deadline() -> None:
+    handle = DeliveryHandle()
+    started = time.monotonic()
+    with pytest.raises(WaitTimeoutError):
+        handle.wait(0.1)
+    assert 0.09 <= time.monotonic() - started < 1
+    assert not handle.done()
+
+
+def test_an_error_report_raises_with_librdkafkas_name() -> None:
+    handle = DeliveryHandle()
+    handle(FakeError(), FakeMessage(1))
+    error = handle.error()
+    assert error is not None
+    assert (error.name, error.code, error.retriable, error.topic, error.partition) == (
+        "_MSG_TIMED_OUT", -192, True, "t", 1,
+    )  # fmt: skip
+
+
+def test_a_burst_completes_after_its_last_delivery() -> None:
+    batch = BatchDeliveryHandle(3)
+    for offset in range(2):
+        batch.on_delivery(None, FakeMessage(0, offset))
+    assert not batch.done()
+    batch.labeled("last")(None, FakeMessage(0, 2))
+    assert batch.done()
+    reports = batch.wait(0)
+    assert [(r.offset, r.label) for r in reports] == [(2, "last")]
+
+
+def test_a_burst_with_failures_lists_them() -> None:
+    batch = BatchDeliveryHandle(2, keep_reports=True)
+    batch.on_delivery(None, FakeMessage(0, 0))
+    batch.on_delivery(FakeError(), FakeMessage(0, 1))
+    with pytest.raises(BatchDeliveryError) as raised:
+        batch.wait(0)
+    assert raised.value.delivered == 1
+    assert [failure.name for failure in raised.value.failures] == ["_MSG_TIMED_OUT"]
+
+
+def test_a_truncated_burst_completes_with_what_was_sent() -> None:
+    batch = BatchDeliveryHandle(5)
+    batch.on_delivery(None, FakeMessage())
+    batch.on_delivery(None, FakeMessage())
+    batch.truncate(2)
+    assert batch.done()
+    empty = BatchDeliveryHandle(0)
+    assert empty.done()
