@@ -13,7 +13,9 @@ Serializer = Callable[[Any], bytes]
 
 _orjson: Any
 try:
-    import orjson as _orjson
+    import orjson
+
+    _orjson = orjson
 except ImportError:  # pragma: no cover - exercised when orjson is absent
     _orjson = None
 
