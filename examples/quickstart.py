@@ -2,7 +2,9 @@
 
 `make run` starts the development broker and runs this. It grows as Conveyor's
 capabilities land; for now it shows that the broker works end to end and how fast
-the wire is on this machine.
+the wire is on this machine. Producing goes through Conveyor's producer; reading
+back uses a bare confluent-kafka consumer until Conveyor's consumers land. Producing goes through Conveyor's producer; reading
+back still uses a bare confluent-kafka consumer until Conveyor's consumers land.
 
     python examples/quickstart.py [--messages N] [--bootstrap HOST:PORT]
 """
@@ -14,10 +16,12 @@ import os
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
+
+import conveyor
 
 TOPIC = "quickstart"
 
@@ -31,28 +35,20 @@ def ensure_topic(bootstrap: str, partitions: int = 3) -> None:
 
 
 def produce(bootstrap: str, count: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    failed = 0
-
-    def on_delivery(error: object, _message: object) -> None:
-        nonlocal failed
-        failed += error is not None
-
-    started = time.perf_counter()
-    for index in range(count):
-        payload = f'{{"order": {index}, "item": "widget", "quantity": {index % 7 + 1}}}'
-        while True:
-            try:
-                producer.produce(
-                    TOPIC, payload.encode(), key=str(index % 100), on_delivery=on_delivery
-                )
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    if producer.flush(60) or failed:
-        raise SystemExit(f"{failed} messages failed to deliver")
-    return time.perf_counter() - started
+    """Conveyor's producer: bursts of 1,000 orders, then wait for every acknowledgement."""
+    with conveyor.Producer({"bootstrap.servers": bootstrap}) as producer:
+        started = time.perf_counter()
+        bursts = []
+        for first in range(0, count, 1_000):
+            orders = [
+                {"topic": TOPIC, "key": str(index % 100),
+                 "payload": {"order": index, "item": "widget", "quantity": index % 7 + 1}}
+                for index in range(first, min(first + 1_000, count))
+            ]  # fmt: skip
+            bursts.append(producer.produce_many_async(orders))
+        for burst in bursts:
+            burst.wait(60)  # raises BatchDeliveryError if any order was not delivered
+        return time.perf_counter() - started
 
 
 def consume(bootstrap: str, start: dict[int, int], end: dict[int, int]) -> tuple[int, float]:

@@ -26,7 +26,7 @@ from conveyor.driver import (
     Poller,
     create_producer,
 )
-from conveyor.driver.errors import ErrorCode, to_conveyor_error
+from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
 from conveyor.errors import (
     ConfigurationError,
     DeliveryError,
@@ -94,11 +94,12 @@ class _Client:
         self.fatal: KafkaError | None = None
         self._producer = weakref.ref(producer)
         self.partition_counts: dict[str, int] = {}
+        self._fatal_lock = threading.Lock()
         self.poller = Poller(
             self.kafka,
             name,
             on_served=producer._wake_room_waiters,
-            on_crash=producer._on_callback_crash,
+            on_crash=self._on_poll_raised,
         )
 
     def _on_error(self, error: Any) -> None:
@@ -107,11 +108,29 @@ class _Client:
             return
         failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
         if failure.fatal:
-            if self.fatal is None:  # reported once; the next produce rebuilds the client
-                self.fatal = failure
-                producer._report_error("producer.fatal", failure)
+            self.mark_fatal(failure)
             return
         producer._report_error("librdkafka.error", failure)
+
+    def _on_poll_raised(self, exc: BaseException) -> None:
+        # confluent-kafka raises fatal errors out of poll() as well as reporting them.
+        error: Any = exc.args[0] if exc.args else None
+        if is_error(error) and error.fatal():
+            self._on_error(error)
+            return
+        producer = self._producer()
+        if producer is not None:
+            producer._on_callback_crash(exc)
+
+    def mark_fatal(self, failure: KafkaError) -> None:
+        """The client can no longer be used: report it once; the next produce rebuilds it."""
+        with self._fatal_lock:
+            if self.fatal is not None:
+                return
+            self.fatal = failure
+        producer = self._producer()
+        if producer is not None:
+            producer._report_error("producer.fatal", failure)
 
     def partition_count(self, topic: str) -> int:
         count = self.partition_counts.get(topic)
@@ -749,8 +768,8 @@ class Producer(_Dispatcher):
         failure = to_conveyor_error(
             exc, DeliveryError, context=f"librdkafka refused a message for {topic!r}: ", topic=topic
         )
-        if failure.fatal and client.fatal is None:
-            client.fatal = failure
+        if failure.fatal:
+            client.mark_fatal(failure)
         if failure.code == ErrorCode.MSG_SIZE_TOO_LARGE:
             raise InvalidMessageError(str(failure), "payload") from exc
         raise failure from exc

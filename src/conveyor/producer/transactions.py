@@ -129,10 +129,12 @@ class Transactions:
                 duration=time.perf_counter() - started, error=cause,
             )  # fmt: skip
 
-    @staticmethod
-    def _error(exc: Exception, context: str) -> TransactionError:
+    def _error(self, exc: Exception, context: str) -> TransactionError:
         if isinstance(exc, TransactionError):
             return exc
         if isinstance(exc, ConveyorError):
             return TransactionError(f"{context}{exc}")
-        return to_conveyor_error(exc, TransactionError, context=context)
+        failure = to_conveyor_error(exc, TransactionError, context=context)
+        if failure.fatal:  # fenced, or the coordinator gave up on us: rebuild before the next use
+            self._producer._client.mark_fatal(failure)
+        return failure
