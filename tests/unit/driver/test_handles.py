@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
-from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle
+from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle, FutureHandle
 from conveyor.errors import BatchDeliveryError, WaitTimeoutError
+from conveyor.errors import KafkaError as ConveyorKafkaError
 
 
 class FakeMessage:
@@ -109,3 +111,21 @@ def test_a_truncated_burst_completes_with_what_was_sent() -> None:
     assert batch.done()
     empty = BatchDeliveryHandle(0)
     assert empty.done()
+
+
+def test_future_handles_wake_on_the_future_and_map_errors() -> None:
+    future: concurrent.futures.Future[int] = concurrent.futures.Future()
+    handle = FutureHandle(future, "create topic orders")
+    threading.Timer(0.05, future.set_result, args=(7,)).start()
+    assert handle.wait(5) == 7
+    assert handle.done()
+
+    failing: concurrent.futures.Future[int] = concurrent.futures.Future()
+    failing.set_exception(KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS)))
+    with pytest.raises(ConveyorKafkaError, match="create topic orders failed") as raised:
+        FutureHandle(failing, "create topic orders").wait(1)
+    assert raised.value.name == "TOPIC_ALREADY_EXISTS"
+
+    pending = FutureHandle(concurrent.futures.Future(), "describe cluster")
+    with pytest.raises(WaitTimeoutError, match="describe cluster did not finish"):
+        pending.wait(0.05)
