@@ -1,10 +1,13 @@
 """Conveyor: a Kafka processing framework for Python.
 
-The public API grows part by part (see DESIGN.md): the producer
-(:class:`Producer`), the monitor (:class:`Monitor`), the development broker
-(:mod:`conveyor.broker`) and the exception hierarchy (:mod:`conveyor.errors`).
+The public API grows part by part (see DESIGN.md): the application and its
+consumers (:class:`App`, :class:`Consumer`), the producer (:class:`Producer`),
+the monitor (:class:`Monitor`), the development broker (:mod:`conveyor.broker`)
+and the exception hierarchy (:mod:`conveyor.errors`).
 """
 
+from conveyor.app import App
+from conveyor.consumer import Consumer
 from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle, DeliveryReport
 from conveyor.errors import (
     BatchDeliveryError,
@@ -20,22 +23,28 @@ from conveyor.errors import (
     WaitTimeoutError,
 )
 from conveyor.instrumentation import Event, LoggingListener, Monitor
+from conveyor.messages import Deserializers, Message, Messages
 from conveyor.producer import Producer, Variant
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "App",
     "BatchDeliveryError",
     "BatchDeliveryHandle",
     "ConfigurationError",
+    "Consumer",
     "ConveyorError",
     "DeliveryError",
     "DeliveryHandle",
     "DeliveryReport",
+    "Deserializers",
     "Event",
     "InvalidMessageError",
     "KafkaError",
     "LoggingListener",
+    "Message",
+    "Messages",
     "Monitor",
     "Producer",
     "ProducerClosedError",

@@ -10,6 +10,7 @@ from conveyor import __version__
 from conveyor.cli.bench import bench
 from conveyor.cli.broker import broker
 from conveyor.cli.output import error_console
+from conveyor.cli.server import info, server
 from conveyor.errors import ConveyorError
 
 __all__ = ["cli", "main"]
@@ -34,6 +35,8 @@ def cli() -> None:
 
 cli.add_command(broker)
 cli.add_command(bench)
+cli.add_command(server)
+cli.add_command(info)
 
 
 def main() -> None:

@@ -7,8 +7,19 @@ Payload keys are listed beside each; every event also carries ``time`` (a
 from __future__ import annotations
 
 __all__ = [
+    "APP_QUIETING",
+    "APP_RUNNING",
+    "APP_STOPPED",
+    "APP_STOPPING",
+    "CONNECTION_LISTENER_FETCH_LOOP",
+    "CONSUMER_CONSUME",
+    "CONSUMER_CONSUMED",
+    "CONSUMER_EOFED",
+    "CONSUMER_REVOKED",
+    "CONSUMER_SHUTDOWN",
     "ERROR_OCCURRED",
     "EVENTS",
+    "MESSAGES_POLLED",
     "MESSAGES_PRODUCED_ASYNC",
     "MESSAGES_PRODUCED_SYNC",
     "MESSAGE_ACKNOWLEDGED",
@@ -17,6 +28,8 @@ __all__ = [
     "MESSAGE_PURGED",
     "PRODUCER_CLOSED",
     "PRODUCER_RELOADED",
+    "REBALANCE_PARTITIONS_ASSIGNED",
+    "REBALANCE_PARTITIONS_REVOKED",
     "STATISTICS_EMITTED",
     "TRANSACTION_ABORTED",
     "TRANSACTION_COMMITTED",
@@ -50,6 +63,34 @@ STATISTICS_EMITTED = "statistics.emitted"
 ERROR_OCCURRED = "error.occurred"
 """Something failed: ``type`` (e.g. ``librdkafka.error``, ``producer.delivery.error``,
 ``monitor.listener.error``), ``error`` (the exception), and the context of the failure."""
+
+CONNECTION_LISTENER_FETCH_LOOP = "connection.listener.fetch_loop"
+"""A listener is about to poll: ``listener``."""
+MESSAGES_POLLED = "messages.polled"
+"""A listener fetched messages: ``listener``, ``count``."""
+CONSUMER_CONSUME = "consumer.consume"
+"""A batch is handed to ``consume()``: ``consumer``, ``topic``, ``partition``, ``count``."""
+CONSUMER_CONSUMED = "consumer.consumed"
+"""``consume()`` returned: ``consumer``, ``topic``, ``partition``, ``count``, ``first_offset``,
+``last_offset``, ``duration`` (s)."""
+CONSUMER_REVOKED = "consumer.revoked"
+"""``revoked()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
+CONSUMER_SHUTDOWN = "consumer.shutdown"
+"""``shutdown()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
+CONSUMER_EOFED = "consumer.eofed"
+"""``eofed()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
+REBALANCE_PARTITIONS_ASSIGNED = "rebalance.partitions_assigned"
+"""``listener``, ``partitions`` (list of (topic, partition))."""
+REBALANCE_PARTITIONS_REVOKED = "rebalance.partitions_revoked"
+"""``listener``, ``partitions``."""
+APP_RUNNING = "app.running"
+"""The app started consuming: ``app``."""
+APP_QUIETING = "app.quieting"
+"""The app stopped taking new batches (quiet): ``app``."""
+APP_STOPPING = "app.stopping"
+"""A graceful stop began: ``app``."""
+APP_STOPPED = "app.stopped"
+"""The app stopped: ``app``, ``clean`` (bool)."""
 
 EVENTS = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)

@@ -26,6 +26,9 @@ class LoggingListener:
             monitor.subscribe(name, self.on_info)
         if self.logger.isEnabledFor(logging.DEBUG):
             monitor.subscribe(events.MESSAGE_ACKNOWLEDGED, self.on_acknowledged)
+        monitor.subscribe(events.CONSUMER_CONSUMED, self.on_consumed)
+        for name in (events.REBALANCE_PARTITIONS_ASSIGNED, events.REBALANCE_PARTITIONS_REVOKED):
+            monitor.subscribe(name, self.on_rebalance)
 
     def on_error(self, event: Event) -> None:
         error = event.get("error")
@@ -43,6 +46,21 @@ class LoggingListener:
     def on_info(self, event: Event) -> None:
         details = " ".join(f"{key}={value}" for key, value in event.items() if key != "time")
         self.logger.info("%s %s", event.name, details)
+
+    def on_consumed(self, event: Event) -> None:
+        """One concise line per batch: topic/partition, count, offsets, milliseconds."""
+        if self.logger.isEnabledFor(logging.INFO):
+            self.logger.info(
+                "consumed %s/%s: %s messages (%s-%s) in %.1f ms",
+                event["topic"], event["partition"], event["count"], event["first_offset"],
+                event["last_offset"], event["duration"] * 1000,
+            )  # fmt: skip
+
+    def on_rebalance(self, event: Event) -> None:
+        if self.logger.isEnabledFor(logging.INFO) and event["partitions"]:
+            parts = ", ".join(f"{topic}/{partition}" for topic, partition in event["partitions"])
+            verb = "assigned" if event.name == events.REBALANCE_PARTITIONS_ASSIGNED else "revoked"
+            self.logger.info("%s %s: %s", event["listener"], verb, parts)
 
     def on_acknowledged(self, event: Event) -> None:
         self.logger.debug(

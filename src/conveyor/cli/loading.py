@@ -1,0 +1,43 @@
+"""Find the user's app from ``module:attribute`` (``--app`` or ``$CONVEYOR_APP``)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from conveyor.app import App
+from conveyor.errors import ConfigurationError
+
+__all__ = ["load_app"]
+
+
+def load_app(spec: str | None) -> App:
+    """Import ``module:attribute`` (the current folder is importable) and return the App.
+
+    Raises:
+        ConfigurationError: no spec, a module that does not import, or not an App.
+    """
+    if not spec:
+        raise ConfigurationError(
+            "no app given: pass --app module:attribute (e.g. shop.app:app) or set CONVEYOR_APP",
+            "app",
+        )
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(
+            f"--app must look like module:attribute (e.g. shop.app:app), got {spec!r}", "app"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"could not import {module_name!r} for --app {spec}: {exc}", "app"
+        ) from exc
+    app = getattr(module, attribute, None)
+    if not isinstance(app, App):
+        found = "nothing" if app is None else type(app).__name__
+        raise ConfigurationError(f"{spec} is {found}, not a conveyor.App", "app")
+    return app

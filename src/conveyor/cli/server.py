@@ -1,0 +1,130 @@
+"""``conveyor server`` (run an app's consumers) and ``conveyor info`` (show its routes)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from types import FrameType
+
+import click
+
+from conveyor import __version__
+from conveyor.cli.loading import load_app
+from conveyor.cli.output import console, error_console, table
+from conveyor.driver import client_versions
+
+__all__ = ["info", "server"]
+
+_app_option = click.option(
+    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
+    help="The app to run, e.g. shop.app:app (default: $CONVEYOR_APP).",
+)  # fmt: skip
+
+
+def _names(value: str | None) -> list[str] | None:
+    return [name.strip() for name in value.split(",") if name.strip()] if value else None
+
+
+@click.command()
+@_app_option
+@click.option("--consumer-groups", help="Only these consumer groups (comma-separated).")
+@click.option("--subscription-groups", help="Only these subscription groups (comma-separated).")
+@click.option("--topics", help="Only these topics (comma-separated).")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+)
+def server(
+    app_spec: str | None,
+    consumer_groups: str | None,
+    subscription_groups: str | None,
+    topics: str | None,
+    log_level: str,
+) -> None:
+    """Run the app's consumers until SIGINT/SIGTERM (a second one forces); SIGTSTP quiets.
+
+    Exits 0 after a clean stop, 1 after a crash, 2 after a forced stop.
+    """
+    logging.basicConfig(
+        level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    app = load_app(app_spec)
+    groups, subscriptions, only_topics = (
+        _names(consumer_groups),
+        _names(subscription_groups),
+        _names(topics),
+    )
+    routes = [
+        route for route in app.routes.active()
+        if (groups is None or route.consumer_group in groups)
+        and (subscriptions is None or route.subscription_group in subscriptions)
+        and (only_topics is None or route.name in only_topics)
+    ]  # fmt: skip
+    versions = client_versions()
+    error_console.print(
+        f"[bold]Conveyor {__version__}[/] (confluent-kafka {versions['confluent-kafka']}, librdkafka "
+        f"{versions['librdkafka']}) · app {app.settings.client_id} · broker {app.settings.kafka.get('bootstrap.servers')}\n"
+        f"  concurrency {app.settings.concurrency} · max_messages {app.settings.max_messages} · "
+        f"max_wait_time {app.settings.max_wait_time:g} s · pid {os.getpid()}\n"
+        + "\n".join(
+            f"  {route.consumer_group} / {route.subscription_group}: {route.name} -> "
+            f"{route.consumer_class.__name__ if route.consumer_class else '-'}"
+            for route in routes
+        ),
+        highlight=False,
+    )
+    signals = {"count": 0}
+
+    def on_stop(signum: int, _frame: FrameType | None) -> None:
+        signals["count"] += 1
+        if signals["count"] > 1:
+            error_console.print("second signal: forcing exit", highlight=False)
+            os._exit(2)
+        error_console.print(
+            f"{signal.Signals(signum).name}: stopping gracefully (again to force)", highlight=False
+        )
+        app.stop()
+
+    def on_quiet(_signum: int, _frame: FrameType | None) -> None:
+        error_console.print(
+            "SIGTSTP: quieting (finishing running batches, taking no new ones)", highlight=False
+        )
+        app.quiet()
+
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGTSTP, on_quiet)
+    try:
+        app.run(consumer_groups=groups, subscription_groups=subscriptions, topics=only_topics)
+    except Exception as exc:
+        if app.crash is None:
+            raise
+        error_console.print(f"[bold red]crashed:[/] {exc}", highlight=False)
+        sys.exit(1)
+    error_console.print("stopped cleanly", highlight=False)
+
+
+@click.command()
+@_app_option
+def info(app_spec: str | None) -> None:
+    """Show the app's routes as a table."""
+    app = load_app(app_spec)
+    rows = [
+        (
+            route.consumer_group, route.subscription_group, route.name,
+            route.consumer_class.__name__ if route.consumer_class else "-",
+            "yes" if route.active else "no",
+            ",".join(map(str, route.assign)) if route.assign else "subscribe",
+            str(route.max_messages or app.settings.max_messages), route.initial_offset,
+        )
+        for route in app.routes
+    ]  # fmt: skip
+    console.print(table(
+        f"Routes of {app.settings.client_id} ({app.settings.kafka.get('bootstrap.servers')})",
+        ["consumer group", "subscription group", "topic", "consumer", "active", "partitions", "max messages", "initial offset"],
+        rows,
+    ))  # fmt: skip

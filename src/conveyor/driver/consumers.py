@@ -1,0 +1,138 @@
+"""The librdkafka consumer, behind a small interface that speaks (topic, partition) tuples.
+
+Only this module knows confluent-kafka's consumer types; the processing part sees raw
+messages through :mod:`conveyor.messages` and partitions as ``(topic, partition)`` pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import KafkaException, TopicPartition
+
+from conveyor.driver.clients import LIBRDKAFKA_LOGGER
+from conveyor.driver.errors import ErrorCode, configuration_error, to_conveyor_error
+from conveyor.errors import KafkaError
+
+__all__ = [
+    "OFFSET_BEGINNING",
+    "OFFSET_END",
+    "OFFSET_STORED",
+    "PARTITION_EOF",
+    "ConsumerClient",
+    "Partition",
+]
+
+Partition = tuple[str, int]
+"""A topic partition as ``(topic, partition)``."""
+
+OFFSET_BEGINNING = confluent_kafka.OFFSET_BEGINNING
+OFFSET_END = confluent_kafka.OFFSET_END
+OFFSET_STORED = confluent_kafka.OFFSET_STORED
+PARTITION_EOF = ErrorCode._PARTITION_EOF
+
+RebalanceCallback = Callable[[list[Partition]], None]
+
+
+class ConsumerClient:
+    """One librdkafka consumer. Methods other than :meth:`poll` and :meth:`drain` may be
+    called from any thread (librdkafka's consumer API is thread-safe); rebalance callbacks
+    run on the thread that polls."""
+
+    def __init__(
+        self, config: Mapping[str, Any], on_error: Callable[[KafkaError], None] | None = None
+    ) -> None:
+        settings = dict(config)
+        settings.setdefault("logger", LIBRDKAFKA_LOGGER)
+        if on_error is not None:
+            settings["error_cb"] = lambda error: on_error(
+                to_conveyor_error(error, KafkaError, context="librdkafka: ")
+            )
+        try:
+            self._consumer = confluent_kafka.Consumer(settings)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise configuration_error(exc, "consumer", config) from exc
+        self.poll = self._consumer.poll
+        """``poll(timeout) -> raw message | None``: block for the first message."""
+        self._consume = self._consumer.consume
+
+    def subscribe(
+        self,
+        topics: list[str],
+        on_assign: RebalanceCallback,
+        on_revoke: RebalanceCallback,
+        on_lost: RebalanceCallback,
+    ) -> None:
+        def assigned(_consumer: Any, partitions: list[TopicPartition]) -> None:
+            on_assign([(tp.topic, tp.partition) for tp in partitions])
+
+        def revoked(_consumer: Any, partitions: list[TopicPartition]) -> None:
+            on_revoke([(tp.topic, tp.partition) for tp in partitions])
+
+        def lost(_consumer: Any, partitions: list[TopicPartition]) -> None:
+            on_lost([(tp.topic, tp.partition) for tp in partitions])
+
+        self._consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked, on_lost=lost)
+
+    def assign(self, partitions: Iterable[tuple[str, int, int]]) -> None:
+        """Direct assignment: ``(topic, partition, start offset)`` (no group rebalancing)."""
+        self._consumer.assign([TopicPartition(t, p, o) for t, p, o in partitions])
+
+    def drain(self, count: int) -> list[Any]:
+        """Up to ``count`` messages librdkafka already holds, without waiting."""
+        return self._consume(count, 0) if count > 0 else []
+
+    def commit(self, offsets: Iterable[tuple[str, int, int]], asynchronous: bool = False) -> bool:
+        """Commit ``(topic, partition, next offset)``s; synchronous unless asked otherwise.
+
+        Returns False when the commit was refused (the partitions are no longer this member's).
+        """
+        try:
+            partitions = [TopicPartition(t, p, o) for t, p, o in offsets]
+            if asynchronous:
+                self._consumer.commit(offsets=partitions, asynchronous=True)
+            else:
+                result = self._consumer.commit(offsets=partitions, asynchronous=False)
+                return all(tp.error is None for tp in result or [])
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            # Nothing to commit is not a failure.
+            return error is not None and error.code() == ErrorCode._NO_OFFSET
+        return True
+
+    def committed(
+        self, partitions: Iterable[Partition], timeout: float = 10.0
+    ) -> dict[Partition, int]:
+        result = self._consumer.committed(
+            [TopicPartition(t, p) for t, p in partitions], timeout=timeout
+        )
+        return {(tp.topic, tp.partition): tp.offset for tp in result}
+
+    def assignment(self) -> set[Partition]:
+        return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+
+    def pause(self, partitions: Iterable[Partition]) -> None:
+        self._consumer.pause([TopicPartition(t, p) for t, p in partitions])
+
+    def resume(self, partitions: Iterable[Partition]) -> None:
+        self._consumer.resume([TopicPartition(t, p) for t, p in partitions])
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        self._consumer.seek(TopicPartition(topic, partition, offset))
+
+    def watermarks(self, topic: str, partition: int, cached: bool = True) -> tuple[int, int]:
+        if cached:
+            return tuple(
+                self._consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            )  # type: ignore[return-value]
+        return tuple(
+            self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+        )  # type: ignore[return-value]
+
+    def group_metadata(self) -> Any:
+        return self._consumer.consumer_group_metadata()
+
+    def close(self) -> None:
+        self._consumer.close()

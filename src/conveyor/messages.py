@@ -1,0 +1,196 @@
+"""Consumed messages: :class:`Message` (raw bytes kept, payload decoded on first access)
+and :class:`Messages`, the batch a consumer's ``consume()`` sees."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from conveyor.serialization import json_loads
+
+__all__ = ["Deserializers", "Message", "Messages"]
+
+_UNSET: Any = object()
+
+
+class Deserializers:
+    """How a topic's messages are decoded: ``payload`` (JSON by default), ``key`` (UTF-8),
+    ``headers`` (a dict of name to raw bytes, the last value of a repeated name winning).
+    Each is a callable taking the raw value (``None`` stays ``None`` for payload and key)."""
+
+    __slots__ = ("headers", "key", "payload")
+
+    def __init__(
+        self,
+        payload: Callable[[bytes], Any] | None = None,
+        key: Callable[[bytes], Any] | None = None,
+        headers: Callable[[list[tuple[str, bytes]]], Any] | None = None,
+    ) -> None:
+        self.payload = payload or json_loads
+        self.key = key or _utf8
+        self.headers = headers or _headers_dict
+
+    def __repr__(self) -> str:
+        return (
+            f"Deserializers(payload={self.payload!r}, key={self.key!r}, headers={self.headers!r})"
+        )
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def _headers_dict(raw: list[tuple[str, bytes]]) -> dict[str, bytes]:
+    return dict(raw)
+
+
+class Message:
+    """One consumed message.
+
+    ``raw_payload`` / ``raw_key`` are the bytes as stored; ``payload`` and ``key`` are
+    decoded by the topic's deserializers on first access and cached (``deserialized`` says
+    whether the payload was). ``timestamp`` is an aware UTC ``datetime``; ``tombstone`` is
+    true when the payload is ``None``.
+    """
+
+    __slots__ = ("_deserializers", "_headers", "_key", "_payload", "_raw")
+
+    def __init__(self, raw: Any, deserializers: Deserializers) -> None:
+        self._raw = raw
+        self._deserializers = deserializers
+        self._payload = _UNSET
+        self._key = _UNSET
+        self._headers = _UNSET
+
+    @property
+    def topic(self) -> str:
+        return str(self._raw.topic())
+
+    @property
+    def partition(self) -> int:
+        return int(self._raw.partition())
+
+    @property
+    def offset(self) -> int:
+        return int(self._raw.offset())
+
+    @property
+    def raw_payload(self) -> bytes | None:
+        value: bytes | None = self._raw.value()
+        return value
+
+    @property
+    def raw_key(self) -> bytes | None:
+        value: bytes | None = self._raw.key()
+        return value
+
+    @property
+    def raw_headers(self) -> list[tuple[str, bytes]]:
+        return list(self._raw.headers() or [])
+
+    @property
+    def payload(self) -> Any:
+        """The payload, deserialized on first access (a tombstone stays ``None``)."""
+        if self._payload is _UNSET:
+            raw = self._raw.value()
+            self._payload = None if raw is None else self._deserializers.payload(raw)
+        return self._payload
+
+    @property
+    def deserialized(self) -> bool:
+        return self._payload is not _UNSET
+
+    @property
+    def key(self) -> Any:
+        if self._key is _UNSET:
+            raw = self._raw.key()
+            self._key = None if raw is None else self._deserializers.key(raw)
+        return self._key
+
+    @property
+    def headers(self) -> Any:
+        if self._headers is _UNSET:
+            self._headers = self._deserializers.headers(list(self._raw.headers() or []))
+        return self._headers
+
+    @property
+    def tombstone(self) -> bool:
+        return self._raw.value() is None
+
+    @property
+    def timestamp(self) -> datetime | None:
+        kind, milliseconds = self._raw.timestamp()
+        if not kind:
+            return None
+        return datetime.fromtimestamp(milliseconds / 1000, tz=UTC)
+
+    def __repr__(self) -> str:
+        return f"<Message {self.topic}/{self.partition}@{self.offset}>"
+
+
+class Messages(Sequence[Message]):
+    """The batch handed to ``consume()``: messages of ONE partition, in offset order.
+
+    Iterable, with ``len``, indexing, ``first``, ``last``, ``payloads``, ``raw_payloads``,
+    and metadata: ``topic``, ``partition``, ``created_at`` (timestamp of the newest),
+    ``processed_at`` (when the batch was handed over), ``consumer_lag`` (messages behind the
+    partition's end when the batch was fetched, if known). Message objects are made on
+    access, so a consumer that only looks at ``len(messages)`` pays nothing per message.
+    """
+
+    __slots__ = ("_deserializers", "_raws", "consumer_lag", "partition", "processed_at", "topic")
+
+    def __init__(
+        self,
+        raws: list[Any],
+        deserializers: Deserializers,
+        topic: str,
+        partition: int,
+        consumer_lag: int | None = None,
+    ) -> None:
+        self._raws = raws
+        self._deserializers = deserializers
+        self.topic = topic
+        self.partition = partition
+        self.consumer_lag = consumer_lag
+        self.processed_at = time.time()
+
+    def __len__(self) -> int:
+        return len(self._raws)
+
+    def __iter__(self) -> Iterator[Message]:
+        deserializers = self._deserializers
+        for raw in self._raws:
+            yield Message(raw, deserializers)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [Message(raw, self._deserializers) for raw in self._raws[index]]
+        return Message(self._raws[index], self._deserializers)
+
+    @property
+    def first(self) -> Message:
+        return Message(self._raws[0], self._deserializers)
+
+    @property
+    def last(self) -> Message:
+        return Message(self._raws[-1], self._deserializers)
+
+    @property
+    def payloads(self) -> list[Any]:
+        return [message.payload for message in self]
+
+    @property
+    def raw_payloads(self) -> list[bytes | None]:
+        return [raw.value() for raw in self._raws]
+
+    @property
+    def created_at(self) -> datetime | None:
+        return self.last.timestamp if self._raws else None
+
+    def __repr__(self) -> str:
+        if not self._raws:
+            return f"<Messages {self.topic}/{self.partition} empty>"
+        return f"<Messages {self.topic}/{self.partition} {len(self)} from {self._raws[0].offset()}>"

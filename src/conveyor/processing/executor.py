@@ -1,0 +1,324 @@
+"""One topic-partition's processing: its pending messages, its consumer instance, its offsets.
+
+The listener adds fetched messages; at most one job per partition runs on the worker pool
+at a time and takes batches of up to ``max_messages`` until nothing is pending, so order
+within the partition holds while partitions run in parallel. After ``consume()`` returns,
+the batch's last offset is stored for librdkafka's asynchronous commit; if it raises, the
+batch goes back in front of the pending messages and the partition waits out a growing
+pause before trying again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from conveyor.instrumentation import events as ev
+from conveyor.messages import Messages
+from conveyor.processing.workers import run_hook
+
+if TYPE_CHECKING:
+    from conveyor.consumer import Consumer
+    from conveyor.processing.listener import Listener
+    from conveyor.routing.topic import Topic
+
+__all__ = ["PartitionExecutor"]
+
+_log = logging.getLogger("conveyor.processing")
+
+
+class PartitionExecutor:
+    """Processing state of one assigned topic-partition in one listener."""
+
+    def __init__(self, listener: Listener, route: Topic, partition: int) -> None:
+        self.listener = listener
+        self.route = route
+        self.topic = route.name
+        self.partition = partition
+        settings = listener.app.settings
+        self.max_messages = route.max_messages or settings.max_messages
+        self._high_water = max(self.max_messages * 10, 2_000)
+        self._low_water = self._high_water // 4
+        self.pending: deque[Any] = deque()
+        self.lock = threading.Lock()
+        self.scheduled = False  # a job is queued or running
+        self.revoked = False
+        self.stopped = False
+        self.held = False  # paused by the user or waiting out an error
+        self.backpressure = False  # fetching paused in librdkafka while too much is pending
+        self.eof = False
+        self.discard_fetched = False  # a seek happened: drop what the current poll fetched
+        self.marked: int | None = None  # the next offset to read, as last marked
+        self.attempt = 0
+        self.consumer: Consumer | None = None
+        self._resume_timer: threading.Timer | None = None
+        self._abort_batch = False
+
+    # -- listener thread ----------------------------------------------------------------------
+
+    def add(self, raws: list[Any]) -> None:
+        """Messages fetched for this partition, in order."""
+        with self.lock:
+            if self.revoked or self.stopped:
+                return
+            self.pending.extend(raws)
+            start = not self.scheduled and not self.held
+            if start:
+                self.scheduled = True
+            throttle = not self.backpressure and len(self.pending) > self._high_water
+            if throttle:
+                self.backpressure = True
+        if throttle:
+            self.listener.client.pause([(self.topic, self.partition)])  # on the listener thread
+        if start:
+            self.listener.submit(self.run)
+
+    def reached_eof(self) -> None:
+        with self.lock:
+            if self.revoked or self.stopped:
+                return
+            self.eof = True
+            start = not self.scheduled and not self.held
+            if start:
+                self.scheduled = True
+        if start:
+            self.listener.submit(self.run)
+
+    def revoke(self) -> None:
+        """The partition was taken away: drop what is pending; ``revoked()`` runs on a worker."""
+        with self.lock:
+            self.revoked = True
+            self.pending.clear()
+            if self._resume_timer is not None:
+                self._resume_timer.cancel()
+        if self.consumer is not None and not self.stopped:
+            self.listener.submit(self._run_revoked)
+
+    # -- worker threads -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """The job: process batches until nothing is pending (or the partition is held)."""
+        listener = self.listener
+        listener.job_started()
+        try:
+            while True:
+                resume_fetching = False
+                with self.lock:
+                    if self.revoked or self.stopped or self.held or not (self.pending or self.eof):
+                        self.scheduled = False
+                        return
+                    count = min(self.max_messages, len(self.pending))
+                    batch = [self.pending.popleft() for _ in range(count)]
+                    eof = self.eof and not self.pending
+                    if eof:
+                        self.eof = False
+                    if self.backpressure and len(self.pending) < self._low_water:
+                        self.backpressure = False
+                        resume_fetching = True
+                if resume_fetching:
+                    listener.command(lambda: listener.client.resume([(self.topic, self.partition)]))
+                if batch:
+                    self._process(batch)
+                if eof:
+                    self._call("eofed", ev.CONSUMER_EOFED)
+        finally:
+            listener.job_finished()
+
+    def _instance(self) -> Consumer:
+        consumer = self.consumer
+        if consumer is None:
+            assert self.route.consumer_class is not None
+            consumer = self.route.consumer_class()
+            consumer.app = self.listener.app
+            consumer.topic = self.topic
+            consumer.partition = self.partition
+            consumer.route = self.route
+            consumer._executor = self
+            self.consumer = consumer
+        return consumer
+
+    def _process(self, batch: list[Any]) -> None:
+        consumer = self._instance()
+        consumer.messages = messages = Messages(
+            batch, self.route.deserializers, self.topic, self.partition
+        )
+        monitor = self.listener.app.monitor
+        subscribed = monitor.subscribed
+        self._abort_batch = False
+        if ev.CONSUMER_CONSUME in subscribed:
+            monitor.instrument(
+                ev.CONSUMER_CONSUME,
+                consumer=consumer,
+                topic=self.topic,
+                partition=self.partition,
+                count=len(batch),
+            )
+        started = time.perf_counter()
+        try:
+            run_hook(consumer.consume())
+        except Exception as exc:
+            self._failed(batch, exc, started)
+            return
+        except BaseException:
+            # SystemExit, KeyboardInterrupt: never let the offset move past this batch.
+            with self.lock:
+                self.pending.extendleft(reversed(batch))
+            raise
+        self.attempt = 0
+        if not self._abort_batch and not self.route.manual_offset_management:
+            self.mark(batch[-1].offset() + 1, sync=False)
+        if ev.CONSUMER_CONSUMED in subscribed:
+            monitor.instrument(
+                ev.CONSUMER_CONSUMED, consumer=consumer, topic=self.topic, partition=self.partition,
+                count=len(messages), first_offset=batch[0].offset(), last_offset=batch[-1].offset(),
+                duration=time.perf_counter() - started,
+            )  # fmt: skip
+
+    def _failed(self, batch: list[Any], exc: Exception, started: float) -> None:
+        self.attempt += 1
+        settings = self.listener.app.settings
+        delay = settings.pause_timeout
+        if settings.pause_with_exponential_backoff:
+            delay = min(settings.pause_max_timeout, delay * 2 ** (self.attempt - 1))
+        first_unmarked = self.marked if self.marked is not None else batch[0].offset()
+        retry = [raw for raw in batch if raw.offset() >= first_unmarked]
+        _log.error(
+            "%s/%s: consume raised on offsets %s-%s (attempt %s); retrying in %.1f s: %r",
+            self.topic, self.partition, batch[0].offset(), batch[-1].offset(), self.attempt, delay, exc,
+        )  # fmt: skip
+        monitor = self.listener.app.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="consumer.consume.error", error=exc, consumer=self.consumer,
+                topic=self.topic, partition=self.partition, first_offset=batch[0].offset(),
+                last_offset=batch[-1].offset(), attempt=self.attempt, duration=time.perf_counter() - started,
+            )  # fmt: skip
+        with self.lock:
+            if self.revoked or self.stopped:
+                return
+            self.pending.extendleft(reversed(retry))
+            self.held = True
+            self._resume_timer = threading.Timer(delay, self._release)
+            self._resume_timer.daemon = True
+            self._resume_timer.start()
+
+    def _release(self) -> None:
+        with self.lock:
+            self._resume_timer = None
+            if not self.held:
+                return
+            self.held = False
+            start = (
+                not self.scheduled
+                and not self.revoked
+                and not self.stopped
+                and bool(self.pending or self.eof)
+            )
+            if start:
+                self.scheduled = True
+        if start:
+            self.listener.submit(self.run)
+
+    def _call(self, hook: str, event: str) -> None:
+        consumer = self.consumer
+        if consumer is None:
+            return
+        monitor = self.listener.app.monitor
+        started = time.perf_counter()
+        try:
+            run_hook(getattr(consumer, hook)())
+        except Exception as exc:
+            _log.exception("%s/%s: %s() raised", self.topic, self.partition, hook)
+            if ev.ERROR_OCCURRED in monitor.subscribed:
+                monitor.instrument(
+                    ev.ERROR_OCCURRED, type=f"consumer.{hook}.error", error=exc, consumer=consumer
+                )
+            return
+        if event in monitor.subscribed:
+            monitor.instrument(
+                event,
+                consumer=consumer,
+                topic=self.topic,
+                partition=self.partition,
+                duration=time.perf_counter() - started,
+            )
+
+    def _run_revoked(self) -> None:
+        self.listener.job_started()
+        try:
+            self._call("revoked", ev.CONSUMER_REVOKED)
+        finally:
+            self.listener.job_finished()
+
+    def run_shutdown(self) -> None:
+        self._call("shutdown", ev.CONSUMER_SHUTDOWN)
+
+    # -- offsets and flow (called by the consumer, on its worker) -----------------------------
+
+    def mark(self, next_offset: int, sync: bool) -> bool:
+        """Remember ``next_offset`` as processed; the listener commits it (now, with ``sync``).
+
+        librdkafka's consumer is only touched on the listener's thread: a worker calling it
+        while the listener polls can wait for that poll (and the next) to let go."""
+        if self.revoked:
+            return False
+        if self.marked is None or next_offset > self.marked:
+            self.marked = next_offset
+        if not sync:
+            return True
+        topic, partition = self.topic, self.partition
+        committed = self.listener.call(
+            lambda: self.listener.client.commit([(topic, partition, next_offset)])
+        )
+        return bool(committed) and not self.revoked
+
+    def request_seek(self, offset: int) -> None:
+        with self.lock:
+            self.pending.clear()
+            self._abort_batch = True
+        self.listener.command(lambda: self._seek_now(offset))
+
+    def _seek_now(self, offset: int) -> None:
+        self.discard_fetched = True
+        with self.lock:
+            self.pending.clear()
+        self.listener.client.seek(self.topic, self.partition, offset)
+
+    def request_pause(self, offset: int | None, timeout: float | None) -> None:
+        with self.lock:
+            self.held = True
+            first = self.pending[0].offset() if self.pending else None
+            self.pending.clear()
+            self._abort_batch = True
+        if offset is None:
+            current = self.consumer.messages if self.consumer is not None else None
+            offset = (
+                self.marked
+                if self.marked is not None
+                else (current[0].offset if current else first)
+            )
+
+        def pause_now() -> None:
+            self.listener.client.pause([(self.topic, self.partition)])
+            if offset is not None:
+                self._seek_now(offset)
+
+        self.listener.command(pause_now)
+        if timeout is not None:
+            timer = threading.Timer(timeout, self.request_resume)
+            timer.daemon = True
+            with self.lock:
+                if self._resume_timer is not None:
+                    self._resume_timer.cancel()
+                self._resume_timer = timer
+            timer.start()
+
+    def request_resume(self) -> None:
+        def resume_now() -> None:
+            self.listener.client.resume([(self.topic, self.partition)])
+            self._release()
+
+        self.listener.command(resume_now)

@@ -1,0 +1,327 @@
+"""A listener: one thread and one librdkafka consumer per subscription group.
+
+It polls adaptively (block for the first message up to ``max_wait_time``, then take what
+librdkafka already holds, without waiting), hands each partition's messages to that
+partition's executor, handles rebalances, and runs the commands that workers ask of the
+librdkafka consumer (seek, pause, resume) between polls, on its own thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from conveyor.driver.consumers import OFFSET_STORED, PARTITION_EOF, ConsumerClient, Partition
+from conveyor.errors import KafkaError
+from conveyor.instrumentation import events as ev
+from conveyor.processing.executor import PartitionExecutor
+
+if TYPE_CHECKING:
+    from conveyor.app import App
+    from conveyor.routing.topic import Topic
+
+__all__ = ["Listener"]
+
+_log = logging.getLogger("conveyor.processing")
+
+_QUIET_POLL = 0.2
+_THROTTLED_POLL = 0.01
+
+
+class Listener:
+    """Reads the topics of one subscription group and feeds their partitions' executors."""
+
+    def __init__(
+        self,
+        app: App,
+        name: str,
+        group_id: str,
+        routes: list[Topic],
+        submit: Callable[[Callable[[], None]], None],
+    ) -> None:
+        self.app = app
+        self.name = name
+        self.group_id = group_id
+        self.routes = {route.name: route for route in routes}
+        self.submit = submit
+        settings = app.settings
+        self.max_wait_time = min((r.max_wait_time or settings.max_wait_time) for r in routes)
+        self.max_messages = max((r.max_messages or settings.max_messages) for r in routes)
+        self._drain = max(self.max_messages, 1_000)
+        self.direct = routes[0].direct
+        config: dict[str, Any] = {
+            **settings.kafka,
+            "group.id": group_id,
+            "client.id": f"{settings.client_id}-{name}",
+            # Offsets are committed by the listener: what workers marked, every interval, at
+            # revocation and at shutdown; librdkafka never commits on its own.
+            "enable.auto.commit": False,
+            "auto.offset.reset": routes[0].initial_offset,
+        }
+        config.pop("transactional.id", None)
+        self.client = ConsumerClient(config, on_error=self._on_error)
+        self.executors: dict[Partition, PartitionExecutor] = {}
+        self._commands: deque[Callable[[], None]] = deque()
+        self._commit_interval = float(settings.kafka.get("auto.commit.interval.ms", 5000)) / 1000
+        self._next_commit = time.monotonic() + self._commit_interval
+        self._committed: dict[Partition, int] = {}
+        self._stopping = threading.Event()
+        self._quiet = threading.Event()
+        self._jobs = threading.Condition()
+        self._running_jobs = 0
+        self.crashed: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, name=f"conveyor-listener-{name}", daemon=True
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.direct:
+            self.client.assign(
+                (route.name, partition, OFFSET_STORED)
+                for route in self.routes.values()
+                for partition in route.assign or ()
+            )
+            self._on_assign([(r.name, p) for r in self.routes.values() for p in r.assign or ()])
+        else:
+            self.client.subscribe(
+                list(self.routes), self._on_assign, self._on_revoke, self._on_lost
+            )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling (the thread finishes its current poll)."""
+        self._stopping.set()
+
+    def quiet(self) -> None:
+        """Take no new batches; keep the group membership (polls continue, partitions paused)."""
+        self._quiet.set()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def command(self, action: Callable[[], None]) -> None:
+        """Run ``action`` on the listener thread before it hands out the next fetched messages."""
+        self._commands.append(action)
+
+    def call(self, action: Callable[[], Any], timeout: float | None = None) -> Any:
+        """Run ``action`` on the listener thread and wait for its result (woken by a Future).
+
+        Returns ``None`` when the listener does not get to it in time (stopped or stuck)."""
+        if threading.current_thread() is self._thread:
+            return action()
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(action())
+            except Exception as exc:
+                future.set_exception(exc)
+
+        self.command(run)
+        wait = timeout if timeout is not None else self.max_wait_time + 30.0
+        try:
+            return future.result(wait)
+        except concurrent.futures.TimeoutError:
+            return None
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:
+            self.crashed = exc
+            _log.exception("listener %s crashed", self.name)
+            self.app._listener_crashed(self, exc)
+
+    def _loop(self) -> None:
+        client = self.client
+        poll, drain = client.poll, client.drain
+        monitor = self.app.monitor
+        quieted = False
+        while not self._stopping.is_set():
+            self._run_commands()
+            if self._quiet.is_set():
+                if not quieted:
+                    quieted = True
+                    client.pause(client.assignment())
+                poll(_QUIET_POLL)  # keeps the membership alive; paused partitions fetch nothing
+                continue
+            if ev.CONNECTION_LISTENER_FETCH_LOOP in monitor.subscribed:
+                monitor.instrument(ev.CONNECTION_LISTENER_FETCH_LOOP, listener=self.name)
+            if time.monotonic() >= self._next_commit:
+                self.commit_marked(sync=False)
+            # While a partition waits for its backlog to drain, its resume comes as a command:
+            # poll in short slices then, so that the command does not wait out a long poll.
+            throttled = any(executor.backpressure for executor in self.executors.values())
+            first = poll(_THROTTLED_POLL if throttled else self.max_wait_time)
+            if first is None:
+                continue
+            batch = [first, *drain(self._drain - 1)]
+            self._run_commands()
+            if ev.MESSAGES_POLLED in monitor.subscribed:
+                monitor.instrument(ev.MESSAGES_POLLED, listener=self.name, count=len(batch))
+            self._distribute(batch)
+
+    def _distribute(self, batch: list[Any]) -> None:
+        run: list[Any] = []
+        run_topic: str | None = None
+        run_partition = -1
+        for raw in batch:
+            error = raw.error()
+            if error is not None:
+                self._flush_run(run, run_topic, run_partition)
+                run, run_topic = [], None
+                self._fetch_error(raw, error)
+                continue
+            topic = raw.topic()
+            partition = raw.partition()
+            if partition != run_partition or topic != run_topic:
+                self._flush_run(run, run_topic, run_partition)
+                run, run_topic, run_partition = [], topic, partition
+            run.append(raw)
+        self._flush_run(run, run_topic, run_partition)
+        for executor in self.executors.values():
+            executor.discard_fetched = False
+
+    def _flush_run(self, run: list[Any], topic: str | None, partition: int) -> None:
+        if not run or topic is None:
+            return
+        executor = self._executor(topic, partition)
+        if executor is not None and not executor.discard_fetched:
+            executor.add(run)
+
+    def _executor(self, topic: str, partition: int) -> PartitionExecutor | None:
+        key = (topic, partition)
+        executor = self.executors.get(key)
+        if executor is None:
+            route = self.routes.get(topic)
+            if route is None:
+                return None
+            executor = self.executors[key] = PartitionExecutor(self, route, partition)
+        return executor
+
+    def _fetch_error(self, raw: Any, error: Any) -> None:
+        if error.code() == PARTITION_EOF:
+            executor = self._executor(raw.topic(), raw.partition())
+            if executor is not None:
+                executor.reached_eof()
+            return
+        self._on_error(
+            KafkaError(
+                f"fetch error on {raw.topic()}/{raw.partition()}: {error.str()}",
+                code=error.code(),
+                name=error.name(),
+            )
+        )
+
+    def _run_commands(self) -> None:
+        commands = self._commands
+        while commands:
+            action = commands.popleft()
+            try:
+                action()
+            except Exception as exc:
+                self._on_error(KafkaError(f"listener command failed: {exc}"))
+
+    # -- rebalances (called inside poll, on this thread) --------------------------------------
+
+    def _on_assign(self, partitions: list[Partition]) -> None:
+        monitor = self.app.monitor
+        if ev.REBALANCE_PARTITIONS_ASSIGNED in monitor.subscribed:
+            monitor.instrument(
+                ev.REBALANCE_PARTITIONS_ASSIGNED, listener=self.name, partitions=partitions
+            )
+        if self._quiet.is_set() and partitions:
+            self.command(lambda: self.client.pause(partitions))
+
+    def _on_revoke(self, partitions: list[Partition]) -> None:
+        self._lose(partitions, commit=True)
+
+    def _on_lost(self, partitions: list[Partition]) -> None:
+        self._lose(partitions, commit=False)
+
+    def _lose(self, partitions: list[Partition], commit: bool) -> None:
+        monitor = self.app.monitor
+        if commit:
+            self.commit_marked(sync=True, only=set(partitions))  # what was processed until now
+        lost = [
+            self.executors.pop(partition) for partition in partitions if partition in self.executors
+        ]
+        for executor in lost:
+            executor.revoke()  # later marks of these partitions are refused
+            self._committed.pop((executor.topic, executor.partition), None)
+        if ev.REBALANCE_PARTITIONS_REVOKED in monitor.subscribed:
+            monitor.instrument(
+                ev.REBALANCE_PARTITIONS_REVOKED, listener=self.name, partitions=partitions
+            )
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def job_started(self) -> None:
+        with self._jobs:
+            self._running_jobs += 1
+
+    def job_finished(self) -> None:
+        with self._jobs:
+            self._running_jobs -= 1
+            if self._running_jobs == 0:
+                self._jobs.notify_all()
+
+    def wait_for_jobs(self, deadline: float) -> bool:
+        """Block until no job of this listener runs (or the monotonic ``deadline``)."""
+        with self._jobs:
+            return self._jobs.wait_for(
+                lambda: self._running_jobs == 0, timeout=max(0.0, deadline - time.monotonic())
+            )
+
+    def commit_marked(self, sync: bool, only: set[Partition] | None = None) -> bool:
+        """Commit the offsets marked since the last commit (listener thread only)."""
+        self._next_commit = time.monotonic() + self._commit_interval
+        offsets = []
+        for key, executor in self.executors.items():
+            marked = executor.marked
+            if marked is None or executor.revoked or (only is not None and key not in only):
+                continue
+            if self._committed.get(key) != marked:
+                offsets.append((key[0], key[1], marked))
+        if not offsets:
+            return True
+        done = self.client.commit(offsets, asynchronous=not sync)
+        if done:
+            for topic, partition, offset in offsets:
+                self._committed[(topic, partition)] = offset
+        return done
+
+    def shut_down(self, deadline: float) -> bool:
+        """After the pool stopped: ``shutdown()`` hooks, a final commit, close. Returns whether
+        every job had finished in time."""
+        for executor in self.executors.values():
+            with executor.lock:
+                executor.stopped = True
+                executor.pending.clear()
+        finished = self.wait_for_jobs(deadline)
+        for executor in self.executors.values():
+            executor.run_shutdown()
+        self._run_commands()
+        self.commit_marked(sync=True)
+        self.client.close()
+        return finished
+
+    def _on_error(self, error: KafkaError) -> None:
+        monitor = self.app.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="connection.listener.error", listener=self.name, error=error
+            )

@@ -1,0 +1,237 @@
+"""``app.routes``: topics, consumer classes, consumer groups and subscription groups, declared once."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from conveyor.consumer import Consumer
+from conveyor.errors import ConfigurationError
+from conveyor.messages import Deserializers
+from conveyor.routing.topic import INITIAL_OFFSETS, Topic
+
+__all__ = ["Routes"]
+
+_OPTIONS = frozenset(
+    {
+        "active", "partitions", "replication_factor", "config", "deserializers", "max_messages",
+        "max_wait_time", "initial_offset", "assign", "manual_offset_management", "dead_letter_queue",
+    }
+)  # fmt: skip
+
+
+class Routes:
+    """The route table of an app.
+
+    Example::
+
+        app.routes.topic("orders", OrdersConsumer, partitions=6)
+        with app.routes.consumer_group("billing"):
+            app.routes.topic("payments", PaymentsConsumer)
+            with app.routes.subscription_group("slow"):
+                app.routes.topic("reports", ReportsConsumer, max_messages=10)
+    """
+
+    def __init__(self, default_group: str) -> None:
+        self.default_group = default_group
+        self._topics: list[Topic] = []
+        self._group: str | None = None
+        self._subscription: str | None = None
+
+    def topic(
+        self, name: str, consumer_class: type[Consumer] | None = None, **options: Any
+    ) -> Topic:
+        """Route ``name`` to ``consumer_class`` (see :class:`~conveyor.routing.topic.Topic` for options).
+
+        Raises:
+            ConfigurationError: an unknown option, a bad value, a class that is not a
+                ``Consumer``, or a topic routed twice in one consumer group.
+        """
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise ConfigurationError(
+                f"routes.topic({name!r}): unknown option {unknown[0]!r}; known: {', '.join(sorted(_OPTIONS))}",
+                unknown[0],
+            )
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"a route needs a topic name, got {name!r}", "topic")
+        active = options.get("active", True)
+        if not isinstance(active, bool):
+            raise ConfigurationError(
+                f"routes.topic({name!r}): active must be True or False", "active"
+            )
+        if active and not (
+            inspect.isclass(consumer_class) and issubclass(consumer_class, Consumer)
+        ):
+            raise ConfigurationError(
+                f"routes.topic({name!r}): {consumer_class!r} is not a subclass of conveyor.Consumer",
+                "consumer_class",
+            )
+        group = self._group or self.default_group
+        subscription = self._subscription or group
+        if any(t.name == name and t.consumer_group == group for t in self._topics):
+            raise ConfigurationError(
+                f"topic {name!r} is routed twice in consumer group {group!r}", "topic"
+            )
+        topic = Topic(
+            name=name,
+            consumer_class=consumer_class,
+            consumer_group=group,
+            subscription_group=subscription,
+            active=active,
+            partitions=_positive_int(
+                name, "partitions", options.get("partitions"), allow_none=True
+            ),
+            replication_factor=_positive_int(
+                name, "replication_factor", options.get("replication_factor"), allow_none=True
+            ),
+            config=_config(name, options.get("config")),
+            deserializers=_deserializers(name, options.get("deserializers")),
+            max_messages=_positive_int(
+                name, "max_messages", options.get("max_messages"), allow_none=True
+            ),
+            max_wait_time=_positive_float(name, "max_wait_time", options.get("max_wait_time")),
+            initial_offset=_initial_offset(name, options.get("initial_offset", "earliest")),
+            assign=_assign(name, options.get("assign")),
+            manual_offset_management=bool(options.get("manual_offset_management", False)),
+            dead_letter_queue=options.get("dead_letter_queue"),
+        )
+        self._topics.append(topic)
+        return topic
+
+    @contextlib.contextmanager
+    def consumer_group(self, name: str) -> Iterator[None]:
+        """Routes declared inside belong to consumer group ``name`` (its ``group.id``)."""
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(
+                f"a consumer group needs a name, got {name!r}", "consumer_group"
+            )
+        previous, previous_subscription = self._group, self._subscription
+        self._group, self._subscription = name, None
+        try:
+            yield
+        finally:
+            self._group, self._subscription = previous, previous_subscription
+
+    @contextlib.contextmanager
+    def subscription_group(self, name: str) -> Iterator[None]:
+        """Routes declared inside are read by their own listener (their own librdkafka consumer)."""
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(
+                f"a subscription group needs a name, got {name!r}", "subscription_group"
+            )
+        previous = self._subscription
+        self._subscription = name
+        try:
+            yield
+        finally:
+            self._subscription = previous
+
+    def __iter__(self) -> Iterator[Topic]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def active(self) -> list[Topic]:
+        """The routes that are consumed."""
+        return [topic for topic in self._topics if topic.active]
+
+    def find(self, name: str) -> list[Topic]:
+        return [topic for topic in self._topics if topic.name == name]
+
+    def validate(self) -> None:
+        """Check the table as a whole (called when the app starts).
+
+        Raises:
+            ConfigurationError: nothing to consume.
+        """
+        if not self.active():
+            raise ConfigurationError(
+                "no active routes: declare at least one with app.routes.topic(name, ConsumerClass)",
+                "routes",
+            )
+
+
+def _positive_int(topic: str, option: str, value: Any, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): {option} must be an integer >= 1, got {value!r}", option
+        )
+    return value
+
+
+def _positive_float(topic: str, option: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): {option} must be a positive number, got {value!r}", option
+        )
+    return float(value)
+
+
+def _config(topic: str, value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): config must be a dict of topic configs", "config"
+        )
+    return {str(key): str(item) for key, item in value.items()}
+
+
+def _deserializers(topic: str, value: Any) -> Deserializers:
+    if value is None:
+        return Deserializers()
+    if isinstance(value, Deserializers):
+        return value
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"payload", "key", "headers"}
+        if unknown:
+            raise ConfigurationError(
+                f"routes.topic({topic!r}): deserializers take payload, key and headers, not {sorted(unknown)[0]!r}",
+                "deserializers",
+            )
+        for name, item in value.items():
+            if not callable(item):
+                raise ConfigurationError(
+                    f"routes.topic({topic!r}): deserializers[{name!r}] must be callable",
+                    "deserializers",
+                )
+        return Deserializers(**value)
+    raise ConfigurationError(
+        f"routes.topic({topic!r}): deserializers must be a dict or Deserializers", "deserializers"
+    )
+
+
+def _initial_offset(topic: str, value: Any) -> str:
+    if value not in INITIAL_OFFSETS:
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): initial_offset must be 'earliest' or 'latest', got {value!r}",
+            "initial_offset",
+        )
+    return str(value)
+
+
+def _assign(topic: str, value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    try:
+        partitions = tuple(value)
+    except TypeError:
+        partitions = ()
+    if not partitions or any(
+        isinstance(p, bool) or not isinstance(p, int) or p < 0 for p in partitions
+    ):
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): assign must list partition numbers >= 0, got {value!r}",
+            "assign",
+        )
+    return partitions

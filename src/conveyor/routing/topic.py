@@ -1,0 +1,49 @@
+"""A route: one topic, the consumer class that handles it, and how."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from conveyor.messages import Deserializers
+
+if TYPE_CHECKING:
+    from conveyor.consumer import Consumer
+
+__all__ = ["INITIAL_OFFSETS", "Topic"]
+
+INITIAL_OFFSETS = ("earliest", "latest")
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One routed topic, as declared with ``app.routes.topic(...)`` (frozen once declared).
+
+    ``consumer_group`` / ``subscription_group`` say which group and which listener (one
+    librdkafka consumer) read it; ``assign`` lists partitions for direct assignment (no group
+    rebalancing); ``partitions``, ``replication_factor`` and ``config`` are the declarative
+    topic settings that ``conveyor topics migrate`` applies; ``dead_letter_queue`` is kept
+    for the error-handling strategies.
+    """
+
+    name: str
+    consumer_class: type[Consumer] | None
+    consumer_group: str
+    subscription_group: str
+    active: bool = True
+    partitions: int | None = None
+    replication_factor: int | None = None
+    config: Mapping[str, str] = field(default_factory=dict)
+    deserializers: Deserializers = field(default_factory=Deserializers)
+    max_messages: int | None = None
+    max_wait_time: float | None = None
+    initial_offset: str = "earliest"
+    assign: tuple[int, ...] | None = None
+    manual_offset_management: bool = False
+    dead_letter_queue: Mapping[str, Any] | None = None
+
+    @property
+    def direct(self) -> bool:
+        """Whether this topic is read by direct assignment rather than a group subscription."""
+        return self.assign is not None

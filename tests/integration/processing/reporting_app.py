@@ -1,0 +1,54 @@
+"""An app for the server tests: its consumer prints what it processed, one line per batch.
+
+Configured by the environment: TOPIC, GROUP, KAFKA_BOOTSTRAP_SERVERS, and SLOW (seconds
+per batch, to leave time to interrupt it). Lines on standard output:
+``batch <partition> <first offset> <last offset>``, ``revoked <partition>``,
+``shutdown <partition>``, ``assigned <partitions>``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from conveyor import App, Consumer
+
+SLOW = float(os.environ.get("SLOW", "0"))
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class ReportingConsumer(Consumer):
+    def consume(self) -> None:
+        if SLOW:
+            time.sleep(SLOW)  # simulated work, so that a test can interrupt mid-stream
+        say(f"batch {self.partition} {self.messages.first.offset} {self.messages.last.offset}")
+
+    def revoked(self) -> None:
+        say(f"revoked {self.partition}")
+
+    def shutdown(self) -> None:
+        say(f"shutdown {self.partition}")
+
+
+app = App(
+    client_id="reporting",
+    kafka={
+        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+        "group.id": os.environ["GROUP"],
+        "auto.commit.interval.ms": 500,
+    },
+    concurrency=2,
+    max_messages=200,
+    max_wait_time=0.2,
+    shutdown_timeout=20,
+)
+app.routes.topic(os.environ["TOPIC"], ReportingConsumer)
+app.monitor.subscribe(
+    "rebalance.partitions_assigned",
+    lambda event: say("assigned " + ",".join(str(p) for _, p in event["partitions"])),
+)

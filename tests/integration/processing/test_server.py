@@ -1,0 +1,181 @@
+"""`conveyor server` runs an app as a process: it survives a SIGKILL without losing a
+message, commits on a graceful stop, and shares partitions with a second process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conveyor import Producer
+
+HERE = Path(__file__).parent
+
+
+class Server:
+    """One `conveyor server` subprocess whose output lines are collected as they come."""
+
+    def __init__(self, topic: str, group: str, bootstrap: str, slow: float = 0.0) -> None:
+        env = dict(
+            os.environ, TOPIC=topic, GROUP=group, KAFKA_BOOTSTRAP_SERVERS=bootstrap, SLOW=str(slow)
+        )
+        env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "conveyor", "server", "--app", "reporting_app:app", "--log-level", "WARNING"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=HERE,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append(line.strip())
+                self._changed.notify_all()
+        self.process.stdout.close()
+        with self._changed:
+            self.lines.append("<eof>")
+            self._changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[str]], bool], timeout: float = 60) -> bool:
+        """Block (woken by each new line) until ``predicate(lines)`` holds."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self.lines), timeout)
+
+    def batches(self) -> list[tuple[int, int, int]]:
+        return [
+            tuple(map(int, line.split()[1:]))
+            for line in list(self.lines)
+            if line.startswith("batch ")
+        ]  # type: ignore[misc]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code
+
+
+def processed(batches: list[tuple[int, int, int]]) -> dict[int, set[int]]:
+    seen: dict[int, set[int]] = {}
+    for partition, first, last in batches:
+        seen.setdefault(partition, set()).update(range(first, last + 1))
+    return seen
+
+
+def covers(batches: list[tuple[int, int, int]], per_partition: dict[int, int]) -> bool:
+    seen = processed(batches)
+    return all(len(seen.get(p, ())) >= count for p, count in per_partition.items())
+
+
+@pytest.fixture
+def stream(kafka_bootstrap: str, new_topic) -> Iterator[tuple[str, dict[int, int]]]:
+    topic = new_topic(partitions=4)
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": topic, "payload": b"%d" % i, "partition": i % 4} for i in range(8_000)]
+        )
+    yield topic, {p: 2_000 for p in range(4)}
+
+
+def test_a_killed_server_loses_nothing_after_restart(kafka_bootstrap: str, stream) -> None:
+    topic, counts = stream
+    group = f"crash-{uuid.uuid4().hex[:8]}"
+    first = Server(topic, group, kafka_bootstrap, slow=0.02)
+    try:
+        assert first.wait_for(lambda lines: sum(line.startswith("batch") for line in lines) >= 8)
+    finally:
+        first.process.kill()
+        first.process.wait(30)
+    first_batches = first.batches()
+    assert not covers(first_batches, counts), "the kill came mid-stream"
+
+    second = Server(topic, group, kafka_bootstrap)
+    assert second.wait_for(lambda _lines: covers(first_batches + second.batches(), counts))
+    assert second.stop() == 0
+    both = first_batches + second.batches()
+    assert covers(both, counts), "every message processed at least once"
+    for partition in counts:
+        # Within each run, a partition's batches go forward; the second run resumes at or
+        # before where the first stopped (duplicates from the uncommitted window, no gap).
+        for run in (first_batches, second.batches()):
+            firsts = [b[1] for b in run if b[0] == partition]
+            assert firsts == sorted(firsts)
+        done_before = max((b[2] for b in first_batches if b[0] == partition), default=-1)
+        resumed_at = min(
+            (b[1] for b in second.batches() if b[0] == partition), default=done_before + 1
+        )
+        assert resumed_at <= done_before + 1
+
+
+def test_a_graceful_stop_commits_so_a_restart_reads_nothing_twice(
+    kafka_bootstrap: str, stream
+) -> None:
+    topic, counts = stream
+    group = f"graceful-{uuid.uuid4().hex[:8]}"
+    first = Server(topic, group, kafka_bootstrap)
+    assert first.wait_for(lambda _lines: covers(first.batches(), counts))
+    assert first.stop(signal.SIGTERM) == 0
+    assert any(line.startswith("shutdown") for line in first.lines)
+
+    second = Server(topic, group, kafka_bootstrap)
+    assert second.wait_for(lambda lines: any(line.startswith("assigned") for line in lines))
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        marker = producer.produce_sync(topic=topic, payload=b"marker", partition=0)
+    assert second.wait_for(lambda _lines: bool(second.batches()))
+    assert second.stop() == 0
+    assert second.batches() == [(0, marker.offset, marker.offset)]
+
+
+def test_two_servers_share_partitions_and_the_survivor_takes_over(
+    kafka_bootstrap: str, stream
+) -> None:
+    topic, _counts = stream
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    first = Server(topic, group, kafka_bootstrap, slow=0.05)
+    second = None
+    try:
+        assert first.wait_for(
+            lambda lines: any(line == "assigned 0,1,2,3" or line.count(",") == 3 for line in lines)
+        )
+        second = Server(topic, group, kafka_bootstrap, slow=0.05)
+        assert second.wait_for(
+            lambda lines: any(
+                line.startswith("assigned ") and line != "assigned " for line in lines
+            )
+        )
+        assert first.wait_for(lambda lines: any(line.startswith("revoked") for line in lines))
+        assigned_to_second = {
+            int(p)
+            for line in second.lines
+            if line.startswith("assigned ")
+            for p in line.split()[1].split(",")
+            if p
+        }
+        assert 0 < len(assigned_to_second) < 4, "the partitions are shared"
+        assert second.stop() == 0
+        second = None
+
+        # The survivor gets the partitions of the one that left.
+        def took_over(lines: list[str]) -> bool:
+            assignments = [line for line in lines if line.startswith("assigned ")]
+            return (
+                len(assignments) >= 3
+                and {int(p) for p in assignments[-1].split()[1].split(",")} >= assigned_to_second
+            )
+
+        assert first.wait_for(took_over)
+    finally:
+        if second is not None:
+            second.stop(signal.SIGKILL)
+        assert first.stop() == 0
