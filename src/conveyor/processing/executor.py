@@ -50,7 +50,6 @@ class PartitionExecutor:
         self.held = False  # paused by the user or waiting out an error
         self.backpressure = False  # fetching paused in librdkafka while too much is pending
         self.eof = False
-        self.discard_fetched = False  # a seek happened: drop what the current poll fetched
         self.marked: int | None = None  # the next offset to read, as last marked
         self.attempt = 0
         self.consumer: Consumer | None = None
@@ -282,7 +281,7 @@ class PartitionExecutor:
         self.listener.command(lambda: self._seek_now(offset))
 
     def _seek_now(self, offset: int) -> None:
-        self.discard_fetched = True
+        self.listener.discarding.add(self)  # what the current poll fetched predates the seek
         with self.lock:
             self.pending.clear()
         self.listener.client.seek(self.topic, self.partition, offset)

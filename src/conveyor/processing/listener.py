@@ -67,6 +67,8 @@ class Listener:
         self.client = ConsumerClient(config, on_error=self._on_error)
         self.executors: dict[Partition, PartitionExecutor] = {}
         self._commands: deque[Callable[[], None]] = deque()
+        self.discarding: set[PartitionExecutor] = set()
+        """Executors sought since the last poll: what that poll fetched for them is stale."""
         self._commit_interval = float(settings.kafka.get("auto.commit.interval.ms", 5000)) / 1000
         self._next_commit = time.monotonic() + self._commit_interval
         self._committed: dict[Partition, int] = {}
@@ -152,6 +154,7 @@ class Listener:
         quieted = False
         while not self._stopping.is_set():
             self._run_commands()
+            self.discarding.clear()  # the next poll fetches after any seek done so far
             if self._quiet.is_set():
                 if not quieted:
                     quieted = True
@@ -192,14 +195,13 @@ class Listener:
                 run, run_topic, run_partition = [], topic, partition
             run.append(raw)
         self._flush_run(run, run_topic, run_partition)
-        for executor in self.executors.values():
-            executor.discard_fetched = False
+        self.discarding.clear()
 
     def _flush_run(self, run: list[Any], topic: str | None, partition: int) -> None:
         if not run or topic is None:
             return
         executor = self._executor(topic, partition)
-        if executor is not None and not executor.discard_fetched:
+        if executor is not None and executor not in self.discarding:
             executor.add(run)
 
     def _executor(self, topic: str, partition: int) -> PartitionExecutor | None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -79,13 +79,13 @@ def covers(batches: list[tuple[int, int, int]], per_partition: dict[int, int]) -
 
 
 @pytest.fixture
-def stream(kafka_bootstrap: str, new_topic) -> Iterator[tuple[str, dict[int, int]]]:
+def stream(kafka_bootstrap: str, new_topic) -> tuple[str, dict[int, int]]:
     topic = new_topic(partitions=4)
     with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
         producer.produce_many_sync(
             [{"topic": topic, "payload": b"%d" % i, "partition": i % 4} for i in range(8_000)]
         )
-    yield topic, {p: 2_000 for p in range(4)}
+    return topic, {p: 2_000 for p in range(4)}
 
 
 def test_a_killed_server_loses_nothing_after_restart(kafka_bootstrap: str, stream) -> None:

@@ -1,0 +1,274 @@
+"""Consuming in-process: every message once, in order per partition, batches of one partition,
+hooks, offsets, flow control, and clear errors for bad settings and routes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from conveyor import App, ConfigurationError, Consumer, Producer
+
+
+class Record:
+    """What consumers saw, shared across worker threads; waiters wake on every change."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.items: list[Any] = []
+
+    def add(self, *items: Any) -> None:
+        with self.changed:
+            self.items.extend(items)
+            self.changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = 60) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: predicate(self.items), timeout)
+
+
+def make_app(bootstrap: str, **settings: Any) -> App:
+    kafka = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"test-{uuid.uuid4().hex[:8]}",
+        **settings.pop("kafka", {}),
+    }
+    return App(client_id="test", kafka=kafka, max_wait_time=0.2, **settings)
+
+
+@contextmanager
+def running(app: App) -> Iterator[App]:
+    app.start()
+    try:
+        yield app
+    finally:
+        app.stop_and_wait()
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1, start: int = 0) -> None:
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        producer.produce_many_sync(
+            [
+                {"topic": topic, "payload": {"n": n}, "partition": n % partitions}
+                for n in range(start, start + count)
+            ]
+        )
+
+
+def test_every_message_once_in_order_per_partition(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic(partitions=4)
+    produce(kafka_bootstrap, topic, 20_000, partitions=4)
+    record = Record()
+
+    class Orders(Consumer):
+        def consume(self) -> None:
+            assert {m.partition for m in self.messages} == {self.partition}, (
+                "one partition per batch"
+            )
+            record.add(*((self.partition, m.offset, m.payload["n"]) for m in self.messages))
+
+    app = make_app(kafka_bootstrap, concurrency=4)
+    app.routes.topic(topic, Orders)
+    with running(app):
+        assert record.wait_for(lambda items: len(items) >= 20_000)
+    by_partition: dict[int, list[int]] = {}
+    for partition, offset, n in record.items:
+        by_partition.setdefault(partition, []).append(offset)
+        assert n % 4 == partition
+    assert len(record.items) == 20_000, "no duplicates in a clean run"
+    for offsets in by_partition.values():
+        assert offsets == list(range(5_000))
+
+
+def test_async_consumers_and_lazy_payloads(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 10)
+    record = Record()
+
+    class AsyncConsumer(Consumer):
+        async def consume(self) -> None:
+            await asyncio.sleep(0)
+            first = self.messages.first
+            assert not first.deserialized
+            record.add(*(m.payload["n"] for m in self.messages))
+            assert first.raw_payload == b'{"n":%d}' % first.payload["n"]
+
+    app = make_app(kafka_bootstrap)
+    app.routes.topic(topic, AsyncConsumer)
+    with running(app):
+        assert record.wait_for(lambda items: len(items) >= 10)
+    assert record.items == list(range(10))
+
+
+def test_a_raising_consume_is_retried_from_the_first_unmarked_message(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 5)
+    record = Record()
+    failures = {"left": 2}
+
+    class Flaky(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                if message.offset == 3 and failures["left"]:
+                    failures["left"] -= 1
+                    raise RuntimeError("transient")
+                record.add(message.offset)
+                self.mark_as_consumed(message)
+
+    app = make_app(kafka_bootstrap, pause_timeout=0.05, pause_max_timeout=0.1)
+    app.routes.topic(topic, Flaky)
+    with running(app):
+        assert record.wait_for(lambda items: 4 in items)
+    assert record.items == [0, 1, 2, 3, 4], "retries start at offset 3, nothing before it again"
+
+
+def test_initial_offset_latest_skips_what_was_there(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 5)
+    record = Record()
+
+    class Latest(Consumer):
+        def consume(self) -> None:
+            record.add(*(m.payload["n"] for m in self.messages))
+
+    app = make_app(kafka_bootstrap)
+    app.routes.topic(topic, Latest, initial_offset="latest")
+    assigned = threading.Event()
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda event: assigned.set())
+    with running(app):
+        assert assigned.wait(30)
+        produce(kafka_bootstrap, topic, 3, start=100)
+        assert record.wait_for(lambda items: len(items) >= 3)
+    assert record.items == [100, 101, 102]
+
+
+def test_direct_assignment_reads_only_the_given_partitions(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic(partitions=3)
+    produce(kafka_bootstrap, topic, 30, partitions=3)
+    record = Record()
+
+    class Direct(Consumer):
+        def consume(self) -> None:
+            record.add(*((self.partition, m.offset) for m in self.messages))
+
+    app = make_app(kafka_bootstrap)
+    app.routes.topic(topic, Direct, assign=[1])
+    with running(app):
+        assert record.wait_for(lambda items: len(items) >= 10)
+    assert {partition for partition, _ in record.items} == {1}
+    assert [offset for _, offset in record.items] == list(range(10))
+
+
+def test_eofed_is_called_at_the_end_of_a_partition(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 3)
+    record = Record()
+
+    class Eof(Consumer):
+        def consume(self) -> None:
+            record.add(*(m.offset for m in self.messages))
+
+        def eofed(self) -> None:
+            record.add("eof")
+
+    app = make_app(kafka_bootstrap, kafka={"enable.partition.eof": True})
+    app.routes.topic(topic, Eof)
+    with running(app):
+        assert record.wait_for(lambda items: "eof" in items)
+    assert record.items[:4] == [0, 1, 2, "eof"]
+
+
+def test_seek_pause_and_resume(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 6)
+    record = Record()
+    state = {"sought": False, "paused": False}
+
+    class Steering(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                record.add(message.offset)
+                if message.offset == 4 and not state["sought"]:
+                    state["sought"] = True
+                    self.seek(1)  # read 1.. again
+                    return
+                if message.offset == 2 and state["sought"] and not state["paused"]:
+                    state["paused"] = True
+                    self.mark_as_consumed(message)
+                    self.pause(timeout=0.3)  # resume at 3 after the timeout
+                    return
+
+    app = make_app(kafka_bootstrap)
+    app.routes.topic(topic, Steering, manual_offset_management=True)
+    with running(app):
+        assert record.wait_for(lambda items: items[-1:] == [5] and state["paused"], timeout=10), (
+            record.items
+        )
+    assert record.items == [0, 1, 2, 3, 4, 1, 2, 3, 4, 5]
+
+
+def test_quiet_finishes_running_batches_and_takes_no_new_ones(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 3)
+    record = Record()
+
+    class Quiet(Consumer):
+        def consume(self) -> None:
+            record.add(*(m.offset for m in self.messages))
+
+    app = make_app(kafka_bootstrap)
+    app.routes.topic(topic, Quiet)
+    quieted = threading.Event()
+    app.monitor.subscribe("app.quieting", lambda event: quieted.set())
+    with running(app):
+        assert record.wait_for(lambda items: len(items) >= 3)
+        app.quiet()
+        assert quieted.wait(5)
+        produce(kafka_bootstrap, topic, 3, start=3)
+        assert not record.wait_for(lambda items: len(items) > 3, timeout=2)
+        assert app.state == "quiet"
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"max_messages": "100"}, "max_messages"),
+        ({"max_wait_time": -1}, "max_wait_time"),
+        ({"pause_timeout": 5, "pause_max_timeout": 1}, "pause_max_timeout"),
+        ({"concurency": 4}, "concurency"),
+    ],
+)
+def test_wrong_settings_fail_at_construction(settings: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        App(client_id="x", kafka={"bootstrap.servers": "127.0.0.1:1"}, **settings)
+    assert raised.value.setting == named
+    assert named in str(raised.value)
+
+
+def test_bad_routes_fail_clearly() -> None:
+    app = App(client_id="x", kafka={"bootstrap.servers": "127.0.0.1:1"})
+    with pytest.raises(ConfigurationError, match=r"not a subclass of conveyor\.Consumer"):
+        app.routes.topic("orders", dict)  # type: ignore[arg-type]
+
+    class Orders(Consumer):
+        def consume(self) -> None:
+            pass
+
+    app.routes.topic("orders", Orders)
+    with pytest.raises(ConfigurationError, match="routed twice"):
+        app.routes.topic("orders", Orders)
+    with pytest.raises(ConfigurationError, match="unknown option 'partitons'"):
+        app.routes.topic("payments", Orders, partitons=3)
+    empty = App(client_id="y", kafka={"bootstrap.servers": "127.0.0.1:1"})
+    with pytest.raises(ConfigurationError, match="no active routes"):
+        empty.start()
