@@ -52,4 +52,5 @@ def test_a_failing_listener_is_reported_and_others_still_run(
 
 def test_event_names_are_dotted_and_complete() -> None:
     assert "message.acknowledged" in events.EVENTS
-    assert all(name.count(".") == 1 for name in events.EVENTS)
+    assert all("." in name and name == name.lower() for name in events.EVENTS)
+    assert "consumer.consumed" in events.EVENTS
