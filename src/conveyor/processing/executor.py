@@ -67,11 +67,8 @@ class PartitionExecutor:
             start = not self.scheduled and not self.held
             if start:
                 self.scheduled = True
-            throttle = not self.backpressure and len(self.pending) > self._high_water
-            if throttle:
-                self.backpressure = True
-        if throttle:
-            self.listener.client.pause([(self.topic, self.partition)])  # on the listener thread
+            if len(self.pending) > self._high_water:
+                self.listener.over_limit(self)
         if start:
             self.listener.submit(self.run)
 
@@ -104,7 +101,7 @@ class PartitionExecutor:
         listener.job_started()
         try:
             while True:
-                resume_fetching = False
+                resume_fetching = drained = False
                 with self.lock:
                     if self.revoked or self.stopped or self.held or not (self.pending or self.eof):
                         self.scheduled = False
@@ -114,9 +111,12 @@ class PartitionExecutor:
                     eof = self.eof and not self.pending
                     if eof:
                         self.eof = False
-                    if self.backpressure and len(self.pending) < self._low_water:
+                    drained = len(self.pending) < self._low_water
+                    if self.backpressure and drained:
                         self.backpressure = False
                         resume_fetching = True
+                if drained:
+                    listener.drained(self)
                 if resume_fetching:
                     listener.command(lambda: listener.client.resume([(self.topic, self.partition)]))
                 if batch:

@@ -31,6 +31,7 @@ _log = logging.getLogger("conveyor.processing")
 
 _QUIET_POLL = 0.2
 _THROTTLED_POLL = 0.01
+_ROOM_WAIT = 1.0
 
 
 class Listener:
@@ -52,7 +53,9 @@ class Listener:
         settings = app.settings
         self.max_wait_time = min((r.max_wait_time or settings.max_wait_time) for r in routes)
         self.max_messages = max((r.max_messages or settings.max_messages) for r in routes)
-        self._drain = max(self.max_messages, 1_000)
+        # Each call into librdkafka gives up the GIL and may wait a switch interval (5 ms) to get
+        # it back while workers run Python, so take what librdkafka holds in large gulps.
+        self._drain = max(self.max_messages * 10, 5_000)
         self.direct = routes[0].direct
         config: dict[str, Any] = {
             **settings.kafka,
@@ -75,6 +78,11 @@ class Listener:
         self._stopping = threading.Event()
         self._quiet = threading.Event()
         self._jobs = threading.Condition()
+        # Partitions with more pending than their high-water mark: the listener waits for
+        # their workers to drain them before it polls again (librdkafka's own queue limits
+        # then hold the rest), and pauses them only if the wait outlasts the slice below.
+        self._room = threading.Condition()
+        self._over_limit: set[PartitionExecutor] = set()
         self._running_jobs = 0
         self.crashed: BaseException | None = None
         self._thread = threading.Thread(
@@ -149,7 +157,7 @@ class Listener:
 
     def _loop(self) -> None:
         client = self.client
-        poll, drain = client.poll, client.drain
+        poll_batch = client.poll_batch
         monitor = self.app.monitor
         quieted = False
         while not self._stopping.is_set():
@@ -159,19 +167,22 @@ class Listener:
                 if not quieted:
                     quieted = True
                     client.pause(client.assignment())
-                poll(_QUIET_POLL)  # keeps the membership alive; paused partitions fetch nothing
+                poll_batch(
+                    _QUIET_POLL, 1
+                )  # keeps the membership alive; paused partitions fetch nothing
                 continue
             if ev.CONNECTION_LISTENER_FETCH_LOOP in monitor.subscribed:
                 monitor.instrument(ev.CONNECTION_LISTENER_FETCH_LOOP, listener=self.name)
             if time.monotonic() >= self._next_commit:
                 self.commit_marked(sync=False)
+            if self._over_limit:
+                self._wait_for_room()
             # While a partition waits for its backlog to drain, its resume comes as a command:
             # poll in short slices then, so that the command does not wait out a long poll.
             throttled = any(executor.backpressure for executor in self.executors.values())
-            first = poll(_THROTTLED_POLL if throttled else self.max_wait_time)
-            if first is None:
+            batch = poll_batch(_THROTTLED_POLL if throttled else self.max_wait_time, self._drain)
+            if not batch:
                 continue
-            batch = [first, *drain(self._drain - 1)]
             self._run_commands()
             if ev.MESSAGES_POLLED in monitor.subscribed:
                 monitor.instrument(ev.MESSAGES_POLLED, listener=self.name, count=len(batch))
@@ -228,6 +239,29 @@ class Listener:
             )
         )
 
+    def over_limit(self, executor: PartitionExecutor) -> None:
+        """Called (listener thread) when a partition's backlog passed its high-water mark."""
+        with self._room:
+            self._over_limit.add(executor)
+
+    def drained(self, executor: PartitionExecutor) -> None:
+        """Called by a worker when a partition's backlog fell below its low-water mark."""
+        if executor in self._over_limit:
+            with self._room:
+                self._over_limit.discard(executor)
+                self._room.notify_all()
+
+    def _wait_for_room(self) -> None:
+        with self._room:
+            self._room.wait_for(
+                lambda: not self._over_limit or self._stopping.is_set(), timeout=_ROOM_WAIT
+            )
+            slow = [e for e in self._over_limit if not e.backpressure and not e.revoked]
+        if slow:  # workers are slow: stop fetching those partitions, keep polling for the group
+            for executor in slow:
+                executor.backpressure = True
+            self.client.pause([(e.topic, e.partition) for e in slow])
+
     def _run_commands(self) -> None:
         commands = self._commands
         while commands:
@@ -263,6 +297,7 @@ class Listener:
         ]
         for executor in lost:
             executor.revoke()  # later marks of these partitions are refused
+            self.drained(executor)
             self._committed.pop((executor.topic, executor.partition), None)
         if ev.REBALANCE_PARTITIONS_REVOKED in monitor.subscribed:
             monitor.instrument(
