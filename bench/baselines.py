@@ -87,22 +87,29 @@ def fill_topic(bootstrap: str, topic: str, count: int, payload: bytes, partition
         raise RuntimeError("could not fill the benchmark topic")
 
 
-def _consumer(bootstrap: str, topic: str) -> Consumer:
+def _consumer(bootstrap: str, topic: str, config: dict[str, Any] | None = None) -> Consumer:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-{uuid.uuid4().hex[:8]}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            **(config or {}),
         }
     )
     consumer.subscribe([topic])
     return consumer
 
 
-def bare_batch_consume(bootstrap: str, topic: str, count: int, batch_size: int = 500) -> float:
+def bare_batch_consume(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    batch_size: int = 500,
+    config: dict[str, Any] | None = None,
+) -> float:
     """Read ``count`` messages with ``consume(num_messages=batch_size)``; msgs/s from the first one."""
-    consumer = _consumer(bootstrap, topic)
+    consumer = _consumer(bootstrap, topic, config)
     seen = 0
     started = 0.0
     deadline = time.monotonic() + 120

@@ -1,0 +1,212 @@
+"""End-to-end latency of one lone message: produce -> ``consume()`` called.
+
+A producer sends 2,500 messages/s for ``--seconds`` with its send time in a header; the
+consumer records the difference when it sees each message. Conveyor's consumer (with its
+defaults) beside a bare confluent-kafka consumer tuned for latency (``fetch.wait.max.ms=1``),
+alternately, in the same run and process. Targets (issue 4): p50 <= 1 ms and <= 1.5x the bare
+consumer's p50; p99 <= 2x the bare consumer's p99.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+
+from confluent_kafka import Consumer as BareConsumer
+from confluent_kafka import Producer as BareProducer
+
+from conveyor import App, Consumer
+from harness import Bench, Figure, percentile
+
+RATE = 2_500
+
+
+def _send(bootstrap: str, topic: str, seconds: float) -> int:
+    """Send RATE messages per second for ``seconds``, each stamped with its send time (ns)."""
+    producer = BareProducer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+    interval = 1 / RATE
+    count = int(seconds * RATE)
+    next_send = time.perf_counter()
+    for index in range(count):
+        now = time.perf_counter()
+        if next_send > now:
+            time.sleep(next_send - now)  # pacing the load generator, not a wait for a result
+        producer.produce(topic, b"x" * 100, headers=[("sent", str(time.monotonic_ns()).encode())])
+        producer.poll(0)
+        next_send += interval
+        del index
+    producer.flush(30)
+    return count
+
+
+def _latency_ms(headers: list[tuple[str, bytes]] | None, received: int) -> float | None:
+    for name, value in headers or []:
+        if name == "sent":
+            return (received - int(value)) / 1e6
+    return None
+
+
+def conveyor_run(bootstrap: str, topic: str, seconds: float) -> list[float]:
+    samples: list[float] = []
+    assigned = threading.Event()
+    expected = int(seconds * RATE)
+    complete = threading.Event()
+
+    class Timing(Consumer):
+        def consume(self) -> None:
+            received = time.monotonic_ns()
+            for message in self.messages:
+                latency = _latency_ms(message.raw_headers, received)
+                if latency is not None:
+                    samples.append(latency)
+            if len(samples) >= expected:
+                complete.set()
+
+    app = App(
+        client_id="latency",
+        kafka={
+            "bootstrap.servers": bootstrap,
+            "group.id": f"latency-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "latest",
+        },
+    )
+    app.routes.topic(topic, Timing, initial_offset="latest")
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
+    app.start()
+    try:
+        if not assigned.wait(30):
+            raise RuntimeError("no assignment")
+        time.sleep(1.0)  # let the first fetch settle before the clock matters
+        _send(bootstrap, topic, seconds)
+        complete.wait(10)
+    finally:
+        app.stop_and_wait()
+    return samples
+
+
+def bare_run(bootstrap: str, topic: str, seconds: float) -> list[float]:
+    samples: list[float] = []
+    expected = int(seconds * RATE)
+    complete = threading.Event()
+    consumer = BareConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"latency-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "latest",
+            "fetch.wait.max.ms": 1,
+            "enable.auto.commit": False,
+        }
+    )
+    assigned = threading.Event()
+    consumer.subscribe([topic], on_assign=lambda _c, _p: assigned.set())
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            message = consumer.poll(0.1)
+            if message is None or message.error() is not None:
+                continue
+            latency = _latency_ms(message.headers(), time.monotonic_ns())
+            if latency is not None:
+                samples.append(latency)
+            if len(samples) >= expected:
+                complete.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        if not assigned.wait(30):
+            raise RuntimeError("no assignment")
+        time.sleep(1.0)
+        _send(bootstrap, topic, seconds)
+        complete.wait(10)
+    finally:
+        stop.set()
+        reader.join(5)
+        consumer.close()
+    return samples
+
+
+def main() -> None:
+    bench = Bench(
+        "e2e_latency",
+        __doc__ or "",
+        lambda parser: parser.add_argument("--seconds", type=float, default=10.0),
+    )
+    seconds: float = bench.args.seconds
+    topic = bench.create_topic(partitions=1)
+    figures: dict[str, dict[str, list[float]]] = {
+        name: {"p50": [], "p99": [], "p999": []} for name in ("bare", "conveyor")
+    }
+    for attempt in range(1, bench.repeats + 1):
+        for name, run in (("bare", bare_run), ("conveyor", conveyor_run)):
+            samples = run(bench.bootstrap, topic, seconds)
+            figures[name]["p50"].append(statistics.median(samples))
+            figures[name]["p99"].append(percentile(samples, 0.99))
+            figures[name]["p999"].append(percentile(samples, 0.999))
+            bench.console.print(
+                f"  {name} run {attempt}/{bench.repeats}: {len(samples):,} samples, p50 {figures[name]['p50'][-1]:.3f} ms, "
+                f"p99 {figures[name]['p99'][-1]:.3f} ms, p99.9 {figures[name]['p999'][-1]:.3f} ms"
+            )
+    note = f"{RATE:,} msgs/s for {seconds:g} s"
+    bare, ours = figures["bare"], figures["conveyor"]
+    bench.record(
+        Figure(
+            bench.name,
+            "bare tuned consumer p50",
+            "ms",
+            bare["p50"],
+            higher_is_better=False,
+            note=note,
+        )
+    )
+    bench.record(
+        Figure(
+            bench.name,
+            "bare tuned consumer p99",
+            "ms",
+            bare["p99"],
+            higher_is_better=False,
+            note=note,
+        )
+    )
+    bench.record(
+        Figure(
+            bench.name,
+            "Conveyor p50 (target <= 1 ms and <= 1.5x)",
+            "ms",
+            ours["p50"],
+            bare["p50"],
+            higher_is_better=False,
+            note=note,
+        )
+    )
+    bench.record(
+        Figure(
+            bench.name,
+            "Conveyor p99 (target <= 2x)",
+            "ms",
+            ours["p99"],
+            bare["p99"],
+            higher_is_better=False,
+            note=note,
+        )
+    )
+    bench.record(
+        Figure(
+            bench.name,
+            "Conveyor p99.9",
+            "ms",
+            ours["p999"],
+            bare["p999"],
+            higher_is_better=False,
+            note=note,
+        )
+    )
+    bench.report()
+
+
+if __name__ == "__main__":
+    main()
