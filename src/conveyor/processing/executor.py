@@ -64,6 +64,8 @@ class PartitionExecutor:
             if self.revoked or self.stopped:
                 return
             self.pending.extend(raws)
+            if self.listener.quieted:
+                self.held = True
             start = not self.scheduled and not self.held
             if start:
                 self.scheduled = True

@@ -114,11 +114,20 @@ class Listener:
         self._stopping.set()
 
     def quiet(self) -> None:
-        """Take no new batches; keep the group membership (polls continue, partitions paused)."""
+        """Take no new batches; keep the group membership (polls continue, partitions paused).
+
+        Batches already running finish; what was fetched but not handed out stays pending."""
         self._quiet.set()
+        for executor in list(self.executors.values()):
+            with executor.lock:
+                executor.held = True
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
+
+    @property
+    def quieted(self) -> bool:
+        return self._quiet.is_set()
 
     @property
     def alive(self) -> bool:

@@ -48,6 +48,7 @@ app = App(
     shutdown_timeout=20,
 )
 app.routes.topic(os.environ["TOPIC"], ReportingConsumer)
+app.monitor.subscribe("app.quieting", lambda _event: say("quiet"))
 app.monitor.subscribe(
     "rebalance.partitions_assigned",
     lambda event: say("assigned " + ",".join(str(p) for _, p in event["partitions"])),

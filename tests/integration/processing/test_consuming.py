@@ -11,8 +11,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from conveyor import App, ConfigurationError, Consumer, Producer
+from conveyor import App, ConfigurationError, Consumer, ConveyorError, Producer
 
 
 class Record:
@@ -272,3 +273,76 @@ def test_bad_routes_fail_clearly() -> None:
     empty = App(client_id="y", kafka={"bootstrap.servers": "127.0.0.1:1"})
     with pytest.raises(ConfigurationError, match="no active routes"):
         empty.start()
+
+
+def test_mark_as_consumed_sync_reports_a_lost_partition(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 20, partitions=2)
+    group = f"loss-{uuid.uuid4().hex[:8]}"
+    revoked = threading.Event()
+    started = threading.Event()
+    outcome = Record()
+
+    class Holding(Consumer):
+        def consume(self) -> None:
+            if outcome.items:
+                return
+            started.set()
+            revoked.wait(30)  # a long batch, during which a second member joins
+            outcome.add((self.mark_as_consumed_sync(self.messages.last), self.is_revoked()))
+
+    class Idle(Consumer):
+        def consume(self) -> None:
+            pass
+
+    first = make_app(kafka_bootstrap, kafka={"group.id": group})
+    first.routes.topic(topic, Holding)
+    first.monitor.subscribe(
+        "rebalance.partitions_revoked", lambda event: revoked.set() if event["partitions"] else None
+    )
+    second = make_app(kafka_bootstrap, kafka={"group.id": group})
+    second.routes.topic(topic, Idle)
+    with running(first):
+        assert started.wait(30)
+        with running(second):
+            assert outcome.wait_for(bool, timeout=60)
+    assert outcome.items[0] == (False, True)
+
+
+def test_a_base_exception_in_consume_stops_the_app_without_moving_the_offset(
+    kafka_bootstrap: str, new_topic, kafka_admin
+) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 3)
+    group = f"crash-{uuid.uuid4().hex[:8]}"
+
+    class Exiting(Consumer):
+        def consume(self) -> None:
+            raise SystemExit("the consumer asked the process to exit")
+
+    app = make_app(kafka_bootstrap, kafka={"group.id": group})
+    app.routes.topic(topic, Exiting)
+    stopped = threading.Event()
+    app.monitor.subscribe("app.stopped", lambda event: stopped.set())
+    errors: list[str] = []
+    app.monitor.subscribe("error.occurred", lambda event: errors.append(event["type"]))
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            app.run()
+        except ConveyorError as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert stopped.wait(60)
+    thread.join(10)
+    assert isinstance(app.crash, SystemExit)
+    assert raised, "run() raises after a crash"
+    assert "app.crash" in errors
+    result = kafka_admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])]
+    )
+    [partition] = result[group].result().topic_partitions
+    assert partition.offset < 0, "nothing was committed"

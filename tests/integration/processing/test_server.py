@@ -179,3 +179,20 @@ def test_two_servers_share_partitions_and_the_survivor_takes_over(
         if second is not None:
             second.stop(signal.SIGKILL)
         assert first.stop() == 0
+
+
+def test_sigtstp_quiets_the_server(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic(partitions=1)
+    group = f"quiet-{uuid.uuid4().hex[:8]}"
+    server = Server(topic, group, kafka_bootstrap)
+    try:
+        assert server.wait_for(lambda lines: any(line.startswith("assigned") for line in lines))
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            producer.produce_sync(topic=topic, payload=b"before")
+            assert server.wait_for(lambda _lines: len(server.batches()) == 1)
+            server.process.send_signal(signal.SIGTSTP)
+            assert server.wait_for(lambda lines: "quiet" in lines)
+            producer.produce_sync(topic=topic, payload=b"while quiet")
+        assert not server.wait_for(lambda _lines: len(server.batches()) > 1, timeout=3)
+    finally:
+        assert server.stop() == 0
