@@ -1,131 +1,99 @@
-"""Conveyor's example app: create a topic, produce 100,000 messages, consume them back.
+"""Conveyor's example app, run by `make run`: a small shop where orders become payments.
 
-`make run` starts the development broker and runs this. It grows as Conveyor's
-capabilities land; for now it shows that the broker works end to end and how fast
-the wire is on this machine. Producing goes through Conveyor's producer; reading
-back uses a bare confluent-kafka consumer until Conveyor's consumers land. Producing goes through Conveyor's producer; reading
-back still uses a bare confluent-kafka consumer until Conveyor's consumers land.
+It creates the shop's topics, produces 100,000 orders with Conveyor's producer, runs the
+shop app (examples/shop/app.py: two topics, two consumers, the first producing to the
+second) until every payment of this run was consumed, and prints a table.
 
-    python examples/quickstart.py [--messages N] [--bootstrap HOST:PORT]
+    python examples/quickstart.py [--orders N]
+    cd examples && conveyor server --app shop.app:app      # the same app, as a server
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
+import uuid
+from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
-import conveyor
+sys.path.insert(0, str(Path(__file__).parent))
 
-TOPIC = "quickstart"
+from conveyor import Producer
+from shop.app import ORDERS, PAYMENTS, app, ledger
 
 
-def ensure_topic(bootstrap: str, partitions: int = 3) -> None:
+def ensure_topics(bootstrap: str) -> None:
+    """Create the routes' topics if missing (`conveyor topics migrate` will do this)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    if TOPIC in admin.list_topics(timeout=10).topics:
-        return
-    future = admin.create_topics([NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)])
-    future[TOPIC].result(timeout=30)
-
-
-def produce(bootstrap: str, count: int) -> float:
-    """Conveyor's producer: bursts of 1,000 orders, then wait for every acknowledgement."""
-    with conveyor.Producer({"bootstrap.servers": bootstrap}) as producer:
-        started = time.perf_counter()
-        bursts = []
-        for first in range(0, count, 1_000):
-            orders = [
-                {"topic": TOPIC, "key": str(index % 100),
-                 "payload": {"order": index, "item": "widget", "quantity": index % 7 + 1}}
-                for index in range(first, min(first + 1_000, count))
-            ]  # fmt: skip
-            bursts.append(producer.produce_many_async(orders))
-        for burst in bursts:
-            burst.wait(60)  # raises BatchDeliveryError if any order was not delivered
-        return time.perf_counter() - started
-
-
-def consume(bootstrap: str, start: dict[int, int], end: dict[int, int]) -> tuple[int, float]:
-    """Read exactly the range this run produced, partition by partition, without a group."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "quickstart", "enable.auto.commit": False}
-    )
-    wanted = {p: end[p] - start[p] for p in end if end[p] > start[p]}
-    consumer.assign([TopicPartition(TOPIC, p, start[p]) for p in wanted])
-    seen = dict.fromkeys(wanted, 0)
-    deadline = time.monotonic() + 60
-    started = time.perf_counter()
-    try:
-        while sum(seen.values()) < sum(wanted.values()) and time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=1000, timeout=1.0):
-                if message.error():
-                    raise KafkaException(message.error())
-                partition = message.partition()
-                if partition in seen and message.offset() < end[partition]:
-                    seen[partition] += 1
-    finally:
-        consumer.close()
-    return sum(seen.values()), time.perf_counter() - started
-
-
-def watermarks(bootstrap: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "quickstart-watermarks"})
-    try:
-        partitions = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
-            for p in partitions
-        }
-    finally:
-        consumer.close()
+    existing = admin.list_topics(timeout=10).topics
+    wanted = [
+        NewTopic(route.name, num_partitions=route.partitions or 1, replication_factor=1)
+        for route in app.routes
+        if route.name not in existing
+    ]
+    if wanted:
+        for future in admin.create_topics(wanted).values():
+            future.result(timeout=30)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument(
-        "--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
-    )
+    parser.add_argument("--orders", type=int, default=100_000)
     args = parser.parse_args()
+    bootstrap = str(app.settings.kafka["bootstrap.servers"])
     console = Console()
+    run = uuid.uuid4().hex[:8]
+    ensure_topics(bootstrap)
 
-    ensure_topic(args.bootstrap)
-    before = watermarks(args.bootstrap)
-    produce_seconds = produce(args.bootstrap, args.messages)
-    after = watermarks(args.bootstrap)
-    consumed, consume_seconds = consume(args.bootstrap, before, after)
+    app.start()
+    try:
+        started = time.perf_counter()
+        with Producer({"bootstrap.servers": bootstrap}) as producer:
+            bursts = []
+            for first in range(0, args.orders, 1_000):
+                orders = [
+                    {"topic": ORDERS, "key": f"customer-{index % 100}",
+                     "payload": {"run": run, "order": index, "item": "widget", "quantity": index % 7 + 1}}
+                    for index in range(first, min(first + 1_000, args.orders))
+                ]  # fmt: skip
+                bursts.append(producer.produce_many_async(orders))
+            for burst in bursts:
+                burst.wait(60)
+        produced = time.perf_counter() - started
+        if not ledger.wait_for(run, args.orders, timeout=300):
+            console.print(
+                f"[red]only {ledger.payments.get(run, 0):,} of {args.orders:,} payments arrived[/]"
+            )
+            sys.exit(1)
+        finished = time.perf_counter() - started
+    finally:
+        app.stop_and_wait()
 
-    table = Table(
-        title=f"Conveyor quickstart — topic {TOPIC!r} on {args.bootstrap}", title_justify="left"
-    )
+    table = Table(title=f"Conveyor shop — run {run} on {bootstrap}", title_justify="left")
     table.add_column("step")
     table.add_column("messages", justify="right")
     table.add_column("seconds", justify="right")
     table.add_column("messages/s", justify="right")
     table.add_row(
-        "produce (acks=all, idempotent)",
-        f"{args.messages:,}",
-        f"{produce_seconds:.2f}",
-        f"{args.messages / produce_seconds:,.0f}",
+        f"produce orders to {ORDERS} (acks=all, idempotent)",
+        f"{args.orders:,}",
+        f"{produced:.2f}",
+        f"{args.orders / produced:,.0f}",
     )
     table.add_row(
-        "consume back",
-        f"{consumed:,}",
-        f"{consume_seconds:.2f}",
-        f"{consumed / consume_seconds:,.0f}",
+        f"orders -> payments ({PAYMENTS}) -> totals, end to end",
+        f"{args.orders:,}",
+        f"{finished:.2f}",
+        f"{args.orders / finished:,.0f}",
     )
     console.print(table)
-    if consumed != args.messages:
-        console.print(f"[red]consumed {consumed:,} of {args.messages:,} messages[/]")
-        sys.exit(1)
+    console.print(f"total charged: {ledger.amounts[run]:,.2f}")
 
 
 if __name__ == "__main__":
