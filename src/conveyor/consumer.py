@@ -64,6 +64,11 @@ class Consumer:
         """The end of the partition was reached (needs ``enable.partition.eof``)."""
         return None
 
+    def tick(self) -> Awaitable[None] | None:
+        """Called when no message arrived for ``max_wait_time`` (override it for periodic work;
+        only for partitions that already had a batch in this process)."""
+        return None
+
     # -- offsets ------------------------------------------------------------------------------
 
     def mark_as_consumed(self, message: Message) -> bool:

@@ -12,6 +12,9 @@ __all__ = ["console", "error_console", "key_value_table", "progress", "table"]
 
 console = Console(soft_wrap=True)
 error_console = Console(stderr=True, soft_wrap=True)
+for _console in (console, error_console):
+    if not _console.is_terminal:  # pipes and CI: tables need not fit 80 columns
+        _console.width = 160
 
 
 @contextmanager

@@ -32,6 +32,11 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--consumer-groups", help="Only these consumer groups (comma-separated).")
 @click.option("--subscription-groups", help="Only these subscription groups (comma-separated).")
 @click.option("--topics", help="Only these topics (comma-separated).")
+@click.option("--exclude-consumer-groups", help="All consumer groups but these (comma-separated).")
+@click.option(
+    "--exclude-subscription-groups", help="All subscription groups but these (comma-separated)."
+)
+@click.option("--exclude-topics", help="All topics but these (comma-separated).")
 @click.option(
     "--log-level",
     default="INFO",
@@ -43,6 +48,9 @@ def server(
     consumer_groups: str | None,
     subscription_groups: str | None,
     topics: str | None,
+    exclude_consumer_groups: str | None,
+    exclude_subscription_groups: str | None,
+    exclude_topics: str | None,
     log_level: str,
 ) -> None:
     """Run the app's consumers until SIGINT/SIGTERM (a second one forces); SIGTSTP quiets.
@@ -53,13 +61,18 @@ def server(
         level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     app = load_app(app_spec)
-    groups, subscriptions, only_topics = (
-        _names(consumer_groups),
-        _names(subscription_groups),
-        _names(topics),
+    active = app.routes.active()
+    groups = _narrow(
+        _names(consumer_groups), _names(exclude_consumer_groups), {r.consumer_group for r in active}
     )
+    subscriptions = _narrow(
+        _names(subscription_groups),
+        _names(exclude_subscription_groups),
+        {r.subscription_group for r in active},
+    )
+    only_topics = _narrow(_names(topics), _names(exclude_topics), {r.name for r in active})
     routes = [
-        route for route in app.routes.active()
+        route for route in active
         if (groups is None or route.consumer_group in groups)
         and (subscriptions is None or route.subscription_group in subscriptions)
         and (only_topics is None or route.name in only_topics)
@@ -106,6 +119,15 @@ def server(
         error_console.print(f"[bold red]crashed:[/] {exc}", highlight=False)
         sys.exit(1)
     error_console.print("stopped cleanly", highlight=False)
+
+
+def _narrow(
+    included: list[str] | None, excluded: list[str] | None, known: set[str]
+) -> list[str] | None:
+    """The names to keep: the included ones (default all), minus the excluded ones."""
+    if excluded is None:
+        return included
+    return sorted(set(included if included is not None else known) - set(excluded))
 
 
 @click.command()

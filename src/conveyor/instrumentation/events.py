@@ -17,6 +17,7 @@ __all__ = [
     "CONSUMER_EOFED",
     "CONSUMER_REVOKED",
     "CONSUMER_SHUTDOWN",
+    "CONSUMER_TICKED",
     "ERROR_OCCURRED",
     "EVENTS",
     "MESSAGES_POLLED",
@@ -77,6 +78,8 @@ CONSUMER_REVOKED = "consumer.revoked"
 """``revoked()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
 CONSUMER_SHUTDOWN = "consumer.shutdown"
 """``shutdown()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
+CONSUMER_TICKED = "consumer.ticked"
+"""``tick()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
 CONSUMER_EOFED = "consumer.eofed"
 """``eofed()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
 REBALANCE_PARTITIONS_ASSIGNED = "rebalance.partitions_assigned"

@@ -101,6 +101,9 @@ class PartitionExecutor:
         """The job: process batches until nothing is pending (or the partition is held)."""
         listener = self.listener
         listener.job_started()
+        long_running = self.route.long_running_job
+        if long_running:  # fetch nothing behind a long job; the listener keeps polling
+            listener.command(lambda: listener.client.pause([(self.topic, self.partition)]))
         try:
             while True:
                 resume_fetching = drained = False
@@ -126,7 +129,33 @@ class PartitionExecutor:
                 if eof:
                     self._call("eofed", ev.CONSUMER_EOFED)
         finally:
+            if long_running and not self.revoked:
+                listener.command(lambda: listener.client.resume([(self.topic, self.partition)]))
             listener.job_finished()
+
+    def tick(self) -> None:
+        """Run the consumer's ``tick()`` if the partition is idle (listener thread schedules it)."""
+        with self.lock:
+            if self.scheduled or self.held or self.revoked or self.stopped or self.pending:
+                return
+            self.scheduled = True
+        self.listener.submit(self._run_tick)
+
+    def _run_tick(self) -> None:
+        self.listener.job_started()
+        try:
+            self._call("tick", ev.CONSUMER_TICKED)
+        finally:
+            with self.lock:
+                self.scheduled = False
+                restart = (
+                    bool(self.pending) and not self.held and not self.revoked and not self.stopped
+                )
+                if restart:
+                    self.scheduled = True
+            if restart:
+                self.listener.submit(self.run)
+            self.listener.job_finished()
 
     def _instance(self) -> Consumer:
         consumer = self.consumer

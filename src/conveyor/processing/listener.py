@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from conveyor.consumer import Consumer
 from conveyor.driver.consumers import OFFSET_STORED, PARTITION_EOF, ConsumerClient, Partition
 from conveyor.errors import KafkaError
 from conveyor.instrumentation import events as ev
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from conveyor.routing.topic import Topic
 
 __all__ = ["Listener"]
+
+_BASE_TICK = Consumer.tick
 
 _log = logging.getLogger("conveyor.processing")
 
@@ -195,6 +198,7 @@ class Listener:
             throttled = any(executor.backpressure for executor in self.executors.values())
             batch = poll_batch(_THROTTLED_POLL if throttled else self.max_wait_time, self._drain)
             if not batch:
+                self._tick_idle()
                 continue
             self._run_commands()
             if ev.MESSAGES_POLLED in monitor.subscribed:
@@ -220,6 +224,13 @@ class Listener:
             run.append(raw)
         self._flush_run(run, run_topic, run_partition)
         self.discarding.clear()
+
+    def _tick_idle(self) -> None:
+        """Nothing arrived within max_wait_time: idle partitions whose consumer has a tick() get it."""
+        for executor in self.executors.values():
+            consumer = executor.consumer
+            if consumer is not None and type(consumer).tick is not _BASE_TICK:
+                executor.tick()
 
     def _flush_run(self, run: list[Any], topic: str | None, partition: int) -> None:
         if not run or topic is None:

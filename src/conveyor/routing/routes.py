@@ -18,6 +18,7 @@ _OPTIONS = frozenset(
     {
         "active", "partitions", "replication_factor", "config", "deserializers", "max_messages",
         "max_wait_time", "initial_offset", "assign", "manual_offset_management", "dead_letter_queue",
+        "long_running_job",
     }
 )  # fmt: skip
 
@@ -96,6 +97,7 @@ class Routes:
             initial_offset=_initial_offset(name, options.get("initial_offset", "earliest")),
             assign=_assign(name, options.get("assign")),
             manual_offset_management=bool(options.get("manual_offset_management", False)),
+            long_running_job=bool(options.get("long_running_job", False)),
             dead_letter_queue=options.get("dead_letter_queue"),
         )
         self._topics.append(topic)

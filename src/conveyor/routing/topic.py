@@ -41,6 +41,8 @@ class Topic:
     initial_offset: str = "earliest"
     assign: tuple[int, ...] | None = None
     manual_offset_management: bool = False
+    long_running_job: bool = False
+    """Pause fetching the partition while a batch runs (no buffering behind a long job)."""
     dead_letter_queue: Mapping[str, Any] | None = None
 
     @property

@@ -346,3 +346,49 @@ def test_a_base_exception_in_consume_stops_the_app_without_moving_the_offset(
     )
     [partition] = result[group].result().topic_partitions
     assert partition.offset < 0, "nothing was committed"
+
+
+def test_a_long_running_job_keeps_its_group_membership(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 3)
+    record = Record()
+    revocations: list[object] = []
+
+    class Slow(Consumer):
+        def consume(self) -> None:
+            if not record.items:
+                threading.Event().wait(8)  # longer than max.poll.interval.ms below
+            record.add(*(m.offset for m in self.messages))
+
+    app = make_app(
+        kafka_bootstrap, kafka={"max.poll.interval.ms": 6000, "session.timeout.ms": 6000}
+    )
+    app.routes.topic(topic, Slow, long_running_job=True)
+    app.monitor.subscribe(
+        "rebalance.partitions_revoked", lambda event: revocations.append(event["partitions"])
+    )
+    with running(app):
+        assert record.wait_for(lambda items: len(items) >= 3, timeout=30)
+        produce(kafka_bootstrap, topic, 2, start=3)
+        assert record.wait_for(lambda items: len(items) >= 5, timeout=30)
+    assert record.items == [0, 1, 2, 3, 4], "no duplicates: the member was never kicked out"
+    assert not any(revocations[:-1]), "no rebalance while the long job ran"
+
+
+def test_tick_runs_while_a_partition_is_idle(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 1)
+    record = Record()
+
+    class Ticking(Consumer):
+        def consume(self) -> None:
+            record.add("batch")
+
+        def tick(self) -> None:
+            record.add("tick")
+
+    app = make_app(kafka_bootstrap)
+    app.routes.topic(topic, Ticking)
+    with running(app):
+        assert record.wait_for(lambda items: items.count("tick") >= 2, timeout=30)
+    assert record.items[0] == "batch"

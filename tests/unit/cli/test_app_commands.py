@@ -1,0 +1,66 @@
+"""`conveyor info` shows an app's routes; --app errors are clear; filters narrow the routes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conveyor.cli.loading import load_app
+from conveyor.cli.main import cli
+from conveyor.cli.server import _narrow
+from conveyor.errors import ConfigurationError
+
+EXAMPLES = Path(__file__).parents[3] / "examples"
+
+
+@pytest.fixture
+def examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLES)
+    monkeypatch.setattr(sys, "path", [str(EXAMPLES), *sys.path])
+
+
+@pytest.mark.usefixtures("examples_on_path")
+def test_info_lists_the_routes_as_a_table() -> None:
+    result = CliRunner().invoke(cli, ["info", "--app", "shop.app:app"])
+    assert result.exit_code == 0, result.output
+    for expected in (
+        "shop-orders",
+        "shop-payments",
+        "OrdersConsumer",
+        "PaymentsConsumer",
+        "consumer group",
+    ):
+        assert expected in result.output
+
+
+@pytest.mark.usefixtures("examples_on_path")
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        (None, "no app given"),
+        ("shop.app", "module:attribute"),
+        ("no_such_module:app", "could not import"),
+        ("shop.app:ledger", "not a conveyor.App"),
+    ],
+)
+def test_app_specs_fail_clearly(spec: str | None, complaint: str) -> None:
+    with pytest.raises(ConfigurationError, match=complaint):
+        load_app(spec)
+
+
+def test_server_without_an_app_exits_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONVEYOR_APP", raising=False)
+    result = CliRunner().invoke(cli, ["server"])
+    assert result.exit_code == 1
+    assert "no app given" in result.output
+
+
+def test_include_and_exclude_filters() -> None:
+    known = {"orders", "payments", "audit"}
+    assert _narrow(None, None, known) is None
+    assert _narrow(["orders"], None, known) == ["orders"]
+    assert _narrow(None, ["audit"], known) == ["orders", "payments"]
+    assert _narrow(["orders", "audit"], ["audit"], known) == ["orders"]
