@@ -135,8 +135,8 @@ class Messages(Sequence[Message]):
 
     Iterable, with ``len``, indexing, ``first``, ``last``, ``payloads``, ``raw_payloads``,
     and metadata: ``topic``, ``partition``, ``created_at`` (timestamp of the newest),
-    ``processed_at`` (when the batch was handed over), ``consumer_lag`` (messages behind the
-    partition's end when the batch was fetched, if known). Message objects are made on
+    ``processed_at`` (when the batch was handed over), ``consumer_lag`` (how many messages
+    the partition held after this batch's last one, as of the latest fetch; ``None`` if unknown). Message objects are made on
     access, so a consumer that only looks at ``len(messages)`` pays nothing per message.
     """
 

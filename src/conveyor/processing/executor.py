@@ -51,6 +51,7 @@ class PartitionExecutor:
         self.backpressure = False  # fetching paused in librdkafka while too much is pending
         self.eof = False
         self.marked: int | None = None  # the next offset to read, as last marked
+        self.high_watermark: int | None = None  # as of the latest fetch
         self.attempt = 0
         self.consumer: Consumer | None = None
         self._resume_timer: threading.Timer | None = None
@@ -172,8 +173,13 @@ class PartitionExecutor:
 
     def _process(self, batch: list[Any]) -> None:
         consumer = self._instance()
+        high = self.high_watermark
         consumer.messages = messages = Messages(
-            batch, self.route.deserializers, self.topic, self.partition
+            batch,
+            self.route.deserializers,
+            self.topic,
+            self.partition,
+            consumer_lag=None if high is None else max(0, high - batch[-1].offset() - 1),
         )
         monitor = self.listener.app.monitor
         subscribed = monitor.subscribed

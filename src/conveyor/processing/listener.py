@@ -237,6 +237,9 @@ class Listener:
             return
         executor = self._executor(topic, partition)
         if executor is not None and executor not in self.discarding:
+            # librdkafka's cached high watermark (from the fetch responses): no broker call.
+            high = self.client.watermarks(topic, partition)[1]
+            executor.high_watermark = high if high >= 0 else None
             executor.add(run)
 
     def _executor(self, topic: str, partition: int) -> PartitionExecutor | None:

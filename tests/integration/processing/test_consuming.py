@@ -66,11 +66,14 @@ def test_every_message_once_in_order_per_partition(kafka_bootstrap: str, new_top
     produce(kafka_bootstrap, topic, 20_000, partitions=4)
     record = Record()
 
+    lags: list[int | None] = []
+
     class Orders(Consumer):
         def consume(self) -> None:
             assert {m.partition for m in self.messages} == {self.partition}, (
                 "one partition per batch"
             )
+            lags.append(self.messages.consumer_lag)
             record.add(*((self.partition, m.offset, m.payload["n"]) for m in self.messages))
 
     app = make_app(kafka_bootstrap, concurrency=4)
@@ -84,6 +87,8 @@ def test_every_message_once_in_order_per_partition(kafka_bootstrap: str, new_top
     assert len(record.items) == 20_000, "no duplicates in a clean run"
     for offsets in by_partition.values():
         assert offsets == list(range(5_000))
+    assert all(isinstance(lag, int) and 0 <= lag < 5_000 for lag in lags)
+    assert 0 in lags, "the last batch of a partition is not behind"
 
 
 def test_async_consumers_and_lazy_payloads(kafka_bootstrap: str, new_topic) -> None:
