@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -17,6 +16,7 @@ from conveyor.processing.listener import Listener
 from conveyor.processing.workers import WorkerPool
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
+from conveyor.validation import check_count, check_seconds
 
 __all__ = ["App", "AppSettings"]
 
@@ -94,15 +94,15 @@ class App:
             )
         if not kafka.get("bootstrap.servers"):
             raise ConfigurationError('kafka["bootstrap.servers"] is required', "bootstrap.servers")
-        _integer("concurrency", concurrency)
-        _integer("max_messages", max_messages)
+        check_count("concurrency", concurrency)
+        check_count("max_messages", max_messages)
         for name, value in (
             ("max_wait_time", max_wait_time),
             ("shutdown_timeout", shutdown_timeout),
             ("pause_timeout", pause_timeout),
             ("pause_max_timeout", pause_max_timeout),
         ):
-            _seconds(name, value)
+            check_seconds(name, value)
         if pause_max_timeout < pause_timeout:
             raise ConfigurationError(
                 f"pause_max_timeout ({pause_max_timeout}) must not be below pause_timeout ({pause_timeout})",
@@ -258,10 +258,6 @@ class App:
         if ev.APP_QUIETING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_QUIETING, app=self)
 
-    def wait_stopped(self, timeout: float | None = None) -> bool:
-        """Block until the app has stopped (after :meth:`run` returned or :meth:`stop_and_wait`)."""
-        return self._stopped.wait(timeout)
-
     def stop_and_wait(self) -> None:
         """For apps started with :meth:`start`: stop gracefully and return once stopped."""
         self.stop()
@@ -334,20 +330,3 @@ _CONSUMER_ONLY_PREFIXES = (
 
 def _consumer_only(name: str) -> bool:
     return name.startswith(_CONSUMER_ONLY_PREFIXES)
-
-
-def _integer(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{name} must be an integer >= 1, got {value!r}", name)
-
-
-def _seconds(name: str, value: Any) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigurationError(
-            f"{name} must be a positive number of seconds, got {value!r}", name
-        )

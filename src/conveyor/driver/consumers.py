@@ -17,8 +17,6 @@ from conveyor.driver.errors import ErrorCode, configuration_error, to_conveyor_e
 from conveyor.errors import KafkaError
 
 __all__ = [
-    "OFFSET_BEGINNING",
-    "OFFSET_END",
     "OFFSET_STORED",
     "PARTITION_EOF",
     "ConsumerClient",
@@ -28,8 +26,6 @@ __all__ = [
 Partition = tuple[str, int]
 """A topic partition as ``(topic, partition)``."""
 
-OFFSET_BEGINNING = confluent_kafka.OFFSET_BEGINNING
-OFFSET_END = confluent_kafka.OFFSET_END
 OFFSET_STORED = confluent_kafka.OFFSET_STORED
 PARTITION_EOF = ErrorCode._PARTITION_EOF
 
@@ -116,14 +112,6 @@ class ConsumerClient:
             return error is not None and error.code() == ErrorCode._NO_OFFSET
         return True
 
-    def committed(
-        self, partitions: Iterable[Partition], timeout: float = 10.0
-    ) -> dict[Partition, int]:
-        result = self._consumer.committed(
-            [TopicPartition(t, p) for t, p in partitions], timeout=timeout
-        )
-        return {(tp.topic, tp.partition): tp.offset for tp in result}
-
     def assignment(self) -> set[Partition]:
         return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
 
@@ -136,17 +124,12 @@ class ConsumerClient:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         self._consumer.seek(TopicPartition(topic, partition, offset))
 
-    def watermarks(self, topic: str, partition: int, cached: bool = True) -> tuple[int, int]:
-        if cached:
-            return tuple(
-                self._consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-            )  # type: ignore[return-value]
-        return tuple(
-            self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
-        )  # type: ignore[return-value]
-
-    def group_metadata(self) -> Any:
-        return self._consumer.consumer_group_metadata()
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """The low and high watermarks librdkafka cached from fetch responses (no broker call)."""
+        low, high = self._consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), cached=True
+        )
+        return int(low), int(high)
 
     def close(self) -> None:
         self._consumer.close()

@@ -42,10 +42,6 @@ class Poller:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    @property
-    def thread(self) -> threading.Thread:
-        return self._thread
-
     def _run(self) -> None:
         poll = self._client.poll
         on_served = self._on_served

@@ -132,10 +132,6 @@ class Listener:
     def quieted(self) -> bool:
         return self._quiet.is_set()
 
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
     def command(self, action: Callable[[], None]) -> None:
         """Run ``action`` on the listener thread before it hands out the next fetched messages."""
         self._commands.append(action)

@@ -5,7 +5,6 @@ Everything is checked when the producer is built; an error names the setting.
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import Any
 from conveyor.errors import ConfigurationError
 from conveyor.producer.partitioners import PARTITIONERS
 from conveyor.serialization import Serializer, json_dumps
+from conveyor.validation import check_count, check_seconds
 
 __all__ = ["KAFKA_DEFAULTS", "VARIANT_SETTINGS", "Middleware", "ProducerSettings"]
 
@@ -121,13 +121,10 @@ def build_settings(
             'kafka["bootstrap.servers"] is required (for example "127.0.0.1:9092")',
             "bootstrap.servers",
         )
-    _check_positive("wait_timeout", wait_timeout, allow_none=True)
-    _check_positive("queue_full_timeout", queue_full_timeout)
-    _check_positive("reload_backoff", reload_backoff)
-    if not isinstance(max_reloads, int) or isinstance(max_reloads, bool) or max_reloads < 0:
-        raise ConfigurationError(
-            f"max_reloads must be an integer >= 0, got {max_reloads!r}", "max_reloads"
-        )
+    check_seconds("wait_timeout", wait_timeout, allow_none=True)
+    check_seconds("queue_full_timeout", queue_full_timeout)
+    check_seconds("reload_backoff", reload_backoff)
+    check_count("max_reloads", max_reloads, minimum=0)
     if not isinstance(reload_on_fatal_error, bool):
         raise ConfigurationError(
             f"reload_on_fatal_error must be True or False, got {reload_on_fatal_error!r}",
@@ -159,17 +156,3 @@ def build_settings(
         serializer=serializer or json_dumps,
         middleware=tuple(middleware),
     )
-
-
-def _check_positive(name: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigurationError(
-            f"{name} must be a positive number of seconds, got {value!r}", name
-        )
