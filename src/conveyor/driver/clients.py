@@ -20,7 +20,7 @@ LIBRDKAFKA_LOGGER = logging.getLogger("conveyor.librdkafka")
 def client_versions() -> dict[str, str]:
     """The confluent-kafka and librdkafka versions in use."""
     return {
-        "confluent-kafka": confluent_kafka.version()[0],
+        "confluent-kafka": str(confluent_kafka.version()),
         "librdkafka": confluent_kafka.libversion()[0],
     }
 
