@@ -54,6 +54,9 @@ class PartitionExecutor:
         self.high_watermark: int | None = None  # as of the latest fetch
         self.attempt = 0
         self.consumer: Consumer | None = None
+        # Set when this partition was revoked while a batch ran and then assigned again: the
+        # new executor starts only once this one's last batch is over (order per partition).
+        self.successor: PartitionExecutor | None = None
         self._resume_timer: threading.Timer | None = None
         self._abort_batch = False
 
@@ -111,6 +114,9 @@ class PartitionExecutor:
                 with self.lock:
                     if self.revoked or self.stopped or self.held or not (self.pending or self.eof):
                         self.scheduled = False
+                        successor, self.successor = self.successor, None
+                        if successor is not None:
+                            successor._release()
                         return
                     count = min(self.max_messages, len(self.pending))
                     batch = [self.pending.popleft() for _ in range(count)]
@@ -240,6 +246,13 @@ class PartitionExecutor:
             self._resume_timer = threading.Timer(delay, self._release)
             self._resume_timer.daemon = True
             self._resume_timer.start()
+
+    def follow(self, predecessor: PartitionExecutor) -> None:
+        """Start only after ``predecessor`` (the same partition, revoked) finished its batch."""
+        with predecessor.lock:
+            if predecessor.scheduled:
+                self.held = True
+                predecessor.successor = self
 
     def _release(self) -> None:
         with self.lock:

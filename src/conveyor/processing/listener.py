@@ -76,6 +76,7 @@ class Listener:
         config.pop("transactional.id", None)
         self.client = ConsumerClient(config, on_error=self._on_error)
         self.executors: dict[Partition, PartitionExecutor] = {}
+        self._retiring: dict[Partition, PartitionExecutor] = {}
         self._commands: deque[Callable[[], None]] = deque()
         self.discarding: set[PartitionExecutor] = set()
         """Executors sought since the last poll: what that poll fetched for them is stale."""
@@ -246,6 +247,9 @@ class Listener:
             if route is None:
                 return None
             executor = self.executors[key] = PartitionExecutor(self, route, partition)
+            predecessor = self._retiring.pop(key, None)
+            if predecessor is not None:
+                executor.follow(predecessor)
         return executor
 
     def _fetch_error(self, raw: Any, error: Any) -> None:
@@ -319,6 +323,8 @@ class Listener:
             self.executors.pop(partition) for partition in partitions if partition in self.executors
         ]
         for executor in lost:
+            if executor.scheduled:  # revoked mid-batch; may come back at once (eager rebalance)
+                self._retiring[(executor.topic, executor.partition)] = executor
             executor.revoke()  # later marks of these partitions are refused
             self.drained(executor)
             self._committed.pop((executor.topic, executor.partition), None)
