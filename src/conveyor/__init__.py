@@ -6,6 +6,7 @@ the monitor (:class:`Monitor`), the development broker (:mod:`conveyor.broker`)
 and the exception hierarchy (:mod:`conveyor.errors`).
 """
 
+from conveyor.admin import Admin
 from conveyor.app import App
 from conveyor.consumer import Consumer
 from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle, DeliveryReport
@@ -29,6 +30,7 @@ from conveyor.producer import Producer, Variant
 __version__ = "0.1.0"
 
 __all__ = [
+    "Admin",
     "App",
     "BatchDeliveryError",
     "BatchDeliveryHandle",

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from conveyor.admin import Admin
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
@@ -130,6 +131,7 @@ class App:
         self.monitor = monitor
         self.routes = Routes(default_group=str(kafka.get("group.id") or client_id))
         self._producer: Producer | None = None
+        self._admin: Admin | None = None
         self._producer_lock = threading.Lock()
         self._stopped = threading.Event()
         self._stopping = threading.Event()
@@ -139,7 +141,16 @@ class App:
         self.crash: BaseException | None = None
         self.state = "idle"
 
-    # -- producer -----------------------------------------------------------------------------
+    # -- admin and producer -------------------------------------------------------------------
+
+    @property
+    def admin(self) -> Admin:
+        """An :class:`~conveyor.admin.Admin` over the app's kafka settings (created on first use)."""
+        if self._admin is None:
+            self._admin = Admin(
+                {k: v for k, v in self.settings.kafka.items() if not _consumer_only(k)}
+            )
+        return self._admin
 
     @property
     def producer(self) -> Producer:
