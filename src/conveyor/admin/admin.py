@@ -8,12 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from conveyor.driver.admin import AdminConnection
 from conveyor.errors import ConfigurationError, KafkaError
+from conveyor.messages import Deserializers, Message
 
-__all__ = ["Admin", "BrokerInfo", "ClusterInfo", "PartitionInfo", "TopicInfo"]
+__all__ = [
+    "Admin",
+    "BrokerInfo",
+    "ClusterInfo",
+    "ConfigValue",
+    "GroupInfo",
+    "GroupMember",
+    "Lag",
+    "PartitionInfo",
+    "PartitionLoad",
+    "TopicInfo",
+]
 
 _TIMEOUT = 30.0
 
@@ -53,6 +66,65 @@ class ClusterInfo:
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One config entry: its value, whether it is the default, sensitive or read-only, where it
+    comes from, and its synonyms (``(name, value)`` pairs, most specific first)."""
+
+    name: str
+    value: str | None
+    default: bool
+    sensitive: bool
+    read_only: bool
+    source: str
+    synonyms: list[tuple[str, str | None]]
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A consumer group: its state (``STABLE``, ``EMPTY`` ...) and its members."""
+
+    name: str
+    state: str
+    members: tuple[GroupMember, ...]
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far a group is behind on one partition: ``high_watermark - committed``."""
+
+    group: str
+    topic: str
+    partition: int
+    committed: int
+    high_watermark: int
+    lag: int
+
+
+@dataclass(frozen=True)
+class PartitionLoad:
+    """One partition's estimated message count, its share of the topic, and how far it is from
+    the mean (+0.5 = 50 % above)."""
+
+    partition: int
+    messages: int
+    share: float
+    from_mean: float
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in ("topic", "broker"):
+        raise ConfigurationError(f"config resources are 'topic' or 'broker', got {kind!r}", "kind")
 
 
 class Admin:
@@ -129,6 +201,131 @@ class Admin:
     def read_watermark_offsets(self, topic: str, partition: int) -> tuple[int, int]:
         """``(low, high)``: the first offset still stored and the offset the next message gets."""
         return self._connection.watermarks(topic, partition, self.timeout)
+
+    # -- configs ------------------------------------------------------------------------------
+
+    def describe_configs(self, kind: str, name: str) -> dict[str, ConfigValue]:
+        """Every config entry of a ``"topic"`` or a ``"broker"`` (by id), by name."""
+        _check_kind(kind)
+        return {
+            entry["name"]: ConfigValue(**entry)
+            for entry in self._connection.describe_configs(kind, str(name), self.timeout)
+        }
+
+    def alter_configs(self, kind: str, name: str, changes: Mapping[str, str | None]) -> None:
+        """Set config entries incrementally (others keep their values); ``None`` resets one to
+        its default."""
+        _check_kind(kind)
+        self._connection.alter_configs(kind, str(name), dict(changes), self.timeout)
+
+    # -- consumer groups ----------------------------------------------------------------------
+
+    def list_consumer_groups(self) -> list[str]:
+        return self._connection.list_groups(self.timeout)
+
+    def describe_consumer_group(self, name: str) -> GroupInfo:
+        group = self._connection.describe_group(name, self.timeout)
+        members = tuple(
+            GroupMember(m["member_id"], m["client_id"], m["host"], tuple(m["assignment"]))
+            for m in group["members"]
+        )
+        return GroupInfo(group["name"], group["state"], members)
+
+    def read_lags(self, consumer_groups: list[str] | None = None) -> list[Lag]:
+        """Committed offset, high watermark and lag per group, topic and partition (sorted)."""
+        lags = []
+        for group in (
+            consumer_groups if consumer_groups is not None else self.list_consumer_groups()
+        ):
+            for (topic, partition), committed in sorted(
+                self._connection.group_offsets(group, self.timeout).items()
+            ):
+                high = self.read_watermark_offsets(topic, partition)[1]
+                lags.append(Lag(group, topic, partition, committed, high, max(0, high - committed)))
+        return lags
+
+    def seek_consumer_group(
+        self, name: str, positions: Mapping[str, Mapping[int, Any]]
+    ) -> dict[tuple[str, int], int]:
+        """Move a group's committed offsets: ``{topic: {partition: offset | "earliest" | "latest" |
+        datetime}}``. Refused while the group has members (they would overwrite it).
+
+        Returns the offsets written.
+        """
+        group = self.describe_consumer_group(name)
+        if group.members:
+            raise KafkaError(
+                f"consumer group {name!r} has {len(group.members)} active member(s) (state {group.state}); "
+                "stop its consumers before moving its offsets",
+                name="GROUP_NOT_EMPTY",
+            )
+        offsets: dict[tuple[str, int], int] = {}
+        for topic, partitions in positions.items():
+            for partition, position in partitions.items():
+                low, high = self.read_watermark_offsets(topic, partition)
+                if position == "earliest":
+                    offsets[(topic, partition)] = low
+                elif position == "latest":
+                    offsets[(topic, partition)] = high
+                elif isinstance(position, datetime):
+                    if position.tzinfo is None:
+                        raise ConfigurationError(
+                            "seek times must be timezone-aware datetimes", "position"
+                        )
+                    found = self._connection.offsets_for_time(
+                        [(topic, partition)], int(position.timestamp() * 1000), self.timeout
+                    )
+                    offset = found[(topic, partition)]
+                    offsets[(topic, partition)] = offset if offset >= 0 else high
+                elif isinstance(position, int) and not isinstance(position, bool) and position >= 0:
+                    offsets[(topic, partition)] = position
+                else:
+                    raise ConfigurationError(
+                        f"seek position for {topic}/{partition} must be an offset, 'earliest', 'latest' or a datetime, "
+                        f"got {position!r}",
+                        "position",
+                    )
+        self._connection.set_group_offsets(name, offsets, self.timeout)
+        return offsets
+
+    def delete_consumer_group(self, name: str) -> None:
+        self._connection.delete_group(name, self.timeout)
+
+    # -- data ---------------------------------------------------------------------------------
+
+    def read_topic(
+        self, topic: str, partition: int, count: int, start_offset: int | None = None
+    ) -> list[Message]:
+        """Up to ``count`` messages of one partition, in order: from ``start_offset``, or the last
+        ``count`` by default. Reads without a consumer group and commits nothing."""
+        low, high = self.read_watermark_offsets(topic, partition)
+        start = max(low, high - count) if start_offset is None else max(low, start_offset)
+        end = min(high, start + count)
+        if end <= start:
+            return []
+        raws = self._connection.read(topic, partition, start, end, self.timeout)
+        deserializers = Deserializers()
+        return [Message(raw, deserializers) for raw in raws]
+
+    def partition_distribution(self, topic: str) -> list[PartitionLoad]:
+        """Estimated messages per partition (from watermarks), share of the total and difference
+        from the mean, so that hot and cold partitions stand out."""
+        info = self.topic_info(topic)
+        counts = []
+        for partition in info.partitions:
+            low, high = self.read_watermark_offsets(topic, partition.partition)
+            counts.append((partition.partition, max(0, high - low)))
+        total = sum(count for _, count in counts)
+        mean = total / len(counts) if counts else 0.0
+        return [
+            PartitionLoad(
+                partition,
+                count,
+                count / total if total else 0.0,
+                (count - mean) / mean if mean else 0.0,
+            )
+            for partition, count in counts
+        ]
 
     # -- cluster ------------------------------------------------------------------------------
 

@@ -6,13 +6,16 @@ future, never polled) or plain values, so no confluent-kafka type leaves the dri
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from conveyor.driver.clients import LIBRDKAFKA_LOGGER
@@ -20,6 +23,8 @@ from conveyor.driver.errors import configuration_error
 from conveyor.driver.handles import FutureHandle
 
 __all__ = ["AdminConnection"]
+
+_RESOURCE = {"topic": ConfigResource.Type.TOPIC, "broker": ConfigResource.Type.BROKER}
 
 
 class AdminConnection:
@@ -105,6 +110,149 @@ class AdminConnection:
             TopicPartition(topic, partition), timeout=timeout
         )
         return int(low), int(high)
+
+    # -- configs --------------------------------------------------------------------------------
+
+    def describe_configs(self, kind: str, name: str, timeout: float) -> list[dict[str, Any]]:
+        """Every config entry of a topic or broker as a dict: name, value, default, sensitive,
+        read_only, source, synonyms (names and values)."""
+        resource = ConfigResource(_RESOURCE[kind], name)
+        future = self._admin.describe_configs([resource], request_timeout=timeout)[resource]
+        entries = FutureHandle(future, f"describe {kind} {name} configs").wait(timeout + 5)
+        return [
+            {
+                "name": entry.name,
+                "value": entry.value,
+                "default": bool(entry.is_default),
+                "sensitive": bool(entry.is_sensitive),
+                "read_only": bool(entry.is_read_only),
+                "source": str(getattr(entry.source, "name", entry.source)),
+                "synonyms": [(syn.name, syn.value) for syn in (entry.synonyms or {}).values()],
+            }
+            for entry in sorted(entries.values(), key=lambda item: item.name)
+        ]
+
+    def alter_configs(
+        self, kind: str, name: str, changes: Mapping[str, str | None], timeout: float
+    ) -> None:
+        """Incrementally set (value) or reset to the default (``None``) config entries."""
+        entries = [
+            ConfigEntry(
+                key,
+                value,
+                incremental_operation=AlterConfigOpType.DELETE
+                if value is None
+                else AlterConfigOpType.SET,
+            )
+            for key, value in changes.items()
+        ]
+        resource = ConfigResource(_RESOURCE[kind], name, incremental_configs=entries)
+        future = self._admin.incremental_alter_configs([resource], request_timeout=timeout)[
+            resource
+        ]
+        FutureHandle(future, f"alter {kind} {name} configs").wait(timeout + 5)
+
+    # -- consumer groups ------------------------------------------------------------------------
+
+    def list_groups(self, timeout: float) -> list[str]:
+        result = FutureHandle(
+            self._admin.list_consumer_groups(request_timeout=timeout), "list consumer groups"
+        )
+        return sorted(group.group_id for group in result.wait(timeout + 5).valid)
+
+    def describe_group(self, name: str, timeout: float) -> dict[str, Any]:
+        future = self._admin.describe_consumer_groups([name], request_timeout=timeout)[name]
+        group = FutureHandle(future, f"describe consumer group {name!r}").wait(timeout + 5)
+        return {
+            "name": group.group_id,
+            "state": str(getattr(group.state, "name", group.state)),
+            "members": [
+                {
+                    "member_id": member.member_id,
+                    "client_id": member.client_id,
+                    "host": member.host,
+                    "assignment": sorted(
+                        (tp.topic, tp.partition)
+                        for tp in (member.assignment.topic_partitions if member.assignment else [])
+                    ),
+                }
+                for member in group.members
+            ],
+        }
+
+    def group_offsets(self, name: str, timeout: float) -> dict[tuple[str, int], int]:
+        """Committed offsets of a group: (topic, partition) -> next offset (partitions without one omitted)."""
+        future = self._admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(name)], request_timeout=timeout
+        )[name]
+        result = FutureHandle(future, f"read offsets of group {name!r}").wait(timeout + 5)
+        return {
+            (tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0
+        }
+
+    def set_group_offsets(
+        self, name: str, offsets: Mapping[tuple[str, int], int], timeout: float
+    ) -> None:
+        request = ConsumerGroupTopicPartitions(
+            name,
+            [
+                TopicPartition(topic, partition, offset)
+                for (topic, partition), offset in offsets.items()
+            ],
+        )
+        future = self._admin.alter_consumer_group_offsets([request], request_timeout=timeout)[name]
+        FutureHandle(future, f"move offsets of group {name!r}").wait(timeout + 5)
+
+    def delete_group(self, name: str, timeout: float) -> None:
+        future = self._admin.delete_consumer_groups([name], request_timeout=timeout)[name]
+        FutureHandle(future, f"delete consumer group {name!r}").wait(timeout + 5)
+
+    def offsets_for_time(
+        self, partitions: list[tuple[str, int]], milliseconds: int, timeout: float
+    ) -> dict[tuple[str, int], int]:
+        """The first offset at or after ``milliseconds`` per partition (the high watermark if none)."""
+        request = {
+            TopicPartition(topic, partition): OffsetSpec.for_timestamp(milliseconds)
+            for topic, partition in partitions
+        }
+        futures = self._admin.list_offsets(request, request_timeout=timeout)
+        return {
+            (tp.topic, tp.partition): int(
+                FutureHandle(future, "find offsets by time").wait(timeout + 5).offset
+            )
+            for tp, future in futures.items()
+        }
+
+    def read(self, topic: str, partition: int, start: int, end: int, timeout: float) -> list[Any]:
+        """Raw messages ``start <= offset < end`` of one partition, without a group (bounded by ``timeout``)."""
+        consumer = confluent_kafka.Consumer(
+            {
+                **{k: v for k, v in self._config.items() if not k.startswith("group.")},
+                "group.id": f"conveyor-reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "logger": LIBRDKAFKA_LOGGER,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(topic, partition, start)])
+            messages: list[Any] = []
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and (not messages or messages[-1].offset() < end - 1):
+                batch = consumer.consume(
+                    min(500, end - start), max(0.0, min(1.0, deadline - time.monotonic()))
+                )
+                for message in batch:
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                            return messages
+                        continue
+                    if (message.offset() or 0) < end:
+                        messages.append(message)
+            return messages
+        finally:
+            consumer.close()
 
     def close(self) -> None:
         if self._consumer is not None:

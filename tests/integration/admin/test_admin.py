@@ -3,10 +3,13 @@ watermarks and describes the cluster; failures keep librdkafka's error names."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from confluent_kafka import Consumer as BareConsumer
 
 from conveyor import Admin, App, KafkaError, Producer
 
@@ -50,7 +53,9 @@ def test_watermarks_follow_what_was_produced(admin: Admin, kafka_bootstrap: str,
 def test_cluster_info_and_unknown_topics(admin: Admin, kafka_bootstrap: str) -> None:
     cluster = admin.cluster_info()
     assert cluster.cluster_id
-    assert any(broker.address == kafka_bootstrap.split(",", maxsplit=1)[0] for broker in cluster.brokers)
+    assert any(
+        broker.address == kafka_bootstrap.split(",", maxsplit=1)[0] for broker in cluster.brokers
+    )
     assert cluster.controller_id in {broker.id for broker in cluster.brokers} | {-1}
     with pytest.raises(KafkaError, match="no-such-topic"):
         admin.topic_info(f"no-such-topic-{uuid.uuid4().hex[:6]}")
@@ -60,3 +65,92 @@ def test_the_app_has_an_admin(kafka_bootstrap: str) -> None:
     app = App(client_id="admin-test", kafka={"bootstrap.servers": kafka_bootstrap, "group.id": "x"})
     assert app.admin.cluster_info().brokers
     assert app.admin is app.admin
+
+
+def test_configs_round_trip_for_a_topic_and_read_a_broker(admin: Admin, new_topic) -> None:
+    topic = new_topic(config={"retention.ms": "86400000"})
+    configs = admin.describe_configs("topic", topic)
+    assert configs["retention.ms"].value == "86400000"
+    assert not configs["retention.ms"].default
+    assert configs["cleanup.policy"].default
+    admin.alter_configs(
+        "topic", topic, {"retention.ms": "186400000", "max.message.bytes": "2000000"}
+    )
+    changed = admin.describe_configs("topic", topic)
+    assert (changed["retention.ms"].value, changed["max.message.bytes"].value) == (
+        "186400000",
+        "2000000",
+    )
+    admin.alter_configs("topic", topic, {"max.message.bytes": None})
+    assert admin.describe_configs("topic", topic)["max.message.bytes"].default
+    broker = admin.describe_configs("broker", admin.cluster_info().brokers[0].id)
+    assert broker["auto.create.topics.enable"].value == "false"
+    assert broker["num.io.threads"].read_only in (True, False)
+
+
+def test_lags_seek_and_delete_for_a_group(admin: Admin, kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic(partitions=2)
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": topic, "payload": b"x", "partition": i % 2} for i in range(10)]
+        )
+    group = f"lagging-{uuid.uuid4().hex[:8]}"
+    admin.seek_consumer_group(group, {topic: {0: 2, 1: "latest"}})
+    lags = {
+        (lag.partition, lag.committed, lag.lag)
+        for lag in admin.read_lags([group])
+        if lag.topic == topic
+    }
+    assert lags == {(0, 2, 3), (1, 5, 0)}
+    assert group in admin.list_consumer_groups()
+    moved = admin.seek_consumer_group(
+        group, {topic: {0: "earliest", 1: datetime.now(UTC) + timedelta(hours=1)}}
+    )
+    assert moved == {(topic, 0): 0, (topic, 1): 5}
+    admin.delete_consumer_group(group)
+    assert group not in admin.list_consumer_groups()
+
+
+def test_seek_is_refused_while_the_group_has_members(
+    admin: Admin, kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    group = f"active-{uuid.uuid4().hex[:8]}"
+    consumer = BareConsumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
+    assigned = threading.Event()
+    consumer.subscribe([topic], on_assign=lambda _c, _p: assigned.set())
+    try:
+        for _ in range(100):
+            consumer.poll(0.1)
+            if assigned.is_set():
+                break
+        assert assigned.is_set()
+        with pytest.raises(KafkaError, match="active member"):
+            admin.seek_consumer_group(group, {topic: {0: 0}})
+    finally:
+        consumer.close()
+
+
+def test_read_topic_returns_the_last_messages_in_order(
+    admin: Admin, kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync([{"topic": topic, "payload": {"n": n}} for n in range(20)])
+    assert [m.payload["n"] for m in admin.read_topic(topic, 0, 5)] == [15, 16, 17, 18, 19]
+    assert [m.offset for m in admin.read_topic(topic, 0, 3, start_offset=4)] == [4, 5, 6]
+    assert admin.read_topic(topic, 0, 5, start_offset=20) == []
+
+
+def test_distribution_shows_a_skewed_topic(admin: Admin, kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic(partitions=3)
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": topic, "payload": b"x", "partition": 0} for _ in range(80)]
+            + [{"topic": topic, "payload": b"x", "partition": p} for p in (1, 2) for _ in range(10)]
+        )
+    load = {row.partition: row for row in admin.partition_distribution(topic)}
+    assert load[0].messages == 80
+    assert load[0].share == pytest.approx(0.8)
+    assert load[0].from_mean > 1.0, "partition 0 is hot"
+    assert load[1].from_mean < -0.5, "partition 1 is cold"
