@@ -1,5 +1,33 @@
-"""Administration: topics, partitions, watermarks, cluster information (Karafka::Admin)."""
+"""Administration (Karafka::Admin): topics, configs, groups and lags, data, cluster; declarative
+topics from the routes (plan, migrate, align)."""
 
-from conveyor.admin.admin import Admin, BrokerInfo, ClusterInfo, PartitionInfo, TopicInfo
+from conveyor.admin.admin import (
+    Admin,
+    BrokerInfo,
+    ClusterInfo,
+    ConfigValue,
+    GroupInfo,
+    GroupMember,
+    Lag,
+    PartitionInfo,
+    PartitionLoad,
+    TopicInfo,
+)
+from conveyor.admin.declarative import Change, align, migrate, plan
 
-__all__ = ["Admin", "BrokerInfo", "ClusterInfo", "PartitionInfo", "TopicInfo"]
+__all__ = [
+    "Admin",
+    "BrokerInfo",
+    "Change",
+    "ClusterInfo",
+    "ConfigValue",
+    "GroupInfo",
+    "GroupMember",
+    "Lag",
+    "PartitionInfo",
+    "PartitionLoad",
+    "TopicInfo",
+    "align",
+    "migrate",
+    "plan",
+]

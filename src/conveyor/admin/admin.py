@@ -6,6 +6,7 @@ as Conveyor's exceptions with librdkafka's code and name.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -164,6 +165,7 @@ class Admin:
         self._connection.create_topic(
             name, partitions, replication_factor, config or {}, self.timeout
         ).wait(self.timeout + 5)
+        self._await_partitions(name, partitions)
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name`` and its data. Raises :class:`KafkaError` (``UNKNOWN_TOPIC_OR_PART``)."""
@@ -172,6 +174,20 @@ class Admin:
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka cannot shrink a topic)."""
         self._connection.create_partitions(name, total, self.timeout).wait(self.timeout + 5)
+        self._await_partitions(name, total)
+
+    def _await_partitions(self, name: str, count: int) -> None:
+        """The controller accepted the change; wait (bounded) until the broker's metadata shows
+        it, so that a call right after this one sees the topic as changed. Kafka sends no
+        notice of that, so this asks again after short, growing pauses."""
+        pause = threading.Event()
+        delay = 0.01
+        for _ in range(40):
+            topic = self._connection.metadata(name, self.timeout)["topics"].get(name)
+            if topic is not None and topic["error"] is None and len(topic["partitions"]) >= count:
+                return
+            pause.wait(delay)  # a retry of a remote read, not a local wait path
+            delay = min(0.25, delay * 2)
 
     def list_topics(self, internal: bool = False) -> list[str]:
         """Topic names, sorted; ``internal`` includes ``__consumer_offsets`` and the like."""

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from conveyor import __version__
+from conveyor.cli.admin import cluster, configs, groups, topics
 from conveyor.cli.bench import bench
 from conveyor.cli.broker import broker
 from conveyor.cli.output import error_console
@@ -37,6 +38,8 @@ cli.add_command(broker)
 cli.add_command(bench)
 cli.add_command(server)
 cli.add_command(info)
+for _group in (topics, groups, configs, cluster):
+    cli.add_command(_group)
 
 
 def main() -> None:

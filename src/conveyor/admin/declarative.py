@@ -1,0 +1,156 @@
+"""Declarative topics: compare what the routes declare with the cluster; apply the difference.
+
+``plan`` lists what would change (``+`` create, ``~`` change a config or grow partitions,
+``!`` what cannot be done, such as shrinking a topic); ``migrate`` applies creations,
+partition increases and config changes; ``align`` applies config changes only. Topics that
+exist on the cluster but are not declared are left alone; nothing is ever deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from conveyor.admin.admin import Admin
+from conveyor.errors import ConveyorError
+from conveyor.routing.topic import Topic
+
+__all__ = ["Change", "align", "migrate", "plan"]
+
+_SYMBOLS = {"create": "+", "config": "~", "partitions": "~", "impossible": "!"}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between the routes and the cluster."""
+
+    kind: str
+    """``create``, ``config``, ``partitions`` or ``impossible``."""
+    topic: str
+    detail: str
+    partitions: int | None = None
+    replication_factor: int | None = None
+    config: dict[str, str] = field(default_factory=dict)
+    setting: str | None = None
+    current: str | None = None
+    wanted: str | None = None
+    applied: bool = False
+    error: str | None = None
+
+    @property
+    def symbol(self) -> str:
+        return _SYMBOLS[self.kind]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "symbol": self.symbol, "kind": self.kind, "topic": self.topic, "detail": self.detail,
+            "partitions": self.partitions, "setting": self.setting, "current": self.current,
+            "wanted": self.wanted, "applied": self.applied, "error": self.error,
+        }  # fmt: skip
+
+
+def _declared(routes: Iterable[Topic]) -> list[Topic]:
+    seen: dict[str, Topic] = {}
+    for route in routes:
+        if route.name not in seen:
+            seen[route.name] = route
+    return list(seen.values())
+
+
+def plan(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
+    """What ``migrate`` would do, topic by topic (an empty list: nothing to do)."""
+    existing = set(admin.list_topics(internal=True))
+    changes: list[Change] = []
+    for route in _declared(routes):
+        if route.name not in existing:
+            partitions = route.partitions or 1
+            replication = route.replication_factor or 1
+            configs = ", ".join(f"{k}={v}" for k, v in sorted(route.config.items()))
+            changes.append(
+                Change(
+                    "create",
+                    route.name,
+                    f"create with {partitions} partition(s), replication factor {replication}"
+                    + (f", {configs}" if configs else ""),
+                    partitions=partitions,
+                    replication_factor=replication,
+                    config=dict(route.config),
+                )
+            )
+            continue
+        info = admin.topic_info(route.name)
+        if route.partitions is not None and route.partitions != info.partition_count:
+            if route.partitions > info.partition_count:
+                changes.append(
+                    Change("partitions", route.name, f"partitions: {info.partition_count} => {route.partitions}",
+                           partitions=route.partitions, current=str(info.partition_count), wanted=str(route.partitions))
+                )  # fmt: skip
+            else:
+                changes.append(
+                    Change("impossible", route.name,
+                           f"partitions: {info.partition_count} => {route.partitions} (Kafka cannot remove partitions)",
+                           current=str(info.partition_count), wanted=str(route.partitions))
+                )  # fmt: skip
+        if route.replication_factor is not None and info.partitions:
+            current_rf = len(info.partitions[0].replicas)
+            if current_rf != route.replication_factor:
+                changes.append(
+                    Change("impossible", route.name,
+                           f"replication factor: {current_rf} => {route.replication_factor} (reassign replicas by hand)",
+                           current=str(current_rf), wanted=str(route.replication_factor))
+                )  # fmt: skip
+        if route.config:
+            current = admin.describe_configs("topic", route.name)
+            for setting, wanted in sorted(route.config.items()):
+                entry = current.get(setting)
+                if entry is None:
+                    changes.append(
+                        Change("impossible", route.name, f"{setting}: not a topic config Kafka knows",
+                               setting=setting, wanted=wanted)
+                    )  # fmt: skip
+                elif entry.value != wanted:
+                    changes.append(
+                        Change("config", route.name, f'{setting}: "{entry.value}" => "{wanted}"',
+                               setting=setting, current=entry.value, wanted=wanted)
+                    )  # fmt: skip
+    return changes
+
+
+def migrate(admin: Admin, routes: Iterable[Topic], configs_only: bool = False) -> list[Change]:
+    """Apply the plan (creations, partition increases, config changes); return every change with
+    ``applied`` set, or ``error`` when Kafka refused it. Impossible changes are not attempted."""
+    results: list[Change] = []
+    for change in plan(admin, routes):
+        if change.kind == "impossible" or (configs_only and change.kind != "config"):
+            results.append(change)
+            continue
+        try:
+            if change.kind == "create":
+                admin.create_topic(
+                    change.topic,
+                    change.partitions or 1,
+                    change.replication_factor or 1,
+                    change.config,
+                )
+            elif change.kind == "partitions":
+                admin.create_partitions(change.topic, change.partitions or 1)
+            elif change.kind == "config":
+                admin.alter_configs("topic", change.topic, {change.setting or "": change.wanted})
+        except ConveyorError as exc:
+            results.append(_replace(change, error=str(exc)))
+            continue
+        results.append(_replace(change, applied=True))
+    return results
+
+
+def align(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
+    """Apply config changes only (no creations, no partition changes)."""
+    return [
+        change
+        for change in migrate(admin, routes, configs_only=True)
+        if change.kind in ("config", "impossible")
+    ]
+
+
+def _replace(change: Change, **updates: object) -> Change:
+    return replace(change, **updates)  # type: ignore[arg-type]

@@ -1,0 +1,359 @@
+"""``conveyor topics | groups | configs | cluster``: administration from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import click
+
+from conveyor.admin import Change, align, migrate, plan
+from conveyor.app import App
+from conveyor.cli.loading import load_app
+from conveyor.cli.output import console, key_value_table, table
+
+__all__ = ["cluster", "configs", "groups", "topics"]
+
+_app_option = click.option(
+    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
+    help="The app whose kafka settings (and routes) to use (default: $CONVEYOR_APP).",
+)  # fmt: skip
+_json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
+)
+_yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+
+_COLOURS = {"+": "green", "~": "yellow", "!": "red"}
+
+
+def _app(spec: str | None) -> App:
+    return load_app(spec)
+
+
+def _emit(as_json: bool, data: Any, render: Callable[[], None]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, default=str))
+    else:
+        render()
+
+
+def _confirm(yes: bool, question: str) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.ClickException(f"{question} Refusing without a terminal: pass --yes.")
+    click.confirm(question, abort=True)
+
+
+def _changes_table(title: str, changes: Sequence[Change], done: bool) -> None:
+    if not changes:
+        console.print(f"{title}: nothing to do, the cluster matches the routes.", highlight=False)
+        return
+    rows = []
+    for change in changes:
+        colour = _COLOURS[change.symbol]
+        status = (
+            ""
+            if not done
+            else (
+                "done"
+                if change.applied
+                else (f"failed: {change.error}" if change.error else "skipped")
+            )
+        )
+        rows.append(
+            (
+                f"[{colour}]{change.symbol}[/]",
+                change.topic,
+                change.detail,
+                *((status,) if done else ()),
+            )
+        )
+    console.print(table(title, ["", "topic", "change", *(("result",) if done else ())], rows))
+
+
+# -- topics -------------------------------------------------------------------------------------
+
+
+@click.group()
+def topics() -> None:
+    """Topics: declarative plan/migrate/align from the routes, and direct changes."""
+
+
+@topics.command("plan")
+@_app_option
+@_json_option
+def topics_plan(app_spec: str | None, as_json: bool) -> None:
+    """Show what migrate would change: + create, ~ change, ! impossible."""
+    app = _app(app_spec)
+    changes = plan(app.admin, app.routes)
+    _emit(
+        as_json, [c.as_dict() for c in changes], lambda: _changes_table("Plan", changes, done=False)
+    )
+
+
+def _apply(app_spec: str | None, as_json: bool, configs_only: bool) -> None:
+    app = _app(app_spec)
+    changes = align(app.admin, app.routes) if configs_only else migrate(app.admin, app.routes)
+    _emit(as_json, [c.as_dict() for c in changes],
+          lambda: _changes_table("Align" if configs_only else "Migrate", changes, done=True))  # fmt: skip
+    if any(change.error for change in changes):
+        sys.exit(1)
+
+
+@topics.command("migrate")
+@_app_option
+@_json_option
+def topics_migrate(app_spec: str | None, as_json: bool) -> None:
+    """Create declared topics, grow partitions, align configs (never deletes)."""
+    _apply(app_spec, as_json, configs_only=False)
+
+
+@topics.command("align")
+@_app_option
+@_json_option
+def topics_align(app_spec: str | None, as_json: bool) -> None:
+    """Apply config changes only."""
+    _apply(app_spec, as_json, configs_only=True)
+
+
+@topics.command("list")
+@_app_option
+@_json_option
+@click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets ...).")
+def topics_list(app_spec: str | None, as_json: bool, internal: bool) -> None:
+    """List the cluster's topics with their partition counts."""
+    admin = _app(app_spec).admin
+    rows = [
+        (name, admin.topic_info(name).partition_count)
+        for name in admin.list_topics(internal=internal)
+    ]
+    _emit(as_json, [{"topic": n, "partitions": p} for n, p in rows],
+          lambda: console.print(table("Topics", ["topic", "partitions"], [(n, str(p)) for n, p in rows])))  # fmt: skip
+
+
+@topics.command("describe")
+@_app_option
+@_json_option
+@click.argument("name")
+def topics_describe(app_spec: str | None, as_json: bool, name: str) -> None:
+    """Partitions (leader, replicas, watermarks, share) and non-default configs of a topic."""
+    admin = _app(app_spec).admin
+    info = admin.topic_info(name)
+    load = {row.partition: row for row in admin.partition_distribution(name)}
+    configs = {
+        k: v.value for k, v in admin.describe_configs("topic", name).items() if not v.default
+    }
+    partitions: list[dict[str, Any]] = []
+    for p in info.partitions:
+        low, high = admin.read_watermark_offsets(name, p.partition)
+        partitions.append({"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
+                           "low": low, "high": high, "share": round(load[p.partition].share, 4),
+                           "from_mean": round(load[p.partition].from_mean, 4)})  # fmt: skip
+
+    def render() -> None:
+        console.print(table(f"Topic {name}", ["partition", "leader", "replicas", "low", "high", "share", "vs mean"], [
+            (str(r["partition"]), str(r["leader"]), ",".join(map(str, r["replicas"])), str(r["low"]), str(r["high"]),
+             f"{r['share']:.1%}", f"{r['from_mean']:+.0%}") for r in partitions
+        ]))  # fmt: skip
+        console.print(
+            key_value_table(
+                "Configs set on the topic", sorted((k, str(v)) for k, v in configs.items())
+            )
+        )
+
+    _emit(as_json, {"topic": name, "partitions": partitions, "configs": configs}, render)
+
+
+@topics.command("create")
+@_app_option
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--config", "settings", multiple=True, metavar="KEY=VALUE", help="A topic config (repeatable)."
+)
+def topics_create(
+    app_spec: str | None,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    settings: tuple[str, ...],
+) -> None:
+    """Create a topic."""
+    config = dict(item.split("=", 1) for item in settings if "=" in item)
+    _app(app_spec).admin.create_topic(name, partitions, replication_factor, config)
+    console.print(f"created {name} ({partitions} partition(s))", highlight=False)
+
+
+@topics.command("delete")
+@_app_option
+@_yes_option
+@click.argument("name")
+def topics_delete(app_spec: str | None, yes: bool, name: str) -> None:
+    """Delete a topic and all its messages."""
+    _confirm(yes, f"Delete topic {name} and all its messages?")
+    _app(app_spec).admin.delete_topic(name)
+    console.print(f"deleted {name}", highlight=False)
+
+
+@topics.command("repartition")
+@_app_option
+@click.argument("name")
+@click.argument("total", type=click.IntRange(min=1))
+def topics_repartition(app_spec: str | None, name: str, total: int) -> None:
+    """Grow a topic to TOTAL partitions (Kafka cannot shrink one)."""
+    _app(app_spec).admin.create_partitions(name, total)
+    console.print(f"{name} now has {total} partitions", highlight=False)
+
+
+@topics.command("reset")
+@_app_option
+@_yes_option
+def topics_reset(app_spec: str | None, yes: bool) -> None:
+    """Delete the app's declared topics and create them again as declared (all data is lost)."""
+    app = _app(app_spec)
+    names = sorted({route.name for route in app.routes})
+    _confirm(yes, f"Delete and recreate {', '.join(names)}? All their messages will be lost.")
+    existing = set(app.admin.list_topics())
+    for name in names:
+        if name in existing:
+            app.admin.delete_topic(name)
+    changes = migrate(app.admin, app.routes)
+    _changes_table("Reset", changes, done=True)
+
+
+# -- groups -------------------------------------------------------------------------------------
+
+
+@click.group()
+def groups() -> None:
+    """Consumer groups: list, describe, lags, seek."""
+
+
+@groups.command("list")
+@_app_option
+@_json_option
+def groups_list(app_spec: str | None, as_json: bool) -> None:
+    """List consumer groups with their state and member count."""
+    admin = _app(app_spec).admin
+    infos = [admin.describe_consumer_group(name) for name in admin.list_consumer_groups()]
+    _emit(as_json, [{"group": g.name, "state": g.state, "members": len(g.members)} for g in infos],
+          lambda: console.print(table("Consumer groups", ["group", "state", "members"],
+                                      [(g.name, g.state, str(len(g.members))) for g in infos])))  # fmt: skip
+
+
+@groups.command("describe")
+@_app_option
+@_json_option
+@click.argument("name")
+def groups_describe(app_spec: str | None, as_json: bool, name: str) -> None:
+    """A group's members and their partitions."""
+    group = _app(app_spec).admin.describe_consumer_group(name)
+    rows = [
+        (m.client_id, m.host, ", ".join(f"{t}/{p}" for t, p in m.assignment)) for m in group.members
+    ]
+    _emit(as_json, {"group": group.name, "state": group.state,
+                    "members": [{"client_id": c, "host": h, "partitions": a} for c, h, a in rows]},
+          lambda: console.print(table(f"Group {group.name} ({group.state})", ["client", "host", "partitions"], rows)))  # fmt: skip
+
+
+@groups.command("lags")
+@_app_option
+@_json_option
+@click.argument("names", nargs=-1)
+def groups_lags(app_spec: str | None, as_json: bool, names: tuple[str, ...]) -> None:
+    """Committed offset, high watermark and lag per partition (all groups, or NAMES)."""
+    lags = _app(app_spec).admin.read_lags(list(names) or None)
+    _emit(as_json, [lag.__dict__ for lag in lags],
+          lambda: console.print(table("Lags", ["group", "topic", "partition", "committed", "high", "lag"], [
+              (lag.group, lag.topic, str(lag.partition), str(lag.committed), str(lag.high_watermark), str(lag.lag))
+              for lag in lags])))  # fmt: skip
+
+
+@groups.command("seek")
+@_app_option
+@_yes_option
+@click.argument("name")
+@click.argument("topic")
+@click.argument("position")
+@click.option(
+    "--partition",
+    "partitions",
+    type=int,
+    multiple=True,
+    help="Only these partitions (default all).",
+)
+def groups_seek(
+    app_spec: str | None,
+    yes: bool,
+    name: str,
+    topic: str,
+    position: str,
+    partitions: tuple[int, ...],
+) -> None:
+    """Move group NAME on TOPIC to POSITION: an offset, earliest, latest or an ISO time."""
+    admin = _app(app_spec).admin
+    target: Any
+    if position in ("earliest", "latest"):
+        target = position
+    elif position.isdigit():
+        target = int(position)
+    else:
+        try:
+            target = datetime.fromisoformat(position)
+        except ValueError:
+            raise click.BadParameter(
+                "use an offset, earliest, latest or an ISO time with a zone", param_hint="POSITION"
+            ) from None
+    chosen = list(partitions) or [p.partition for p in admin.topic_info(topic).partitions]
+    _confirm(yes, f"Move group {name} on {topic} partitions {chosen} to {position}?")
+    moved = admin.seek_consumer_group(name, {topic: dict.fromkeys(chosen, target)})
+    console.print(table(f"Group {name} moved", ["topic", "partition", "offset"],
+                        [(t, str(p), str(o)) for (t, p), o in sorted(moved.items())]))  # fmt: skip
+
+
+# -- configs and cluster ---------------------------------------------------------------------------
+
+
+@click.group()
+def configs() -> None:
+    """Topic and broker configs."""
+
+
+@configs.command("describe")
+@_app_option
+@_json_option
+@click.argument("kind", type=click.Choice(["topic", "broker"]))
+@click.argument("name")
+@click.option("--all", "show_all", is_flag=True, help="Also list entries at their defaults.")
+def configs_describe(
+    app_spec: str | None, as_json: bool, kind: str, name: str, show_all: bool
+) -> None:
+    """The configs of topic NAME or broker ID (non-default ones unless --all)."""
+    entries = _app(app_spec).admin.describe_configs(kind, name)
+    shown = [e for e in entries.values() if show_all or not e.default]
+    _emit(as_json, [e.__dict__ for e in shown],
+          lambda: console.print(table(f"{kind} {name} configs", ["name", "value", "default", "read-only", "source"], [
+              (e.name, "***" if e.sensitive else str(e.value), "yes" if e.default else "", "yes" if e.read_only else "", e.source)
+              for e in shown])))  # fmt: skip
+
+
+@click.group()
+def cluster() -> None:
+    """The cluster."""
+
+
+@cluster.command("info")
+@_app_option
+@_json_option
+def cluster_info(app_spec: str | None, as_json: bool) -> None:
+    """Cluster id, controller and brokers."""
+    info = _app(app_spec).admin.cluster_info()
+    _emit(as_json, {"cluster_id": info.cluster_id, "controller_id": info.controller_id,
+                    "brokers": [{"id": b.id, "address": b.address} for b in info.brokers]},
+          lambda: console.print(table(f"Cluster {info.cluster_id} (controller {info.controller_id})", ["broker", "address"],
+                                      [(str(b.id), b.address) for b in info.brokers])))  # fmt: skip

@@ -1,0 +1,147 @@
+"""`conveyor topics|groups|configs|cluster` against the real broker, through click's runner:
+a plan on an empty cluster lists creations, migrate creates, a changed retention plans exactly
+that change and align applies it, partitions grow but never shrink."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from conveyor import Admin, Producer
+from conveyor.cli.main import cli
+
+AppWriter = Callable[..., str]
+
+
+@pytest.fixture
+def declared(
+    tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[AppWriter, list[str]]]:
+    """Write app modules declaring two fresh topics; returns (writer, topic names)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stem = uuid.uuid4().hex[:8]
+    names = [f"declared-{stem}-orders", f"declared-{stem}-audit"]
+
+    def write(partitions: int = 2, retention: str = "86400000") -> str:
+        module = f"declared_{uuid.uuid4().hex[:8]}"
+        (tmp_path / f"{module}.py").write_text(
+            "from conveyor import App, Consumer\n\n"
+            "class Noop(Consumer):\n    def consume(self):\n        pass\n\n"
+            f"app = App(client_id='declared', kafka={{'bootstrap.servers': {kafka_bootstrap!r}}})\n"
+            f"app.routes.topic({names[0]!r}, Noop, partitions={partitions}, config={{'retention.ms': {retention!r}}})\n"
+            f"app.routes.topic({names[1]!r}, Noop)\n"
+        )
+        return f"{module}:app"
+
+    yield write, names
+    with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+        for name in names:
+            if name in admin.list_topics():
+                admin.delete_topic(name)
+    for module in [m for m in sys.modules if m.startswith("declared_")]:
+        del sys.modules[module]
+
+
+def run(*args: str) -> Result:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result
+
+
+def test_plan_migrate_align_and_partitions(declared: tuple[AppWriter, list[str]]) -> None:
+    write, (orders, audit) = declared
+    app = write()
+
+    planned = run("topics", "plan", "--app", app)
+    assert planned.exit_code == 0, planned.output
+    assert "+" in planned.output
+    assert orders in planned.output
+    assert audit in planned.output
+    assert "create with 2 partition(s)" in planned.output
+
+    migrated = run("topics", "migrate", "--app", app)
+    assert migrated.exit_code == 0, migrated.output
+    assert migrated.output.count("done") == 2
+    assert "nothing to do" in run("topics", "plan", "--app", app).output
+
+    longer = write(retention="186400000")
+    changes = json.loads(run("topics", "plan", "--app", longer, "--json").output)
+    assert [
+        (c["symbol"], c["topic"], c["setting"], c["current"], c["wanted"]) for c in changes
+    ] == [("~", orders, "retention.ms", "86400000", "186400000")]
+    assert run("topics", "align", "--app", longer).exit_code == 0
+    assert "nothing to do" in run("topics", "plan", "--app", longer).output
+
+    grown = write(partitions=4, retention="186400000")
+    assert "partitions: 2 => 4" in run("topics", "plan", "--app", grown).output
+    assert run("topics", "migrate", "--app", grown).exit_code == 0
+    shrunk = write(partitions=3, retention="186400000")
+    plan_shrink = json.loads(run("topics", "plan", "--app", shrunk, "--json").output)
+    assert [(c["symbol"], c["kind"]) for c in plan_shrink] == [("!", "impossible")]
+    result = json.loads(run("topics", "migrate", "--app", shrunk, "--json").output)
+    assert result[0]["applied"] is False
+    described = json.loads(run("topics", "describe", orders, "--app", shrunk, "--json").output)
+    assert len(described["partitions"]) == 4, "nothing was removed"
+    assert described["configs"]["retention.ms"] == "186400000"
+
+
+def test_direct_topic_commands_and_listings(
+    declared: tuple[AppWriter, list[str]], kafka_bootstrap: str
+) -> None:
+    write, (orders, _audit) = declared
+    app = write()
+    assert (
+        run(
+            "topics",
+            "create",
+            orders,
+            "--partitions",
+            "2",
+            "--config",
+            "retention.ms=1000000",
+            "--app",
+            app,
+        ).exit_code
+        == 0
+    )
+    listed = json.loads(run("topics", "list", "--app", app, "--json").output)
+    assert {"topic": orders, "partitions": 2} in listed
+    assert run("topics", "repartition", orders, "3", "--app", app).exit_code == 0
+    described = json.loads(run("topics", "describe", orders, "--app", app, "--json").output)
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
+    assert "partition" in run("topics", "describe", orders, "--app", app).output
+
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": orders, "payload": b"x", "partition": 0} for _ in range(4)]
+        )
+    group = f"cli-{uuid.uuid4().hex[:6]}"
+    sought = run("groups", "seek", group, orders, "1", "--partition", "0", "--yes", "--app", app)
+    assert sought.exit_code == 0, sought.output
+    lags = json.loads(run("groups", "lags", group, "--app", app, "--json").output)
+    assert [(lag["partition"], lag["committed"], lag["lag"]) for lag in lags] == [(0, 1, 3)]
+    assert group in run("groups", "list", "--app", app).output
+    assert "Group" in run("groups", "describe", group, "--app", app).output
+
+    topic_configs = json.loads(
+        run("configs", "describe", "topic", orders, "--app", app, "--json").output
+    )
+    assert {"name": "retention.ms", "value": "1000000"}.items() <= next(
+        c for c in topic_configs if c["name"] == "retention.ms"
+    ).items()
+    cluster = json.loads(run("cluster", "info", "--app", app, "--json").output)
+    broker_configs = run(
+        "configs", "describe", "broker", str(cluster["brokers"][0]["id"]), "--app", app
+    )
+    assert "auto.create.topics.enable" in broker_configs.output
+
+    refused = CliRunner().invoke(cli, ["topics", "delete", orders, "--app", app], input=None)
+    assert refused.exit_code != 0, "no terminal and no --yes: refused"
+    assert orders in json.dumps(json.loads(run("topics", "list", "--app", app, "--json").output))
+    assert run("topics", "delete", orders, "--yes", "--app", app).exit_code == 0
+    assert orders not in run("topics", "list", "--app", app).output
