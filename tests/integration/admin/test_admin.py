@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from confluent_kafka import Consumer as BareConsumer
+from confluent_kafka import TopicPartition
 
 from conveyor import Admin, App, KafkaError, Producer
 
@@ -95,13 +96,29 @@ def test_lags_seek_and_delete_for_a_group(admin: Admin, kafka_bootstrap: str, ne
             [{"topic": topic, "payload": b"x", "partition": i % 2} for i in range(10)]
         )
     group = f"lagging-{uuid.uuid4().hex[:8]}"
-    admin.seek_consumer_group(group, {topic: {0: 2, 1: "latest"}})
-    lags = {
-        (lag.partition, lag.committed, lag.lag)
-        for lag in admin.read_lags([group])
-        if lag.topic == topic
-    }
-    assert lags == {(0, 2, 3), (1, 5, 0)}
+    # A consumer of the group reads part of partition 0, commits, and leaves.
+    consumer = BareConsumer(
+        {"bootstrap.servers": kafka_bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read: list[object] = []
+    for _ in range(50):
+        read.extend(m for m in consumer.consume(2 - len(read), 0.2) if m.error() is None)
+        if len(read) >= 2:
+            break
+    consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    consumer.close()
+
+    def lags() -> set[tuple[int, int, int]]:
+        return {
+            (lag.partition, lag.committed, lag.lag)
+            for lag in admin.read_lags([group])
+            if lag.topic == topic
+        }
+
+    assert lags() == {(0, 2, 3)}
+    admin.seek_consumer_group(group, {topic: {1: "latest"}})
+    assert lags() == {(0, 2, 3), (1, 5, 0)}
     assert group in admin.list_consumer_groups()
     moved = admin.seek_consumer_group(
         group, {topic: {0: "earliest", 1: datetime.now(UTC) + timedelta(hours=1)}}

@@ -145,3 +145,30 @@ def test_direct_topic_commands_and_listings(
     assert orders in json.dumps(json.loads(run("topics", "list", "--app", app, "--json").output))
     assert run("topics", "delete", orders, "--yes", "--app", app).exit_code == 0
     assert orders not in run("topics", "list", "--app", app).output
+
+
+def test_reset_recreates_declared_topics_empty(
+    declared: tuple[AppWriter, list[str]], kafka_bootstrap: str
+) -> None:
+    write, (orders, audit) = declared
+    app = write()
+    assert run("topics", "migrate", "--app", app).exit_code == 0
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_sync(topic=orders, payload=b"old data", partition=0)
+    assert run("topics", "reset", "--app", app).exit_code != 0, "refused without --yes"
+    reset = run("topics", "reset", "--yes", "--app", app)
+    assert reset.exit_code == 0, reset.output
+    with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+        assert admin.read_watermark_offsets(orders, 0) == (0, 0)
+        assert admin.topic_info(orders).partition_count == 2
+        assert audit in admin.list_topics()
+
+
+def test_a_value_kafka_refuses_fails_migrate_clearly(declared: tuple[AppWriter, list[str]]) -> None:
+    write, (orders, _audit) = declared
+    assert run("topics", "migrate", "--app", write()).exit_code == 0
+    broken = write(retention="forever")
+    result = run("topics", "migrate", "--app", broken)
+    assert result.exit_code == 1
+    assert "failed" in result.output
+    assert orders in result.output
