@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -132,6 +133,7 @@ class App:
         self.routes = Routes(default_group=str(kafka.get("group.id") or client_id))
         self._producer: Producer | None = None
         self._admin: Admin | None = None
+        self._transactional_producer: Producer | None = None
         self._producer_lock = threading.Lock()
         self._stopped = threading.Event()
         self._stopping = threading.Event()
@@ -166,6 +168,17 @@ class App:
                     self._producer = Producer(settings, monitor=self.monitor)
                 producer = self._producer
         return producer
+
+    @property
+    def transactional_producer(self) -> Producer:
+        """A transactional producer for transactional dead letter queues (created on first use)."""
+        with self._producer_lock:
+            if self._transactional_producer is None:
+                settings = {k: v for k, v in self.settings.kafka.items() if not _consumer_only(k)}
+                settings["transactional.id"] = f"{self.settings.client_id}-conveyor-{os.getpid()}"
+                settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
+                self._transactional_producer = Producer(settings, monitor=self.monitor)
+            return self._transactional_producer
 
     # -- running ------------------------------------------------------------------------------
 
@@ -296,8 +309,9 @@ class App:
             clean = listener.shut_down(deadline) and clean
         if self._pool is not None:
             clean = self._pool.stop(max(0.1, deadline - time.monotonic())) and clean
-        if self._producer is not None:
-            self._producer.close(max(1.0, deadline - time.monotonic()))
+        for producer in (self._producer, self._transactional_producer):
+            if producer is not None:
+                producer.close(max(1.0, deadline - time.monotonic()))
         self.state = "stopped"
         if not clean:
             _log.warning("the app stopped before every running batch finished (shutdown_timeout)")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from conveyor.errors import ConfigurationError
 from conveyor.messages import Message, Messages
+from conveyor.routing.dead_letter_queue import source_headers
 
 if TYPE_CHECKING:
     from conveyor.app import App
@@ -119,6 +121,76 @@ class Consumer:
 
     def produce_many_async(self, messages: Any, **options: Any) -> Any:
         return self.app.producer.produce_many_async(messages, **options)
+
+    # -- errors and dead letter queues --------------------------------------------------------
+
+    @property
+    def attempt(self) -> int:
+        """1 on a batch's first try, 2 on its first retry, and so on."""
+        return self._executor.attempt + 1
+
+    @property
+    def retrying(self) -> bool:
+        """Whether this batch is being retried after ``consume`` raised."""
+        return self._executor.attempt > 0
+
+    def dispatch_to_dlq(self, message: Message) -> None:
+        """Move ``message`` to the route's dead letter queue now, and mark it as consumed.
+
+        Raises:
+            ConfigurationError: the route has no dead letter queue topic.
+        """
+        dlq = self.route.dead_letter_queue
+        if dlq is None or dlq.topic is None:
+            raise ConfigurationError(
+                f"topic {self.topic!r} has no dead letter queue topic: route it with dead_letter_queue={{'topic': ...}}",
+                "dead_letter_queue",
+            )
+        self._executor.dispatch(message._raw, None, dlq.topic)
+
+    def enhance_dlq_message(
+        self, dlq_message: dict[str, Any], skippable_message: Message
+    ) -> dict[str, Any] | None:
+        """Override to change a DLQ message (a produce dict) before it is sent; return it (or
+        ``None`` to keep it as changed in place)."""
+        return None
+
+    # -- piping -------------------------------------------------------------------------------
+
+    def enhance_pipe_message(
+        self, pipe_message: dict[str, Any], message: Message
+    ) -> dict[str, Any] | None:
+        """Override to change each piped message (a produce dict); return it (or ``None``)."""
+        return None
+
+    def _pipe_message(self, topic: str, message: Message) -> dict[str, Any]:
+        raw = message._raw
+        piped = {
+            "topic": topic,
+            "payload": raw.value(),
+            "key": raw.key(),
+            "headers": [
+                *(raw.headers() or []),
+                *source_headers(raw, self._executor.listener.group_id),
+            ],
+        }
+        enhanced = self.enhance_pipe_message(piped, message)
+        return piped if enhanced is None else enhanced
+
+    def pipe_async(self, *, topic: str, message: Message) -> Any:
+        """Forward ``message`` (key, payload, headers, plus ``source_*`` headers) to ``topic``."""
+        return self.app.producer.produce_async(**self._pipe_message(topic, message))
+
+    def pipe_sync(self, *, topic: str, message: Message) -> Any:
+        return self.app.producer.produce_sync(**self._pipe_message(topic, message))
+
+    def pipe_many_async(self, *, topic: str, messages: Any) -> Any:
+        return self.app.producer.produce_many_async(
+            [self._pipe_message(topic, m) for m in messages]
+        )
+
+    def pipe_many_sync(self, *, topic: str, messages: Any) -> Any:
+        return self.app.producer.produce_many_sync([self._pipe_message(topic, m) for m in messages])
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {getattr(self, 'topic', '?')}/{getattr(self, 'partition', '?')}>"

@@ -21,6 +21,7 @@ __all__ = [
     "PARTITION_EOF",
     "ConsumerClient",
     "Partition",
+    "transaction_offsets",
 ]
 
 Partition = tuple[str, int]
@@ -131,5 +132,14 @@ class ConsumerClient:
         )
         return int(low), int(high)
 
+    def group_metadata(self) -> Any:
+        """The group's metadata, for committing offsets inside a producer's transaction."""
+        return self._consumer.consumer_group_metadata()
+
     def close(self) -> None:
         self._consumer.close()
+
+
+def transaction_offsets(offsets: Iterable[tuple[str, int, int]]) -> list[Any]:
+    """``(topic, partition, next offset)``s in the form a transaction's send_offsets takes."""
+    return [TopicPartition(topic, partition, offset) for topic, partition, offset in offsets]

@@ -18,6 +18,8 @@ __all__ = [
     "CONSUMER_REVOKED",
     "CONSUMER_SHUTDOWN",
     "CONSUMER_TICKED",
+    "DEAD_LETTER_QUEUE_DISPATCHED",
+    "DEAD_LETTER_QUEUE_SKIPPED",
     "ERROR_OCCURRED",
     "EVENTS",
     "MESSAGES_POLLED",
@@ -86,6 +88,11 @@ REBALANCE_PARTITIONS_ASSIGNED = "rebalance.partitions_assigned"
 """``listener``, ``partitions`` (list of (topic, partition))."""
 REBALANCE_PARTITIONS_REVOKED = "rebalance.partitions_revoked"
 """``listener``, ``partitions``."""
+DEAD_LETTER_QUEUE_DISPATCHED = "dead_letter_queue.dispatched"
+"""A message was moved to its DLQ: ``topic``, ``partition``, ``offset``, ``dlq_topic``, ``attempts``, ``error``."""
+DEAD_LETTER_QUEUE_SKIPPED = "dead_letter_queue.skipped"
+"""A message was skipped after its retries (``"topic": False``): ``topic``, ``partition``, ``offset``,
+``attempts``, ``error``."""
 APP_RUNNING = "app.running"
 """The app started consuming: ``app``."""
 APP_QUIETING = "app.quieting"

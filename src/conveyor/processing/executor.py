@@ -16,9 +16,11 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from conveyor.driver.consumers import transaction_offsets
 from conveyor.instrumentation import events as ev
-from conveyor.messages import Messages
+from conveyor.messages import Message, Messages
 from conveyor.processing.workers import run_hook
+from conveyor.routing.dead_letter_queue import dlq_message
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
@@ -52,7 +54,8 @@ class PartitionExecutor:
         self.eof = False
         self.marked: int | None = None  # the next offset to read, as last marked
         self.high_watermark: int | None = None  # as of the latest fetch
-        self.attempt = 0
+        self.attempt = 0  # failed attempts of the current batch so far
+        self._marked_at_failure = -1
         self.consumer: Consumer | None = None
         # Set when this partition was revoked while a batch ran and then assigned again: the
         # new executor starts only once this one's last batch is over (order per partition).
@@ -209,7 +212,10 @@ class PartitionExecutor:
             with self.lock:
                 self.pending.extendleft(reversed(batch))
             raise
-        self.attempt = 0
+        if self.route.dead_letter_queue is None or self.route.dead_letter_queue.independent:
+            self.attempt = 0
+        elif self.marked is not None and batch[-1].offset() + 1 <= self.marked:
+            self.attempt = 0  # the whole batch went through
         if not self._abort_batch and not self.route.manual_offset_management:
             self.mark(batch[-1].offset() + 1, sync=False)
         if ev.CONSUMER_CONSUMED in subscribed:
@@ -220,24 +226,46 @@ class PartitionExecutor:
             )  # fmt: skip
 
     def _failed(self, batch: list[Any], exc: Exception, started: float) -> None:
+        dlq = self.route.dead_letter_queue
+        first_unmarked = self.marked if self.marked is not None else batch[0].offset()
+        if (
+            dlq is not None
+            and dlq.independent
+            and self.marked is not None
+            and self.marked > self._marked_at_failure
+        ):
+            self.attempt = 0  # progress since the last failure: each message gets its own retries
+        self._marked_at_failure = self.marked if self.marked is not None else -1
         self.attempt += 1
+        retry = [raw for raw in batch if raw.offset() >= first_unmarked]
+        action = dlq.decide(exc, self.attempt) if dlq is not None else "retry"
         settings = self.listener.app.settings
         delay = settings.pause_timeout
         if settings.pause_with_exponential_backoff:
             delay = min(settings.pause_max_timeout, delay * 2 ** (self.attempt - 1))
-        first_unmarked = self.marked if self.marked is not None else batch[0].offset()
-        retry = [raw for raw in batch if raw.offset() >= first_unmarked]
-        _log.error(
-            "%s/%s: consume raised on offsets %s-%s (attempt %s); retrying in %.1f s: %r",
-            self.topic, self.partition, batch[0].offset(), batch[-1].offset(), self.attempt, delay, exc,
-        )  # fmt: skip
         monitor = self.listener.app.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
                 ev.ERROR_OCCURRED, type="consumer.consume.error", error=exc, consumer=self.consumer,
                 topic=self.topic, partition=self.partition, first_offset=batch[0].offset(),
-                last_offset=batch[-1].offset(), attempt=self.attempt, duration=time.perf_counter() - started,
+                last_offset=batch[-1].offset(), attempt=self.attempt, action=action,
+                duration=time.perf_counter() - started,
             )  # fmt: skip
+        if action != "retry" and retry:
+            _log.error(
+                "%s/%s: consume raised at offset %s (attempt %s); %s it: %r", self.topic, self.partition,
+                retry[0].offset(), self.attempt, "moving it to the dead letter queue" if action == "dispatch" else "skipping",
+                exc,
+            )  # fmt: skip
+            self._give_up(retry[0], exc, action)
+            with self.lock:
+                if not (self.revoked or self.stopped):
+                    self.pending.extendleft(reversed(retry[1:]))
+            return
+        _log.error(
+            "%s/%s: consume raised on offsets %s-%s (attempt %s); retrying in %.1f s: %r",
+            self.topic, self.partition, batch[0].offset(), batch[-1].offset(), self.attempt, delay, exc,
+        )  # fmt: skip
         with self.lock:
             if self.revoked or self.stopped:
                 return
@@ -246,6 +274,65 @@ class PartitionExecutor:
             self._resume_timer = threading.Timer(delay, self._release)
             self._resume_timer.daemon = True
             self._resume_timer.start()
+
+    def _give_up(self, raw: Any, error: BaseException | None, action: str) -> None:
+        """Move ``raw`` to the dead letter queue (or skip it), then mark it; the retry count restarts."""
+        dlq = self.route.dead_letter_queue
+        assert dlq is not None
+        monitor = self.listener.app.monitor
+        if action == "dispatch" and dlq.topic is not None:
+            self.dispatch(raw, error, dlq.topic)
+        else:
+            _log.warning(
+                "%s/%s: skipping offset %s after %s attempt(s)",
+                self.topic,
+                self.partition,
+                raw.offset(),
+                self.attempt,
+            )
+            if ev.DEAD_LETTER_QUEUE_SKIPPED in monitor.subscribed:
+                monitor.instrument(
+                    ev.DEAD_LETTER_QUEUE_SKIPPED, topic=self.topic, partition=self.partition, offset=raw.offset(),
+                    attempts=self.attempt, error=error,
+                )  # fmt: skip
+            self.mark(raw.offset() + 1, sync=dlq.marking_method == "mark_as_consumed_sync")
+        self.attempt = 0
+
+    def dispatch(self, raw: Any, error: BaseException | None, dlq_topic: str) -> None:
+        """Send ``raw`` to ``dlq_topic`` as the route says (sync or async, in a transaction or
+        not), then mark it as consumed."""
+        dlq = self.route.dead_letter_queue
+        app = self.listener.app
+        message = dlq_message(raw, dlq_topic, self.listener.group_id, self.attempt, error)
+        consumer = self._instance()
+        enhanced = consumer.enhance_dlq_message(message, Message(raw, self.route.deserializers))
+        if enhanced is not None:
+            message = enhanced
+        sync_dispatch = dlq is None or dlq.dispatch_method == "produce_sync"
+        sync_mark = dlq is not None and dlq.marking_method == "mark_as_consumed_sync"
+        if dlq is not None and dlq.transactional:
+            # The DLQ message and the consumer offset past it commit together, or neither does.
+            listener = self.listener
+            metadata = listener.call(listener.client.group_metadata)
+            producer = app.transactional_producer
+            with producer.transaction():
+                producer.produce_async(**message)
+                producer.transactions.send_offsets(
+                    transaction_offsets([(self.topic, self.partition, raw.offset() + 1)]), metadata
+                )
+            self.mark(raw.offset() + 1, sync=False)
+        else:
+            if sync_dispatch:
+                app.producer.produce_sync(**message)
+            else:
+                app.producer.produce_async(**message)
+            self.mark(raw.offset() + 1, sync=sync_mark)
+        monitor = app.monitor
+        if ev.DEAD_LETTER_QUEUE_DISPATCHED in monitor.subscribed:
+            monitor.instrument(
+                ev.DEAD_LETTER_QUEUE_DISPATCHED, topic=self.topic, partition=self.partition, offset=raw.offset(),
+                dlq_topic=dlq_topic, attempts=self.attempt, error=error,
+            )  # fmt: skip
 
     def follow(self, predecessor: PartitionExecutor) -> None:
         """Start only after ``predecessor`` (the same partition, revoked) finished its batch."""

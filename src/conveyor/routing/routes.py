@@ -10,6 +10,7 @@ from typing import Any
 from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Deserializers
+from conveyor.routing.dead_letter_queue import parse_dead_letter_queue
 from conveyor.routing.topic import INITIAL_OFFSETS, Topic
 
 __all__ = ["Routes"]
@@ -98,7 +99,7 @@ class Routes:
             assign=_assign(name, options.get("assign")),
             manual_offset_management=bool(options.get("manual_offset_management", False)),
             long_running_job=bool(options.get("long_running_job", False)),
-            dead_letter_queue=options.get("dead_letter_queue"),
+            dead_letter_queue=parse_dead_letter_queue(name, options.get("dead_letter_queue")),
         )
         self._topics.append(topic)
         return topic

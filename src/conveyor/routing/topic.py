@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from conveyor.messages import Deserializers
+from conveyor.routing.dead_letter_queue import DeadLetterQueue
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
@@ -23,8 +24,8 @@ class Topic:
     ``consumer_group`` / ``subscription_group`` say which group and which listener (one
     librdkafka consumer) read it; ``assign`` lists partitions for direct assignment (no group
     rebalancing); ``partitions``, ``replication_factor`` and ``config`` are the declarative
-    topic settings that ``conveyor topics migrate`` applies; ``dead_letter_queue`` is kept
-    for the error-handling strategies.
+    topic settings that ``conveyor topics migrate`` applies; ``dead_letter_queue`` says where
+    messages go that keep failing.
     """
 
     name: str
@@ -43,7 +44,7 @@ class Topic:
     manual_offset_management: bool = False
     long_running_job: bool = False
     """Pause fetching the partition while a batch runs (no buffering behind a long job)."""
-    dead_letter_queue: Mapping[str, Any] | None = None
+    dead_letter_queue: DeadLetterQueue | None = None
 
     @property
     def direct(self) -> bool:

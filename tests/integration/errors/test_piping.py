@@ -1,0 +1,63 @@
+"""Piping forwards messages with their key, payload and headers plus source headers."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from conveyor import App, Consumer, Message, Producer
+
+
+def test_piping_keeps_keys_and_adds_source_headers(
+    kafka_bootstrap: str, new_topic, read_messages
+) -> None:
+    source = new_topic(partitions=3)
+    target = new_topic(partitions=3)
+    keys = [f"customer-{n}" for n in range(12)]
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        reports = [
+            producer.produce_sync(
+                topic=source, payload={"n": n}, key=key, headers=[("h", "v")], label=key
+            )
+            for n, key in enumerate(keys)
+        ]
+    source_partition = {report.label: report.partition for report in reports}
+    done = threading.Event()
+    piped: list[int] = []
+
+    class Forwarder(Consumer):
+        def consume(self) -> None:
+            self.pipe_many_sync(topic=target, messages=list(self.messages))
+            piped.extend(m.offset for m in self.messages)
+            if len(piped) >= len(keys):
+                done.set()
+
+        def enhance_pipe_message(
+            self, pipe_message: dict[str, Any], message: Message
+        ) -> dict[str, Any]:
+            return {
+                **pipe_message,
+                "headers": [*pipe_message["headers"], ("piped_by", "forwarder")],
+            }
+
+    app = App(client_id="pipe", kafka={"bootstrap.servers": kafka_bootstrap, "group.id": f"pipe-{uuid.uuid4().hex[:6]}"},
+              max_wait_time=0.2)  # fmt: skip
+    app.routes.topic(source, Forwarder)
+    app.start()
+    try:
+        assert done.wait(60)
+    finally:
+        app.stop_and_wait()
+    forwarded = read_messages(target, len(keys))
+    assert len(forwarded) == len(keys)
+    for message in forwarded:
+        key = message.key().decode()
+        headers = dict(message.headers())
+        assert message.partition() == source_partition[key], "same key, same-numbered partition"
+        assert headers["h"] == b"v"
+        assert headers["source_topic"] == source.encode()
+        assert int(headers["source_partition"]) == source_partition[key]
+        assert headers["source_offset"].isdigit()
+        assert headers["source_consumer_group"].startswith(b"pipe-")
+        assert headers["piped_by"] == b"forwarder"
