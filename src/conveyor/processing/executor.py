@@ -239,10 +239,12 @@ class PartitionExecutor:
         self.attempt += 1
         retry = [raw for raw in batch if raw.offset() >= first_unmarked]
         action = dlq.decide(exc, self.attempt) if dlq is not None else "retry"
-        settings = self.listener.app.settings
-        delay = settings.pause_timeout
-        if settings.pause_with_exponential_backoff:
-            delay = min(settings.pause_max_timeout, delay * 2 ** (self.attempt - 1))
+        settings, route = self.listener.app.settings, self.route
+        delay = route.pause_timeout or settings.pause_timeout
+        exponential = route.pause_with_exponential_backoff
+        if exponential if exponential is not None else settings.pause_with_exponential_backoff:
+            ceiling = route.pause_max_timeout or settings.pause_max_timeout
+            delay = min(max(ceiling, delay), delay * 2 ** (self.attempt - 1))
         monitor = self.listener.app.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(

@@ -19,7 +19,7 @@ _OPTIONS = frozenset(
     {
         "active", "partitions", "replication_factor", "config", "deserializers", "max_messages",
         "max_wait_time", "initial_offset", "assign", "manual_offset_management", "dead_letter_queue",
-        "long_running_job",
+        "long_running_job", "pause_timeout", "pause_max_timeout", "pause_with_exponential_backoff",
     }
 )  # fmt: skip
 
@@ -99,6 +99,15 @@ class Routes:
             assign=_assign(name, options.get("assign")),
             manual_offset_management=bool(options.get("manual_offset_management", False)),
             long_running_job=bool(options.get("long_running_job", False)),
+            pause_timeout=_positive_float(name, "pause_timeout", options.get("pause_timeout")),
+            pause_max_timeout=_positive_float(
+                name, "pause_max_timeout", options.get("pause_max_timeout")
+            ),
+            pause_with_exponential_backoff=_optional_flag(
+                name,
+                "pause_with_exponential_backoff",
+                options.get("pause_with_exponential_backoff"),
+            ),
             dead_letter_queue=parse_dead_letter_queue(name, options.get("dead_letter_queue")),
         )
         self._topics.append(topic)
@@ -176,6 +185,14 @@ def _positive_float(topic: str, option: str, value: Any) -> float | None:
             f"routes.topic({topic!r}): {option} must be a positive number, got {value!r}", option
         )
     return float(value)
+
+
+def _optional_flag(topic: str, option: str, value: Any) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): {option} must be True or False, got {value!r}", option
+        )
+    return value
 
 
 def _config(topic: str, value: Any) -> dict[str, str]:

@@ -42,6 +42,10 @@ class Topic:
     initial_offset: str = "earliest"
     assign: tuple[int, ...] | None = None
     manual_offset_management: bool = False
+    pause_timeout: float | None = None
+    """Per-topic override of the app's ``pause_timeout`` (first wait before a retry)."""
+    pause_max_timeout: float | None = None
+    pause_with_exponential_backoff: bool | None = None
     long_running_job: bool = False
     """Pause fetching the partition while a batch runs (no buffering behind a long job)."""
     dead_letter_queue: DeadLetterQueue | None = None
