@@ -255,8 +255,8 @@ class PartitionExecutor:
             )  # fmt: skip
         if action != "retry" and retry:
             _log.error(
-                "%s/%s: consume raised at offset %s (attempt %s); %s it: %r", self.topic, self.partition,
-                retry[0].offset(), self.attempt, "moving it to the dead letter queue" if action == "dispatch" else "skipping",
+                "%s/%s: consume raised at offset %s (attempt %s); %s: %r", self.topic, self.partition,
+                retry[0].offset(), self.attempt, "moving it to the dead letter queue" if action == "dispatch" else "skipping it",
                 exc,
             )  # fmt: skip
             self._give_up(retry[0], exc, action)

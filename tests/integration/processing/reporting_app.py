@@ -41,6 +41,7 @@ app = App(
         "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
         "group.id": os.environ["GROUP"],
         "auto.commit.interval.ms": 500,
+        "session.timeout.ms": 6_000,  # a killed member leaves the group in 6 s, not 45
     },
     concurrency=2,
     max_messages=200,

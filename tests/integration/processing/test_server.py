@@ -22,13 +22,26 @@ HERE = Path(__file__).parent
 class Server:
     """One `conveyor server` subprocess whose output lines are collected as they come."""
 
-    def __init__(self, topic: str, group: str, bootstrap: str, slow: float = 0.0) -> None:
+    def __init__(
+        self,
+        topic: str,
+        group: str,
+        bootstrap: str,
+        slow: float = 0.0,
+        app: str = "reporting_app:app",
+        **extra: str,
+    ) -> None:
         env = dict(
-            os.environ, TOPIC=topic, GROUP=group, KAFKA_BOOTSTRAP_SERVERS=bootstrap, SLOW=str(slow)
+            os.environ,
+            TOPIC=topic,
+            GROUP=group,
+            KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+            SLOW=str(slow),
+            **extra,
         )
         env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "conveyor", "server", "--app", "reporting_app:app", "--log-level", "WARNING"],
+            [sys.executable, "-m", "conveyor", "server", "--app", app, "--log-level", "WARNING"],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=HERE,
         )  # fmt: skip
         self.lines: list[str] = []
@@ -196,3 +209,32 @@ def test_sigtstp_quiets_the_server(kafka_bootstrap: str, new_topic) -> None:
         assert not server.wait_for(lambda _lines: len(server.batches()) > 1, timeout=3)
     finally:
         assert server.stop() == 0
+
+
+def test_a_kill_right_after_a_dlq_dispatch_loses_nothing(
+    kafka_bootstrap: str, new_topic, read_messages
+) -> None:
+    topic = new_topic(partitions=1)
+    dlq = new_topic()
+    values = [*range(50), -1, *range(50, 100)]
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync([{"topic": topic, "payload": {"n": n}} for n in values])
+    group = f"dlq-kill-{uuid.uuid4().hex[:8]}"
+    first = Server(topic, group, kafka_bootstrap, app="dlq_app:app", DLQ=dlq)
+    try:
+        assert first.wait_for(lambda lines: any(line.startswith("dispatched") for line in lines))
+    finally:
+        first.process.kill()
+        first.process.wait(30)
+    second = Server(topic, group, kafka_bootstrap, app="dlq_app:app", DLQ=dlq)
+    assert second.wait_for(lambda lines: "assigned" in lines)
+    everything = set(range(len(values))) - {50}
+
+    def all_good(_lines: list[str]) -> bool:
+        return processed(first.batches() + second.batches()).get(0, set()) >= everything
+
+    assert second.wait_for(all_good)
+    assert second.stop() == 0
+    moved = read_messages(dlq, 1)
+    assert moved, "the poison message is in the DLQ at least once"
+    assert all(m.value() == b'{"n":-1}' for m in moved)

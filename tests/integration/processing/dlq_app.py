@@ -1,0 +1,53 @@
+"""An app for the SIGKILL-after-dispatch test: order -1 is poison; every dispatch is announced.
+
+Environment: TOPIC, DLQ, GROUP, KAFKA_BOOTSTRAP_SERVERS. Lines on standard output:
+``batch <partition> <first offset> <last offset>`` and ``dispatched <offset>``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from conveyor import App, Consumer
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class Strict(Consumer):
+    def consume(self) -> None:
+        for message in self.messages:
+            if message.payload["n"] == -1:
+                raise ValueError("poison")
+            say(f"batch {self.partition} {message.offset} {message.offset}")  # one line per message
+            self.mark_as_consumed(message)
+
+
+app = App(
+    client_id="dlq-server",
+    kafka={
+        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+        "group.id": os.environ["GROUP"],
+        "auto.commit.interval.ms": 60_000,  # nothing but the DLQ marking commits before the kill
+        "session.timeout.ms": 6_000,  # a killed member leaves the group in 6 s, not 45
+    },
+    max_wait_time=0.2,
+    pause_timeout=0.05,
+    pause_max_timeout=0.1,
+)
+app.routes.topic(
+    os.environ["TOPIC"],
+    Strict,
+    dead_letter_queue={
+        "topic": os.environ["DLQ"],
+        "max_retries": 1,
+        "dispatch_method": "produce_sync",
+    },
+)
+app.monitor.subscribe(
+    "dead_letter_queue.dispatched", lambda event: say(f"dispatched {event['offset']}")
+)
+app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: say("assigned"))
