@@ -24,6 +24,7 @@ from conveyor.errors import (
     WaitTimeoutError,
 )
 from conveyor.instrumentation import Event, LoggingListener, Monitor
+from conveyor.iterator import Iterator
 from conveyor.messages import Deserializers, Message, Messages
 from conveyor.producer import Producer, Variant
 
@@ -43,6 +44,7 @@ __all__ = [
     "Deserializers",
     "Event",
     "InvalidMessageError",
+    "Iterator",
     "KafkaError",
     "LoggingListener",
     "Message",

@@ -14,6 +14,7 @@ from conveyor.admin import Admin
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
+from conveyor.iterator import Iterator
 from conveyor.processing.listener import Listener
 from conveyor.processing.workers import WorkerPool
 from conveyor.producer import Producer
@@ -168,6 +169,10 @@ class App:
                     self._producer = Producer(settings, monitor=self.monitor)
                 producer = self._producer
         return producer
+
+    def iterator(self, topics: Mapping[str, Any], **options: Any) -> Iterator:
+        """An :class:`~conveyor.iterator.Iterator` with the app's kafka settings."""
+        return Iterator(topics, {k: v for k, v in self.settings.kafka.items()}, **options)
 
     @property
     def transactional_producer(self) -> Producer:

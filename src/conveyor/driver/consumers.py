@@ -17,6 +17,8 @@ from conveyor.driver.errors import ErrorCode, configuration_error, to_conveyor_e
 from conveyor.errors import KafkaError
 
 __all__ = [
+    "OFFSET_BEGINNING",
+    "OFFSET_END",
     "OFFSET_STORED",
     "PARTITION_EOF",
     "ConsumerClient",
@@ -28,6 +30,8 @@ Partition = tuple[str, int]
 """A topic partition as ``(topic, partition)``."""
 
 OFFSET_STORED = confluent_kafka.OFFSET_STORED
+OFFSET_BEGINNING = confluent_kafka.OFFSET_BEGINNING
+OFFSET_END = confluent_kafka.OFFSET_END
 PARTITION_EOF = ErrorCode._PARTITION_EOF
 
 RebalanceCallback = Callable[[list[Partition]], None]
@@ -131,6 +135,31 @@ class ConsumerClient:
             TopicPartition(topic, partition), cached=True
         )
         return int(low), int(high)
+
+    def partitions(self, topic: str, timeout: float = 10.0) -> list[int]:
+        """The partition ids of ``topic`` (an empty list if it does not exist)."""
+        metadata = self._consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return []
+        return sorted(metadata.partitions)
+
+    def query_watermarks(
+        self, topic: str, partition: int, timeout: float = 10.0
+    ) -> tuple[int, int]:
+        """Low and high watermarks, asked of the partition's leader."""
+        low, high = self._consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=timeout
+        )
+        return int(low), int(high)
+
+    def offset_for_time(
+        self, topic: str, partition: int, milliseconds: int, timeout: float = 10.0
+    ) -> int:
+        """The first offset at or after ``milliseconds`` (-1 when there is none)."""
+        [found] = self._consumer.offsets_for_times(
+            [TopicPartition(topic, partition, milliseconds)], timeout=timeout
+        )
+        return int(found.offset)
 
     def group_metadata(self) -> Any:
         """The group's metadata, for committing offsets inside a producer's transaction."""

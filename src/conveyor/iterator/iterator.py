@@ -1,0 +1,149 @@
+"""``Iterator``: read topics without a consumer group (Karafka Pro's Iterator)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator as TypingIterator
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from conveyor.driver.consumers import OFFSET_BEGINNING, OFFSET_END, ConsumerClient
+from conveyor.errors import ConfigurationError
+from conveyor.messages import Deserializers, Message
+
+__all__ = ["Iterator"]
+
+Start = int | str | datetime
+
+
+class Iterator:
+    """Iterate over messages of one or more topics, never joining a group, never committing.
+
+    ``topics`` maps a topic to ``True`` (every partition, from the earliest message) or to
+    ``{partition: start}``, where start is an offset, ``"earliest"``, ``"latest"``, a negative
+    number (the last N messages) or an aware ``datetime`` (the first message at or after it).
+    Messages come in order per partition. With ``yield_nil`` the iteration yields ``None``
+    when nothing arrived within ``max_wait_time`` seconds, so a loop can do other work.
+    ``stop()`` (from the loop or another thread) ends the iteration.
+
+    Example::
+
+        with Iterator({"orders": {0: -10}}, kafka={"bootstrap.servers": "127.0.0.1:9092"}) as messages:
+            for message in messages:
+                print(message.offset, message.payload)
+    """
+
+    def __init__(
+        self,
+        topics: Mapping[str, bool | Mapping[int, Start]],
+        kafka: Mapping[str, Any] | None = None,
+        *,
+        yield_nil: bool = False,
+        max_wait_time: float = 0.1,
+        deserializers: Deserializers | None = None,
+    ) -> None:
+        if not kafka or not kafka.get("bootstrap.servers"):
+            raise ConfigurationError(
+                'Iterator needs kafka settings with "bootstrap.servers"', "bootstrap.servers"
+            )
+        if not topics:
+            raise ConfigurationError("Iterator needs at least one topic", "topics")
+        if (
+            isinstance(max_wait_time, bool)
+            or not isinstance(max_wait_time, int | float)
+            or max_wait_time <= 0
+        ):
+            raise ConfigurationError(
+                f"max_wait_time must be a positive number, got {max_wait_time!r}", "max_wait_time"
+            )
+        self.yield_nil = yield_nil
+        self.max_wait_time = float(max_wait_time)
+        self._deserializers = deserializers or Deserializers()
+        self._stopped = threading.Event()
+        settings = {
+            k: v
+            for k, v in kafka.items()
+            if not k.startswith(("group.", "transactional.", "enable.auto."))
+        }
+        # librdkafka wants a group id even for assign(); no group is joined and nothing is committed.
+        self._client = ConsumerClient({**settings, "group.id": f"conveyor-iterator-{uuid.uuid4().hex}",
+                                       "enable.auto.commit": False, "enable.auto.offset.store": False})  # fmt: skip
+        self._client.assign(self._positions(topics))
+
+    def _positions(
+        self, topics: Mapping[str, bool | Mapping[int, Start]]
+    ) -> list[tuple[str, int, int]]:
+        positions: list[tuple[str, int, int]] = []
+        for topic, wanted in topics.items():
+            known = self._client.partitions(topic)
+            if not known:
+                raise ConfigurationError(
+                    f"topic {topic!r} does not exist (or has no partitions)", "topics"
+                )
+            if wanted is True:
+                starts: Mapping[int, Start] = dict.fromkeys(known, "earliest")
+            elif isinstance(wanted, Mapping):
+                starts = wanted
+            else:
+                raise ConfigurationError(
+                    f"topics[{topic!r}] must be True or {{partition: start}}", "topics"
+                )
+            for partition, start in starts.items():
+                if partition not in known:
+                    raise ConfigurationError(
+                        f"{topic!r} has no partition {partition} (it has {len(known)})", "topics"
+                    )
+                positions.append((topic, partition, self._offset(topic, partition, start)))
+        return positions
+
+    def _offset(self, topic: str, partition: int, start: Start) -> int:
+        if start == "earliest":
+            return OFFSET_BEGINNING
+        if start == "latest":
+            return OFFSET_END
+        if isinstance(start, datetime):
+            if start.tzinfo is None:
+                raise ConfigurationError("start datetimes must be timezone-aware", "topics")
+            found = self._client.offset_for_time(topic, partition, int(start.timestamp() * 1000))
+            return found if found >= 0 else OFFSET_END
+        if isinstance(start, int) and not isinstance(start, bool):
+            if start >= 0:
+                return start
+            low, high = self._client.query_watermarks(topic, partition)
+            return max(low, high + start)
+        raise ConfigurationError(
+            f"start of {topic}/{partition} must be an offset, 'earliest', 'latest', -N or a datetime, got {start!r}",
+            "topics",
+        )
+
+    def __iter__(self) -> TypingIterator[Message | None]:
+        poll_batch = self._client.poll_batch
+        deserializers = self._deserializers
+        while not self._stopped.is_set():
+            batch = poll_batch(self.max_wait_time, 500)
+            yielded = False
+            for raw in batch:
+                if raw.error() is not None:
+                    continue
+                yielded = True
+                yield Message(raw, deserializers)
+                if self._stopped.is_set():
+                    return
+            if not yielded and self.yield_nil:
+                yield None
+
+    def stop(self) -> None:
+        """End the iteration (after the message being handled, or the current wait)."""
+        self._stopped.set()
+
+    def close(self) -> None:
+        self.stop()
+        self._client.close()
+
+    def __enter__(self) -> Iterator:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

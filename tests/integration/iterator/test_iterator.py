@@ -1,0 +1,89 @@
+"""The iterator reads from every start position, yields None when idle if asked, stops from
+another thread, and never creates a consumer group."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from conveyor import Admin, ConfigurationError, Iterator, Producer
+
+
+def fill(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        producer.produce_many_sync(
+            [
+                {"topic": topic, "payload": {"n": n}, "partition": n % partitions}
+                for n in range(count)
+            ]
+        )
+
+
+def take(iterator: Iterator, count: int) -> list[int]:
+    values: list[int] = []
+    for message in iterator:
+        assert message is not None
+        values.append(message.payload["n"])
+        if len(values) >= count:
+            iterator.stop()
+    return values
+
+
+def test_start_positions(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    fill(kafka_bootstrap, topic, 10)
+    kafka = {"bootstrap.servers": kafka_bootstrap}
+    with Iterator({topic: True}, kafka) as iterator:
+        assert take(iterator, 10) == list(range(10))
+    with Iterator({topic: {0: 7}}, kafka) as iterator:
+        assert take(iterator, 3) == [7, 8, 9]
+    with Iterator({topic: {0: -2}}, kafka) as iterator:
+        assert take(iterator, 2) == [8, 9]
+    with Iterator({topic: {0: "earliest"}}, kafka) as iterator:
+        assert take(iterator, 1) == [0]
+    middle = datetime.now(UTC)
+    time.sleep(0.01)  # a clock step between the two halves (test set-up)
+    with Producer(kafka) as producer:
+        producer.produce_many_sync([{"topic": topic, "payload": {"n": n}} for n in (10, 11)])
+    with Iterator({topic: {0: middle}}, kafka) as iterator:
+        assert take(iterator, 2) == [10, 11]
+    with Iterator({topic: {0: "latest"}}, kafka, yield_nil=True, max_wait_time=0.1) as iterator:
+        stream = iter(iterator)
+        assert next(stream) is None, "nothing after latest yet"
+        with Producer(kafka) as producer:
+            producer.produce_sync(topic=topic, payload={"n": 12})
+        value = next(message for message in stream if message is not None)
+        assert value.payload["n"] == 12
+
+
+def test_stop_from_another_thread_and_no_group(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic(partitions=2)
+    fill(kafka_bootstrap, topic, 4, partitions=2)
+    kafka = {"bootstrap.servers": kafka_bootstrap}
+    seen: list[object] = []
+    with Iterator({topic: True}, kafka, yield_nil=True) as iterator:
+        threading.Timer(0.5, iterator.stop).start()
+        started = time.monotonic()
+        seen.extend(iterator)
+        assert time.monotonic() - started < 5
+    assert sorted(m.payload["n"] for m in seen if m is not None) == [0, 1, 2, 3]
+    with Admin(kafka) as admin:
+        assert not [
+            group
+            for group in admin.list_consumer_groups()
+            if group.startswith("conveyor-iterator-")
+        ]
+
+
+def test_clear_errors(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    kafka = {"bootstrap.servers": kafka_bootstrap}
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        Iterator({"no-such-topic-here": True}, kafka)
+    with pytest.raises(ConfigurationError, match="no partition 3"):
+        Iterator({topic: {3: 0}}, kafka)
+    with pytest.raises(ConfigurationError, match=r"bootstrap\.servers"):
+        Iterator({topic: True}, {})
