@@ -13,6 +13,9 @@
     ├── QueueFullError                 the local queue stayed full past ``queue_full_timeout``
     ├── ProducerClosedError            the producer was closed
     ├── ProducerForkedError            the producer was created before ``os.fork()``
+    ├── RemoteError                    an RPC handler raised (remote type and message kept)
+    ├── RpcTimeoutError                an RPC reply did not come in time (also a TimeoutError)
+    ├── RpcClientClosedError           the RPC client was closed with the call in flight
     └── BrokerError                    the development broker (``conveyor broker``)
         ├── ToolMissingError           Java or Maven is absent or too old
         ├── BrokerPortBusyError        something else listens on the port
@@ -40,6 +43,9 @@ __all__ = [
     "ProducerClosedError",
     "ProducerForkedError",
     "QueueFullError",
+    "RemoteError",
+    "RpcClientClosedError",
+    "RpcTimeoutError",
     "ToolMissingError",
     "TransactionError",
     "WaitTimeoutError",
@@ -135,6 +141,23 @@ class ProducerClosedError(ConveyorError):
 
 class ProducerForkedError(ConveyorError):
     """The producer was created in a parent process; librdkafka clients do not survive ``fork()``."""
+
+
+class RemoteError(ConveyorError):
+    """The remote handler of an RPC call failed; ``type`` and ``message`` say how."""
+
+    def __init__(self, type: str, message: str) -> None:
+        super().__init__(f"{type}: {message}")
+        self.type = type
+        self.message = message
+
+
+class RpcTimeoutError(ConveyorError, TimeoutError):
+    """No reply to an RPC call within its timeout (the call may still run remotely)."""
+
+
+class RpcClientClosedError(ConveyorError):
+    """The RPC client was closed while the call waited for its reply."""
 
 
 class BrokerError(ConveyorError):

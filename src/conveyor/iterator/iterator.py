@@ -102,7 +102,9 @@ class Iterator:
         if start == "earliest":
             return OFFSET_BEGINNING
         if start == "latest":
-            return OFFSET_END
+            # A concrete offset, not librdkafka's lazy "end": a message produced right after the
+            # iterator was built (an RPC reply, say) must not fall before the resolved position.
+            return self._client.query_watermarks(topic, partition)[1]
         if isinstance(start, datetime):
             if start.tzinfo is None:
                 raise ConfigurationError("start datetimes must be timezone-aware", "topics")

@@ -113,6 +113,17 @@ class Routes:
         self._topics.append(topic)
         return topic
 
+    def rpc(self, commands_topic: str, handlers: Any, results_topic: str, **options: Any) -> Topic:
+        """Answer RPC requests on ``commands_topic`` with ``handlers`` (a
+        :class:`conveyor.rpc.Handlers`); replies go to ``results_topic`` (declared inactive, so
+        that ``conveyor topics migrate`` creates it)."""
+        from conveyor.rpc.handlers import responder_for  # noqa: PLC0415 - rpc builds on routing
+
+        route = self.topic(commands_topic, responder_for(handlers, results_topic), **options)
+        if not self.find(results_topic):
+            self.topic(results_topic, None, active=False, partitions=options.get("partitions"))
+        return route
+
     @contextlib.contextmanager
     def consumer_group(self, name: str) -> Iterator[None]:
         """Routes declared inside belong to consumer group ``name`` (its ``group.id``)."""

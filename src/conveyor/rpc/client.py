@@ -1,0 +1,163 @@
+"""The client side of RPC: send a command, wait for the reply with the same correlation id."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from conveyor.admin import Admin
+from conveyor.app import App
+from conveyor.errors import RemoteError, RpcClientClosedError, RpcTimeoutError
+from conveyor.iterator import Iterator
+from conveyor.producer import Producer
+from conveyor.serialization import json_dumps, json_loads
+
+__all__ = ["Client"]
+
+
+class Client:
+    """Calls remote handlers over Kafka.
+
+    One listener thread reads the results topic from its end, with no consumer group, and
+    completes each pending call's Future (the caller wakes at once; no polling). A call that
+    times out leaves the registry; its late reply is discarded and counted. With
+    ``reply_partition`` the client reads (and asks for replies on) one partition only, so
+    many clients need not all read every reply.
+
+    Example::
+
+        client = Client(app, commands_topic="commands", results_topic="commands_results")
+        print(client.call("add", 1, 2, timeout=2.0))
+    """
+
+    def __init__(
+        self,
+        app_or_kafka: App | Mapping[str, Any],
+        *,
+        commands_topic: str,
+        results_topic: str,
+        reply_partition: int | None = None,
+    ) -> None:
+        if isinstance(app_or_kafka, App):
+            kafka = dict(app_or_kafka.settings.kafka)
+            self._producer = app_or_kafka.producer
+            self._owns_producer = False
+        else:
+            kafka = dict(app_or_kafka)
+            self._producer = Producer(kafka)
+            self._owns_producer = True
+        self.commands_topic = commands_topic
+        self.results_topic = results_topic
+        self.reply_partition = reply_partition
+        self.discarded = 0
+        """Replies that came after their call had timed out (or were not ours)."""
+        self._pending: dict[str, concurrent.futures.Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        partitions = (
+            [reply_partition] if reply_partition is not None else _partitions(kafka, results_topic)
+        )
+        topics: dict[str, Any] = {results_topic: dict.fromkeys(partitions, "latest")}
+        self._results = Iterator(topics, kafka, yield_nil=True, max_wait_time=0.2)
+        self._thread = threading.Thread(
+            target=self._listen, name="conveyor-rpc-results", daemon=True
+        )
+        self._thread.start()
+
+    def call_async(
+        self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any
+    ) -> concurrent.futures.Future[Any]:
+        """Send the call and return a Future of its result (or of RemoteError)."""
+        if self._closed:
+            raise RpcClientClosedError("the RPC client is closed")
+        call_id = uuid.uuid4().hex
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._pending[call_id] = future
+        request = {
+            "id": call_id, "name": name, "args": list(args), "kwargs": kwargs,
+            "reply_to": self.results_topic, "reply_partition": self.reply_partition,
+            "deadline": int((time.time() + timeout) * 1000),
+        }  # fmt: skip
+        try:
+            self._producer.produce_async(
+                topic=self.commands_topic, payload=json_dumps(request), key=call_id
+            )
+        except BaseException:
+            with self._lock:
+                self._pending.pop(call_id, None)
+            raise
+        return future
+
+    def call(self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any) -> Any:
+        """Call ``name`` remotely and return its result.
+
+        Raises:
+            RemoteError: the handler raised (or there is no such command).
+            RpcTimeoutError: no reply within ``timeout`` seconds.
+            RpcClientClosedError: the client was closed meanwhile.
+        """
+        future = self.call_async(name, *args, timeout=timeout, **kwargs)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            with self._lock:
+                for call_id, pending in list(self._pending.items()):
+                    if pending is future:
+                        del self._pending[call_id]
+            raise RpcTimeoutError(f"no reply to {name!r} within {timeout:.3f} s") from None
+
+    def pending(self) -> int:
+        """Calls waiting for their reply."""
+        with self._lock:
+            return len(self._pending)
+
+    def _listen(self) -> None:
+        for message in self._results:
+            if message is None:
+                continue
+            try:
+                reply = json_loads(message.raw_payload or b"")
+                call_id = str(reply["id"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            with self._lock:
+                future = self._pending.pop(call_id, None)
+            if future is None:
+                self.discarded += 1
+                continue
+            if "error" in reply:
+                error = reply["error"] or {}
+                future.set_exception(RemoteError(str(error.get("type")), str(error.get("message"))))
+            else:
+                future.set_result(reply.get("ok"))
+
+    def close(self) -> None:
+        """Stop listening; calls still waiting fail with RpcClientClosedError."""
+        self._closed = True
+        self._results.stop()
+        self._thread.join(5)
+        self._results.close()
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            future.set_exception(
+                RpcClientClosedError("the RPC client was closed before the reply came")
+            )
+        if self._owns_producer:
+            self._producer.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _partitions(kafka: Mapping[str, Any], topic: str) -> list[int]:
+    with Admin(kafka) as admin:
+        return [p.partition for p in admin.topic_info(topic).partitions]

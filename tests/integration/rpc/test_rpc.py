@@ -1,0 +1,173 @@
+"""Request-reply over Kafka: results from sync and async handlers, remote errors, unknown
+commands, timeouts with clean-up, concurrent callers, reply partitions, closing, expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conveyor import App, RemoteError, RpcClientClosedError, RpcTimeoutError
+from conveyor.rpc import Client, Handlers
+
+
+@pytest.fixture
+def rpc_topics(new_topic) -> tuple[str, str]:
+    return new_topic(), new_topic(partitions=2)
+
+
+def make_server(bootstrap: str, commands: str, results: str, handlers: Handlers) -> App:
+    app = App(client_id="rpc-server", kafka={"bootstrap.servers": bootstrap, "group.id": f"rpc-{uuid.uuid4().hex[:6]}"},
+              max_wait_time=0.05, concurrency=2)  # fmt: skip
+    app.routes.rpc(commands, handlers, results_topic=results)
+    return app
+
+
+@pytest.fixture
+def server(kafka_bootstrap: str, rpc_topics: tuple[str, str]) -> Iterator[tuple[App, Handlers]]:
+    commands, results = rpc_topics
+    handlers = Handlers()
+    release = threading.Event()
+
+    @handlers.register("add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @handlers.register("greet")
+    async def greet(name: str, punctuation: str = "!") -> str:
+        await asyncio.sleep(0)
+        return f"hello {name}{punctuation}"
+
+    @handlers.register("fail")
+    def fail() -> None:
+        raise ValueError("no can do")
+
+    @handlers.register("slow")
+    def slow(seconds: float) -> str:
+        release.wait(seconds)  # a handler that outlives its caller's timeout
+        return "late"
+
+    app = make_server(kafka_bootstrap, commands, results, handlers)
+    assigned = threading.Event()
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda _e: assigned.set())
+    app.start()
+    assert assigned.wait(30)
+    yield app, handlers
+    release.set()
+    app.stop_and_wait()
+
+
+def test_results_errors_and_unknown_commands(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str], server: Any
+) -> None:
+    commands, results = rpc_topics
+    with Client(
+        {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results
+    ) as client:
+        assert client.call("add", 2, 3) == 5
+        assert client.call("greet", "kafka", punctuation="?") == "hello kafka?"
+        assert client.call_async("add", 1, 1).result(5) == 2
+        with pytest.raises(RemoteError) as remote:
+            client.call("fail")
+        assert (remote.value.type, remote.value.message) == ("ValueError", "no can do")
+        with pytest.raises(RemoteError, match="UnknownCommand"):
+            client.call("nope")
+        started = time.perf_counter()
+        for index in range(20):
+            assert client.call("add", index, 1) == index + 1
+        assert time.perf_counter() - started < 10
+        assert client.pending() == 0
+
+
+def test_a_timeout_cleans_up_and_the_late_reply_is_discarded(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str], server: Any
+) -> None:
+    commands, results = rpc_topics
+    with Client(
+        {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results
+    ) as client:
+        started = time.monotonic()
+        with pytest.raises(RpcTimeoutError):
+            client.call("slow", 1.5, timeout=0.5)
+        assert 0.45 <= time.monotonic() - started < 1.5
+        assert client.pending() == 0
+        assert (
+            client.call("add", 1, 2, timeout=10) == 3
+        )  # the server is free again after the slow call
+        deadline = time.monotonic() + 10
+        while client.discarded < 1 and time.monotonic() < deadline:
+            client.call("add", 0, 0)  # each round trip gives the late reply time to arrive
+        assert client.discarded == 1
+
+
+def test_concurrent_callers_get_their_own_results(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str], server: Any
+) -> None:
+    commands, results = rpc_topics
+    outcomes: dict[int, list[int]] = {}
+    with Client(
+        {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results
+    ) as client:
+
+        def caller(index: int) -> None:
+            outcomes[index] = [client.call("add", index * 100, n, timeout=10) for n in range(10)]
+
+        threads = [threading.Thread(target=caller, args=(index,)) for index in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert outcomes == {index: [index * 100 + n for n in range(10)] for index in range(8)}
+
+
+def test_reply_partition_and_close_with_calls_in_flight(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str], server: Any
+) -> None:
+    commands, results = rpc_topics
+    client = Client(
+        {"bootstrap.servers": kafka_bootstrap},
+        commands_topic=commands,
+        results_topic=results,
+        reply_partition=1,
+    )
+    try:
+        assert client.call("add", 20, 22) == 42
+        waiting = client.call_async("slow", 5, timeout=10)
+    finally:
+        client.close()
+    with pytest.raises(RpcClientClosedError):
+        waiting.result(1)
+    with pytest.raises(RpcClientClosedError):
+        client.call("add", 1, 1)
+
+
+def test_expired_requests_are_skipped_and_a_restarted_server_answers(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str]
+) -> None:
+    commands, results = rpc_topics
+    handlers = Handlers()
+    calls: list[int] = []
+
+    @handlers.register("count")
+    def count(n: int) -> int:
+        calls.append(n)
+        return n
+
+    with Client(
+        {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results
+    ) as client:
+        with pytest.raises(RpcTimeoutError):
+            client.call("count", 1, timeout=0.2)  # no server yet: expires before anyone reads it
+        for _ in range(2):  # a server, stopped and started again between calls
+            app = make_server(kafka_bootstrap, commands, results, handlers)
+            app.start()
+            try:
+                assert client.call("count", 2, timeout=30) == 2
+            finally:
+                app.stop_and_wait()
+    assert 1 not in calls, "the expired request was not executed"
