@@ -1,0 +1,129 @@
+"""RPC round trip: Conveyor's rpc.Client against a Conveyor server in the same process, beside
+a bare confluent-kafka request-reply (a responder thread and a caller polling for its reply).
+
+Targets (issue 7): p50 <= 2 ms; 100 sequential calls <= 250 ms.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+
+from confluent_kafka import Consumer as BareConsumer
+from confluent_kafka import Producer as BareProducer
+from confluent_kafka import TopicPartition
+
+from conveyor import App
+from conveyor.rpc import Client, Handlers
+from harness import Bench, Figure, percentile
+
+CALLS = 100
+
+
+def conveyor_round_trips(bootstrap: str, commands: str, results: str) -> list[float]:
+    handlers = Handlers()
+    handlers.register("echo")(lambda value: value)
+    app = App(client_id="bench-rpc", kafka={"bootstrap.servers": bootstrap, "group.id": f"rpc-{uuid.uuid4().hex[:6]}"},
+              max_wait_time=0.05)  # fmt: skip
+    app.routes.rpc(commands, handlers, results_topic=results)
+    assigned = threading.Event()
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda _e: assigned.set())
+    app.start()
+    try:
+        assigned.wait(30)
+        with Client(
+            {"bootstrap.servers": bootstrap}, commands_topic=commands, results_topic=results
+        ) as client:
+            client.call("echo", 0, timeout=10)  # warm up: connections, metadata
+            samples = []
+            for index in range(CALLS):
+                started = time.perf_counter()
+                client.call("echo", index, timeout=10)
+                samples.append((time.perf_counter() - started) * 1000)
+            return samples
+    finally:
+        app.stop_and_wait()
+
+
+def bare_round_trips(bootstrap: str, commands: str, results: str) -> list[float]:
+    stop = threading.Event()
+
+    def responder() -> None:
+        consumer = BareConsumer({"bootstrap.servers": bootstrap, "group.id": f"bare-{uuid.uuid4().hex[:6]}",
+                                 "auto.offset.reset": "latest", "fetch.wait.max.ms": 1})  # fmt: skip
+        producer = BareProducer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        consumer.subscribe([commands])
+        while not stop.is_set():
+            for message in consumer.consume(1, 0.05):
+                if message.error() is None:
+                    producer.produce(results, message.value(), key=message.key())
+                    producer.flush(5)
+        consumer.close()
+
+    thread = threading.Thread(target=responder, daemon=True)
+    thread.start()
+    producer = BareProducer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    replies = BareConsumer({"bootstrap.servers": bootstrap, "group.id": f"bare-c-{uuid.uuid4().hex[:6]}",
+                            "fetch.wait.max.ms": 1})  # fmt: skip
+    high = replies.get_watermark_offsets(TopicPartition(results, 0), timeout=10)[1]
+    replies.assign([TopicPartition(results, 0, high)])
+    time.sleep(3)  # let the responder join its group (bench set-up)
+
+    def call(value: bytes) -> None:
+        producer.produce(commands, value, key=value)
+        producer.flush(5)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for message in replies.consume(1, 0.05):
+                if message.error() is None and message.key() == value:
+                    return
+        raise RuntimeError("no bare reply")
+
+    try:
+        call(b"warm-up")
+        samples = []
+        for index in range(CALLS):
+            started = time.perf_counter()
+            call(str(index).encode())
+            samples.append((time.perf_counter() - started) * 1000)
+        return samples
+    finally:
+        stop.set()
+        thread.join(5)
+        replies.close()
+
+
+def main() -> None:
+    bench = Bench("rpc", __doc__ or "")
+    commands = bench.create_topic()
+    results = bench.create_topic()
+    p50s: dict[str, list[float]] = {"conveyor": [], "bare": []}
+    totals: dict[str, list[float]] = {"conveyor": [], "bare": []}
+    for attempt in range(1, bench.repeats + 1):
+        for name, run in (("bare", bare_round_trips), ("conveyor", conveyor_round_trips)):
+            samples = run(bench.bootstrap, commands, results)
+            p50s[name].append(statistics.median(samples))
+            totals[name].append(sum(samples))
+            bench.console.print(
+                f"  {name} run {attempt}/{bench.repeats}: p50 {p50s[name][-1]:.3f} ms, p99 {percentile(samples, 0.99):.3f} ms, "
+                f"{CALLS} calls {totals[name][-1]:.1f} ms"
+            )
+    bench.record(
+        Figure(
+            bench.name,
+            "round trip p50 (target <= 2 ms)",
+            "ms",
+            p50s["conveyor"],
+            p50s["bare"],
+            higher_is_better=False,
+        )
+    )
+    bench.record(Figure(bench.name, f"{CALLS} sequential calls (target <= 250 ms)", "ms", totals["conveyor"], totals["bare"],
+                        higher_is_better=False))  # fmt: skip
+    bench.report()
+
+
+if __name__ == "__main__":
+    main()
