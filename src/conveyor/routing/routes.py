@@ -113,13 +113,23 @@ class Routes:
         self._topics.append(topic)
         return topic
 
-    def rpc(self, commands_topic: str, handlers: Any, results_topic: str, **options: Any) -> Topic:
+    def rpc(
+        self,
+        commands_topic: str,
+        handlers: Any,
+        results_topic: str,
+        codec: Any = None,
+        **options: Any,
+    ) -> Topic:
         """Answer RPC requests on ``commands_topic`` with ``handlers`` (a
         :class:`conveyor.rpc.Handlers`); replies go to ``results_topic`` (declared inactive, so
-        that ``conveyor topics migrate`` creates it)."""
-        from conveyor.rpc.handlers import responder_for  # noqa: PLC0415 - rpc builds on routing
+        that ``conveyor topics migrate`` creates it). ``codec`` encodes requests and replies
+        (:data:`conveyor.rpc.JSON` by default); the clients must use the same one."""
+        from conveyor.rpc.handlers import JSON, responder_for  # noqa: PLC0415 - rpc builds on routing
 
-        route = self.topic(commands_topic, responder_for(handlers, results_topic), **options)
+        route = self.topic(
+            commands_topic, responder_for(handlers, results_topic, codec or JSON), **options
+        )
         if not self.find(results_topic):
             self.topic(results_topic, None, active=False, partitions=options.get("partitions"))
         return route

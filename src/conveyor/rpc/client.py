@@ -14,7 +14,7 @@ from conveyor.app import App
 from conveyor.errors import RemoteError, RpcClientClosedError, RpcTimeoutError
 from conveyor.iterator import Iterator
 from conveyor.producer import Producer
-from conveyor.serialization import json_dumps, json_loads
+from conveyor.rpc.handlers import JSON, Codec
 
 __all__ = ["Client"]
 
@@ -41,6 +41,7 @@ class Client:
         commands_topic: str,
         results_topic: str,
         reply_partition: int | None = None,
+        codec: Codec = JSON,
     ) -> None:
         if isinstance(app_or_kafka, App):
             kafka = dict(app_or_kafka.settings.kafka)
@@ -50,6 +51,7 @@ class Client:
             kafka = dict(app_or_kafka)
             self._producer = Producer(kafka)
             self._owns_producer = True
+        self.codec = codec
         self.commands_topic = commands_topic
         self.results_topic = results_topic
         self.reply_partition = reply_partition
@@ -85,7 +87,7 @@ class Client:
         }  # fmt: skip
         try:
             self._producer.produce_async(
-                topic=self.commands_topic, payload=json_dumps(request), key=call_id
+                topic=self.commands_topic, payload=self.codec.encode(request), key=call_id
             )
         except BaseException:
             with self._lock:
@@ -121,7 +123,7 @@ class Client:
             if message is None:
                 continue
             try:
-                reply = json_loads(message.raw_payload or b"")
+                reply = self.codec.decode(message.raw_payload or b"")
                 call_id = str(reply["id"])
             except (ValueError, KeyError, TypeError):
                 continue

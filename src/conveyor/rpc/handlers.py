@@ -5,13 +5,32 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from conveyor.consumer import Consumer
 from conveyor.processing.workers import run_hook
 from conveyor.serialization import json_dumps, json_loads
 
-__all__ = ["Handlers", "responder_for"]
+__all__ = ["JSON", "Codec", "Handlers", "responder_for"]
+
+
+class Codec(Protocol):
+    """How requests and replies are encoded on the wire (JSON by default)."""
+
+    def encode(self, value: Any) -> bytes: ...
+
+    def decode(self, raw: bytes) -> Any: ...
+
+
+class _Json:
+    def encode(self, value: Any) -> bytes:
+        return json_dumps(value)
+
+    def decode(self, raw: bytes) -> Any:
+        return json_loads(raw)
+
+
+JSON: Codec = _Json()
 
 _log = logging.getLogger("conveyor.rpc")
 
@@ -47,7 +66,7 @@ class Handlers:
         return name in self._handlers
 
 
-def responder_for(handlers: Handlers, results_topic: str) -> type[Consumer]:
+def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -> type[Consumer]:
     """A consumer class that answers the requests of a commands topic with ``handlers``."""
 
     class Responder(Consumer):
@@ -65,7 +84,7 @@ def responder_for(handlers: Handlers, results_topic: str) -> type[Consumer]:
 
         def _answer(self, raw: bytes | None) -> tuple[str, int | None, bytes, str] | None:
             try:
-                request = json_loads(raw or b"")
+                request = codec.decode(raw or b"")
                 call_id = str(request["id"])
             except (ValueError, KeyError, TypeError) as exc:
                 _log.warning("%s: dropping a request that is not one (%r)", self.topic, exc)
@@ -91,6 +110,6 @@ def responder_for(handlers: Handlers, results_topic: str) -> type[Consumer]:
                         "id": call_id,
                         "error": {"type": type(exc).__name__, "message": str(exc)},
                     }
-            return reply_to, partition, json_dumps(body), call_id
+            return reply_to, partition, codec.encode(body), call_id
 
     return Responder

@@ -4,6 +4,7 @@ commands, timeouts with clean-up, concurrent callers, reply partitions, closing,
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -171,3 +172,31 @@ def test_expired_requests_are_skipped_and_a_restarted_server_answers(
             finally:
                 app.stop_and_wait()
     assert 1 not in calls, "the expired request was not executed"
+
+
+class ReversedJson:
+    """A codec of its own: JSON with the bytes reversed (to prove the codec is used both ways)."""
+
+    def encode(self, value: Any) -> bytes:
+        return json.dumps(value).encode()[::-1]
+
+    def decode(self, raw: bytes) -> Any:
+        return json.loads(raw[::-1])
+
+
+def test_a_pluggable_codec(kafka_bootstrap: str, new_topic, read_messages) -> None:
+    commands, results = new_topic(), new_topic()
+    handlers = Handlers()
+    handlers.register("twice")(lambda value: value * 2)
+    app = App(client_id="rpc-codec", kafka={"bootstrap.servers": kafka_bootstrap, "group.id": f"codec-{uuid.uuid4().hex[:6]}"},
+              max_wait_time=0.05)  # fmt: skip
+    app.routes.rpc(commands, handlers, results_topic=results, codec=ReversedJson())
+    app.start()
+    try:
+        with Client({"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results,
+                    codec=ReversedJson()) as client:  # fmt: skip
+            assert client.call("twice", 21, timeout=30) == 42
+    finally:
+        app.stop_and_wait()
+    [request] = read_messages(commands, 1)
+    assert request.value().endswith(b"{"), "the request went out in the custom encoding"
