@@ -1,0 +1,34 @@
+"""Every benchmark script runs end to end against the real broker (tiny sizes, one repeat)
+and prints its table and JSON lines, so the scripts behind the README's figures do not rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).parents[3] / "bench"
+
+
+@pytest.mark.parametrize(
+    ("script", "arguments"),
+    [
+        ("produce_async", ["--messages", "3000"]),
+        ("produce_sync", ["--calls", "20", "--seconds", "0.5", "--sleep-calls", "3"]),
+        ("consume_throughput", ["--messages", "3000"]),
+        ("e2e_latency", ["--seconds", "0.5"]),
+        ("rpc", []),
+    ],
+)
+def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstrap: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCH / f"{script}.py"), "--repeats", "1", "--bootstrap", kafka_bootstrap, *arguments],
+        capture_output=True, text=True, timeout=240, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert figures
+    assert all(figure["bench"] == script and figure["value"] > 0 for figure in figures)
