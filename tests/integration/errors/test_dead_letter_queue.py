@@ -4,39 +4,13 @@ duplicated or blocked."""
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from conveyor import App, Consumer, Message, Producer
-
-
-class Record:
-    def __init__(self) -> None:
-        self.changed = threading.Condition()
-        self.items: list[Any] = []
-
-    def add(self, *items: Any) -> None:
-        with self.changed:
-            self.items.extend(items)
-            self.changed.notify_all()
-
-    def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = 60) -> bool:
-        with self.changed:
-            return self.changed.wait_for(lambda: predicate(self.items), timeout)
-
-
-@contextmanager
-def running(app: App) -> Iterator[App]:
-    app.start()
-    try:
-        yield app
-    finally:
-        app.stop_and_wait()
+from helpers import Record, running
 
 
 def make_app(bootstrap: str) -> App:

@@ -6,31 +6,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
 from conveyor import App, ConfigurationError, Consumer, ConveyorError, Producer
-
-
-class Record:
-    """What consumers saw, shared across worker threads; waiters wake on every change."""
-
-    def __init__(self) -> None:
-        self.changed = threading.Condition()
-        self.items: list[Any] = []
-
-    def add(self, *items: Any) -> None:
-        with self.changed:
-            self.items.extend(items)
-            self.changed.notify_all()
-
-    def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = 60) -> bool:
-        with self.changed:
-            return self.changed.wait_for(lambda: predicate(self.items), timeout)
+from helpers import Record, running
 
 
 def make_app(bootstrap: str, **settings: Any) -> App:
@@ -40,15 +22,6 @@ def make_app(bootstrap: str, **settings: Any) -> App:
         **settings.pop("kafka", {}),
     }
     return App(client_id="test", kafka=kafka, max_wait_time=0.2, **settings)
-
-
-@contextmanager
-def running(app: App) -> Iterator[App]:
-    app.start()
-    try:
-        yield app
-    finally:
-        app.stop_and_wait()
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int = 1, start: int = 0) -> None:
