@@ -33,9 +33,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
+
+from conveyor import Admin
 
 __all__ = ["Bench", "Figure", "percentile"]
 
@@ -112,7 +113,7 @@ class Bench:
         self.console = (
             Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=140)
         )
-        self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        self._admin = Admin({"bootstrap.servers": self.bootstrap})
         self._topics: list[str] = []
         atexit.register(self._delete_topics)
 
@@ -121,22 +122,17 @@ class Bench:
     def create_topic(self, partitions: int = 1, config: dict[str, str] | None = None) -> str:
         """A fresh topic for this run; deleted when the script exits."""
         topic = f"bench-{self.name}-{uuid.uuid4().hex[:8]}"
-        futures = self._admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})],
-            operation_timeout=30,
-        )
-        futures[topic].result(timeout=30)
+        self._admin.create_topic(topic, partitions, config=config)
         self._topics.append(topic)
         return topic
 
     def _delete_topics(self) -> None:
-        if self._topics:
-            for future in self._admin.delete_topics(self._topics, operation_timeout=30).values():
-                try:
-                    future.result(timeout=30)
-                except Exception as exc:  # the run's figures matter more than its litter
-                    self.console.print(f"[yellow]could not delete a bench topic: {exc}")
-            self._topics.clear()
+        for topic in self._topics:
+            try:
+                self._admin.delete_topic(topic)
+            except Exception as exc:  # the run's figures matter more than its litter
+                self.console.print(f"[yellow]could not delete a bench topic: {exc}")
+        self._topics.clear()
 
     # -- measuring ------------------------------------------------------------------------
 

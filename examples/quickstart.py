@@ -16,28 +16,21 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from conveyor import Producer
+from conveyor.admin import migrate
 from shop.app import ORDERS, PAYMENTS, app, ledger
 
 
-def ensure_topics(bootstrap: str) -> None:
-    """Create the routes' topics if missing (`conveyor topics migrate` will do this)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    existing = admin.list_topics(timeout=10).topics
-    wanted = [
-        NewTopic(route.name, num_partitions=route.partitions or 1, replication_factor=1)
-        for route in app.routes
-        if route.name not in existing
-    ]
-    if wanted:
-        for future in admin.create_topics(wanted).values():
-            future.result(timeout=30)
+def ensure_topics() -> None:
+    """Create the routes' topics if missing, as `conveyor topics migrate` does."""
+    for change in migrate(app.admin, app.routes):
+        if change.error:
+            raise SystemExit(f"could not set up {change.topic}: {change.error}")
 
 
 def main() -> None:
@@ -49,7 +42,7 @@ def main() -> None:
     bootstrap = str(app.settings.kafka["bootstrap.servers"])
     console = Console()
     run = uuid.uuid4().hex[:8]
-    ensure_topics(bootstrap)
+    ensure_topics()
 
     app.start()
     try:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Message, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from conveyor import Admin
 from conveyor.broker import DevelopmentBroker
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
@@ -50,18 +50,17 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def kafka_admin(kafka_bootstrap: str) -> AdminClient:
-    """A confluent-kafka admin client for test set-up (until conveyor.admin lands)."""
-    return AdminClient({"bootstrap.servers": kafka_bootstrap})
+def kafka_admin(kafka_bootstrap: str) -> Iterator[Admin]:
+    """Conveyor's admin client, for test set-up."""
+    with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+        yield admin
 
 
 NewTopicFactory = Callable[..., str]
 
 
 @pytest.fixture
-def new_topic(
-    request: pytest.FixtureRequest, kafka_admin: AdminClient
-) -> Iterator[NewTopicFactory]:
+def new_topic(request: pytest.FixtureRequest, kafka_admin: Admin) -> Iterator[NewTopicFactory]:
     """Create topics with unique names for this test; they are deleted afterwards.
 
     ``new_topic(partitions=1, config=None) -> name``
@@ -71,18 +70,13 @@ def new_topic(
 
     def create(partitions: int = 1, config: dict[str, str] | None = None) -> str:
         name = f"test-{stem}-{uuid.uuid4().hex[:8]}"
-        futures = kafka_admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
-            operation_timeout=30,
-        )
-        futures[name].result(timeout=30)
+        kafka_admin.create_topic(name, partitions, config=config)
         created.append(name)
         return name
 
     yield create
-    if created:
-        for future in kafka_admin.delete_topics(created, operation_timeout=30).values():
-            future.result(timeout=30)
+    for name in created:
+        kafka_admin.delete_topic(name)
 
 
 ReadMessages = Callable[..., list[Message]]

@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from conveyor import DeliveryError, Producer, WaitTimeoutError
+from conveyor import Admin, DeliveryError, Producer, WaitTimeoutError
 from conveyor.broker import DevelopmentBroker
 
 
@@ -30,8 +29,8 @@ def test_a_stopped_broker_makes_produce_sync_raise_at_its_deadline(
 ) -> None:
     status = own_broker.status()
     assert status is not None
-    admin = AdminClient({"bootstrap.servers": status.bootstrap_servers})
-    admin.create_topics([NewTopic("outage", 1, 1)])["outage"].result(30)
+    with Admin({"bootstrap.servers": status.bootstrap_servers}) as admin:
+        admin.create_topic("outage", partitions=1)
     settings = {"bootstrap.servers": status.bootstrap_servers, "message.timeout.ms": 3000}
     with Producer(settings) as producer:
         assert producer.produce_sync(topic="outage", payload=b"before").offset == 0
