@@ -6,6 +6,7 @@ the monitor (:class:`Monitor`), the development broker (:mod:`conveyor.broker`)
 and the exception hierarchy (:mod:`conveyor.errors`).
 """
 
+from conveyor._version import __version__
 from conveyor.admin import Admin
 from conveyor.app import App
 from conveyor.consumer import Consumer
@@ -30,8 +31,6 @@ from conveyor.instrumentation import Event, LoggingListener, Monitor
 from conveyor.iterator import Iterator
 from conveyor.messages import Deserializers, Message, Messages
 from conveyor.producer import Producer, Variant
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Admin",

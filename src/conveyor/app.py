@@ -4,41 +4,27 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from conveyor.admin import Admin
+from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
-from conveyor.processing.listener import Listener
-from conveyor.processing.workers import WorkerPool
+from conveyor.processing import ProcessingContext, Runner
+from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
-from conveyor.validation import check_count, check_seconds
+from conveyor.settings import AppSettings, build_app_settings
 
 __all__ = ["App", "AppSettings"]
 
 _log = logging.getLogger("conveyor")
-
-
-@dataclass(frozen=True)
-class AppSettings:
-    """The app's validated settings (Karafka's defaults where it has them)."""
-
-    client_id: str
-    kafka: Mapping[str, Any]
-    concurrency: int = 5
-    max_messages: int = 100
-    max_wait_time: float = 1.0
-    shutdown_timeout: float = 60.0
-    pause_timeout: float = 1.0
-    pause_max_timeout: float = 30.0
-    pause_with_exponential_backoff: bool = True
 
 
 class App:
@@ -81,57 +67,25 @@ class App:
         monitor: Monitor | None = None,
         **unknown: Any,
     ) -> None:
-        if unknown:
-            name = sorted(unknown)[0]
-            hint = (
-                " (librdkafka settings go in kafka={...})" if "." in name or "_" not in name else ""
-            )
-            raise ConfigurationError(f"App got an unknown setting {name!r}{hint}", name)
-        if not isinstance(client_id, str) or not client_id:
-            raise ConfigurationError(
-                f"client_id must be a non-empty string, got {client_id!r}", "client_id"
-            )
-        if kafka is None or not isinstance(kafka, Mapping):
-            raise ConfigurationError(
-                'kafka must be a dict of librdkafka settings with "bootstrap.servers"', "kafka"
-            )
-        if not kafka.get("bootstrap.servers"):
-            raise ConfigurationError('kafka["bootstrap.servers"] is required', "bootstrap.servers")
-        check_count("concurrency", concurrency)
-        check_count("max_messages", max_messages)
-        for name, value in (
-            ("max_wait_time", max_wait_time),
-            ("shutdown_timeout", shutdown_timeout),
-            ("pause_timeout", pause_timeout),
-            ("pause_max_timeout", pause_max_timeout),
-        ):
-            check_seconds(name, value)
-        if pause_max_timeout < pause_timeout:
-            raise ConfigurationError(
-                f"pause_max_timeout ({pause_max_timeout}) must not be below pause_timeout ({pause_timeout})",
-                "pause_max_timeout",
-            )
-        if not isinstance(pause_with_exponential_backoff, bool):
-            raise ConfigurationError(
-                "pause_with_exponential_backoff must be True or False",
-                "pause_with_exponential_backoff",
-            )
-        self.settings = AppSettings(
-            client_id=client_id,
-            kafka=dict(kafka),
+        self.settings = build_app_settings(
+            client_id,
+            kafka,
             concurrency=concurrency,
             max_messages=max_messages,
-            max_wait_time=float(max_wait_time),
-            shutdown_timeout=float(shutdown_timeout),
-            pause_timeout=float(pause_timeout),
-            pause_max_timeout=float(pause_max_timeout),
+            max_wait_time=max_wait_time,
+            shutdown_timeout=shutdown_timeout,
+            pause_timeout=pause_timeout,
+            pause_max_timeout=pause_max_timeout,
             pause_with_exponential_backoff=pause_with_exponential_backoff,
+            unknown=unknown,
         )
         if monitor is None:
             monitor = Monitor()
             LoggingListener().attach(monitor)
         self.monitor = monitor
-        self.routes = Routes(default_group=str(kafka.get("group.id") or client_id))
+        self.routes = Routes(
+            default_group=str(self.settings.kafka.get("group.id") or self.settings.client_id)
+        )
         self._producer: Producer | None = None
         self._admin: Admin | None = None
         self._transactional_producer: Producer | None = None
@@ -139,8 +93,8 @@ class App:
         self._stopped = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self.listeners: list[Listener] = []
-        self._pool: WorkerPool | None = None
+        self._runner: Runner | None = None
+        self._started_at: float | None = None
         self.crash: BaseException | None = None
         self.state = "idle"
 
@@ -172,7 +126,8 @@ class App:
 
     def iterator(self, topics: Mapping[str, Any], **options: Any) -> Iterator:
         """An :class:`~conveyor.iterator.Iterator` with the app's kafka settings."""
-        return Iterator(topics, {k: v for k, v in self.settings.kafka.items()}, **options)
+        options.setdefault("monitor", self.monitor)
+        return Iterator(topics, dict(self.settings.kafka), **options)
 
     @property
     def transactional_producer(self) -> Producer:
@@ -222,26 +177,14 @@ class App:
             if self.state != "idle":
                 raise ConveyorError(f"the app is {self.state}; an App runs once")
             self.state = "starting"
-        routes = self._select(consumer_groups, subscription_groups, topics)
-        self._pool = WorkerPool(
-            self.settings.concurrency, self.settings.client_id, self._worker_crashed
-        )
-        groups: dict[tuple[str, str, bool, str], list[Topic]] = {}
-        for route in routes:
-            key = (
-                route.consumer_group,
-                route.subscription_group,
-                route.direct,
-                route.initial_offset,
-            )
-            groups.setdefault(key, []).append(route)
-        for (group, subscription, direct, initial), members in groups.items():
-            name = subscription if not direct else f"{subscription}-assigned"
-            if initial != "earliest":
-                name = f"{name}-{initial}"
-            self.listeners.append(Listener(self, name, group, members, self._pool.submit))
-        for listener in self.listeners:
-            listener.start()
+        try:
+            routes = self._select(consumer_groups, subscription_groups, topics)
+            self._runner = Runner(self._processing_context(), routes)
+        except BaseException:
+            self.state = "idle"
+            raise
+        self._started_at = time.time()
+        self._runner.start()
         self.state = "running"
         if ev.APP_RUNNING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_RUNNING, app=self)
@@ -281,8 +224,8 @@ class App:
 
     def quiet(self) -> None:
         """Finish the batches in flight, take no new ones, keep the group membership."""
-        for listener in self.listeners:
-            listener.quiet()
+        if self._runner is not None:
+            self._runner.quiet()
         self.state = "quiet"
         if ev.APP_QUIETING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_QUIETING, app=self)
@@ -305,15 +248,7 @@ class App:
         if ev.APP_STOPPING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_STOPPING, app=self)
         deadline = time.monotonic() + self.settings.shutdown_timeout
-        for listener in self.listeners:
-            listener.stop()
-        for listener in self.listeners:
-            listener.join(max(0.0, deadline - time.monotonic()))
-        clean = True
-        for listener in self.listeners:
-            clean = listener.shut_down(deadline) and clean
-        if self._pool is not None:
-            clean = self._pool.stop(max(0.1, deadline - time.monotonic())) and clean
+        clean = self._runner.shut_down(deadline) if self._runner is not None else True
         for producer in (self._producer, self._transactional_producer):
             if producer is not None:
                 producer.close(max(1.0, deadline - time.monotonic()))
@@ -324,15 +259,48 @@ class App:
             self.monitor.instrument(ev.APP_STOPPED, app=self, clean=clean and self.crash is None)
         self._stopped.set()
 
-    # -- crashes ------------------------------------------------------------------------------
+    # -- reading the engine --------------------------------------------------------------------
 
-    def _listener_crashed(self, listener: Listener, error: BaseException) -> None:
-        self._crashed(error, f"listener {listener.name}")
+    def snapshot(self) -> Snapshot:
+        """A read-only picture of the running engine, safe to take from any thread at any
+        moment: the process, each listener, each assigned partition (offsets, lag, paused,
+        retrying), each running job and the worker pool's usage."""
+        runner = self._runner
+        process = ProcessState(
+            pid=os.getpid(),
+            hostname=socket.gethostname(),
+            started_at=self._started_at,
+            state=self.state,
+        )
+        if runner is None:
+            return Snapshot(time.time(), process, (), (), (), None)
+        partitions, jobs = runner.partition_states()
+        return Snapshot(
+            taken_at=time.time(),
+            process=process,
+            listeners=tuple(runner.listener_states()),
+            partitions=tuple(partitions),
+            jobs=tuple(jobs),
+            pool=runner.pool_state(),
+        )
 
-    def _worker_crashed(self, error: BaseException) -> None:
-        self._crashed(error, "a worker")
+    # -- processing ---------------------------------------------------------------------------
+
+    def _processing_context(self) -> ProcessingContext:
+        return ProcessingContext(
+            settings=self.settings,
+            monitor=self.monitor,
+            producer=lambda: self.producer,
+            transactional_producer=lambda: self.transactional_producer,
+            on_crash=self._crashed,
+            prepare_consumer=self._prepare_consumer,
+        )
+
+    def _prepare_consumer(self, consumer: Consumer) -> None:
+        consumer.app = self
 
     def _crashed(self, error: BaseException, where: str) -> None:
+        """The one crash path: a listener or a worker failed; stop the app."""
         if self.crash is None:
             self.crash = error
         _log.error("%s crashed (%r); stopping the app", where, error)

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from conveyor.errors import ConfigurationError
-from conveyor.messages import Message, Messages
-from conveyor.routing.dead_letter_queue import source_headers
+from conveyor.messages import Message, Messages, piped_message
+from conveyor.producer import BatchDeliveryHandle, DeliveryHandle, DeliveryReport, Producer
 
 if TYPE_CHECKING:
     from conveyor.app import App
     from conveyor.processing.executor import PartitionExecutor
-    from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
 
 __all__ = ["Consumer"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _same_as(
+    method: Callable[Concatenate[Any, P], R],
+) -> Callable[[Callable[..., Any]], Callable[Concatenate[Consumer, P], R]]:
+    """Give a forwarding method the signature and docstring of the producer method it calls."""
+
+    def forward(function: Callable[..., Any]) -> Callable[Concatenate[Consumer, P], R]:
+        functools.update_wrapper(function, method, assigned=("__doc__", "__annotations__"))
+        return function
+
+    return forward
 
 
 class Consumer:
@@ -108,19 +123,23 @@ class Consumer:
     @property
     def producer(self) -> Producer:
         """The app's producer."""
-        return self.app.producer
+        return self._executor.producer()
 
+    @_same_as(Producer.produce_sync)
     def produce_sync(self, **message: Any) -> Any:
-        return self.app.producer.produce_sync(**message)
+        return self._executor.producer().produce_sync(**message)
 
+    @_same_as(Producer.produce_async)
     def produce_async(self, **message: Any) -> Any:
-        return self.app.producer.produce_async(**message)
+        return self._executor.producer().produce_async(**message)
 
+    @_same_as(Producer.produce_many_sync)
     def produce_many_sync(self, messages: Any, **options: Any) -> Any:
-        return self.app.producer.produce_many_sync(messages, **options)
+        return self._executor.producer().produce_many_sync(messages, **options)
 
+    @_same_as(Producer.produce_many_async)
     def produce_many_async(self, messages: Any, **options: Any) -> Any:
-        return self.app.producer.produce_many_async(messages, **options)
+        return self._executor.producer().produce_many_async(messages, **options)
 
     # -- errors and dead letter queues --------------------------------------------------------
 
@@ -146,7 +165,7 @@ class Consumer:
                 f"topic {self.topic!r} has no dead letter queue topic: route it with dead_letter_queue={{'topic': ...}}",
                 "dead_letter_queue",
             )
-        self._executor.dispatch(message._raw, None, dlq.topic)
+        self._executor.dispatch_to_dlq(message, dlq.topic)
 
     def enhance_dlq_message(
         self, dlq_message: dict[str, Any], skippable_message: Message
@@ -164,33 +183,25 @@ class Consumer:
         return None
 
     def _pipe_message(self, topic: str, message: Message) -> dict[str, Any]:
-        raw = message._raw
-        piped = {
-            "topic": topic,
-            "payload": raw.value(),
-            "key": raw.key(),
-            "headers": [
-                *(raw.headers() or []),
-                *source_headers(raw, self._executor.listener.group_id),
-            ],
-        }
+        piped = piped_message(message, topic, self._executor.group_id)
         enhanced = self.enhance_pipe_message(piped, message)
         return piped if enhanced is None else enhanced
 
-    def pipe_async(self, *, topic: str, message: Message) -> Any:
+    def pipe_async(self, *, topic: str, message: Message) -> DeliveryHandle:
         """Forward ``message`` (key, payload, headers, plus ``source_*`` headers) to ``topic``."""
-        return self.app.producer.produce_async(**self._pipe_message(topic, message))
+        return self.producer.produce_async(**self._pipe_message(topic, message))
 
-    def pipe_sync(self, *, topic: str, message: Message) -> Any:
-        return self.app.producer.produce_sync(**self._pipe_message(topic, message))
+    def pipe_sync(self, *, topic: str, message: Message) -> DeliveryReport:
+        """:meth:`pipe_async` and wait for the acknowledgement."""
+        return self.producer.produce_sync(**self._pipe_message(topic, message))
 
-    def pipe_many_async(self, *, topic: str, messages: Any) -> Any:
-        return self.app.producer.produce_many_async(
-            [self._pipe_message(topic, m) for m in messages]
-        )
+    def pipe_many_async(self, *, topic: str, messages: Iterable[Message]) -> BatchDeliveryHandle:
+        """Forward every message of ``messages`` to ``topic`` as one burst."""
+        return self.producer.produce_many_async([self._pipe_message(topic, m) for m in messages])
 
-    def pipe_many_sync(self, *, topic: str, messages: Any) -> Any:
-        return self.app.producer.produce_many_sync([self._pipe_message(topic, m) for m in messages])
+    def pipe_many_sync(self, *, topic: str, messages: Iterable[Message]) -> list[DeliveryReport]:
+        """:meth:`pipe_many_async` and wait for every acknowledgement."""
+        return self.producer.produce_many_sync([self._pipe_message(topic, m) for m in messages])
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {getattr(self, 'topic', '?')}/{getattr(self, 'partition', '?')}>"

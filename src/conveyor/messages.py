@@ -4,13 +4,14 @@ and :class:`Messages`, the batch a consumer's ``consume()`` sees."""
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from conveyor.serialization import json_loads
 
-__all__ = ["Deserializers", "Message", "Messages"]
+__all__ = ["Deserializers", "Message", "Messages", "dead_letter_message", "piped_message"]
 
 _UNSET: Any = object()
 
@@ -194,3 +195,48 @@ class Messages(Sequence[Message]):
         if not self._raws:
             return f"<Messages {self.topic}/{self.partition} empty>"
         return f"<Messages {self.topic}/{self.partition} {len(self)} from {self._raws[0].offset()}>"
+
+
+def dead_letter_message(
+    message: Message, dlq_topic: str, group: str, attempts: int, error: BaseException | None
+) -> dict[str, Any]:
+    """The dead letter copy of ``message`` (a produce dict): payload, key and headers kept,
+    ``original_*`` headers added that say where it came from and why it failed."""
+    raw = message._raw
+    kind, timestamp = raw.timestamp()
+    key = raw.key()
+    headers: list[tuple[str, Any]] = [
+        *(raw.headers() or ()),
+        ("original_topic", raw.topic()),
+        ("original_partition", str(raw.partition())),
+        ("original_offset", str(raw.offset())),
+        ("original_key", key if key is not None else b""),
+        ("original_timestamp", str(timestamp if kind else "")),
+        ("original_consumer_group", group),
+        ("original_attempts", str(attempts)),
+        ("original_error_class", type(error).__qualname__ if error is not None else ""),
+        ("original_error_message", str(error) if error is not None else ""),
+        (
+            "original_error_backtrace",
+            "".join(traceback.format_exception(error))[-8000:] if error is not None else "",
+        ),
+    ]
+    return {"topic": dlq_topic, "payload": raw.value(), "key": key, "headers": headers}
+
+
+def piped_message(message: Message, topic: str, group: str) -> dict[str, Any]:
+    """``message`` forwarded to ``topic`` (a produce dict): key, payload and headers kept,
+    ``source_*`` headers added that say where it came from."""
+    raw = message._raw
+    return {
+        "topic": topic,
+        "payload": raw.value(),
+        "key": raw.key(),
+        "headers": [
+            *(raw.headers() or ()),
+            ("source_topic", raw.topic()),
+            ("source_partition", str(raw.partition())),
+            ("source_offset", str(raw.offset())),
+            ("source_consumer_group", group),
+        ],
+    }

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from conveyor.driver.consumers import OFFSET_STORED, ConsumerClient
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, KafkaError
+from conveyor.instrumentation import events as ev
 
 if TYPE_CHECKING:
     from conveyor.app import App
@@ -41,8 +42,15 @@ def replay_dead_letters(
         for k, v in app.settings.kafka.items()
         if not k.startswith(("transactional.", "group."))
     }
+    monitor = app.monitor
+
+    def on_fetch_error(error: KafkaError) -> None:
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(ev.ERROR_OCCURRED, type="replay.fetch.error", error=error)
+
     client = ConsumerClient(
-        {**kafka, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        {**kafka, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"},
+        on_fetch_error=on_fetch_error,
     )
     counts: dict[str, int] = {}
     done = 0
@@ -64,7 +72,10 @@ def replay_dead_letters(
             batch = client.poll_batch(0.5, 500 if limit is None else min(500, limit - done))
             messages = []
             for raw in batch:
-                if raw.error() is not None or raw.offset() >= ends[raw.partition()]:
+                if raw.error() is not None:
+                    client.fetch_error(raw)
+                    continue
+                if raw.offset() >= ends[raw.partition()]:
                     continue
                 headers = list(raw.headers() or [])
                 original = dict(headers)

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from conveyor import __version__
+from conveyor._version import __version__
 from conveyor.cli.admin import cluster, configs, groups, topics
 from conveyor.cli.bench import bench
 from conveyor.cli.broker import broker

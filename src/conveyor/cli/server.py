@@ -10,7 +10,7 @@ from types import FrameType
 
 import click
 
-from conveyor import __version__
+from conveyor._version import __version__
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, error_console, table
 from conveyor.driver import client_versions

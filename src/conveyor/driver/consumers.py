@@ -23,7 +23,6 @@ __all__ = [
     "PARTITION_EOF",
     "ConsumerClient",
     "Partition",
-    "transaction_offsets",
 ]
 
 Partition = tuple[str, int]
@@ -45,8 +44,12 @@ class ConsumerClient:
     run on the thread that polls."""
 
     def __init__(
-        self, config: Mapping[str, Any], on_error: Callable[[KafkaError], None] | None = None
+        self,
+        config: Mapping[str, Any],
+        on_error: Callable[[KafkaError], None] | None = None,
+        on_fetch_error: Callable[[KafkaError], None] | None = None,
     ) -> None:
+        self._on_fetch_error = on_fetch_error
         settings = dict(config)
         settings.setdefault("logger", LIBRDKAFKA_LOGGER)
         if on_error is not None:
@@ -98,6 +101,28 @@ class ConsumerClient:
             if len(chunk) < _DRAIN_CHUNK:
                 break
         return batch
+
+    def fetch_error(self, raw: Any) -> bool:
+        """``raw`` came with an error instead of a message. Returns True when it only marks the
+        end of its partition (``enable.partition.eof``); any other error is reported to
+        ``on_fetch_error`` as a :class:`KafkaError` naming topic, partition and offset, or
+        raised when the client has no ``on_fetch_error``: never dropped silently."""
+        error = raw.error()
+        if error.code() == PARTITION_EOF:
+            return True
+        topic, partition, offset = raw.topic(), raw.partition(), raw.offset()
+        failure = to_conveyor_error(
+            error,
+            KafkaError,
+            context=f"fetch error on {topic}/{partition}: ",
+            topic=topic,
+            partition=partition,
+            offset=offset,
+        )
+        if self._on_fetch_error is None:
+            raise failure
+        self._on_fetch_error(failure)
+        return False
 
     def commit(self, offsets: Iterable[tuple[str, int, int]], asynchronous: bool = False) -> bool:
         """Commit ``(topic, partition, next offset)``s; synchronous unless asked otherwise.
@@ -167,8 +192,3 @@ class ConsumerClient:
 
     def close(self) -> None:
         self._consumer.close()
-
-
-def transaction_offsets(offsets: Iterable[tuple[str, int, int]]) -> list[Any]:
-    """``(topic, partition, next offset)``s in the form a transaction's send_offsets takes."""
-    return [TopicPartition(topic, partition, offset) for topic, partition, offset in offsets]

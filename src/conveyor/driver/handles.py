@@ -27,6 +27,7 @@ __all__ = [
     "AcknowledgedHandle",
     "BatchDeliveryHandle",
     "DeliveryHandle",
+    "DeliveryObserver",
     "DeliveryReport",
     "FutureHandle",
 ]
@@ -34,6 +35,18 @@ __all__ = [
 T = TypeVar("T")
 
 _PENDING, _DONE = 0, 1
+
+DeliveryObserver = Callable[[str, int, int, DeliveryError | None, Any], None]
+"""Hears of deliveries: ``(topic, partition, offset, failure or None, label)``."""
+
+
+def _tell(observer: DeliveryObserver, error: Any, message: Any, label: Any) -> None:
+    """Pass one delivery to ``observer`` in Conveyor's terms (no librdkafka object leaves)."""
+    topic, partition = message.topic(), message.partition()
+    failure = None if error is None else _delivery_error(error, topic, partition, label)
+    observer(topic, partition, message.offset(), failure, label)
+
+
 _waiter_creation = threading.Lock()
 
 
@@ -152,11 +165,11 @@ class DeliveryHandle:
     _fields: tuple[str, int, int, tuple[int, int]]
     _label: Any
 
-    _notify: Callable[[Any, Any, Any], None] | None = None
-    """Called with ``(error, message, label)`` for failures; producers set it on a subclass."""
+    _notify: DeliveryObserver | None = None
+    """Hears of failures (see :data:`DeliveryObserver`); producers set it on a subclass."""
 
     @classmethod
-    def bound_to(cls, notify: Callable[[Any, Any, Any], None] | None) -> type[DeliveryHandle]:
+    def bound_to(cls, notify: DeliveryObserver | None) -> type[DeliveryHandle]:
         """A subclass whose handles report failures (and, for acknowledgements, every delivery)
         to ``notify``."""
         return type(cls.__name__, (cls,), {"__slots__": (), "_notify": notify})
@@ -178,7 +191,7 @@ class DeliveryHandle:
             if waiter is not None:
                 waiter.release()
         if error is not None and self._notify is not None:
-            self._notify(error, message, self.label)  # failures are always reported
+            _tell(self._notify, error, message, self.label)  # failures are always reported
 
     def done(self) -> bool:
         """Whether the report (or the failure) is in."""
@@ -257,7 +270,7 @@ class AcknowledgedHandle(DeliveryHandle):
     def __call__(self, error: Any, message: Any) -> None:
         DeliveryHandle.__call__(self, error, message)
         if error is None and self._notify is not None:
-            self._notify(error, message, self.label)
+            _tell(self._notify, error, message, self.label)
 
 
 class BatchDeliveryHandle(_Waitable):
@@ -284,7 +297,7 @@ class BatchDeliveryHandle(_Waitable):
     def __init__(
         self,
         count: int,
-        notify: Callable[[Any, Any, Any], None] | None = None,
+        notify: DeliveryObserver | None = None,
         *,
         every: bool = False,
         keep_reports: bool = False,
@@ -345,7 +358,7 @@ class BatchDeliveryHandle(_Waitable):
         if error is not None:
             self._errors.append((error, message, label))
         if self._notify is not None:
-            self._notify(error, message, label)
+            _tell(self._notify, error, message, label)
 
     def truncate(self, sent: int) -> None:
         """Shrink the burst to its first ``sent`` messages: a later one never reached librdkafka."""

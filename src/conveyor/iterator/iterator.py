@@ -10,7 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from conveyor.driver.consumers import OFFSET_BEGINNING, OFFSET_END, ConsumerClient
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, KafkaError
+from conveyor.instrumentation import LoggingListener, Monitor
+from conveyor.instrumentation import events as ev
 from conveyor.messages import Deserializers, Message
 
 __all__ = ["Iterator"]
@@ -26,7 +28,9 @@ class Iterator:
     number (the last N messages) or an aware ``datetime`` (the first message at or after it).
     Messages come in order per partition. With ``yield_nil`` the iteration yields ``None``
     when nothing arrived within ``max_wait_time`` seconds, so a loop can do other work.
-    ``stop()`` (from the loop or another thread) ends the iteration.
+    ``stop()`` (from the loop or another thread) ends the iteration. A fetch error (a
+    partition that went away, say) is reported on ``monitor`` as ``error.occurred`` with
+    ``type="iterator.fetch.error"`` (logged by default) and the iteration goes on.
 
     Example::
 
@@ -43,6 +47,7 @@ class Iterator:
         yield_nil: bool = False,
         max_wait_time: float = 0.1,
         deserializers: Deserializers | None = None,
+        monitor: Monitor | None = None,
     ) -> None:
         if not kafka or not kafka.get("bootstrap.servers"):
             raise ConfigurationError(
@@ -61,6 +66,10 @@ class Iterator:
         self.yield_nil = yield_nil
         self.max_wait_time = float(max_wait_time)
         self._deserializers = deserializers or Deserializers()
+        if monitor is None:
+            monitor = Monitor()
+            LoggingListener().attach(monitor)
+        self.monitor = monitor
         self._stopped = threading.Event()
         settings = {
             k: v
@@ -69,7 +78,8 @@ class Iterator:
         }
         # librdkafka wants a group id even for assign(); no group is joined and nothing is committed.
         self._client = ConsumerClient({**settings, "group.id": f"conveyor-iterator-{uuid.uuid4().hex}",
-                                       "enable.auto.commit": False, "enable.auto.offset.store": False})  # fmt: skip
+                                       "enable.auto.commit": False, "enable.auto.offset.store": False},
+                                      on_fetch_error=self._on_fetch_error)  # fmt: skip
         self._client.assign(self._positions(topics))
 
     def _positions(
@@ -128,6 +138,7 @@ class Iterator:
             yielded = False
             for raw in batch:
                 if raw.error() is not None:
+                    self._client.fetch_error(raw)
                     continue
                 yielded = True
                 yield Message(raw, deserializers)
@@ -135,6 +146,10 @@ class Iterator:
                     return
             if not yielded and self.yield_nil:
                 yield None
+
+    def _on_fetch_error(self, error: KafkaError) -> None:
+        if ev.ERROR_OCCURRED in self.monitor.subscribed:
+            self.monitor.instrument(ev.ERROR_OCCURRED, type="iterator.fetch.error", error=error)
 
     def stop(self) -> None:
         """End the iteration (after the message being handled, or the current wait)."""

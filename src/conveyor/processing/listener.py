@@ -2,8 +2,13 @@
 
 It polls adaptively (block for the first message up to ``max_wait_time``, then take what
 librdkafka already holds, without waiting), hands each partition's messages to that
-partition's executor, handles rebalances, and runs the commands that workers ask of the
-librdkafka consumer (seek, pause, resume) between polls, on its own thread.
+partition's executor, handles rebalances, and commits what the executors marked.
+
+librdkafka's consumer is touched only on this thread. Executors ask for what they need by
+name (:meth:`Listener.pause`, :meth:`~Listener.resume`, :meth:`~Listener.seek`,
+:meth:`~Listener.commit_now`, :meth:`~Listener.group_metadata`); those queue as commands
+that run between polls. The listener never writes an executor's state: it calls the
+executor's own methods (``add``, ``hold``, ``stop``, ``throttle``, ``revoke``).
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import Consumer
-from conveyor.driver.consumers import OFFSET_STORED, PARTITION_EOF, ConsumerClient, Partition
+from conveyor.driver.consumers import OFFSET_STORED, ConsumerClient, Partition
 from conveyor.errors import KafkaError
 from conveyor.instrumentation import events as ev
 from conveyor.processing.executor import PartitionExecutor
+from conveyor.processing.strategies import Backoff, FailurePolicy
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.processing.context import ProcessingContext
+    from conveyor.processing.timers import Timers
     from conveyor.routing.topic import Topic
 
 __all__ = ["Listener"]
@@ -42,18 +49,31 @@ class Listener:
 
     def __init__(
         self,
-        app: App,
+        context: ProcessingContext,
         name: str,
         group_id: str,
         routes: list[Topic],
         submit: Callable[[Callable[[], None]], None],
+        timers: Timers,
     ) -> None:
-        self.app = app
+        self.context = context
         self.name = name
-        self.group_id = group_id
+        self._group_id = group_id
         self.routes = {route.name: route for route in routes}
         self.submit = submit
-        settings = app.settings
+        self._timers = timers
+        settings = context.settings
+        self._policies = {
+            route.name: FailurePolicy(
+                route.name,
+                route.dead_letter_queue,
+                Backoff.for_route(route, settings),
+                context.monitor,
+                context.producer,
+                context.transactional_producer,
+            )
+            for route in routes
+        }
         self.max_wait_time = min((r.max_wait_time or settings.max_wait_time) for r in routes)
         self.max_messages = max((r.max_messages or settings.max_messages) for r in routes)
         # Each call into librdkafka gives up the GIL and may wait a switch interval (5 ms) to get
@@ -74,11 +94,13 @@ class Listener:
             "auto.offset.reset": routes[0].initial_offset,
         }
         config.pop("transactional.id", None)
-        self.client = ConsumerClient(config, on_error=self._on_error)
+        self._client = ConsumerClient(
+            config, on_error=self._on_error, on_fetch_error=self._on_fetch_error
+        )
         self.executors: dict[Partition, PartitionExecutor] = {}
         self._retiring: dict[Partition, PartitionExecutor] = {}
         self._commands: deque[Callable[[], None]] = deque()
-        self.discarding: set[PartitionExecutor] = set()
+        self._discarding: set[PartitionExecutor] = set()
         """Executors sought since the last poll: what that poll fetched for them is stale."""
         self._commit_interval = float(settings.kafka.get("auto.commit.interval.ms", 5000)) / 1000
         self._next_commit = time.monotonic() + self._commit_interval
@@ -92,29 +114,40 @@ class Listener:
         self._room = threading.Condition()
         self._over_limit: set[PartitionExecutor] = set()
         self._running_jobs = 0
-        self.crashed: BaseException | None = None
+        self.state = "created"
+        """created, running, quiet, stopping, stopped or crashed."""
+        self.last_poll: float | None = None
+        """When the listener last asked librdkafka for messages (``time.time()``)."""
         self._thread = threading.Thread(
             target=self._run, name=f"conveyor-listener-{name}", daemon=True
         )
 
-    # -- lifecycle ----------------------------------------------------------------------------
+    # -- lifecycle (the runner) ---------------------------------------------------------------
+
+    @property
+    def group_id(self) -> str:
+        """The consumer group (``group.id``) this listener reads in."""
+        return self._group_id
 
     def start(self) -> None:
         if self.direct:
-            self.client.assign(
+            self._client.assign(
                 (route.name, partition, OFFSET_STORED)
                 for route in self.routes.values()
                 for partition in route.assign or ()
             )
             self._on_assign([(r.name, p) for r in self.routes.values() for p in r.assign or ()])
         else:
-            self.client.subscribe(
+            self._client.subscribe(
                 list(self.routes), self._on_assign, self._on_revoke, self._on_lost
             )
+        self.state = "running"
         self._thread.start()
 
     def stop(self) -> None:
         """Stop polling (the thread finishes its current poll)."""
+        if self.state in ("running", "quiet"):
+            self.state = "stopping"
         self._stopping.set()
 
     def quiet(self) -> None:
@@ -122,9 +155,10 @@ class Listener:
 
         Batches already running finish; what was fetched but not handed out stays pending."""
         self._quiet.set()
+        if self.state == "running":
+            self.state = "quiet"
         for executor in list(self.executors.values()):
-            with executor.lock:
-                executor.held = True
+            executor.hold()
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
@@ -133,11 +167,98 @@ class Listener:
     def quieted(self) -> bool:
         return self._quiet.is_set()
 
-    def command(self, action: Callable[[], None]) -> None:
+    def shut_down(self, deadline: float) -> bool:
+        """After polling stopped: wait for the jobs, run ``shutdown()`` hooks, commit, close.
+        Returns whether every job had finished in time."""
+        executors = list(self.executors.values())
+        for executor in executors:
+            executor.stop()
+        finished = self.wait_for_jobs(deadline)
+        for executor in executors:
+            executor.run_shutdown()
+        self._run_commands()
+        self._commit_marked(sync=True)
+        self._client.close()
+        if self.state != "crashed":
+            self.state = "stopped"
+        return finished
+
+    def close(self) -> None:
+        """Release the librdkafka consumer of a listener that never started."""
+        self._client.close()
+
+    # -- actions executors ask for (run on this thread) --------------------------------------
+
+    def pause(self, topic: str, partition: int) -> None:
+        """Stop fetching ``topic``/``partition``."""
+        self._command(lambda: self._client.pause([(topic, partition)]))
+
+    def resume(self, topic: str, partition: int, then: Callable[[], None] | None = None) -> None:
+        """Fetch ``topic``/``partition`` again; ``then`` runs right after, on this thread."""
+
+        def resume_now() -> None:
+            self._client.resume([(topic, partition)])
+            if then is not None:
+                then()
+
+        self._command(resume_now)
+
+    def seek(self, executor: PartitionExecutor, offset: int) -> None:
+        """Continue ``executor``'s partition from ``offset``; what was fetched before is dropped."""
+
+        def seek_now() -> None:
+            self._discarding.add(executor)  # what the current poll fetched predates the seek
+            executor.discard_pending()
+            self._client.seek(executor.topic, executor.partition, offset)
+
+        self._command(seek_now)
+
+    def commit_now(self, topic: str, partition: int, next_offset: int) -> bool:
+        """Commit ``next_offset`` for the partition and wait; False when refused or not done."""
+        return bool(self._call(lambda: self._client.commit([(topic, partition, next_offset)])))
+
+    def group_metadata(self) -> Any:
+        """The group's metadata, for committing offsets inside a producer's transaction."""
+        return self._call(self._client.group_metadata)
+
+    def over_limit(self, executor: PartitionExecutor) -> None:
+        """A partition's backlog passed its high-water mark (called on this thread)."""
+        with self._room:
+            self._over_limit.add(executor)
+
+    def drained(self, executor: PartitionExecutor) -> None:
+        """A partition's backlog fell below its low-water mark (called by a worker)."""
+        if executor in self._over_limit:
+            with self._room:
+                self._over_limit.discard(executor)
+                self._room.notify_all()
+
+    def job_started(self) -> None:
+        with self._jobs:
+            self._running_jobs += 1
+
+    def job_finished(self) -> None:
+        with self._jobs:
+            self._running_jobs -= 1
+            if self._running_jobs == 0:
+                self._jobs.notify_all()
+
+    def wait_for_jobs(self, deadline: float) -> bool:
+        """Block until no job of this listener runs (or the monotonic ``deadline``)."""
+        with self._jobs:
+            return self._jobs.wait_for(
+                lambda: self._running_jobs == 0, timeout=max(0.0, deadline - time.monotonic())
+            )
+
+    def committed(self) -> dict[Partition, int]:
+        """The offsets this listener committed last, per partition (a copy)."""
+        return dict(self._committed)
+
+    def _command(self, action: Callable[[], None]) -> None:
         """Run ``action`` on the listener thread before it hands out the next fetched messages."""
         self._commands.append(action)
 
-    def call(self, action: Callable[[], Any], timeout: float | None = None) -> Any:
+    def _call(self, action: Callable[[], Any], timeout: float | None = None) -> Any:
         """Run ``action`` on the listener thread and wait for its result (woken by a Future).
 
         Returns ``None`` when the listener does not get to it in time (stopped or stuck)."""
@@ -151,7 +272,7 @@ class Listener:
             except Exception as exc:
                 future.set_exception(exc)
 
-        self.command(run)
+        self._command(run)
         wait = timeout if timeout is not None else self.max_wait_time + 30.0
         try:
             return future.result(wait)
@@ -164,30 +285,29 @@ class Listener:
         try:
             self._loop()
         except BaseException as exc:
-            self.crashed = exc
+            self.state = "crashed"
             _log.exception("listener %s crashed", self.name)
-            self.app._listener_crashed(self, exc)
+            self.context.on_crash(exc, f"listener {self.name}")
 
     def _loop(self) -> None:
-        client = self.client
+        client = self._client
         poll_batch = client.poll_batch
-        monitor = self.app.monitor
+        monitor = self.context.monitor
         quieted = False
         while not self._stopping.is_set():
             self._run_commands()
-            self.discarding.clear()  # the next poll fetches after any seek done so far
+            self._discarding.clear()  # the next poll fetches after any seek done so far
+            self.last_poll = time.time()
             if self._quiet.is_set():
                 if not quieted:
                     quieted = True
                     client.pause(client.assignment())
-                poll_batch(
-                    _QUIET_POLL, 1
-                )  # keeps the membership alive; paused partitions fetch nothing
+                poll_batch(_QUIET_POLL, 1)  # keeps the membership; paused partitions fetch nothing
                 continue
             if ev.CONNECTION_LISTENER_FETCH_LOOP in monitor.subscribed:
                 monitor.instrument(ev.CONNECTION_LISTENER_FETCH_LOOP, listener=self.name)
             if time.monotonic() >= self._next_commit:
-                self.commit_marked(sync=False)
+                self._commit_marked(sync=False)
             if self._over_limit:
                 self._wait_for_room()
             # While a partition waits for its backlog to drain, its resume comes as a command:
@@ -207,11 +327,13 @@ class Listener:
         run_topic: str | None = None
         run_partition = -1
         for raw in batch:
-            error = raw.error()
-            if error is not None:
+            if raw.error() is not None:
                 self._flush_run(run, run_topic, run_partition)
                 run, run_topic = [], None
-                self._fetch_error(raw, error)
+                if self._client.fetch_error(raw):
+                    executor = self._executor(raw.topic(), raw.partition())
+                    if executor is not None:
+                        executor.reached_eof()
                 continue
             topic = raw.topic()
             partition = raw.partition()
@@ -220,7 +342,7 @@ class Listener:
                 run, run_topic, run_partition = [], topic, partition
             run.append(raw)
         self._flush_run(run, run_topic, run_partition)
-        self.discarding.clear()
+        self._discarding.clear()
 
     def _tick_idle(self) -> None:
         """Nothing arrived within max_wait_time: idle partitions whose consumer has a tick() get it."""
@@ -233,11 +355,10 @@ class Listener:
         if not run or topic is None:
             return
         executor = self._executor(topic, partition)
-        if executor is not None and executor not in self.discarding:
+        if executor is not None and executor not in self._discarding:
             # librdkafka's cached high watermark (from the fetch responses): no broker call.
-            high = self.client.watermarks(topic, partition)[1]
-            executor.high_watermark = high if high >= 0 else None
-            executor.add(run)
+            high = self._client.watermarks(topic, partition)[1]
+            executor.add(run, high if high >= 0 else None)
 
     def _executor(self, topic: str, partition: int) -> PartitionExecutor | None:
         key = (topic, partition)
@@ -246,48 +367,24 @@ class Listener:
             route = self.routes.get(topic)
             if route is None:
                 return None
-            executor = self.executors[key] = PartitionExecutor(self, route, partition)
+            executor = self.executors[key] = PartitionExecutor(
+                self, route, partition, self.context, self._policies[topic], self._timers
+            )
             predecessor = self._retiring.pop(key, None)
             if predecessor is not None:
                 executor.follow(predecessor)
         return executor
-
-    def _fetch_error(self, raw: Any, error: Any) -> None:
-        if error.code() == PARTITION_EOF:
-            executor = self._executor(raw.topic(), raw.partition())
-            if executor is not None:
-                executor.reached_eof()
-            return
-        self._on_error(
-            KafkaError(
-                f"fetch error on {raw.topic()}/{raw.partition()}: {error.str()}",
-                code=error.code(),
-                name=error.name(),
-            )
-        )
-
-    def over_limit(self, executor: PartitionExecutor) -> None:
-        """Called (listener thread) when a partition's backlog passed its high-water mark."""
-        with self._room:
-            self._over_limit.add(executor)
-
-    def drained(self, executor: PartitionExecutor) -> None:
-        """Called by a worker when a partition's backlog fell below its low-water mark."""
-        if executor in self._over_limit:
-            with self._room:
-                self._over_limit.discard(executor)
-                self._room.notify_all()
 
     def _wait_for_room(self) -> None:
         with self._room:
             self._room.wait_for(
                 lambda: not self._over_limit or self._stopping.is_set(), timeout=_ROOM_WAIT
             )
-            slow = [e for e in self._over_limit if not e.backpressure and not e.revoked]
-        if slow:  # workers are slow: stop fetching those partitions, keep polling for the group
-            for executor in slow:
-                executor.backpressure = True
-            self.client.pause([(e.topic, e.partition) for e in slow])
+            waiting = list(self._over_limit)
+        # Workers are slow: stop fetching those partitions, keep polling for the group.
+        slow = [executor for executor in waiting if executor.throttle()]
+        if slow:
+            self._client.pause([(e.topic, e.partition) for e in slow])
 
     def _run_commands(self) -> None:
         commands = self._commands
@@ -301,13 +398,13 @@ class Listener:
     # -- rebalances (called inside poll, on this thread) --------------------------------------
 
     def _on_assign(self, partitions: list[Partition]) -> None:
-        monitor = self.app.monitor
+        monitor = self.context.monitor
         if ev.REBALANCE_PARTITIONS_ASSIGNED in monitor.subscribed:
             monitor.instrument(
                 ev.REBALANCE_PARTITIONS_ASSIGNED, listener=self.name, partitions=partitions
             )
         if self._quiet.is_set() and partitions:
-            self.command(lambda: self.client.pause(partitions))
+            self._command(lambda: self._client.pause(partitions))
 
     def _on_revoke(self, partitions: list[Partition]) -> None:
         self._lose(partitions, commit=True)
@@ -316,9 +413,9 @@ class Listener:
         self._lose(partitions, commit=False)
 
     def _lose(self, partitions: list[Partition], commit: bool) -> None:
-        monitor = self.app.monitor
+        monitor = self.context.monitor
         if commit:
-            self.commit_marked(sync=True, only=set(partitions))  # what was processed until now
+            self._commit_marked(sync=True, only=set(partitions))  # what was processed until now
         lost = [
             self.executors.pop(partition) for partition in partitions if partition in self.executors
         ]
@@ -333,61 +430,41 @@ class Listener:
                 ev.REBALANCE_PARTITIONS_REVOKED, listener=self.name, partitions=partitions
             )
 
-    # -- jobs ---------------------------------------------------------------------------------
+    # -- offsets ------------------------------------------------------------------------------
 
-    def job_started(self) -> None:
-        with self._jobs:
-            self._running_jobs += 1
-
-    def job_finished(self) -> None:
-        with self._jobs:
-            self._running_jobs -= 1
-            if self._running_jobs == 0:
-                self._jobs.notify_all()
-
-    def wait_for_jobs(self, deadline: float) -> bool:
-        """Block until no job of this listener runs (or the monotonic ``deadline``)."""
-        with self._jobs:
-            return self._jobs.wait_for(
-                lambda: self._running_jobs == 0, timeout=max(0.0, deadline - time.monotonic())
-            )
-
-    def commit_marked(self, sync: bool, only: set[Partition] | None = None) -> bool:
+    def _commit_marked(self, sync: bool, only: set[Partition] | None = None) -> bool:
         """Commit the offsets marked since the last commit (listener thread only)."""
         self._next_commit = time.monotonic() + self._commit_interval
         offsets = []
         for key, executor in self.executors.items():
-            marked = executor.marked
-            if marked is None or executor.revoked or (only is not None and key not in only):
+            marked = executor.committable()
+            if marked is None or (only is not None and key not in only):
                 continue
             if self._committed.get(key) != marked:
                 offsets.append((key[0], key[1], marked))
         if not offsets:
             return True
-        done = self.client.commit(offsets, asynchronous=not sync)
+        done = self._client.commit(offsets, asynchronous=not sync)
         if done:
             for topic, partition, offset in offsets:
                 self._committed[(topic, partition)] = offset
         return done
 
-    def shut_down(self, deadline: float) -> bool:
-        """After the pool stopped: ``shutdown()`` hooks, a final commit, close. Returns whether
-        every job had finished in time."""
-        for executor in self.executors.values():
-            with executor.lock:
-                executor.stopped = True
-                executor.pending.clear()
-        finished = self.wait_for_jobs(deadline)
-        for executor in self.executors.values():
-            executor.run_shutdown()
-        self._run_commands()
-        self.commit_marked(sync=True)
-        self.client.close()
-        return finished
+    # -- errors -------------------------------------------------------------------------------
 
     def _on_error(self, error: KafkaError) -> None:
-        monitor = self.app.monitor
+        monitor = self.context.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
                 ev.ERROR_OCCURRED, type="connection.listener.error", listener=self.name, error=error
             )
+
+    def _on_fetch_error(self, error: KafkaError) -> None:
+        monitor = self.context.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="consumer.fetch.error", listener=self.name, error=error,
+                topic=getattr(error, "topic", None), partition=getattr(error, "partition", None),
+            )  # fmt: skip
+        else:
+            _log.error("%s: %s", self.name, error)

@@ -8,9 +8,10 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["WorkerPool", "run_hook"]
+__all__ = ["PoolUsage", "WorkerPool", "run_hook"]
 
 Job = Callable[[], None]
 
@@ -27,6 +28,23 @@ def run_hook(result: Any) -> Any:
     return result
 
 
+@dataclass(frozen=True)
+class PoolUsage:
+    """How busy the pool is: ``busy`` threads now, of ``size``; ``queued`` jobs waiting;
+    ``busy_seconds`` of work done since the pool started (difference two readings for the
+    utilization over an interval)."""
+
+    size: int
+    busy: int
+    queued: int
+    busy_seconds: float
+
+    @property
+    def utilization(self) -> float:
+        """The share of threads busy right now (0 to 1)."""
+        return self.busy / self.size if self.size else 0.0
+
+
 class WorkerPool:
     """Threads taking jobs from a queue; a job that raises is passed to ``on_crash``.
 
@@ -36,8 +54,15 @@ class WorkerPool:
     def __init__(self, size: int, name: str, on_crash: Callable[[BaseException], None]) -> None:
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._on_crash = on_crash
+        self.size = size
+        # Per worker: when its current job started (0.0 when idle) and its busy seconds so far.
+        # One slot per thread, each written only by its own thread: no lock on the job path.
+        self._busy_since = [0.0] * size
+        self._busy_total = [0.0] * size
         self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-worker-{index}", daemon=True)
+            threading.Thread(
+                target=self._work, args=(index,), name=f"{name}-worker-{index}", daemon=True
+            )
             for index in range(size)
         ]
         for thread in self._threads:
@@ -46,19 +71,38 @@ class WorkerPool:
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
 
-    def _work(self) -> None:
+    def _work(self, index: int) -> None:
         jobs = self._jobs
+        since = self._busy_since
+        total = self._busy_total
+        clock = time.perf_counter
         while True:
             job = jobs.get()
             if job is None:
                 break
+            since[index] = started = clock()
             try:
                 job()
             except BaseException as exc:  # a crash must surface, not kill the worker silently
                 self._on_crash(exc)
+            finally:
+                total[index] += clock() - started
+                since[index] = 0.0
         loop = getattr(_local, "loop", None)
         if loop is not None:
             loop.close()
+
+    def usage(self) -> PoolUsage:
+        """A reading of how busy the pool is (safe from any thread)."""
+        now = time.perf_counter()
+        starts = list(self._busy_since)
+        running = [now - start for start in starts if start]
+        return PoolUsage(
+            size=self.size,
+            busy=len(running),
+            queued=self._jobs.qsize(),
+            busy_seconds=sum(self._busy_total) + sum(running),
+        )
 
     def stop(self, timeout: float) -> bool:
         """Let queued jobs finish, then end the threads; return whether all ended in time."""

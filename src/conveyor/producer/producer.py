@@ -23,15 +23,12 @@ from conveyor.driver import (
     BatchDeliveryHandle,
     DeliveryHandle,
     DeliveryReport,
-    Poller,
-    create_producer,
 )
-from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
+from conveyor.driver.producers import PURGED, ProducerClient
 from conveyor.errors import (
     ConfigurationError,
     DeliveryError,
     InvalidMessageError,
-    KafkaError,
     ProducerClosedError,
     ProducerForkedError,
     QueueFullError,
@@ -61,11 +58,9 @@ from conveyor.serialization import Serializer
 __all__ = ["Producer", "Variant"]
 
 _OPEN, _CLOSED, _FORKED = "open", "closed", "forked"
-_PURGE_CODES = frozenset({ErrorCode._PURGE_QUEUE, ErrorCode._PURGE_INFLIGHT})
 # How long a thread waiting for room in a full queue sleeps at most between re-checks,
 # should a delivery report's signal have come just before it started waiting.
 _ROOM_RECHECK = 0.05
-_METADATA_TIMEOUT = 10.0
 
 _ACKNOWLEDGED = ev.MESSAGE_ACKNOWLEDGED
 _PRODUCED_ASYNC = ev.MESSAGE_PRODUCED_ASYNC
@@ -84,84 +79,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class _Client:
-    """One librdkafka producer and the poller thread that serves its callbacks."""
-
-    def __init__(self, producer: Producer, config: Mapping[str, Any], name: str) -> None:
-        statistics = producer._on_statistics if "statistics.interval.ms" in config else None
-        self.kafka = create_producer(config, on_error=self._on_error, on_statistics=statistics)
-        self.produce = self.kafka.produce
-        self.fatal: KafkaError | None = None
-        self._producer = weakref.ref(producer)
-        self.partition_counts: dict[str, int] = {}
-        self._fatal_lock = threading.Lock()
-        self.poller = Poller(
-            self.kafka,
-            name,
-            on_served=producer._wake_room_waiters,
-            on_crash=self._on_poll_raised,
-        )
-
-    def _on_error(self, error: Any) -> None:
-        producer = self._producer()
-        if producer is None:
-            return
-        failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
-        if failure.fatal:
-            self.mark_fatal(failure)
-            return
-        producer._report_error("librdkafka.error", failure)
-
-    def _on_poll_raised(self, exc: BaseException) -> None:
-        # confluent-kafka raises fatal errors out of poll() as well as reporting them.
-        error: Any = exc.args[0] if exc.args else None
-        if is_error(error) and error.fatal():
-            self._on_error(error)
-            return
-        producer = self._producer()
-        if producer is not None:
-            producer._on_callback_crash(exc)
-
-    def mark_fatal(self, failure: KafkaError) -> None:
-        """The client can no longer be used: report it once; the next produce rebuilds it."""
-        with self._fatal_lock:
-            if self.fatal is not None:
-                return
-            self.fatal = failure
-        producer = self._producer()
-        if producer is not None:
-            producer._report_error("producer.fatal", failure)
-
-    def partition_count(self, topic: str) -> int:
-        count = self.partition_counts.get(topic)
-        if count is None:
-            metadata = self.kafka.list_topics(topic, timeout=_METADATA_TIMEOUT).topics.get(topic)
-            if metadata is None or metadata.error is not None or not metadata.partitions:
-                raise InvalidMessageError(
-                    f"partition_key needs the partition count of {topic!r}, and the cluster does not "
-                    f"know that topic ({metadata.error if metadata is not None else 'no metadata'})",
-                    "partition_key",
-                )
-            count = self.partition_counts[topic] = len(metadata.partitions)
-        return count
-
-    def close(self, timeout: float) -> int:
-        """Flush, purge what is left (its handles fail), stop the poller; return how many were purged."""
-        remaining = int(self.kafka.flush(timeout)) if timeout > 0 else len(self.kafka)
-        if remaining:
-            self.kafka.purge(in_queue=True, in_flight=True, blocking=False)
-            self.kafka.flush(min(5.0, max(timeout, 1.0)))  # serves the purge reports
-        self.poller.stop()
-        return remaining
-
-
 class _Dispatcher:
     """The produce_* methods, shared by :class:`Producer` and its :class:`Variant` views."""
 
     _core: Producer
-    _client: _Client
+    _client: ProducerClient
 
-    def _active_client(self) -> _Client:
+    def _active_client(self) -> ProducerClient:
         raise NotImplementedError
 
     # -- public API ---------------------------------------------------------------------------
@@ -247,7 +171,7 @@ class _Dispatcher:
                 ),
             )
         except Exception as exc:
-            core._raise_refused(exc, client, topic)
+            raise client.refused(exc, topic) from exc
         if _PRODUCED_ASYNC in subscribed:
             core.monitor.instrument(
                 _PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
@@ -339,7 +263,7 @@ class _Dispatcher:
             exc.handle = batch  # type: ignore[attr-defined]
             if isinstance(exc, QueueFullError | InvalidMessageError):
                 raise
-            core._raise_refused(exc, client, topic)
+            raise client.refused(exc, topic) from exc
         if ev.MESSAGES_PRODUCED_ASYNC in core.monitor.subscribed:
             core.monitor.instrument(
                 ev.MESSAGES_PRODUCED_ASYNC, producer_id=core.id, count=len(prepared),
@@ -391,7 +315,7 @@ class _Dispatcher:
         return handle
 
     def _prepare_many(
-        self, messages: Iterable[Mapping[str, Any]], client: _Client
+        self, messages: Iterable[Mapping[str, Any]], client: ProducerClient
     ) -> list[tuple[Any, ...]]:
         """Check every message of a burst; the common shapes take a short path."""
         core = self._core
@@ -431,7 +355,7 @@ class _Dispatcher:
             append(self._prepare(message, client))
         return prepared
 
-    def _prepare(self, message: Mapping[str, Any], client: _Client) -> tuple[Any, ...]:
+    def _prepare(self, message: Mapping[str, Any], client: ProducerClient) -> tuple[Any, ...]:
         core = self._core
         if core.middleware:
             message = core._apply_middleware(message)
@@ -479,7 +403,7 @@ class _Dispatcher:
 
     def _dispatch(
         self,
-        client: _Client,
+        client: ProducerClient,
         topic: str,
         payload: Any,
         key: Any,
@@ -496,7 +420,7 @@ class _Dispatcher:
                 client, (topic, payload, key, partition, callback, None, timestamp, headers)
             )
         except Exception as exc:
-            self._core._raise_refused(exc, client, topic)
+            raise client.refused(exc, topic) from exc
 
 
 class Producer(_Dispatcher):
@@ -571,17 +495,17 @@ class Producer(_Dispatcher):
         self._closing = threading.Event()
         self._reloads = 0
         self._undelivered = 0
-        self._variants: dict[frozenset[tuple[str, Any]], _Client] = {}
+        self._variants: dict[frozenset[tuple[str, Any]], ProducerClient] = {}
         self.transactions = Transactions(self)
         self._plain_handle = DeliveryHandle.bound_to(self._observer)
         self._acknowledged_handle = AcknowledgedHandle.bound_to(self._observer)
         self._transactional = self.transactions.enabled
-        self._client = _Client(self, self.settings.kafka, f"conveyor-producer-{self.id}")
+        self._client = self._new_client(self.settings.kafka, f"conveyor-producer-{self.id}")
         _live_producers.add(self)
 
     # -- views --------------------------------------------------------------------------------
 
-    def _active_client(self) -> _Client:
+    def _active_client(self) -> ProducerClient:
         client = self._client
         if client.fatal is not None:
             client = self._reload(client)
@@ -622,8 +546,8 @@ class Producer(_Dispatcher):
         with self._lock:
             client = self._variants.get(key)
             if client is None:
-                client = _Client(
-                    self, config, f"conveyor-producer-{self.id}-variant-{len(self._variants) + 1}"
+                client = self._new_client(
+                    config, f"conveyor-producer-{self.id}-variant-{len(self._variants) + 1}"
                 )
                 self._variants[key] = client
         return Variant(self, client, overrides)
@@ -650,9 +574,7 @@ class Producer(_Dispatcher):
             self._raise_unusable()
         clients = [self._client, *self._variants.values()]
         deadline = time.monotonic() + timeout
-        return sum(
-            int(client.kafka.flush(max(0.0, deadline - time.monotonic()))) for client in clients
-        )
+        return sum(client.flush(max(0.0, deadline - time.monotonic())) for client in clients)
 
     def close(self, timeout: float = 30.0) -> int:
         """Flush for up to ``timeout`` seconds, fail what is still queued, and release the clients.
@@ -696,7 +618,7 @@ class Producer(_Dispatcher):
 
     def __len__(self) -> int:
         """Messages waiting in librdkafka's queues (not yet acknowledged)."""
-        return sum(len(client.kafka) for client in [self._client, *self._variants.values()])
+        return sum(len(client) for client in [self._client, *self._variants.values()])
 
     @property
     def closed(self) -> bool:
@@ -733,7 +655,7 @@ class Producer(_Dispatcher):
                 current = check_message(result)
         return current
 
-    def _produce_when_room(self, client: _Client, arguments: tuple[Any, ...]) -> None:
+    def _produce_when_room(self, client: ProducerClient, arguments: tuple[Any, ...]) -> None:
         """librdkafka's queue is full: wait for delivery reports to make room, then retry."""
         deadline = time.monotonic() + self.settings.queue_full_timeout
         while True:
@@ -743,7 +665,7 @@ class Producer(_Dispatcher):
                     self._raise_unusable()
                 raise QueueFullError(
                     f"librdkafka's local queue stayed full for {self.settings.queue_full_timeout} s "
-                    f"({len(client.kafka):,} messages waiting): the broker is slower than the "
+                    f"({len(client):,} messages waiting): the broker is slower than the "
                     "producer, or unreachable. Raise queue.buffering.max.messages / "
                     "queue.buffering.max.kbytes or queue_full_timeout, or produce less at once."
                 )
@@ -764,17 +686,7 @@ class Producer(_Dispatcher):
             with self._room:
                 self._room.notify_all()
 
-    def _raise_refused(self, exc: Exception, client: _Client, topic: str) -> None:
-        failure = to_conveyor_error(
-            exc, DeliveryError, context=f"librdkafka refused a message for {topic!r}: ", topic=topic
-        )
-        if failure.fatal:
-            client.mark_fatal(failure)
-        if failure.code == ErrorCode.MSG_SIZE_TOO_LARGE:
-            raise InvalidMessageError(str(failure), "payload") from exc
-        raise failure from exc
-
-    def _reload(self, failed: _Client) -> _Client:
+    def _reload(self, failed: ProducerClient) -> ProducerClient:
         """Replace a client that hit a fatal error (with back-off and a cap on attempts)."""
         with self._lock:
             if self._client is not failed:
@@ -791,7 +703,7 @@ class Producer(_Dispatcher):
             if self._closing.wait(backoff):
                 self._raise_unusable()
             failed.close(1.0)
-            self._client = _Client(self, self.settings.kafka, f"conveyor-producer-{self.id}")
+            self._client = self._new_client(self.settings.kafka, f"conveyor-producer-{self.id}")
             self.transactions.reset()
         if ev.PRODUCER_RELOADED in self.monitor.subscribed:
             self.monitor.instrument(
@@ -806,32 +718,38 @@ class Producer(_Dispatcher):
             handle._label = label
         return handle
 
-    def _observer(self, error: Any, message: Any, label: Any) -> None:
+    def _new_client(self, config: Mapping[str, Any], name: str) -> ProducerClient:
+        return ProducerClient(
+            config,
+            name,
+            on_error=lambda error: self._report_error("librdkafka.error", error),
+            on_fatal=lambda error: self._report_error("producer.fatal", error),
+            on_served=self._wake_room_waiters,
+            on_callback_error=self._on_callback_crash,
+            on_statistics=self._on_statistics,
+        )
+
+    def _observer(
+        self, topic: str, partition: int, offset: int, failure: DeliveryError | None, label: Any
+    ) -> None:
         subscribed = self.monitor.subscribed
-        if error is None:
+        if failure is None:
             if ev.MESSAGE_ACKNOWLEDGED in subscribed:
                 self.monitor.instrument(
-                    ev.MESSAGE_ACKNOWLEDGED, producer_id=self.id, topic=message.topic(),
-                    partition=message.partition(), offset=message.offset(), label=label,
+                    ev.MESSAGE_ACKNOWLEDGED, producer_id=self.id, topic=topic,
+                    partition=partition, offset=offset, label=label,
                 )  # fmt: skip
             return
-        failure = to_conveyor_error(
-            error, DeliveryError, context=f"delivery to {message.topic()!r} failed: "
-        )
-        if error.code() in _PURGE_CODES:
+        if failure.code in PURGED:
             if ev.MESSAGE_PURGED in subscribed:
                 self.monitor.instrument(
-                    ev.MESSAGE_PURGED,
-                    producer_id=self.id,
-                    topic=message.topic(),
-                    error=failure,
-                    label=label,
+                    ev.MESSAGE_PURGED, producer_id=self.id, topic=topic, error=failure, label=label
                 )
             return
         if ev.ERROR_OCCURRED in subscribed:
             self.monitor.instrument(
                 ev.ERROR_OCCURRED, type="producer.delivery.error", producer_id=self.id,
-                topic=message.topic(), partition=message.partition(), error=failure, label=label,
+                topic=topic, partition=partition, error=failure, label=label,
             )  # fmt: skip
 
     def _report_error(self, kind: str, error: BaseException) -> None:
@@ -851,12 +769,14 @@ class Producer(_Dispatcher):
 class Variant(_Dispatcher):
     """A view of a :class:`Producer` that sends with other per-topic settings (see :meth:`Producer.variant`)."""
 
-    def __init__(self, producer: Producer, client: _Client, settings: Mapping[str, Any]) -> None:
+    def __init__(
+        self, producer: Producer, client: ProducerClient, settings: Mapping[str, Any]
+    ) -> None:
         self._core = producer
         self._client = client
         self.settings = dict(settings)
 
-    def _active_client(self) -> _Client:
+    def _active_client(self) -> ProducerClient:
         if self._client.fatal is not None:
             raise self._client.fatal
         return self._client

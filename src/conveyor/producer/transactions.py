@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from conveyor.driver.errors import to_conveyor_error
-from conveyor.errors import ConveyorError, TransactionError
+from conveyor.errors import TransactionError
 from conveyor.instrumentation import events as ev
+from conveyor.messages import Message, Messages
 
 if TYPE_CHECKING:
+    from conveyor.driver.producers import ProducerClient
     from conveyor.producer.producer import Producer
+
+Offsets = Messages | Iterable[Message | tuple[str, int, int]]
+"""What ``send_offsets`` takes: a batch (its last offset is committed), consumed messages (each
+one's partition moves past it), or ``(topic, partition, next offset)`` triples."""
 
 __all__ = ["Transactions"]
 
@@ -63,52 +68,53 @@ class Transactions:
             self._owner = threading.get_ident()
             started = time.perf_counter()
             try:
-                kafka = self._begin()
+                client = self._begin()
                 try:
                     yield self
                 except BaseException as exc:
-                    self._abort(kafka, started, exc)
+                    self._abort(client, started, exc)
                     raise
-                self._commit(kafka, started)
+                self._commit(client, started)
             finally:
                 self._owner = None
         del producer
 
-    def send_offsets(self, offsets: Any, group_metadata: Any, timeout: float = _TIMEOUT) -> None:
-        """Commit consumer offsets as part of the current transaction (exactly-once pipelines)."""
+    def send_offsets(
+        self, offsets: Offsets, group_metadata: Any, timeout: float = _TIMEOUT
+    ) -> None:
+        """Commit consumer offsets as part of the current transaction (exactly-once pipelines).
+
+        ``offsets`` is a :class:`~conveyor.messages.Messages` batch, consumed
+        :class:`~conveyor.messages.Message` objects, or ``(topic, partition, next offset)``
+        triples; for messages the offset committed is the one after each partition's highest.
+        ``group_metadata`` is the consumer group's metadata (from the consumer's listener).
+
+        Raises:
+            TransactionError: no open transaction in this thread, or the broker refused.
+        """
         if not self.active():
             raise TransactionError("send_offsets needs an open transaction in this thread")
-        try:
-            self._producer._client.kafka.send_offsets_to_transaction(
-                offsets, group_metadata, timeout
-            )
-        except Exception as exc:
-            raise self._error(exc, "could not add the offsets to the transaction: ") from exc
+        self._producer._client.send_offsets(_next_offsets(offsets), group_metadata, timeout)
 
-    def _begin(self) -> Any:
+    def _begin(self) -> ProducerClient:
         producer = self._producer
         client = producer._active_client()
-        kafka = client.kafka
-        try:
-            if self._initialized_for is not kafka:
-                kafka.init_transactions(_TIMEOUT)
-                self._initialized_for = kafka
-            kafka.begin_transaction()
-        except Exception as exc:
-            raise self._error(exc, "could not begin a transaction: ") from exc
+        if self._initialized_for is not client:
+            client.init_transactions(_TIMEOUT)
+            self._initialized_for = client
+        client.begin_transaction()
         if ev.TRANSACTION_STARTED in producer.monitor.subscribed:
             producer.monitor.instrument(ev.TRANSACTION_STARTED, producer_id=producer.id)
-        return kafka
+        return client
 
-    def _commit(self, kafka: Any, started: float) -> None:
+    def _commit(self, client: ProducerClient, started: float) -> None:
         producer = self._producer
         try:
-            kafka.commit_transaction(_TIMEOUT)
-        except Exception as exc:
-            failure = self._error(exc, "could not commit the transaction: ")
+            client.commit_transaction(_TIMEOUT)
+        except TransactionError as failure:
             if failure.txn_requires_abort or not failure.fatal:
-                self._abort(kafka, started, failure)
-            raise failure from exc
+                self._abort(client, started, failure)
+            raise
         if ev.TRANSACTION_COMMITTED in producer.monitor.subscribed:
             producer.monitor.instrument(
                 ev.TRANSACTION_COMMITTED,
@@ -116,12 +122,11 @@ class Transactions:
                 duration=time.perf_counter() - started,
             )
 
-    def _abort(self, kafka: Any, started: float, cause: BaseException) -> None:
+    def _abort(self, client: ProducerClient, started: float, cause: BaseException) -> None:
         producer = self._producer
         try:
-            kafka.abort_transaction(_TIMEOUT)
-        except Exception as exc:
-            failure = self._error(exc, "could not abort the transaction: ")
+            client.abort_transaction(_TIMEOUT)
+        except TransactionError as failure:
             producer._report_error("transaction.abort.error", failure)
         if ev.TRANSACTION_ABORTED in producer.monitor.subscribed:
             producer.monitor.instrument(
@@ -129,12 +134,18 @@ class Transactions:
                 duration=time.perf_counter() - started, error=cause,
             )  # fmt: skip
 
-    def _error(self, exc: Exception, context: str) -> TransactionError:
-        if isinstance(exc, TransactionError):
-            return exc
-        if isinstance(exc, ConveyorError):
-            return TransactionError(f"{context}{exc}")
-        failure = to_conveyor_error(exc, TransactionError, context=context)
-        if failure.fatal:  # fenced, or the coordinator gave up on us: rebuild before the next use
-            self._producer._client.mark_fatal(failure)
-        return failure
+
+def _next_offsets(offsets: Offsets) -> list[tuple[str, int, int]]:
+    """``(topic, partition, next offset)`` per partition: one past the highest offset given."""
+    highest: dict[tuple[str, int], int] = {}
+    if isinstance(offsets, Messages):
+        offsets = [offsets.last] if len(offsets) else []
+    for item in offsets:
+        if isinstance(item, Message):
+            key, next_offset = (item.topic, item.partition), item.offset + 1
+        else:
+            topic, partition, next_offset = item
+            key = (topic, partition)
+        if next_offset > highest.get(key, -1):
+            highest[key] = next_offset
+    return [(topic, partition, offset) for (topic, partition), offset in highest.items()]

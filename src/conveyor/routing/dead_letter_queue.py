@@ -1,21 +1,19 @@
-"""Dead letter queues: what to do with a message that keeps failing, and how it is moved.
+"""The ``dead_letter_queue`` route option: its settings and their validation.
 
-After ``max_retries`` failed retries (or when a ``strategy`` says so) the first message not
-yet marked is dispatched to the DLQ topic with the original payload, key and headers plus
-``original_*`` headers, marked, and processing goes on from the next message. With
-``"topic": False`` it is skipped instead (with a warning and an event).
+What happens with them when ``consume()`` raises (retries, back-off, dispatch or skip,
+marking) is :mod:`conveyor.processing.strategies`; the dead letter copy of a message is
+built by :func:`conveyor.messages.dead_letter_message`.
 """
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from conveyor.errors import ConfigurationError
 
-__all__ = ["DeadLetterQueue", "dlq_message", "parse_dead_letter_queue", "source_headers"]
+__all__ = ["ACTIONS", "DeadLetterQueue", "Strategy", "parse_dead_letter_queue"]
 
 Strategy = Callable[[BaseException, int], str]
 """``(error, attempt) -> "retry" | "dispatch" | "skip"``."""
@@ -31,7 +29,8 @@ _KEYS = frozenset(
         "strategy",
     }
 )
-_ACTIONS = frozenset({"retry", "dispatch", "skip"})
+ACTIONS = frozenset({"retry", "dispatch", "skip"})
+"""What a strategy may answer."""
 
 
 @dataclass(frozen=True)
@@ -46,22 +45,6 @@ class DeadLetterQueue:
     marking_method: str = "mark_as_consumed"
     transactional: bool = False
     strategy: Strategy | None = None
-
-    def decide(self, error: BaseException, failures: int) -> str:
-        """What to do after ``failures`` failed attempts: retry, dispatch or skip."""
-        if self.strategy is not None:
-            action = self.strategy(error, failures)
-            if action not in _ACTIONS:
-                raise ConfigurationError(
-                    f"the dead letter queue strategy returned {action!r}; expected retry, dispatch or skip",
-                    "strategy",
-                )
-            if action == "dispatch" and self.topic is None:
-                return "skip"
-            return action
-        if failures <= self.max_retries:
-            return "retry"
-        return "dispatch" if self.topic is not None else "skip"
 
 
 def parse_dead_letter_queue(topic: str, value: Any) -> DeadLetterQueue | None:
@@ -123,38 +106,3 @@ def parse_dead_letter_queue(topic: str, value: Any) -> DeadLetterQueue | None:
         transactional=value.get("transactional", False),
         strategy=strategy,
     )
-
-
-def dlq_message(
-    raw: Any, dlq_topic: str, group: str, attempts: int, error: BaseException | None
-) -> dict[str, Any]:
-    """The DLQ copy of ``raw``: payload, key and headers kept, ``original_*`` headers added."""
-    kind, timestamp = raw.timestamp()
-    headers: list[tuple[str, Any]] = list(raw.headers() or [])
-    key = raw.key()
-    headers += [
-        ("original_topic", raw.topic()),
-        ("original_partition", str(raw.partition())),
-        ("original_offset", str(raw.offset())),
-        ("original_key", key if key is not None else b""),
-        ("original_timestamp", str(timestamp if kind else "")),
-        ("original_consumer_group", group),
-        ("original_attempts", str(attempts)),
-        ("original_error_class", type(error).__qualname__ if error is not None else ""),
-        ("original_error_message", str(error) if error is not None else ""),
-        (
-            "original_error_backtrace",
-            "".join(traceback.format_exception(error))[-8000:] if error is not None else "",
-        ),
-    ]
-    return {"topic": dlq_topic, "payload": raw.value(), "key": key, "headers": headers}
-
-
-def source_headers(raw: Any, group: str) -> list[tuple[str, str]]:
-    """The headers a piped message carries about where it came from."""
-    return [
-        ("source_topic", raw.topic()),
-        ("source_partition", str(raw.partition())),
-        ("source_offset", str(raw.offset())),
-        ("source_consumer_group", group),
-    ]

@@ -1,0 +1,191 @@
+"""The librdkafka producer, behind a facade that speaks Conveyor's types.
+
+:class:`ProducerClient` owns one librdkafka producer and the poller thread that serves its
+callbacks, and every call the producer part makes of it: produce, flush, purge, metadata,
+the transaction calls. Errors leave it as Conveyor's exceptions. ``produce`` is librdkafka's
+own bound method, called with positional arguments: it is the hot path, and a wrapper
+around it measured as a throughput loss.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from conveyor.driver.clients import create_producer
+from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
+from conveyor.driver.poller import Poller
+from conveyor.errors import DeliveryError, InvalidMessageError, KafkaError, TransactionError
+
+__all__ = ["PURGED", "ProducerClient"]
+
+PURGED = frozenset({int(ErrorCode._PURGE_QUEUE), int(ErrorCode._PURGE_INFLIGHT)})
+"""Error codes of messages purged before delivery (an abort, a close)."""
+
+_METADATA_TIMEOUT = 10.0
+
+
+class ProducerClient:
+    """One librdkafka producer and its poller thread.
+
+    Args:
+        config: librdkafka settings.
+        name: the poller thread's name.
+        on_error: non-fatal client errors (fatal ones mark the client, see :attr:`fatal`).
+        on_fatal: called once when the client hits a fatal error.
+        on_served: called after each poll that served callbacks (wakes room waiters).
+        on_callback_error: an exception raised by a callback Conveyor or the user set.
+        on_statistics: librdkafka's statistics JSON (with ``statistics.interval.ms``).
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        name: str,
+        *,
+        on_error: Callable[[KafkaError], None],
+        on_fatal: Callable[[KafkaError], None],
+        on_served: Callable[[], None] | None = None,
+        on_callback_error: Callable[[BaseException], None] | None = None,
+        on_statistics: Callable[[str], None] | None = None,
+    ) -> None:
+        self._on_error = on_error
+        self._on_fatal = on_fatal
+        self._on_callback_error = on_callback_error
+        self._kafka = create_producer(
+            config,
+            on_error=self._error,
+            on_statistics=on_statistics if "statistics.interval.ms" in config else None,
+        )
+        self.produce: Callable[..., None] = self._kafka.produce
+        """librdkafka's produce: ``(topic, value, key, partition, on_delivery, None, timestamp,
+        headers)``, positional (keyword arguments cost confluent-kafka a dict per call). Raises
+        ``BufferError`` when the local queue is full; see :meth:`refused` for other errors."""
+        self.fatal: KafkaError | None = None
+        self._fatal_lock = threading.Lock()
+        self._partition_counts: dict[str, int] = {}
+        self.poller = Poller(self._kafka, name, on_served=on_served, on_crash=self._callback_raised)
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def _error(self, error: Any) -> None:
+        failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
+        if failure.fatal:
+            self.mark_fatal(failure)
+            return
+        self._on_error(failure)
+
+    def _callback_raised(self, exc: BaseException) -> None:
+        # confluent-kafka raises fatal errors out of poll() as well as reporting them.
+        error: Any = exc.args[0] if exc.args else None
+        if is_error(error) and error.fatal():
+            self._error(error)
+            return
+        if self._on_callback_error is not None:
+            self._on_callback_error(exc)
+
+    def mark_fatal(self, failure: KafkaError) -> None:
+        """The client can no longer be used: remember why and report it, once."""
+        with self._fatal_lock:
+            if self.fatal is not None:
+                return
+            self.fatal = failure
+        self._on_fatal(failure)
+
+    def refused(self, exc: Exception, topic: str) -> Exception:
+        """The exception to raise for ``exc``, which ``produce`` raised for a message to
+        ``topic``: :class:`InvalidMessageError` for a message too large, else a
+        :class:`DeliveryError` with librdkafka's code and name (a fatal one marks the client)."""
+        failure = to_conveyor_error(
+            exc, DeliveryError, context=f"librdkafka refused a message for {topic!r}: ", topic=topic
+        )
+        if failure.fatal:
+            self.mark_fatal(failure)
+        if failure.code == ErrorCode.MSG_SIZE_TOO_LARGE:
+            return InvalidMessageError(str(failure), "payload")
+        return failure
+
+    # -- metadata and queue -------------------------------------------------------------------
+
+    def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has (asked once, then remembered).
+
+        Raises:
+            InvalidMessageError: the cluster does not know the topic.
+        """
+        count = self._partition_counts.get(topic)
+        if count is None:
+            metadata = self._kafka.list_topics(topic, timeout=_METADATA_TIMEOUT).topics.get(topic)
+            if metadata is None or metadata.error is not None or not metadata.partitions:
+                raise InvalidMessageError(
+                    f"partition_key needs the partition count of {topic!r}, and the cluster does not "
+                    f"know that topic ({metadata.error if metadata is not None else 'no metadata'})",
+                    "partition_key",
+                )
+            count = self._partition_counts[topic] = len(metadata.partitions)
+        return count
+
+    def __len__(self) -> int:
+        """Messages in librdkafka's queues, not yet acknowledged."""
+        return len(self._kafka)
+
+    def flush(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for the queue to empty; return how many are left."""
+        return int(self._kafka.flush(timeout))
+
+    def close(self, timeout: float) -> int:
+        """Flush, purge what is left (its handles fail), stop the poller; return how many were purged."""
+        remaining = self.flush(timeout) if timeout > 0 else len(self._kafka)
+        if remaining:
+            self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
+            self._kafka.flush(min(5.0, max(timeout, 1.0)))  # serves the purge reports
+        self.poller.stop()
+        return remaining
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def init_transactions(self, timeout: float) -> None:
+        self._transactional(
+            "could not initialize transactions: ", self._kafka.init_transactions, timeout
+        )
+
+    def begin_transaction(self) -> None:
+        self._transactional("could not begin a transaction: ", self._kafka.begin_transaction)
+
+    def commit_transaction(self, timeout: float) -> None:
+        self._transactional(
+            "could not commit the transaction: ", self._kafka.commit_transaction, timeout
+        )
+
+    def abort_transaction(self, timeout: float) -> None:
+        self._transactional(
+            "could not abort the transaction: ", self._kafka.abort_transaction, timeout
+        )
+
+    def send_offsets(
+        self, offsets: Iterable[tuple[str, int, int]], group_metadata: Any, timeout: float
+    ) -> None:
+        """Add consumer offsets ``(topic, partition, next offset)`` to the open transaction;
+        ``group_metadata`` comes from the consumer's client."""
+        partitions = [
+            TopicPartition(topic, partition, offset) for topic, partition, offset in offsets
+        ]
+        self._transactional(
+            "could not add the offsets to the transaction: ",
+            self._kafka.send_offsets_to_transaction,
+            partitions,
+            group_metadata,
+            timeout,
+        )
+
+    def _transactional(self, context: str, call: Callable[..., Any], *args: Any) -> None:
+        try:
+            call(*args)
+        except Exception as exc:
+            failure = to_conveyor_error(exc, TransactionError, context=context)
+            if failure.fatal:  # fenced, or the coordinator gave up on us: rebuild before reuse
+                self.mark_fatal(failure)
+            raise failure from exc

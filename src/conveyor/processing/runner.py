@@ -1,0 +1,161 @@
+"""``Runner``: runs an app's routes: one listener per subscription group, one worker pool,
+one scheduler for timed resumes, and one orderly stop.
+
+The app builds it with a :class:`~conveyor.processing.context.ProcessingContext` and the
+routes to consume; the runner never sees the App. A crashed listener or worker reports
+through the context's one ``on_crash``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from conveyor.processing.listener import Listener
+from conveyor.processing.snapshot import JobState, ListenerState, PartitionState, PoolState
+from conveyor.processing.timers import Timers
+from conveyor.processing.workers import WorkerPool
+
+if TYPE_CHECKING:
+    from conveyor.processing.context import ProcessingContext
+    from conveyor.routing.topic import Topic
+
+__all__ = ["Runner"]
+
+
+class Runner:
+    """The processing engine of one app process (Karafka's runner + connection manager)."""
+
+    def __init__(self, context: ProcessingContext, routes: list[Topic]) -> None:
+        self.context = context
+        settings = context.settings
+        self._timers = Timers(settings.client_id)
+        self.pool = WorkerPool(
+            settings.concurrency,
+            settings.client_id,
+            lambda error: context.on_crash(error, "a worker"),
+        )
+        self.listeners: list[Listener] = []
+        try:
+            for name, group, members in _subscription_groups(routes):
+                self.listeners.append(
+                    Listener(context, name, group, members, self.pool.submit, self._timers)
+                )
+        except BaseException:  # a listener refused its settings: leave nothing running
+            for listener in self.listeners:
+                listener.close()
+            self.pool.stop(1.0)
+            raise
+
+    def start(self) -> None:
+        """Start every listener (each subscribes or assigns, then polls on its own thread)."""
+        for listener in self.listeners:
+            listener.start()
+
+    def quiet(self) -> None:
+        """Finish running batches, take no new ones, stay in the groups."""
+        for listener in self.listeners:
+            listener.quiet()
+
+    def stop_polling(self) -> None:
+        """Ask every listener to stop after its current poll (returns at once)."""
+        for listener in self.listeners:
+            listener.stop()
+
+    def shut_down(self, deadline: float) -> bool:
+        """Stop polling, let running batches finish (until the monotonic ``deadline``), run the
+        ``shutdown()`` hooks, commit and close. Returns whether everything finished in time."""
+        self.stop_polling()
+        for listener in self.listeners:
+            listener.join(max(0.0, deadline - time.monotonic()))
+        clean = True
+        for listener in self.listeners:
+            clean = listener.shut_down(deadline) and clean
+        clean = self.pool.stop(max(0.1, deadline - time.monotonic())) and clean
+        self._timers.stop()
+        return clean
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def listener_states(self) -> list[ListenerState]:
+        return [
+            ListenerState(
+                name=listener.name,
+                consumer_group=listener.group_id,
+                topics=tuple(listener.routes),
+                state=listener.state,
+                last_poll_at=listener.last_poll,
+                partitions=len(listener.executors),
+            )
+            for listener in self.listeners
+        ]
+
+    def partition_states(self) -> tuple[list[PartitionState], list[JobState]]:
+        partitions: list[PartitionState] = []
+        jobs: list[JobState] = []
+        for listener in self.listeners:
+            committed = listener.committed()
+            for (topic, partition), executor in sorted(listener.executors.copy().items()):
+                consumer = executor.consumer
+                marked = executor.marked
+                high = executor.high_watermark
+                done = marked if marked is not None else committed.get((topic, partition))
+                if done is None:
+                    done = executor.first_fetched
+                partitions.append(
+                    PartitionState(
+                        listener=listener.name,
+                        consumer_group=listener.group_id,
+                        topic=topic,
+                        partition=partition,
+                        consumer=type(consumer).__name__ if consumer is not None else None,
+                        committed=committed.get((topic, partition)),
+                        marked=marked,
+                        high_watermark=high,
+                        lag=max(0, high - done) if high is not None and done is not None else None,
+                        pending=len(executor.pending),
+                        paused=executor.held or executor.backpressure,
+                        retrying=executor.attempt > 0,
+                        attempt=executor.attempt,
+                    )
+                )
+                running = executor.running
+                if running is not None:
+                    jobs.append(
+                        JobState(
+                            listener=listener.name,
+                            topic=topic,
+                            partition=partition,
+                            first_offset=running.first_offset,
+                            last_offset=running.last_offset,
+                            count=running.count,
+                            started_at=running.started_at,
+                        )
+                    )
+        return partitions, jobs
+
+    def pool_state(self) -> PoolState:
+        usage = self.pool.usage()
+        return PoolState(
+            size=usage.size,
+            busy=usage.busy,
+            queued=usage.queued,
+            busy_seconds=usage.busy_seconds,
+            utilization=usage.utilization,
+        )
+
+
+def _subscription_groups(routes: list[Topic]) -> list[tuple[str, str, list[Topic]]]:
+    """One listener per (consumer group, subscription group, assignment kind, initial offset):
+    its name, its group id and its routes."""
+    groups: dict[tuple[str, str, bool, str], list[Topic]] = {}
+    for route in routes:
+        key = (route.consumer_group, route.subscription_group, route.direct, route.initial_offset)
+        groups.setdefault(key, []).append(route)
+    named = []
+    for (group, subscription, direct, initial), members in groups.items():
+        name = subscription if not direct else f"{subscription}-assigned"
+        if initial != "earliest":
+            name = f"{name}-{initial}"
+        named.append((name, group, members))
+    return named

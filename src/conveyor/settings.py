@@ -1,0 +1,91 @@
+"""The app's settings: defaults (Karafka's where it has one) and the checks that name a bad one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from conveyor.errors import ConfigurationError
+from conveyor.validation import check_count, check_seconds
+
+__all__ = ["AppSettings", "build_app_settings"]
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    """The app's validated settings (Karafka's defaults where it has them)."""
+
+    client_id: str
+    kafka: Mapping[str, Any]
+    concurrency: int = 5
+    max_messages: int = 100
+    max_wait_time: float = 1.0
+    shutdown_timeout: float = 60.0
+    pause_timeout: float = 1.0
+    pause_max_timeout: float = 30.0
+    pause_with_exponential_backoff: bool = True
+
+
+def build_app_settings(
+    client_id: Any,
+    kafka: Any,
+    *,
+    concurrency: Any = 5,
+    max_messages: Any = 100,
+    max_wait_time: Any = 1.0,
+    shutdown_timeout: Any = 60.0,
+    pause_timeout: Any = 1.0,
+    pause_max_timeout: Any = 30.0,
+    pause_with_exponential_backoff: Any = True,
+    unknown: Mapping[str, Any] | None = None,
+) -> AppSettings:
+    """Check every setting and return them frozen.
+
+    Raises:
+        ConfigurationError: an unknown setting, a wrong type or an impossible value (named).
+    """
+    if unknown:
+        name = sorted(unknown)[0]
+        hint = " (librdkafka settings go in kafka={...})" if "." in name or "_" not in name else ""
+        raise ConfigurationError(f"App got an unknown setting {name!r}{hint}", name)
+    if not isinstance(client_id, str) or not client_id:
+        raise ConfigurationError(
+            f"client_id must be a non-empty string, got {client_id!r}", "client_id"
+        )
+    if kafka is None or not isinstance(kafka, Mapping):
+        raise ConfigurationError(
+            'kafka must be a dict of librdkafka settings with "bootstrap.servers"', "kafka"
+        )
+    if not kafka.get("bootstrap.servers"):
+        raise ConfigurationError('kafka["bootstrap.servers"] is required', "bootstrap.servers")
+    check_count("concurrency", concurrency)
+    check_count("max_messages", max_messages)
+    for name, value in (
+        ("max_wait_time", max_wait_time),
+        ("shutdown_timeout", shutdown_timeout),
+        ("pause_timeout", pause_timeout),
+        ("pause_max_timeout", pause_max_timeout),
+    ):
+        check_seconds(name, value)
+    if pause_max_timeout < pause_timeout:
+        raise ConfigurationError(
+            f"pause_max_timeout ({pause_max_timeout}) must not be below pause_timeout ({pause_timeout})",
+            "pause_max_timeout",
+        )
+    if not isinstance(pause_with_exponential_backoff, bool):
+        raise ConfigurationError(
+            "pause_with_exponential_backoff must be True or False",
+            "pause_with_exponential_backoff",
+        )
+    return AppSettings(
+        client_id=client_id,
+        kafka=dict(kafka),
+        concurrency=concurrency,
+        max_messages=max_messages,
+        max_wait_time=float(max_wait_time),
+        shutdown_timeout=float(shutdown_timeout),
+        pause_timeout=float(pause_timeout),
+        pause_max_timeout=float(pause_max_timeout),
+        pause_with_exponential_backoff=pause_with_exponential_backoff,
+    )

@@ -1,0 +1,60 @@
+"""The worker pool runs jobs on its threads, reports crashes, and tells how busy it is."""
+
+from __future__ import annotations
+
+import threading
+
+from conveyor.processing.workers import WorkerPool, run_hook
+
+
+def test_jobs_run_in_parallel_on_the_pool() -> None:
+    """Two jobs that wait for each other can only finish on two threads at once."""
+    pool = WorkerPool(2, "unit", lambda error: None)
+    barrier = threading.Barrier(2, timeout=5)
+    finished: list[int] = []
+    try:
+        for n in range(2):
+            pool.submit(lambda n=n: (barrier.wait(), finished.append(n)))
+        assert pool.stop(5)
+    finally:
+        pool.stop(1)
+    assert sorted(finished) == [0, 1]
+
+
+def test_a_crashing_job_is_reported_and_the_worker_goes_on() -> None:
+    crashes: list[BaseException] = []
+    pool = WorkerPool(1, "unit", crashes.append)
+    after = threading.Event()
+    pool.submit(lambda: 1 / 0)  # type: ignore[func-returns-value]
+    pool.submit(after.set)
+    assert after.wait(5)
+    assert pool.stop(5)
+    assert [type(error) for error in crashes] == [ZeroDivisionError]
+
+
+def test_usage_counts_busy_workers_and_busy_time() -> None:
+    pool = WorkerPool(3, "unit", lambda error: None)
+    started = threading.Barrier(3, timeout=5)
+    release = threading.Event()
+    try:
+        for _ in range(2):
+            pool.submit(lambda: (started.wait(), release.wait(5)))
+        started.wait()
+        usage = pool.usage()
+        assert (usage.size, usage.busy) == (3, 2)
+        assert abs(usage.utilization - 2 / 3) < 1e-9
+        release.set()
+    finally:
+        release.set()
+        assert pool.stop(5)
+    idle = pool.usage()
+    assert idle.busy == 0
+    assert idle.busy_seconds > 0
+
+
+def test_async_hooks_run_on_the_workers_own_loop() -> None:
+    async def answer() -> int:
+        return 42
+
+    assert run_hook(answer()) == 42
+    assert run_hook(7) == 7

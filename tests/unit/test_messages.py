@@ -1,0 +1,83 @@
+"""Consumed messages decode lazily; dead letter and piped copies say where they came from."""
+
+from __future__ import annotations
+
+from conveyor.messages import (
+    Deserializers,
+    Message,
+    Messages,
+    dead_letter_message,
+    piped_message,
+)
+from unit.processing.fakes import FakeRaw
+
+
+def raw(offset: int = 3, **fields: object) -> FakeRaw:
+    values = {"value": b'{"n":1}', "key": b"k", "headers": [("trace", b"t")], **fields}
+    return FakeRaw(offset, partition=1, **values)  # type: ignore[arg-type]
+
+
+def test_payloads_decode_on_first_access_only() -> None:
+    calls: list[bytes] = []
+
+    def decode(value: bytes) -> str:
+        calls.append(value)
+        return value.decode()
+
+    message = Message(raw(), Deserializers(payload=decode))
+    assert not message.deserialized
+    assert message.payload == '{"n":1}'
+    assert message.payload == '{"n":1}'
+    assert calls == [b'{"n":1}']
+    assert message.key == "k"
+    assert message.headers == {"trace": b"t"}
+
+
+def test_a_tombstone_stays_none() -> None:
+    message = Message(raw(value=None), Deserializers())
+    assert message.tombstone
+    assert message.payload is None
+
+
+def test_messages_are_one_partitions_batch() -> None:
+    batch = Messages([raw(1), raw(2), raw(3)], Deserializers(), "orders", 1, consumer_lag=4)
+    assert len(batch) == 3
+    assert (batch.first.offset, batch.last.offset) == (1, 3)
+    assert [m.offset for m in batch[1:]] == [2, 3]
+    assert batch.payloads == [{"n": 1}] * 3
+    assert batch.consumer_lag == 4
+
+
+def test_dead_letter_copy() -> None:
+    error = ValueError("bad json")
+    copy = dead_letter_message(Message(raw(), Deserializers()), "dlq", "billing", 2, error)
+    headers = dict(copy["headers"])
+    assert (copy["topic"], copy["payload"], copy["key"]) == ("dlq", b'{"n":1}', b"k")
+    assert headers["trace"] == b"t"
+    assert headers["original_topic"] == "orders"
+    assert headers["original_partition"] == "1"
+    assert headers["original_offset"] == "3"
+    assert headers["original_timestamp"] == "1700000000000"
+    assert headers["original_consumer_group"] == "billing"
+    assert headers["original_attempts"] == "2"
+    assert headers["original_error_class"] == "ValueError"
+    assert "ValueError: bad json" in headers["original_error_backtrace"]
+
+
+def test_dead_letter_copy_without_an_error() -> None:
+    copy = dead_letter_message(Message(raw(key=None), Deserializers()), "dlq", "g", 0, None)
+    headers = dict(copy["headers"])
+    assert headers["original_key"] == b""
+    assert headers["original_error_class"] == ""
+
+
+def test_piped_copy() -> None:
+    copy = piped_message(Message(raw(), Deserializers()), "out", "billing")
+    assert (copy["topic"], copy["payload"], copy["key"]) == ("out", b'{"n":1}', b"k")
+    assert copy["headers"] == [
+        ("trace", b"t"),
+        ("source_topic", "orders"),
+        ("source_partition", "1"),
+        ("source_offset", "3"),
+        ("source_consumer_group", "billing"),
+    ]
