@@ -20,7 +20,7 @@ from conveyor.processing import ProcessingContext, Runner
 from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
-from conveyor.settings import AppSettings, build_app_settings
+from conveyor.settings import AppSettings, build_app_settings, producer_settings
 
 __all__ = ["App", "AppSettings"]
 
@@ -104,9 +104,7 @@ class App:
     def admin(self) -> Admin:
         """An :class:`~conveyor.admin.Admin` over the app's kafka settings (created on first use)."""
         if self._admin is None:
-            self._admin = Admin(
-                {k: v for k, v in self.settings.kafka.items() if not _consumer_only(k)}
-            )
+            self._admin = Admin(producer_settings(self.settings.kafka))
         return self._admin
 
     @property
@@ -116,9 +114,7 @@ class App:
         if producer is None:
             with self._producer_lock:
                 if self._producer is None:
-                    settings = {
-                        k: v for k, v in self.settings.kafka.items() if not _consumer_only(k)
-                    }
+                    settings = producer_settings(self.settings.kafka)
                     settings.setdefault("client.id", f"{self.settings.client_id}-producer")
                     self._producer = Producer(settings, monitor=self.monitor)
                 producer = self._producer
@@ -134,7 +130,7 @@ class App:
         """A transactional producer for transactional dead letter queues (created on first use)."""
         with self._producer_lock:
             if self._transactional_producer is None:
-                settings = {k: v for k, v in self.settings.kafka.items() if not _consumer_only(k)}
+                settings = producer_settings(self.settings.kafka)
                 settings["transactional.id"] = f"{self.settings.client_id}-conveyor-{os.getpid()}"
                 settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
                 self._transactional_producer = Producer(settings, monitor=self.monitor)
@@ -307,24 +303,3 @@ class App:
         if ev.ERROR_OCCURRED in self.monitor.subscribed:
             self.monitor.instrument(ev.ERROR_OCCURRED, type="app.crash", error=error, where=where)
         self.stop()
-
-
-_CONSUMER_ONLY_PREFIXES = (
-    "group.",
-    "auto.offset.reset",
-    "enable.auto.",
-    "auto.commit.",
-    "session.timeout",
-    "heartbeat.",
-    "max.poll.",
-    "partition.assignment",
-    "fetch.",
-    "isolation.level",
-    "enable.partition.eof",
-    "queued.",
-    "check.crcs",
-)
-
-
-def _consumer_only(name: str) -> bool:
-    return name.startswith(_CONSUMER_ONLY_PREFIXES)

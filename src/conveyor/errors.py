@@ -9,6 +9,7 @@
     │   │   └── BatchDeliveryError     some messages of a produce_many_* call were not delivered
     │   └── TransactionError           a transaction could not begin, commit or abort
     ├── InvalidMessageError            a message is malformed; raised before librdkafka sees it
+    ├── DeserializationError           a consumed payload, key or headers could not be decoded
     ├── WaitTimeoutError               a wait reached its deadline (the work may still finish)
     ├── QueueFullError                 the local queue stayed full past ``queue_full_timeout``
     ├── ProducerClosedError            the producer was closed
@@ -38,6 +39,7 @@ __all__ = [
     "ConfigurationError",
     "ConveyorError",
     "DeliveryError",
+    "DeserializationError",
     "InvalidMessageError",
     "KafkaError",
     "ProducerClosedError",
@@ -125,6 +127,18 @@ class InvalidMessageError(ConveyorError, ValueError):
     def __init__(self, message: str, field: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class DeserializationError(ConveyorError, ValueError):
+    """A consumed message's ``payload``, ``key`` or ``headers`` (``part``) could not be decoded
+    by the topic's deserializer; ``topic``, ``partition`` and ``offset`` say which message."""
+
+    def __init__(self, message: str, *, part: str, topic: str, partition: int, offset: int) -> None:
+        super().__init__(message)
+        self.part = part
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
 
 
 class WaitTimeoutError(ConveyorError, TimeoutError):

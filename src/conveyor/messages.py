@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from conveyor.errors import DeserializationError
 from conveyor.serialization import json_loads
 
 __all__ = ["Deserializers", "Message", "Messages", "dead_letter_message", "piped_message"]
@@ -93,10 +94,20 @@ class Message:
 
     @property
     def payload(self) -> Any:
-        """The payload, deserialized on first access (a tombstone stays ``None``)."""
+        """The payload, deserialized on first access (a tombstone stays ``None``).
+
+        Raises:
+            DeserializationError: the topic's payload deserializer failed (names the message).
+        """
         if self._payload is _UNSET:
             raw = self._raw.value()
-            self._payload = None if raw is None else self._deserializers.payload(raw)
+            if raw is None:
+                self._payload = None
+            else:
+                try:
+                    self._payload = self._deserializers.payload(raw)
+                except Exception as exc:
+                    raise self._undecodable("payload", self._deserializers.payload, exc) from exc
         return self._payload
 
     @property
@@ -105,16 +116,42 @@ class Message:
 
     @property
     def key(self) -> Any:
+        """The key, deserialized on first access (UTF-8 text by default)."""
         if self._key is _UNSET:
             raw = self._raw.key()
-            self._key = None if raw is None else self._deserializers.key(raw)
+            if raw is None:
+                self._key = None
+            else:
+                try:
+                    self._key = self._deserializers.key(raw)
+                except Exception as exc:
+                    raise self._undecodable("key", self._deserializers.key, exc) from exc
         return self._key
 
     @property
     def headers(self) -> Any:
+        """The headers, deserialized on first access (a dict of name to bytes by default)."""
         if self._headers is _UNSET:
-            self._headers = self._deserializers.headers(list(self._raw.headers() or []))
+            try:
+                self._headers = self._deserializers.headers(list(self._raw.headers() or []))
+            except Exception as exc:
+                raise self._undecodable("headers", self._deserializers.headers, exc) from exc
         return self._headers
+
+    def _undecodable(
+        self, part: str, deserializer: Callable[..., Any], error: Exception
+    ) -> DeserializationError:
+        raw = self._raw
+        topic, partition, offset = raw.topic(), raw.partition(), raw.offset()
+        name = getattr(deserializer, "__qualname__", None) or type(deserializer).__name__
+        return DeserializationError(
+            f"cannot decode the {part} of {topic}/{partition}@{offset} with {name}: "
+            f"{type(error).__name__}: {error}",
+            part=part,
+            topic=topic,
+            partition=partition,
+            offset=offset,
+        )
 
     @property
     def tombstone(self) -> bool:

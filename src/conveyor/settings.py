@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from conveyor.driver.clients import check_settings
 from conveyor.errors import ConfigurationError
 from conveyor.validation import check_count, check_seconds
 
-__all__ = ["AppSettings", "build_app_settings"]
+__all__ = ["AppSettings", "build_app_settings", "consumer_only", "producer_settings"]
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,14 @@ def build_app_settings(
             "pause_with_exponential_backoff must be True or False",
             "pause_with_exponential_backoff",
         )
+    kafka = dict(kafka)
+    # librdkafka checks the settings now, as each client will see them, so that a misspelled
+    # name or a bad value fails here and not in a listener thread at start.
+    check_settings({**kafka, "enable.auto.commit": False}, "consumer")
+    check_settings(producer_settings(kafka), "producer")
     return AppSettings(
         client_id=client_id,
-        kafka=dict(kafka),
+        kafka=kafka,
         concurrency=concurrency,
         max_messages=max_messages,
         max_wait_time=float(max_wait_time),
@@ -89,3 +95,30 @@ def build_app_settings(
         pause_max_timeout=float(pause_max_timeout),
         pause_with_exponential_backoff=pause_with_exponential_backoff,
     )
+
+
+_CONSUMER_ONLY_PREFIXES = (
+    "group.",
+    "auto.offset.reset",
+    "enable.auto.",
+    "auto.commit.",
+    "session.timeout",
+    "heartbeat.",
+    "max.poll.",
+    "partition.assignment",
+    "fetch.",
+    "isolation.level",
+    "enable.partition.eof",
+    "queued.",
+    "check.crcs",
+)
+
+
+def consumer_only(name: str) -> bool:
+    """Whether librdkafka setting ``name`` means something to consumers only."""
+    return name.startswith(_CONSUMER_ONLY_PREFIXES)
+
+
+def producer_settings(kafka: Mapping[str, Any]) -> dict[str, Any]:
+    """The app's kafka settings as a producer (or an admin client) takes them."""
+    return {key: value for key, value in kafka.items() if not consumer_only(key)}

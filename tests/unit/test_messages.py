@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from conveyor.errors import DeserializationError
 from conveyor.messages import (
     Deserializers,
     Message,
@@ -81,3 +84,23 @@ def test_piped_copy() -> None:
         ("source_offset", "3"),
         ("source_consumer_group", "billing"),
     ]
+
+
+def test_a_payload_that_cannot_be_decoded_names_the_message() -> None:
+    message = Message(raw(7, value=b"{not json"), Deserializers())
+    with pytest.raises(DeserializationError) as raised:
+        message.payload  # noqa: B018
+    error = raised.value
+    assert (error.part, error.topic, error.partition, error.offset) == ("payload", "orders", 1, 7)
+    assert "orders/1@7" in str(error)
+    assert "json_loads" in str(error)
+    assert isinstance(error, ValueError), "still a ValueError for code that catches those"
+
+
+def test_a_key_that_cannot_be_decoded_names_the_message() -> None:
+    def strict(raw: bytes) -> str:
+        return raw.decode("ascii")
+
+    message = Message(raw(8, key=b"\xff"), Deserializers(key=strict))
+    with pytest.raises(DeserializationError, match=r"key of orders/1@8 with .*strict"):
+        message.key  # noqa: B018

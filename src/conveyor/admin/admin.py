@@ -102,12 +102,14 @@ class GroupInfo:
 
 @dataclass(frozen=True)
 class Lag:
-    """How far a group is behind on one partition: ``high_watermark - committed``."""
+    """How far a group is behind on one partition: ``high_watermark - committed``; for a
+    partition the group never committed (``committed is None``), everything from the start
+    offset it would use (the low watermark for ``earliest``, the end for ``latest``)."""
 
     group: str
     topic: str
     partition: int
-    committed: int
+    committed: int | None
     high_watermark: int
     lag: int
 
@@ -247,17 +249,37 @@ class Admin:
         )
         return GroupInfo(group["name"], group["state"], members)
 
-    def read_lags(self, consumer_groups: list[str] | None = None) -> list[Lag]:
-        """Committed offset, high watermark and lag per group, topic and partition (sorted)."""
+    def read_lags(
+        self, consumer_groups: list[str] | None = None, start: str = "earliest"
+    ) -> list[Lag]:
+        """Committed offset, high watermark and lag per group, topic and partition (sorted).
+
+        Every partition of the group's topics is listed (the topics it committed offsets for
+        and those its members are assigned), also partitions the group never committed: there
+        the lag counts from ``start``, the offset the group would begin at (``"earliest"``: the
+        low watermark, ``"latest"``: the end), so a partition stuck on its first message shows.
+        """
+        if start not in ("earliest", "latest"):
+            raise ConfigurationError(
+                f"start must be 'earliest' or 'latest', got {start!r}", "start"
+            )
         lags = []
         for group in (
             consumer_groups if consumer_groups is not None else self.list_consumer_groups()
         ):
-            for (topic, partition), committed in sorted(
-                self._connection.group_offsets(group, self.timeout).items()
-            ):
-                high = self.read_watermark_offsets(topic, partition)[1]
-                lags.append(Lag(group, topic, partition, committed, high, max(0, high - committed)))
+            committed = self._connection.group_offsets(group, self.timeout)
+            topics = {topic for topic, _ in committed}
+            for member in self.describe_consumer_group(group).members:
+                topics.update(topic for topic, _ in member.assignment)
+            for topic in sorted(topics):
+                for info in self.topic_info(topic).partitions:
+                    partition = info.partition
+                    low, high = self.read_watermark_offsets(topic, partition)
+                    offset = committed.get((topic, partition))
+                    begin = offset if offset is not None else (low if start == "earliest" else high)
+                    lags.append(
+                        Lag(group, topic, partition, offset, high, max(0, high - max(begin, low)))
+                    )
         return lags
 
     def seek_consumer_group(

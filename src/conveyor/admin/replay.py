@@ -60,7 +60,7 @@ def replay_dead_letters(
         # The last offset replayed before, per partition (-1: none yet).
         committed = {p: -1 for p in partitions}
         for lag in admin.read_lags([group]):
-            if lag.topic == dlq_topic:
+            if lag.topic == dlq_topic and lag.committed is not None:
                 committed[lag.partition] = lag.committed - 1
         total = sum(ends.values())
         deadline = time.monotonic() + timeout

@@ -14,6 +14,7 @@ from conveyor.admin import Change, align, migrate, plan
 from conveyor.app import App
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, key_value_table, table
+from conveyor.errors import ConveyorError
 
 __all__ = ["cluster", "configs", "groups", "topics"]
 
@@ -253,6 +254,10 @@ def groups_list(app_spec: str | None, as_json: bool) -> None:
 def groups_describe(app_spec: str | None, as_json: bool, name: str) -> None:
     """A group's members and their partitions."""
     group = _app(app_spec).admin.describe_consumer_group(name)
+    if group.state == "DEAD" and not group.members:
+        raise ConveyorError(
+            f"there is no consumer group {name!r} (`conveyor groups list` lists them)"
+        )
     rows = [
         (m.client_id, m.host, ", ".join(f"{t}/{p}" for t, p in m.assignment)) for m in group.members
     ]
@@ -270,7 +275,8 @@ def groups_lags(app_spec: str | None, as_json: bool, names: tuple[str, ...]) -> 
     lags = _app(app_spec).admin.read_lags(list(names) or None)
     _emit(as_json, [lag.__dict__ for lag in lags],
           lambda: console.print(table("Lags", ["group", "topic", "partition", "committed", "high", "lag"], [
-              (lag.group, lag.topic, str(lag.partition), str(lag.committed), str(lag.high_watermark), str(lag.lag))
+              (lag.group, lag.topic, str(lag.partition), "-" if lag.committed is None else str(lag.committed),
+               str(lag.high_watermark), str(lag.lag))
               for lag in lags])))  # fmt: skip
 
 

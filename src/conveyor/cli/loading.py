@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 
 from conveyor.app import App
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, ConveyorError
 
 __all__ = ["load_app"]
 
@@ -32,12 +33,32 @@ def load_app(spec: str | None) -> App:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
+    except ConveyorError:
+        raise  # already says what is wrong (a bad setting of the App, say)
     except ImportError as exc:
         raise ConfigurationError(
             f"could not import {module_name!r} for --app {spec}: {exc}", "app"
+        ) from exc
+    except Exception as exc:  # a SyntaxError, or anything the module raises as it runs
+        raise ConfigurationError(
+            f"could not import {module_name!r} for --app {spec}: {type(exc).__name__}: {exc}"
+            f"{_where(exc)}",
+            "app",
         ) from exc
     app = getattr(module, attribute, None)
     if not isinstance(app, App):
         found = "nothing" if app is None else type(app).__name__
         raise ConfigurationError(f"{spec} is {found}, not a conveyor.App", "app")
     return app
+
+
+def _where(exc: BaseException) -> str:
+    """`` (at file:line)`` of the innermost frame that raised ``exc`` (a SyntaxError says its
+    own place in its message)."""
+    if isinstance(exc, SyntaxError):
+        return ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {last.filename}:{last.lineno})"

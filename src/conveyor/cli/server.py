@@ -141,7 +141,8 @@ def info(app_spec: str | None) -> None:
             route.consumer_class.__name__ if route.consumer_class else "-",
             "yes" if route.active else "no",
             ",".join(map(str, route.assign)) if route.assign else "subscribe",
-            str(route.max_messages or app.settings.max_messages), route.initial_offset,
+            str(route.max_messages or app.settings.max_messages),
+            route.initial_offset or str(app.settings.kafka.get("auto.offset.reset", "earliest")),
         )
         for route in app.routes
     ]  # fmt: skip

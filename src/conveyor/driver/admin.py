@@ -18,7 +18,7 @@ from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, Config
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
-from conveyor.driver.clients import LIBRDKAFKA_LOGGER
+from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.errors import configuration_error
 from conveyor.driver.handles import FutureHandle
 
@@ -32,7 +32,7 @@ class AdminConnection:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._config = dict(config)
-        settings = {**self._config, "logger": self._config.get("logger", LIBRDKAFKA_LOGGER)}
+        settings = {**self._config, "logger": self._config.get("logger", LIBRDKAFKA_LOG)}
         try:
             self._admin = AdminClient(settings)
         except (confluent_kafka.KafkaException, ValueError, TypeError) as exc:
@@ -103,7 +103,7 @@ class AdminConnection:
                     **{k: v for k, v in self._config.items() if not k.startswith("group.")},
                     "group.id": f"conveyor-admin-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
-                    "logger": LIBRDKAFKA_LOGGER,
+                    "logger": LIBRDKAFKA_LOG,
                 }
             )
         low, high = self._consumer.get_watermark_offsets(
@@ -231,7 +231,7 @@ class AdminConnection:
                 "group.id": f"conveyor-reader-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
-                "logger": LIBRDKAFKA_LOGGER,
+                "logger": LIBRDKAFKA_LOG,
             }
         )
         try:

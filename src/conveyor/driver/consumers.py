@@ -12,7 +12,8 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import KafkaException, TopicPartition
 
-from conveyor.driver.clients import LIBRDKAFKA_LOGGER
+from conveyor.driver.clients import LIBRDKAFKA_LOG
+from conveyor.driver.connection import ConnectionNews, ConnectionWatch
 from conveyor.driver.errors import ErrorCode, configuration_error, to_conveyor_error
 from conveyor.errors import KafkaError
 
@@ -48,19 +49,45 @@ class ConsumerClient:
         config: Mapping[str, Any],
         on_error: Callable[[KafkaError], None] | None = None,
         on_fetch_error: Callable[[KafkaError], None] | None = None,
+        on_connection: Callable[[ConnectionNews], None] | None = None,
     ) -> None:
         self._on_fetch_error = on_fetch_error
+        self._on_error = on_error
+        self._watch = (
+            ConnectionWatch(str(config.get("client.id", "consumer")), on_connection)
+            if on_connection is not None
+            else None
+        )
         settings = dict(config)
-        settings.setdefault("logger", LIBRDKAFKA_LOGGER)
-        if on_error is not None:
-            settings["error_cb"] = lambda error: on_error(
-                to_conveyor_error(error, KafkaError, context="librdkafka: ")
-            )
+        settings.setdefault("logger", LIBRDKAFKA_LOG)
+        if on_error is not None or on_connection is not None:
+            settings["error_cb"] = self._error
         try:
             self._consumer = confluent_kafka.Consumer(settings)
         except (KafkaException, ValueError, TypeError) as exc:
             raise configuration_error(exc, "consumer", config) from exc
         self._consume = self._consumer.consume
+
+    def _error(self, error: Any) -> None:
+        failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
+        if self._watch is not None and self._watch.error(failure):
+            return  # a lost connection is told once by the watch, not per reconnect
+        if self._on_error is not None:
+            self._on_error(failure)
+
+    def _connection_check(self, answered: bool) -> None:
+        """While the connection is down: a fetched message says it is back; without one, a
+        metadata request every few seconds asks."""
+        watch = self._watch
+        assert watch is not None
+        if answered:
+            watch.alive()
+        elif watch.probe_due():
+            try:
+                self._consumer.list_topics(timeout=1.0)
+            except KafkaException:
+                return
+            watch.alive()
 
     def subscribe(
         self,
@@ -93,6 +120,9 @@ class ConsumerClient:
         """
         consume = self._consume
         batch = consume(1, timeout)
+        watch = self._watch
+        if watch is not None and watch.down_since is not None:
+            self._connection_check(bool(batch) and batch[0].error() is None)
         if not batch:
             return batch
         while len(batch) < limit:

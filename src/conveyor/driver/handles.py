@@ -167,12 +167,19 @@ class DeliveryHandle:
 
     _notify: DeliveryObserver | None = None
     """Hears of failures (see :data:`DeliveryObserver`); producers set it on a subclass."""
+    _explain: Callable[[DeliveryError], DeliveryError] | None = None
+    """Makes a timed-out delivery's error say more (e.g. that the topic does not exist)."""
 
     @classmethod
-    def bound_to(cls, notify: DeliveryObserver | None) -> type[DeliveryHandle]:
+    def bound_to(
+        cls,
+        notify: DeliveryObserver | None,
+        explain: Callable[[DeliveryError], DeliveryError] | None = None,
+    ) -> type[DeliveryHandle]:
         """A subclass whose handles report failures (and, for acknowledgements, every delivery)
         to ``notify``."""
-        return type(cls.__name__, (cls,), {"__slots__": (), "_notify": notify})
+        namespace = {"__slots__": (), "_notify": notify, "_explain": explain}
+        return type(cls.__name__, (cls,), namespace)
 
     @property
     def label(self) -> Any:
@@ -252,7 +259,10 @@ class DeliveryHandle:
 
     def _failure(self) -> DeliveryError:
         topic, partition = self._fields[0], self._fields[1]
-        return _delivery_error(self._error, topic, partition, self.label)
+        failure = _delivery_error(self._error, topic, partition, self.label)
+        if failure.name == "_MSG_TIMED_OUT" and self._explain is not None:
+            failure = self._explain(failure)
+        return failure
 
     def __repr__(self) -> str:
         state = (
@@ -287,6 +297,7 @@ class BatchDeliveryHandle(_Waitable):
         "_counter",
         "_errors",
         "_every",
+        "_explain",
         "_notify",
         "_reports",
         "count",
@@ -301,9 +312,11 @@ class BatchDeliveryHandle(_Waitable):
         *,
         every: bool = False,
         keep_reports: bool = False,
+        explain: Callable[[DeliveryError], DeliveryError] | None = None,
     ) -> None:
         self._state = _PENDING
         self._waiter = None
+        self._explain = explain
         self.count = count
         self.keep_reports = keep_reports
         self._counter = itertools.count(1)  # next() is atomic: callbacks may run on two threads
@@ -387,6 +400,8 @@ class BatchDeliveryHandle(_Waitable):
                 _delivery_error(error, message.topic(), message.partition(), label)
                 for error, message, label in self._errors
             ]
+            if self._explain is not None:
+                failures = [self._explain(f) if f.name == "_MSG_TIMED_OUT" else f for f in failures]
             raise BatchDeliveryError(
                 f"{len(failures)} of {self.count} messages were not delivered; the first: {failures[0]}",
                 failures,

@@ -26,6 +26,7 @@ class Poller:
     ``on_served`` is called after every poll that served at least one event (the
     producer uses it to wake threads that wait for room in a full queue).
     ``on_crash`` receives an exception raised out of a callback; the thread goes on.
+    ``on_idle`` is called after every poll that served nothing (keep it cheap).
     """
 
     def __init__(
@@ -34,10 +35,12 @@ class Poller:
         name: str,
         on_served: Callable[[], None] | None = None,
         on_crash: Callable[[BaseException], None] | None = None,
+        on_idle: Callable[[], None] | None = None,
     ) -> None:
         self._client = client
         self._on_served = on_served
         self._on_crash = on_crash
+        self._on_idle = on_idle
         self._running = True
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -45,6 +48,7 @@ class Poller:
     def _run(self) -> None:
         poll = self._client.poll
         on_served = self._on_served
+        on_idle = self._on_idle
         while self._running:
             try:
                 served = poll(_POLL_SLICE)
@@ -54,8 +58,11 @@ class Poller:
                 else:
                     _log.exception("a librdkafka callback raised")
                 continue
-            if served and on_served is not None:
-                on_served()
+            if served:
+                if on_served is not None:
+                    on_served()
+            elif on_idle is not None:
+                on_idle()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the thread after its current poll; safe to call twice or from the thread itself."""

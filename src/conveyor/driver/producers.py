@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from conveyor.driver.clients import create_producer
+from conveyor.driver.connection import ConnectionNews, ConnectionWatch
 from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
 from conveyor.driver.poller import Poller
 from conveyor.errors import DeliveryError, InvalidMessageError, KafkaError, TransactionError
@@ -39,6 +40,8 @@ class ProducerClient:
         on_served: called after each poll that served callbacks (wakes room waiters).
         on_callback_error: an exception raised by a callback Conveyor or the user set.
         on_statistics: librdkafka's statistics JSON (with ``statistics.interval.ms``).
+        on_connection: the connection was lost, is still lost, or is back (told once, not per
+            failed reconnect; lost-connection errors do not reach ``on_error``).
     """
 
     def __init__(
@@ -51,8 +54,14 @@ class ProducerClient:
         on_served: Callable[[], None] | None = None,
         on_callback_error: Callable[[BaseException], None] | None = None,
         on_statistics: Callable[[str], None] | None = None,
+        on_connection: Callable[[ConnectionNews], None] | None = None,
     ) -> None:
         self._on_error = on_error
+        self._watch = (
+            ConnectionWatch(str(config.get("client.id", name)), on_connection)
+            if on_connection is not None
+            else None
+        )
         self._on_fatal = on_fatal
         self._on_callback_error = on_callback_error
         self._kafka = create_producer(
@@ -76,7 +85,20 @@ class ProducerClient:
         if failure.fatal:
             self.mark_fatal(failure)
             return
+        if self._watch is not None and self._watch.error(failure):
+            return  # a lost connection is told once by the watch, not per reconnect
         self._on_error(failure)
+
+    def _check_connection(self) -> None:
+        """On the poller's thread, between polls: while down, ask for metadata now and then."""
+        watch = self._watch
+        if watch is None or not watch.probe_due():
+            return
+        try:
+            self._kafka.list_topics(timeout=1.0)
+        except Exception:
+            return
+        watch.alive()
 
     def _callback_raised(self, exc: BaseException) -> None:
         # confluent-kafka raises fatal errors out of poll() as well as reporting them.
@@ -127,6 +149,25 @@ class ProducerClient:
                 )
             count = self._partition_counts[topic] = len(metadata.partitions)
         return count
+
+    def explain_timeout(self, failure: DeliveryError) -> DeliveryError:
+        """A delivery that timed out may have gone to a topic that does not exist (librdkafka
+        says so only after ``topic.metadata.propagation.max.ms``, 30 s): ask the cluster and
+        say it in the error."""
+        topic = failure.topic
+        if topic is None:
+            return failure
+        try:
+            metadata = self._kafka.list_topics(topic, timeout=2.0).topics.get(topic)
+        except Exception:  # the cluster does not answer either: the message says so already
+            return failure
+        if metadata is not None and metadata.error is None:
+            return failure
+        failure.args = (
+            f"{failure.args[0]} The topic {topic!r} does not exist: create it first (or check "
+            "its name).",
+        )
+        return failure
 
     def __len__(self) -> int:
         """Messages in librdkafka's queues, not yet acknowledged."""

@@ -12,6 +12,8 @@ __all__ = [
     "APP_STOPPED",
     "APP_STOPPING",
     "CONNECTION_LISTENER_FETCH_LOOP",
+    "CONNECTION_LOST",
+    "CONNECTION_RESTORED",
     "CONSUMER_CONSUME",
     "CONSUMER_CONSUMED",
     "CONSUMER_EOFED",
@@ -67,6 +69,13 @@ ERROR_OCCURRED = "error.occurred"
 """Something failed: ``type`` (e.g. ``librdkafka.error``, ``producer.delivery.error``,
 ``monitor.listener.error``), ``error`` (the exception), and the context of the failure."""
 
+CONNECTION_LOST = "connection.lost"
+"""A client cannot reach the brokers: ``client``, ``error``, ``reminder`` (False for the first
+word of an outage, True for the reminders every 30 s while it lasts), ``down_for`` (s),
+``errors`` (failed attempts so far)."""
+CONNECTION_RESTORED = "connection.restored"
+"""A client that had lost its connection reached the brokers again: ``client``, ``down_for``
+(s), ``errors``."""
 CONNECTION_LISTENER_FETCH_LOOP = "connection.listener.fetch_loop"
 """A listener is about to poll: ``listener``."""
 MESSAGES_POLLED = "messages.polled"

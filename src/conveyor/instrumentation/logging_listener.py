@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from conveyor.instrumentation import events
+from conveyor.instrumentation.background_log import BACKGROUND_LOG
 from conveyor.instrumentation.monitor import Event, Monitor
 
 __all__ = ["LoggingListener"]
 
 
 class LoggingListener:
-    """Logs errors at ERROR, transactions, reloads and closes at INFO, deliveries at DEBUG.
+    """Logs errors at ERROR, transactions, reloads and closes at INFO, deliveries at DEBUG;
+    a lost connection once at WARNING (a reminder every 30 s while it lasts) and its return
+    at INFO.
 
     ``LoggingListener().attach(monitor)`` subscribes it; deliveries are logged only when
-    the logger is enabled for DEBUG at attach time (so it costs nothing otherwise).
+    the logger is enabled for DEBUG at attach time (so it costs nothing otherwise). Lines
+    are written by a background thread: the thread that emitted the event (a listener in
+    the middle of a poll, say) never waits for a slow handler.
     """
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger or logging.getLogger("conveyor")
 
+    def _log(self, level: int, message: str, *args: Any, exc_info: Any = None) -> None:
+        BACKGROUND_LOG.log(self.logger, level, message, *args, exc_info=exc_info)
+
     def attach(self, monitor: Monitor) -> None:
         monitor.subscribe(events.ERROR_OCCURRED, self.on_error)
+        monitor.subscribe(events.CONNECTION_LOST, self.on_connection_lost)
+        monitor.subscribe(events.CONNECTION_RESTORED, self.on_connection_restored)
         for name in (events.TRANSACTION_ABORTED, events.PRODUCER_RELOADED, events.PRODUCER_CLOSED):
             monitor.subscribe(name, self.on_info)
         if self.logger.isEnabledFor(logging.DEBUG):
@@ -35,7 +46,8 @@ class LoggingListener:
         context = {
             key: value for key, value in event.items() if key not in ("error", "type", "time")
         }
-        self.logger.error(
+        self._log(
+            logging.ERROR,
             "%s: %s%s",
             event.get("type", "error"),
             error,
@@ -43,14 +55,37 @@ class LoggingListener:
             exc_info=error if isinstance(error, BaseException) and error.__traceback__ else None,
         )
 
+    def on_connection_lost(self, event: Event) -> None:
+        if event["reminder"]:
+            self._log(
+                logging.WARNING,
+                "%s: still no connection to Kafka after %.0f s (%s failed attempts): %s",
+                event["client"], event["down_for"], event["errors"], event["error"],
+            )  # fmt: skip
+        else:
+            self._log(
+                logging.WARNING,
+                "%s: lost the connection to Kafka: %s",
+                event["client"],
+                event["error"],
+            )
+
+    def on_connection_restored(self, event: Event) -> None:
+        self._log(
+            logging.INFO,
+            "%s: the connection to Kafka is back after %.1f s (%s failed attempts)",
+            event["client"], event["down_for"], event["errors"],
+        )  # fmt: skip
+
     def on_info(self, event: Event) -> None:
         details = " ".join(f"{key}={value}" for key, value in event.items() if key != "time")
-        self.logger.info("%s %s", event.name, details)
+        self._log(logging.INFO, "%s %s", event.name, details)
 
     def on_consumed(self, event: Event) -> None:
         """One concise line per batch: topic/partition, count, offsets, milliseconds."""
         if self.logger.isEnabledFor(logging.INFO):
-            self.logger.info(
+            self._log(
+                logging.INFO,
                 "consumed %s/%s: %s messages (%s-%s) in %.1f ms",
                 event["topic"], event["partition"], event["count"], event["first_offset"],
                 event["last_offset"], event["duration"] * 1000,
@@ -60,9 +95,13 @@ class LoggingListener:
         if self.logger.isEnabledFor(logging.INFO) and event["partitions"]:
             parts = ", ".join(f"{topic}/{partition}" for topic, partition in event["partitions"])
             verb = "assigned" if event.name == events.REBALANCE_PARTITIONS_ASSIGNED else "revoked"
-            self.logger.info("%s %s: %s", event["listener"], verb, parts)
+            self._log(logging.INFO, "%s %s: %s", event["listener"], verb, parts)
 
     def on_acknowledged(self, event: Event) -> None:
-        self.logger.debug(
-            "acknowledged %s/%s@%s", event["topic"], event["partition"], event["offset"]
+        self._log(
+            logging.DEBUG,
+            "acknowledged %s/%s@%s",
+            event["topic"],
+            event["partition"],
+            event["offset"],
         )

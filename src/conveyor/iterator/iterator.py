@@ -13,6 +13,7 @@ from conveyor.driver.consumers import OFFSET_BEGINNING, OFFSET_END, ConsumerClie
 from conveyor.errors import ConfigurationError, KafkaError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
+from conveyor.instrumentation.connection import connection_reporter
 from conveyor.messages import Deserializers, Message
 
 __all__ = ["Iterator"]
@@ -79,7 +80,8 @@ class Iterator:
         # librdkafka wants a group id even for assign(); no group is joined and nothing is committed.
         self._client = ConsumerClient({**settings, "group.id": f"conveyor-iterator-{uuid.uuid4().hex}",
                                        "enable.auto.commit": False, "enable.auto.offset.store": False},
-                                      on_fetch_error=self._on_fetch_error)  # fmt: skip
+                                      on_fetch_error=self._on_fetch_error,
+                                      on_connection=connection_reporter(monitor))  # fmt: skip
         self._client.assign(self._positions(topics))
 
     def _positions(

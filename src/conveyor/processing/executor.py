@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.instrumentation import events as ev
+from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, Messages
 from conveyor.processing.workers import run_hook
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["ListenerActions", "PartitionExecutor", "RunningBatch"]
 
 _log = logging.getLogger("conveyor.processing")
+_gave_up = RateLimitedLog(_log)  # a run of poison messages is one line per interval
 
 
 class ListenerActions(Protocol):
@@ -352,7 +354,8 @@ class PartitionExecutor:
                 duration=time.perf_counter() - started,
             )  # fmt: skip
         if verdict.action != "retry" and retry:
-            _log.error(
+            _gave_up.log(
+                logging.ERROR, f"{self.topic}/{self.partition}",
                 "%s/%s: consume raised at offset %s (attempt %s); %s: %r", self.topic, self.partition,
                 retry[0].offset(), verdict.attempt,
                 "moving it to the dead letter queue" if verdict.action == "dispatch" else "skipping it",

@@ -25,6 +25,7 @@ from conveyor.consumer import Consumer
 from conveyor.driver.consumers import OFFSET_STORED, ConsumerClient, Partition
 from conveyor.errors import KafkaError
 from conveyor.instrumentation import events as ev
+from conveyor.instrumentation.connection import connection_reporter
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.strategies import Backoff, FailurePolicy
 
@@ -91,11 +92,20 @@ class Listener:
             # Offsets are committed by the listener: what workers marked, every interval, at
             # revocation and at shutdown; librdkafka never commits on its own.
             "enable.auto.commit": False,
-            "auto.offset.reset": routes[0].initial_offset,
         }
+        # The route's initial_offset wins; without one the app's own auto.offset.reset holds
+        # (librdkafka's name, honoured), and Conveyor's default is to read from the start.
+        initial = routes[0].initial_offset
+        if initial is not None:
+            config["auto.offset.reset"] = initial
+        else:
+            config.setdefault("auto.offset.reset", "earliest")
         config.pop("transactional.id", None)
         self._client = ConsumerClient(
-            config, on_error=self._on_error, on_fetch_error=self._on_fetch_error
+            config,
+            on_error=self._on_error,
+            on_fetch_error=self._on_fetch_error,
+            on_connection=connection_reporter(context.monitor),
         )
         self.executors: dict[Partition, PartitionExecutor] = {}
         self._retiring: dict[Partition, PartitionExecutor] = {}

@@ -37,7 +37,8 @@ class Runner:
         )
         self.listeners: list[Listener] = []
         try:
-            for name, group, members in _subscription_groups(routes):
+            default_initial = str(settings.kafka.get("auto.offset.reset", "earliest"))
+            for name, group, members in _subscription_groups(routes, default_initial):
                 self.listeners.append(
                     Listener(context, name, group, members, self.pool.submit, self._timers)
                 )
@@ -145,17 +146,21 @@ class Runner:
         )
 
 
-def _subscription_groups(routes: list[Topic]) -> list[tuple[str, str, list[Topic]]]:
+def _subscription_groups(
+    routes: list[Topic], default_initial: str
+) -> list[tuple[str, str, list[Topic]]]:
     """One listener per (consumer group, subscription group, assignment kind, initial offset):
-    its name, its group id and its routes."""
+    its name, its group id and its routes. A route without ``initial_offset`` starts where the
+    app's ``auto.offset.reset`` says (``default_initial``)."""
     groups: dict[tuple[str, str, bool, str], list[Topic]] = {}
     for route in routes:
-        key = (route.consumer_group, route.subscription_group, route.direct, route.initial_offset)
+        initial = route.initial_offset or default_initial
+        key = (route.consumer_group, route.subscription_group, route.direct, initial)
         groups.setdefault(key, []).append(route)
     named = []
     for (group, subscription, direct, initial), members in groups.items():
         name = subscription if not direct else f"{subscription}-assigned"
-        if initial != "earliest":
+        if initial != default_initial:
             name = f"{name}-{initial}"
         named.append((name, group, members))
     return named

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
+from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, dead_letter_message
 from conveyor.routing.dead_letter_queue import ACTIONS, DeadLetterQueue
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["Backoff", "FailurePolicy", "PartitionActions", "Verdict"]
 
 _log = logging.getLogger("conveyor.processing")
+_per_message = RateLimitedLog(_log)  # a run of poison messages is one line per interval
 
 RETRY, DISPATCH, SKIP = "retry", "dispatch", "skip"
 
@@ -165,7 +167,8 @@ class FailurePolicy:
             self.dispatch(message, error, attempts, dlq.topic, partition)
             return
         offset = message.offset
-        _log.warning(
+        _per_message.warning(
+            f"skip:{self.topic}/{message.partition}",
             "%s/%s: skipping offset %s after %s attempt(s)",
             self.topic,
             message.partition,

@@ -35,6 +35,7 @@ from conveyor.errors import (
 )
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
+from conveyor.instrumentation.connection import connection_reporter
 from conveyor.producer.messages import (
     MESSAGE_FIELDS,
     check_message,
@@ -244,6 +245,7 @@ class _Dispatcher:
             core._observer,
             every=ev.MESSAGE_ACKNOWLEDGED in core.monitor.subscribed,
             keep_reports=reports,
+            explain=core._explain,
         )
         shared = batch.on_delivery
         produce = client.produce
@@ -497,8 +499,8 @@ class Producer(_Dispatcher):
         self._undelivered = 0
         self._variants: dict[frozenset[tuple[str, Any]], ProducerClient] = {}
         self.transactions = Transactions(self)
-        self._plain_handle = DeliveryHandle.bound_to(self._observer)
-        self._acknowledged_handle = AcknowledgedHandle.bound_to(self._observer)
+        self._plain_handle = DeliveryHandle.bound_to(self._observer, self._explain)
+        self._acknowledged_handle = AcknowledgedHandle.bound_to(self._observer, self._explain)
         self._transactional = self.transactions.enabled
         self._client = self._new_client(self.settings.kafka, f"conveyor-producer-{self.id}")
         _live_producers.add(self)
@@ -727,7 +729,11 @@ class Producer(_Dispatcher):
             on_served=self._wake_room_waiters,
             on_callback_error=self._on_callback_crash,
             on_statistics=self._on_statistics,
+            on_connection=connection_reporter(self.monitor),
         )
+
+    def _explain(self, failure: DeliveryError) -> DeliveryError:
+        return self._client.explain_timeout(failure)
 
     def _observer(
         self, topic: str, partition: int, offset: int, failure: DeliveryError | None, label: Any

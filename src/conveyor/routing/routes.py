@@ -95,7 +95,7 @@ class Routes:
                 name, "max_messages", options.get("max_messages"), allow_none=True
             ),
             max_wait_time=_positive_float(name, "max_wait_time", options.get("max_wait_time")),
-            initial_offset=_initial_offset(name, options.get("initial_offset", "earliest")),
+            initial_offset=_initial_offset(name, options.get("initial_offset")),
             assign=_assign(name, options.get("assign")),
             manual_offset_management=bool(options.get("manual_offset_management", False)),
             long_running_job=bool(options.get("long_running_job", False)),
@@ -250,7 +250,9 @@ def _deserializers(topic: str, value: Any) -> Deserializers:
     )
 
 
-def _initial_offset(topic: str, value: Any) -> str:
+def _initial_offset(topic: str, value: Any) -> str | None:
+    if value is None:
+        return None
     if value not in INITIAL_OFFSETS:
         raise ConfigurationError(
             f"routes.topic({topic!r}): initial_offset must be 'earliest' or 'latest', got {value!r}",

@@ -39,7 +39,9 @@ class Topic:
     deserializers: Deserializers = field(default_factory=Deserializers)
     max_messages: int | None = None
     max_wait_time: float | None = None
-    initial_offset: str = "earliest"
+    initial_offset: str | None = None
+    """Where a group without a committed offset starts: ``"earliest"`` or ``"latest"``.
+    ``None``: the app's ``kafka["auto.offset.reset"]``, else ``"earliest"``."""
     assign: tuple[int, ...] | None = None
     manual_offset_management: bool = False
     pause_timeout: float | None = None

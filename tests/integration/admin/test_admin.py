@@ -4,6 +4,7 @@ watermarks and describes the cluster; failures keep librdkafka's error names."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer as BareConsumer
 from confluent_kafka import TopicPartition
 
-from conveyor import Admin, App, KafkaError, Producer
+from conveyor import Admin, App, Consumer, KafkaError, Producer
+from helpers import running
 
 
 @pytest.fixture
@@ -109,14 +111,14 @@ def test_lags_seek_and_delete_for_a_group(admin: Admin, kafka_bootstrap: str, ne
     consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
     consumer.close()
 
-    def lags() -> set[tuple[int, int, int]]:
+    def lags() -> set[tuple[int, int | None, int]]:
         return {
             (lag.partition, lag.committed, lag.lag)
             for lag in admin.read_lags([group])
             if lag.topic == topic
         }
 
-    assert lags() == {(0, 2, 3)}
+    assert lags() == {(0, 2, 3), (1, None, 5)}, "a partition never committed counts from the start"
     admin.seek_consumer_group(group, {topic: {1: "latest"}})
     assert lags() == {(0, 2, 3), (1, 5, 0)}
     assert group in admin.list_consumer_groups()
@@ -171,3 +173,46 @@ def test_distribution_shows_a_skewed_topic(admin: Admin, kafka_bootstrap: str, n
     assert load[0].share == pytest.approx(0.8)
     assert load[0].from_mean > 1.0, "partition 0 is hot"
     assert load[1].from_mean < -0.5, "partition 1 is cold"
+
+
+def test_lags_show_a_partition_stuck_on_its_first_message(
+    kafka_bootstrap: str, new_topic, kafka_admin: Admin
+) -> None:
+    """A partition that fails from its first message never commits; it still shows, with
+    everything in it as lag, beside a partition that keeps up."""
+    topic = new_topic(partitions=2)
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": topic, "payload": b"x", "partition": n % 2} for n in range(6)]
+        )
+    group = f"stuck-{uuid.uuid4().hex[:8]}"
+
+    class FailingOnOne(Consumer):
+        def consume(self) -> None:
+            if self.partition == 1:
+                raise RuntimeError("cannot handle this partition")
+
+    app = App(
+        client_id="stuck",
+        kafka={
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": group,
+            "auto.commit.interval.ms": 200,
+        },
+        max_wait_time=0.2,
+        pause_timeout=30.0,
+    )
+    app.routes.topic(topic, FailingOnOne)
+
+    def lags() -> dict[int, tuple[int | None, int]]:
+        return {
+            lag.partition: (lag.committed, lag.lag)
+            for lag in kafka_admin.read_lags([group])
+            if lag.topic == topic
+        }
+
+    with running(app):
+        deadline = time.monotonic() + 30
+        while lags().get(0) != (3, 0) and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling the broker's view of the group (bounded), not a wait path
+        assert lags() == {0: (3, 0), 1: (None, 3)}

@@ -124,7 +124,9 @@ def test_direct_topic_commands_and_listings(
     sought = run("groups", "seek", group, orders, "1", "--partition", "0", "--yes", "--app", app)
     assert sought.exit_code == 0, sought.output
     lags = json.loads(run("groups", "lags", group, "--app", app, "--json").output)
-    assert [(lag["partition"], lag["committed"], lag["lag"]) for lag in lags] == [(0, 1, 3)]
+    assert [(lag["partition"], lag["committed"], lag["lag"]) for lag in lags] == [
+        (0, 1, 3), (1, None, 0), (2, None, 0),
+    ]  # fmt: skip
     assert group in run("groups", "list", "--app", app).output
     assert "Group" in run("groups", "describe", group, "--app", app).output
 
@@ -172,3 +174,12 @@ def test_a_value_kafka_refuses_fails_migrate_clearly(declared: tuple[AppWriter, 
     assert result.exit_code == 1
     assert "failed" in result.output
     assert orders in result.output
+
+
+def test_describing_a_group_that_does_not_exist_fails(
+    declared: tuple[AppWriter, list[str]],
+) -> None:
+    write, _ = declared
+    result = run("groups", "describe", "--app", write(), f"nobody-{uuid.uuid4().hex[:8]}")
+    assert result.exit_code == 1
+    assert "there is no consumer group" in result.output

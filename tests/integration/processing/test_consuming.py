@@ -132,6 +132,39 @@ def test_initial_offset_latest_skips_what_was_there(kafka_bootstrap: str, new_to
     assert all(n >= 100 for n in record.items), "nothing from before the start"
 
 
+@pytest.mark.parametrize(
+    ("route_option", "expect_old"),
+    [({}, False), ({"initial_offset": "earliest"}, True)],
+    ids=["kafka-setting-honoured", "route-option-wins"],
+)
+def test_the_apps_auto_offset_reset_is_honoured(
+    kafka_bootstrap: str, new_topic, route_option: dict[str, Any], expect_old: bool
+) -> None:
+    """kafka={"auto.offset.reset": "latest"} the librdkafka way starts a new group at the end,
+    unless the route says otherwise."""
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 5)
+    record = Record()
+
+    class Reader(Consumer):
+        def consume(self) -> None:
+            record.add(*(m.payload["n"] for m in self.messages))
+
+    app = make_app(kafka_bootstrap, kafka={"auto.offset.reset": "latest"})
+    app.routes.topic(topic, Reader, **route_option)
+    assigned = threading.Event()
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda event: assigned.set())
+    with running(app):
+        assert assigned.wait(30)
+        for attempt in range(60):  # "latest" resolves at an unannounced moment (see above)
+            produce(kafka_bootstrap, topic, 1, start=100 + attempt)
+            if record.wait_for(lambda items: any(n >= 100 for n in items), timeout=0.5):
+                break
+    assert any(n >= 100 for n in record.items)
+    old = [n for n in record.items if n < 100]
+    assert old == ([0, 1, 2, 3, 4] if expect_old else [])
+
+
 def test_direct_assignment_reads_only_the_given_partitions(kafka_bootstrap: str, new_topic) -> None:
     topic = new_topic(partitions=3)
     produce(kafka_bootstrap, topic, 30, partitions=3)

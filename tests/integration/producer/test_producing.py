@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Producer as BareProducer
 
 from conveyor import (
+    BatchDeliveryError,
     DeliveryError,
     DeliveryReport,
     InvalidMessageError,
@@ -181,6 +182,16 @@ def test_unknown_topic_fails_within_the_message_timeout(kafka_bootstrap: str) ->
     assert "no-such-topic-anywhere" in str(raised.value)
     assert raised.value.topic == "no-such-topic-anywhere"
     assert raised.value.name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_MSG_TIMED_OUT")
+    assert "does not exist" in str(raised.value), "the error says the topic is missing"
+
+
+def test_a_burst_to_a_missing_topic_says_so(kafka_bootstrap: str) -> None:
+    """Timed out before librdkafka gave up on the topic: every failure names the cause."""
+    settings = {"bootstrap.servers": kafka_bootstrap, "message.timeout.ms": 2000}
+    with Producer(settings) as producer, pytest.raises(BatchDeliveryError) as raised:
+        producer.produce_many_sync([{"topic": "no-such-topic-at-all", "payload": b"x"}] * 3)
+    assert len(raised.value.failures) == 3
+    assert all("does not exist" in str(failure) for failure in raised.value.failures)
 
 
 def test_wait_timeout_is_a_monotonic_deadline(kafka_bootstrap: str) -> None:

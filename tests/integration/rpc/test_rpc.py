@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conveyor import App, RemoteError, RpcClientClosedError, RpcTimeoutError
+from conveyor import App, Producer, RemoteError, RpcClientClosedError, RpcTimeoutError
 from conveyor.rpc import Client, Handlers
 
 
@@ -200,3 +200,64 @@ def test_a_pluggable_codec(kafka_bootstrap: str, new_topic, read_messages) -> No
         app.stop_and_wait()
     [request] = read_messages(commands, 1)
     assert request.value().endswith(b"{"), "the request went out in the custom encoding"
+
+
+def test_a_result_that_cannot_be_encoded_is_an_error_reply_and_runs_once(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str]
+) -> None:
+    """The handler runs once; the caller gets a RemoteError (not a timeout), and the next call
+    on the same commands partition is answered (nothing is retried behind it)."""
+    commands, results = rpc_topics
+    handlers = Handlers()
+    runs: list[str] = []
+
+    @handlers.register("unencodable")
+    def unencodable() -> object:
+        runs.append("unencodable")
+        return {1, 2}  # a set: JSON cannot encode it
+
+    handlers.register("echo")(lambda value: value)
+    app = make_server(kafka_bootstrap, commands, results, handlers)
+    app.start()
+    try:
+        with Client(
+            {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results
+        ) as client:
+            with pytest.raises(RemoteError, match="could not be encoded") as remote:
+                client.call("unencodable", timeout=30)
+            assert remote.value.type == "TypeError"
+            assert client.call("echo", "after", timeout=30) == "after"
+    finally:
+        app.stop_and_wait()
+    assert runs == ["unencodable"]
+
+
+def test_malformed_requests_are_dropped_and_counted(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Messages that are not requests are dropped with one rate-limited warning; real requests
+    behind them are answered."""
+    commands, results = rpc_topics
+    handlers = Handlers()
+    handlers.register("echo")(lambda value: value)
+    app = make_server(kafka_bootstrap, commands, results, handlers)
+    responder = app.routes.find(commands)[0].consumer_class
+    assert responder is not None
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [
+                {"topic": commands, "payload": payload}
+                for payload in (b"not json", b"[1, 2]", b'{"no": "id"}') * 5
+            ]
+        )
+    app.start()
+    try:
+        with Client(
+            {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results
+        ) as client:
+            assert client.call("echo", "behind them", timeout=30) == "behind them"
+    finally:
+        app.stop_and_wait()
+    assert responder.malformed == 15  # type: ignore[attr-defined]
+    lines = [r for r in caplog.records if "not an RPC request" in r.getMessage()]
+    assert 1 <= len(lines) <= 2, "rate-limited, not one line per message"

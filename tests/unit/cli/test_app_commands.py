@@ -64,3 +64,29 @@ def test_include_and_exclude_filters() -> None:
     assert _narrow(["orders"], None, known) == ["orders"]
     assert _narrow(None, ["audit"], known) == ["orders", "payments"]
     assert _narrow(["orders", "audit"], ["audit"], known) == ["orders"]
+
+
+@pytest.mark.parametrize(
+    ("source", "complaint"),
+    [
+        ("app = (\n", "SyntaxError"),
+        ("raise RuntimeError('the database is down')\n", "RuntimeError: the database is down (at "),
+        (
+            "import conveyor\napp = conveyor.App(kafka={'bootstrap.servers': 'x', 'sesion.timeout.ms': 1})\n",
+            'kafka["sesion.timeout.ms"]',
+        ),
+    ],
+    ids=["syntax-error", "runtime-error", "bad-setting"],
+)
+def test_an_app_module_that_fails_to_import_is_one_clear_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, complaint: str
+) -> None:
+    module = f"broken_{abs(hash(source)) % 10**8}"
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CONVEYOR_APP", raising=False)
+    result = CliRunner().invoke(cli, ["info", "--app", f"{module}:app"])
+    assert result.exit_code == 1
+    assert complaint in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) <= 3, result.output

@@ -1,0 +1,102 @@
+"""A broker that stops for a while under a running `conveyor server`: the log says so in a
+handful of lines (lost, back), not one per failed reconnect; consumption resumes after it and
+nothing is lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conveyor import Admin, Producer
+from conveyor.broker import DevelopmentBroker
+
+HERE = Path(__file__).parent
+OUTAGE = 12.0  # seconds without a broker (librdkafka retries a connection ~every 100 ms-10 s)
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[DevelopmentBroker]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    broker = DevelopmentBroker(tmp_path / "broker", port=port)
+    broker.start()
+    yield broker
+    broker.stop(wipe=True)
+
+
+def test_a_broker_outage_is_a_few_log_lines(own_broker: DevelopmentBroker, tmp_path: Path) -> None:
+    status = own_broker.status()
+    assert status is not None
+    bootstrap = status.bootstrap_servers
+    topic = f"outage-{uuid.uuid4().hex[:8]}"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topic(topic, partitions=1)
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        producer.produce_many_sync([{"topic": topic, "payload": b"%d" % n} for n in range(10)])
+
+    stderr_path = tmp_path / "server.log"
+    env = dict(os.environ, TOPIC=topic, GROUP=f"outage-{uuid.uuid4().hex[:6]}",
+               KAFKA_BOOTSTRAP_SERVERS=bootstrap, SLOW="0")  # fmt: skip
+    env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+    with stderr_path.open("w") as stderr:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "conveyor", "server", "--app", "reporting_app:app", "--log-level", "INFO"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=HERE,
+        )  # fmt: skip
+    lines: list[str] = []
+    changed = threading.Condition()
+
+    def collect() -> None:
+        assert server.stdout is not None
+        for line in server.stdout:
+            with changed:
+                lines.append(line.strip())
+                changed.notify_all()
+        server.stdout.close()
+
+    reader = threading.Thread(target=collect, daemon=True)
+    reader.start()
+
+    def seen(offset: int) -> bool:
+        with changed:
+            return changed.wait_for(
+                lambda: any(
+                    line.startswith("batch ") and int(line.split()[3]) >= offset for line in lines
+                ),
+                timeout=90,
+            )
+
+    try:
+        assert seen(9), "the server consumed what was there"
+        own_broker.stop()
+        time.sleep(OUTAGE)  # the outage itself: a broker that stays away this long
+        own_broker.start()
+        with Producer({"bootstrap.servers": bootstrap}) as producer:
+            producer.produce_many_sync(
+                [{"topic": topic, "payload": b"%d" % n} for n in range(10, 20)]
+            )
+        assert seen(19), "consumption resumed after the outage"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(60)
+        reader.join(10)
+    assert code == 0
+    log = stderr_path.read_text().splitlines()
+    loud = [line for line in log if " WARNING " in line or " ERROR " in line]
+    assert any("lost the connection to Kafka" in line for line in loud), log
+    assert any("the connection to Kafka is back" in line for line in log), log
+    assert len(loud) <= 6, "a handful of lines, not one per reconnect:\n" + "\n".join(loud)
+    assert not [line for line in log if "Connect to ipv4" in line], (
+        "raw reconnect lines stay at DEBUG"
+    )

@@ -1,0 +1,77 @@
+"""Log lines Conveyor writes from its own threads: a background writer that never blocks the
+caller, and a rate limit for warnings that repeat per message."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from conveyor.instrumentation.background_log import BackgroundLog
+from conveyor.instrumentation.rate_limit import RateLimitedLog
+
+
+class BlockedHandler(logging.Handler):
+    """A handler stuck like a full pipe until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.release.wait(10)
+        self.lines.append(record.getMessage())
+
+
+def test_a_blocked_handler_does_not_block_the_caller() -> None:
+    logger = logging.getLogger("conveyor.test.blocked")
+    logger.propagate = False
+    handler = BlockedHandler()
+    logger.addHandler(handler)
+    writer = BackgroundLog()
+    try:
+        started = time.monotonic()
+        for n in range(100):
+            writer.log(logger, logging.ERROR, "line %d", n)
+        assert time.monotonic() - started < 1.0, "the caller went on while the handler hung"
+        assert not writer.flush(0.1), "nothing written yet"
+        handler.release.set()
+        assert writer.flush(10)
+        assert handler.lines == [f"line {n}" for n in range(100)]
+    finally:
+        handler.release.set()
+        logger.removeHandler(handler)
+
+
+def test_records_keep_the_callers_thread_and_exception(caplog: pytest.LogCaptureFixture) -> None:
+    writer = BackgroundLog()
+    logger = logging.getLogger("conveyor.test.records")
+    try:
+        raise ValueError("boom")
+    except ValueError as error:
+        writer.log(logger, logging.ERROR, "failed: %s", "x", exc_info=error)
+    assert writer.flush(5)
+    [record] = [r for r in caplog.records if r.name == "conveyor.test.records"]
+    assert record.threadName == threading.current_thread().name
+    assert record.exc_info is not None
+    assert "boom" in caplog.text
+
+
+def test_a_repeated_warning_is_logged_once_per_interval_with_the_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    limited = RateLimitedLog(logging.getLogger("conveyor.test.limited"), interval=0.2)
+    for n in range(20):
+        limited.warning("poison", "skipping offset %d", n)
+    limited.warning("other", "another kind")
+    time.sleep(0.25)
+    limited.warning("poison", "skipping offset %d", 99)
+    lines = [r.getMessage() for r in caplog.records if r.name == "conveyor.test.limited"]
+    assert lines == [
+        "skipping offset 0",
+        "another kind",
+        "skipping offset 99 (19 more like it in the last 0.2 s)",
+    ]
