@@ -13,6 +13,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
 
+from harness import RateMeter
+
 __all__ = ["bare_batch_consume", "bare_poll_consume", "bare_produce", "fill_topic"]
 
 
@@ -108,42 +110,30 @@ def bare_batch_consume(
     batch_size: int = 500,
     config: dict[str, Any] | None = None,
 ) -> float:
-    """Read ``count`` messages with ``consume(num_messages=batch_size)``; msgs/s from the first one."""
+    """Read ``count`` messages with ``consume(num_messages=batch_size)``; msgs/s as a
+    :class:`~harness.RateMeter` defines it (the same definition as Conveyor's side)."""
     consumer = _consumer(bootstrap, topic, config)
-    seen = 0
-    started = 0.0
+    meter = RateMeter(count)
     deadline = time.monotonic() + 120
     try:
-        while seen < count and time.monotonic() < deadline:
+        while not meter.done.is_set() and time.monotonic() < deadline:
             batch = consumer.consume(num_messages=batch_size, timeout=1.0)
-            if batch and not started:
-                started = time.perf_counter()
-            for message in batch:
-                if message.error() is None:
-                    seen += 1
+            meter.add(sum(1 for message in batch if message.error() is None))
     finally:
         consumer.close()
-    if seen < count:
-        raise RuntimeError(f"bare batch consume read {seen} of {count} messages")
-    return count / (time.perf_counter() - started)
+    return meter.rate()
 
 
 def bare_poll_consume(bootstrap: str, topic: str, count: int) -> float:
-    """Read ``count`` messages one ``poll()`` at a time; msgs/s from the first one."""
+    """Read ``count`` messages one ``poll()`` at a time; msgs/s as a RateMeter defines it."""
     consumer = _consumer(bootstrap, topic)
-    seen = 0
-    started = 0.0
+    meter = RateMeter(count)
     deadline = time.monotonic() + 120
     try:
-        while seen < count and time.monotonic() < deadline:
+        while not meter.done.is_set() and time.monotonic() < deadline:
             message = consumer.poll(1.0)
-            if message is None or message.error() is not None:
-                continue
-            if not started:
-                started = time.perf_counter()
-            seen += 1
+            if message is not None and message.error() is None:
+                meter.add(1)
     finally:
         consumer.close()
-    if seen < count:
-        raise RuntimeError(f"bare poll consume read {seen} of {count} messages")
-    return count / (time.perf_counter() - started)
+    return meter.rate()

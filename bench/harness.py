@@ -27,6 +27,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -38,7 +39,7 @@ from rich.table import Table
 
 from conveyor import Admin
 
-__all__ = ["Bench", "Figure", "percentile"]
+__all__ = ["Bench", "Figure", "RateMeter", "percentile"]
 
 Measurement = Callable[[], float]
 
@@ -62,6 +63,15 @@ class Figure:
     @property
     def baseline(self) -> float | None:
         return statistics.median(self.baseline_runs) if self.baseline_runs else None
+
+    def spread(self) -> str:
+        """Every run, with ``!`` after one that is off the median by more than half of it
+        (an outlier the median hides: a run that was not settled, a noisy neighbour)."""
+        median = self.value
+        return " ".join(
+            f"{run:,.3g}{'!' if median and abs(run - median) > 0.5 * median else ''}"
+            for run in self.runs
+        )
 
     @property
     def ratio(self) -> float | None:
@@ -191,7 +201,7 @@ class Bench:
         table = Table(
             title=f"bench {self.name} — median of {self.repeats} runs", title_justify="left"
         )
-        for column in ("figure", "value", "baseline", "ratio", "note"):
+        for column in ("figure", "value", "baseline", "ratio", "runs", "note"):
             table.add_column(
                 column, justify="right" if column in ("value", "baseline", "ratio") else "left"
             )
@@ -202,6 +212,7 @@ class Bench:
                 f"{figure.value:,.2f} {figure.unit}",
                 "-" if figure.baseline is None else f"{figure.baseline:,.2f} {figure.unit}",
                 "-" if ratio is None else f"{ratio:.2f}x",
+                figure.spread(),
                 figure.note,
             )
         self.console.print(table)
@@ -218,9 +229,43 @@ def percentile(samples: Sequence[float], fraction: float) -> float:
     return ordered[index]
 
 
-def rate(count: int, started: float) -> float:
-    """Items per second since ``started`` (a ``time.perf_counter()`` reading)."""
-    return count / (time.perf_counter() - started)
+class RateMeter:
+    """Throughput defined the same way for every variant: messages per second between the
+    moment ``warmup`` of them had been handed over and the moment all ``count`` had.
+
+    Starting the clock at the first batch would count that batch for free, and how much a
+    variant gets at once (500 messages from a bare ``consume()``, a whole prefetched gulp
+    from a framework's poll) would bias the result; past the warm-up both sides run in a
+    steady state. Call :meth:`add` with each batch's size as the consumer sees it (from any
+    thread); :attr:`done` is set when ``count`` were seen.
+    """
+
+    def __init__(self, count: int, warmup: float = 0.1) -> None:
+        self.count = count
+        self.threshold = max(1, int(count * warmup))
+        self.seen = 0
+        self._start: tuple[float, int] | None = None
+        self._end: tuple[float, int] | None = None
+        self._lock = threading.Lock()
+        self.done = threading.Event()
+
+    def add(self, messages: int) -> None:
+        with self._lock:  # one lock per batch: workers of several partitions add at once
+            self.seen += messages
+            if self._start is None and self.seen >= self.threshold:
+                self._start = (time.perf_counter(), self.seen)
+            if self._end is None and self.seen >= self.count:
+                self._end = (time.perf_counter(), self.seen)
+                self.done.set()
+
+    def rate(self) -> float:
+        """Messages per second over the measured stretch."""
+        if self._start is None or self._end is None:
+            raise RuntimeError(f"only {self.seen:,} of {self.count:,} messages were seen")
+        (started, first), (ended, last) = self._start, self._end
+        if ended <= started:  # everything arrived in one batch: no stretch to measure
+            raise RuntimeError("the warm-up and the end fell in one batch; use more messages")
+        return (last - first) / (ended - started)
 
 
 if __name__ == "__main__":

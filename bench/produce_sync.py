@@ -184,15 +184,20 @@ def main() -> None:
     count: int = bench.args.calls
     seconds: float = bench.args.seconds
     payload = b"x" * 100
-    topic = bench.create_topic(partitions=1)
+    names = ("conveyor", "event", "flush", "sleep", "threads-conveyor", "threads-flush")
+    topics = {name: bench.create_topic(partitions=1) for name in names}  # one per variant
     p50s: dict[str, list[float]] = {name: [] for name in ("conveyor", "event", "flush", "sleep")}
     p99s: dict[str, list[float]] = {name: [] for name in p50s}
     per_call: dict[str, list[float]] = {name: [] for name in p50s}
     variants = {
-        "event": lambda: bare_event(bench.bootstrap, topic, count, payload),
-        "flush": lambda: bare_flush(bench.bootstrap, topic, count, payload),
-        "conveyor": lambda: conveyor_sequential(bench.bootstrap, topic, count, payload),
-        "sleep": lambda: bare_sleep_loop(bench.bootstrap, topic, bench.args.sleep_calls, payload),
+        "event": lambda: bare_event(bench.bootstrap, topics["event"], count, payload),
+        "flush": lambda: bare_flush(bench.bootstrap, topics["flush"], count, payload),
+        "conveyor": lambda: conveyor_sequential(
+            bench.bootstrap, topics["conveyor"], count, payload
+        ),
+        "sleep": lambda: bare_sleep_loop(
+            bench.bootstrap, topics["sleep"], bench.args.sleep_calls, payload
+        ),
     }
     for attempt in range(1, bench.repeats + 1):
         for name, run in variants.items():
@@ -225,7 +230,7 @@ def main() -> None:
     bench.record(
         Figure(
             bench.name,
-            f"produce_sync p50 (vs bare {floor}; target <= 1.1x or +0.1 ms)",
+            f"produce_sync p50 (vs bare {floor}; target <= 1.1x)",
             "ms",
             p50s["conveyor"],
             p50s[floor],
@@ -261,10 +266,14 @@ def main() -> None:
     flush_rates: list[float] = []
     flush_p50: list[float] = []
     for attempt in range(1, bench.repeats + 1):
-        rate, samples = bare_flush_concurrent(bench.bootstrap, topic, seconds, payload)
+        rate, samples = bare_flush_concurrent(
+            bench.bootstrap, topics["threads-flush"], seconds, payload
+        )
         flush_rates.append(rate)
         flush_p50.append(statistics.median(samples))
-        rate, samples = conveyor_concurrent(bench.bootstrap, topic, seconds, payload)
+        rate, samples = conveyor_concurrent(
+            bench.bootstrap, topics["threads-conveyor"], seconds, payload
+        )
         conveyor_rates.append(rate)
         conveyor_p50.append(statistics.median(samples))
         bench.console.print(

@@ -1,5 +1,6 @@
 """RPC round trip: Conveyor's rpc.Client against a Conveyor server in the same process, beside
-a bare confluent-kafka request-reply (a responder thread and a caller polling for its reply).
+a bare confluent-kafka request-reply (a responder thread and a caller polling for its reply),
+each on its own commands and results topics.
 
 Targets (issue 7): p50 <= 2 ms; 100 sequential calls <= 250 ms.
 """
@@ -49,12 +50,13 @@ def conveyor_round_trips(bootstrap: str, commands: str, results: str) -> list[fl
 
 def bare_round_trips(bootstrap: str, commands: str, results: str) -> list[float]:
     stop = threading.Event()
+    assigned = threading.Event()
 
     def responder() -> None:
         consumer = BareConsumer({"bootstrap.servers": bootstrap, "group.id": f"bare-{uuid.uuid4().hex[:6]}",
-                                 "auto.offset.reset": "latest", "fetch.wait.max.ms": 1})  # fmt: skip
+                                 "auto.offset.reset": "earliest", "fetch.wait.max.ms": 1})  # fmt: skip
         producer = BareProducer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-        consumer.subscribe([commands])
+        consumer.subscribe([commands], on_assign=lambda _c, _p: assigned.set())
         while not stop.is_set():
             for message in consumer.consume(1, 0.05):
                 if message.error() is None:
@@ -69,7 +71,8 @@ def bare_round_trips(bootstrap: str, commands: str, results: str) -> list[float]
                             "fetch.wait.max.ms": 1})  # fmt: skip
     high = replies.get_watermark_offsets(TopicPartition(results, 0), timeout=10)[1]
     replies.assign([TopicPartition(results, 0, high)])
-    time.sleep(3)  # let the responder join its group (bench set-up)
+    if not assigned.wait(30):
+        raise RuntimeError("the bare responder got no assignment")
 
     def call(value: bytes) -> None:
         producer.produce(commands, value, key=value)
@@ -97,13 +100,12 @@ def bare_round_trips(bootstrap: str, commands: str, results: str) -> list[float]
 
 def main() -> None:
     bench = Bench("rpc", __doc__ or "")
-    commands = bench.create_topic()
-    results = bench.create_topic()
+    topics = {name: (bench.create_topic(), bench.create_topic()) for name in ("bare", "conveyor")}
     p50s: dict[str, list[float]] = {"conveyor": [], "bare": []}
     totals: dict[str, list[float]] = {"conveyor": [], "bare": []}
     for attempt in range(1, bench.repeats + 1):
         for name, run in (("bare", bare_round_trips), ("conveyor", conveyor_round_trips)):
-            samples = run(bench.bootstrap, commands, results)
+            samples = run(bench.bootstrap, *topics[name])
             p50s[name].append(statistics.median(samples))
             totals[name].append(sum(samples))
             bench.console.print(

@@ -26,6 +26,9 @@ class AppSettings:
     pause_timeout: float = 1.0
     pause_max_timeout: float = 30.0
     pause_with_exponential_backoff: bool = True
+    gc_threshold: int | None = 50_000
+    """The garbage collector's first threshold while the app runs (see
+    :mod:`conveyor.processing.collector`); ``None`` leaves the collector alone."""
 
 
 def build_app_settings(
@@ -39,6 +42,7 @@ def build_app_settings(
     pause_timeout: Any = 1.0,
     pause_max_timeout: Any = 30.0,
     pause_with_exponential_backoff: Any = True,
+    gc_threshold: Any = 50_000,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
     """Check every setting and return them frozen.
@@ -79,6 +83,8 @@ def build_app_settings(
             "pause_with_exponential_backoff must be True or False",
             "pause_with_exponential_backoff",
         )
+    if gc_threshold is not None:
+        check_count("gc_threshold", gc_threshold, minimum=100)
     kafka = dict(kafka)
     # librdkafka checks the settings now, as each client will see them, so that a misspelled
     # name or a bad value fails here and not in a listener thread at start.
@@ -94,6 +100,7 @@ def build_app_settings(
         pause_timeout=float(pause_timeout),
         pause_max_timeout=float(pause_max_timeout),
         pause_with_exponential_backoff=pause_with_exponential_backoff,
+        gc_threshold=gc_threshold,
     )
 
 

@@ -30,14 +30,20 @@ __all__ = [
     "DeliveryObserver",
     "DeliveryReport",
     "FutureHandle",
+    "Lead",
 ]
 
 T = TypeVar("T")
 
 _PENDING, _DONE = 0, 1
+_FOREVER = 365 * 24 * 3600.0
 
 DeliveryObserver = Callable[[str, int, int, DeliveryError | None, Any], None]
 """Hears of deliveries: ``(topic, partition, offset, failure or None, label)``."""
+
+Lead = Callable[[Callable[[], bool], float], bool]
+"""``lead(done, deadline)``: serve the client's callbacks in this thread until ``done()`` or
+the monotonic deadline; False when someone else serves them (then wait as usual)."""
 
 
 def _tell(observer: DeliveryObserver, error: Any, message: Any, label: Any) -> None:
@@ -102,11 +108,12 @@ _HINTS = {
 class _Waitable:
     """Completion flag plus a lazily created lock that the completing thread releases."""
 
-    __slots__ = ("_state", "_waiter")
+    __slots__ = ("_lead", "_state", "_waiter")
 
     def __init__(self) -> None:
         self._state = _PENDING
         self._waiter: Any = None
+        self._lead: Lead | None = None
 
     def done(self) -> bool:
         """Whether the result (or the failure) is in."""
@@ -122,6 +129,15 @@ class _Waitable:
     def _block(self, timeout: float | None) -> None:
         if self._state == _DONE:
             return
+        lead = self._lead
+        if lead is not None:
+            deadline = time.monotonic() + (timeout if timeout is not None else _FOREVER)
+            if lead(self.done, deadline):
+                if self._state == _DONE:
+                    return
+                raise WaitTimeoutError(
+                    f"no result within {timeout:.3f} s; the operation may still complete later"
+                )
         with _waiter_creation:
             waiter = self._waiter
             if waiter is None:
@@ -162,23 +178,26 @@ class DeliveryHandle:
 
     __slots__ = ("_error", "_fields", "_label")
     _error: Any
-    _fields: tuple[str, int, int, tuple[int, int]]
+    _fields: tuple[str, int, int, tuple[int, int]] | None
     _label: Any
 
     _notify: DeliveryObserver | None = None
     """Hears of failures (see :data:`DeliveryObserver`); producers set it on a subclass."""
     _explain: Callable[[DeliveryError], DeliveryError] | None = None
     """Makes a timed-out delivery's error say more (e.g. that the topic does not exist)."""
+    _lead: Lead | None = None
+    """Lets a waiter serve its client's reports itself (see :mod:`conveyor.driver.poller`)."""
 
     @classmethod
     def bound_to(
         cls,
         notify: DeliveryObserver | None,
         explain: Callable[[DeliveryError], DeliveryError] | None = None,
+        lead: Lead | None = None,
     ) -> type[DeliveryHandle]:
         """A subclass whose handles report failures (and, for acknowledgements, every delivery)
         to ``notify``."""
-        namespace = {"__slots__": (), "_notify": notify, "_explain": explain}
+        namespace = {"__slots__": (), "_notify": notify, "_explain": explain, "_lead": lead}
         return type(cls.__name__, (cls,), namespace)
 
     @property
@@ -203,10 +222,11 @@ class DeliveryHandle:
     def done(self) -> bool:
         """Whether the report (or the failure) is in."""
         try:
-            self._fields  # noqa: B018 - set by the delivery callback
+            # Producers set _fields to None when they make the handle (a waiter asks done()
+            # in a loop, and an AttributeError per ask was measurable); the callback sets it.
+            return self._fields is not None
         except AttributeError:
             return False
-        return True
 
     def wait(self, timeout: float | None = None) -> DeliveryReport:
         """Block until the delivery is reported; ``timeout`` in seconds (``None``: no limit).
@@ -220,6 +240,15 @@ class DeliveryHandle:
         return self.result()
 
     def _block(self, timeout: float | None) -> None:
+        lead = self._lead
+        if lead is not None:
+            deadline = time.monotonic() + (timeout if timeout is not None else _FOREVER)
+            if lead(self.done, deadline):
+                if self.done():
+                    return
+                raise WaitTimeoutError(
+                    f"no delivery report within {timeout:.3f} s; the message may still be delivered"
+                )
         with _waiter_creation:
             waiter = _single_waiters.get(self)
             if waiter is None:
@@ -248,7 +277,9 @@ class DeliveryHandle:
             raise WaitTimeoutError("the delivery has not been reported yet")
         if self._error is not None:
             raise self._failure()
-        topic, partition, offset, (kind, timestamp) = self._fields
+        fields = self._fields
+        assert fields is not None
+        topic, partition, offset, (kind, timestamp) = fields
         return DeliveryReport(topic, partition, offset, timestamp if kind else None, self.label)
 
     def error(self) -> DeliveryError | None:
@@ -258,7 +289,9 @@ class DeliveryHandle:
         return self._failure()
 
     def _failure(self) -> DeliveryError:
-        topic, partition = self._fields[0], self._fields[1]
+        fields = self._fields
+        assert fields is not None
+        topic, partition = fields[0], fields[1]
         failure = _delivery_error(self._error, topic, partition, self.label)
         if failure.name == "_MSG_TIMED_OUT" and self._explain is not None:
             failure = self._explain(failure)
@@ -313,9 +346,11 @@ class BatchDeliveryHandle(_Waitable):
         every: bool = False,
         keep_reports: bool = False,
         explain: Callable[[DeliveryError], DeliveryError] | None = None,
+        lead: Lead | None = None,
     ) -> None:
         self._state = _PENDING
         self._waiter = None
+        self._lead = lead
         self._explain = explain
         self.count = count
         self.keep_reports = keep_reports

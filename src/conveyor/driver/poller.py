@@ -1,14 +1,26 @@
-"""One background thread per client that serves librdkafka's callbacks.
+"""One background thread per client that serves librdkafka's callbacks, and a way for a
+waiting caller to serve them itself.
 
 Delivery reports, errors, statistics, logs and OAuth refreshes are all served by
-``poll()``: the thread blocks inside librdkafka (GIL released) and wakes the moment
+``poll()``. The poller thread blocks inside librdkafka (GIL released) and wakes the moment
 an event is queued, so a waiting caller is woken within microseconds of the report.
+
+Leader and follower: a report served by the poller thread reaches a waiting caller through
+two hand-offs between threads (librdkafka wakes the poller, the poller wakes the caller),
+where a bare ``flush()`` serves the report in the caller's own thread. So when a poller that
+can park (``idle`` given) has nothing in flight, it parks on a condition instead of inside
+librdkafka, and a caller that waits for a report may :meth:`Poller.lead`: serve the queue
+itself until its report is in. While a leader serves, the poller does not poll; other
+waiters follow (their reports are served by the leader, or by the poller once the leader
+is done). A parked poller still serves stray events (errors, logs, statistics) every
+``_IDLE_SLICE`` seconds, and producers :meth:`~Poller.wake` it when they hand it work.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +30,8 @@ _log = logging.getLogger("conveyor.driver")
 
 # How long one poll() may block when nothing happens; bounds how long stop() takes.
 _POLL_SLICE = 0.1
+# How often a parked poller serves what arrives without a message in flight (errors, logs).
+_IDLE_SLICE = 0.1
 
 
 class Poller:
@@ -27,6 +41,7 @@ class Poller:
     producer uses it to wake threads that wait for room in a full queue).
     ``on_crash`` receives an exception raised out of a callback; the thread goes on.
     ``on_idle`` is called after every poll that served nothing (keep it cheap).
+    ``idle`` says whether nothing is in flight (then the poller parks, see the module).
     """
 
     def __init__(
@@ -36,36 +51,96 @@ class Poller:
         on_served: Callable[[], None] | None = None,
         on_crash: Callable[[BaseException], None] | None = None,
         on_idle: Callable[[], None] | None = None,
+        idle: Callable[[], bool] | None = None,
     ) -> None:
         self._client = client
         self._on_served = on_served
         self._on_crash = on_crash
         self._on_idle = on_idle
+        self._idle = idle
         self._running = True
+        self._changed = threading.Condition()
+        self._leader = False
+        self.parked = False
+        """Whether the thread waits on its condition rather than inside librdkafka."""
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
+    # -- the thread ---------------------------------------------------------------------------
+
     def _run(self) -> None:
-        poll = self._client.poll
-        on_served = self._on_served
-        on_idle = self._on_idle
+        idle = self._idle
         while self._running:
-            try:
-                served = poll(_POLL_SLICE)
-            except Exception as exc:  # a user callback raised: report it, keep serving
-                if self._on_crash is not None:
-                    self._on_crash(exc)
-                else:
-                    _log.exception("a librdkafka callback raised")
-                continue
-            if served:
-                if on_served is not None:
-                    on_served()
-            elif on_idle is not None:
-                on_idle()
+            timeout = _POLL_SLICE
+            if idle is not None:
+                with self._changed:
+                    if self._leader or idle():
+                        self.parked = True
+                        try:
+                            # Checked again with parked set: a producer that saw parked=False
+                            # put its message in before this check, and one that sees
+                            # parked=True wakes this wait (it takes the lock to do so).
+                            if self._running and (self._leader or idle()):
+                                self._changed.wait(_IDLE_SLICE)
+                        finally:
+                            self.parked = False
+                        if self._leader:
+                            continue
+                        timeout = 0.0
+            self._serve(timeout)
+
+    def _serve(self, timeout: float) -> int:
+        try:
+            served = int(self._client.poll(timeout))
+        except Exception as exc:  # a user callback raised: report it, keep serving
+            if self._on_crash is not None:
+                self._on_crash(exc)
+            else:
+                _log.exception("a librdkafka callback raised")
+            return 0
+        if served:
+            if self._on_served is not None:
+                self._on_served()
+        elif self._on_idle is not None:
+            self._on_idle()
+        return served
+
+    # -- callers ------------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Work was handed to librdkafka: a parked poller goes back to polling."""
+        if self.parked:
+            with self._changed:
+                self._changed.notify_all()
+
+    def lead(self, done: Callable[[], bool], deadline: float) -> bool:
+        """Serve callbacks in the calling thread until ``done()`` or the monotonic ``deadline``,
+        if the poller is parked and nobody else leads. Returns False (at once) otherwise: then
+        the caller waits for its result as a follower."""
+        with self._changed:
+            if not self.parked or self._leader or not self._running:
+                return False
+            self._leader = True
+        try:
+            while not done():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                # Only the leader polls now: its own report is served in this very call.
+                self._serve(min(remaining, _POLL_SLICE))
+        finally:
+            self._leader = False
+            # Wake the parked poller only if it has work: waking it for nothing cost a GIL
+            # hand-off on every call, just as this thread returns to its caller.
+            if self._idle is not None and not self._idle():
+                with self._changed:
+                    self._changed.notify_all()
+        return True
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the thread after its current poll; safe to call twice or from the thread itself."""
         self._running = False
+        with self._changed:
+            self._changed.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)

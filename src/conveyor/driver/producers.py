@@ -18,6 +18,7 @@ from confluent_kafka import TopicPartition
 from conveyor.driver.clients import create_producer
 from conveyor.driver.connection import ConnectionNews, ConnectionWatch
 from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
+from conveyor.driver.handles import AcknowledgedHandle, DeliveryHandle
 from conveyor.driver.poller import Poller
 from conveyor.errors import DeliveryError, InvalidMessageError, KafkaError, TransactionError
 
@@ -73,10 +74,36 @@ class ProducerClient:
         """librdkafka's produce: ``(topic, value, key, partition, on_delivery, None, timestamp,
         headers)``, positional (keyword arguments cost confluent-kafka a dict per call). Raises
         ``BufferError`` when the local queue is full; see :meth:`refused` for other errors."""
+        self.serve: Callable[[float], int] = self._kafka.poll
+        """Serve queued callbacks (delivery reports ...) in the calling thread, waiting up to
+        the given seconds; returns how many were served. The poller thread does this too."""
         self.fatal: KafkaError | None = None
         self._fatal_lock = threading.Lock()
         self._partition_counts: dict[str, int] = {}
-        self.poller = Poller(self._kafka, name, on_served=on_served, on_crash=self._callback_raised)
+        self.poller = Poller(
+            self._kafka,
+            name,
+            on_served=on_served,
+            on_crash=self._callback_raised,
+            on_idle=self._check_connection if self._watch is not None else None,
+            idle=self._nothing_in_flight,
+        )
+        self.plain_handle: type[DeliveryHandle] = DeliveryHandle
+        """The handle class of this client's messages (the producer binds its observers)."""
+        self.acknowledged_handle: type[DeliveryHandle] = AcknowledgedHandle
+
+    def _nothing_in_flight(self) -> bool:
+        # librdkafka's out-queue: messages queued or in flight, and reports not served yet.
+        return len(self._kafka) == 0
+
+    def lead(self, done: Callable[[], bool], deadline: float) -> bool:
+        """Serve this client's callbacks in the calling thread until ``done()`` or the
+        monotonic ``deadline``, when its poller is parked (see :mod:`conveyor.driver.poller`);
+        False at once when the poller (or another caller) serves them instead."""
+        if self.poller.lead(done, deadline):
+            return True
+        self.poller.wake()  # make sure someone serves: the poller, once the leader is done
+        return False
 
     # -- errors -------------------------------------------------------------------------------
 

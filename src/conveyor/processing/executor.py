@@ -17,13 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, Messages
+from conveyor.processing.backlog import Backlog
 from conveyor.processing.workers import run_hook
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class PartitionExecutor:
         self.max_messages = route.max_messages or context.settings.max_messages
         self._high_water = max(self.max_messages * 10, 2_000)
         self._low_water = self._high_water // 4
-        self.pending: deque[Any] = deque()
+        self.pending = Backlog()
         self.lock = threading.Lock()
         self.scheduled = False  # a job is queued or running
         self.revoked = False
@@ -237,8 +237,7 @@ class PartitionExecutor:
                         if successor is not None:
                             successor._release()
                         return
-                    count = min(self.max_messages, len(self.pending))
-                    batch = [self.pending.popleft() for _ in range(count)]
+                    batch = self.pending.take(self.max_messages)
                     eof = self.eof and not self.pending
                     if eof:
                         self.eof = False
@@ -323,7 +322,7 @@ class PartitionExecutor:
             # SystemExit, KeyboardInterrupt: never let the offset move past this batch.
             self.running = None
             with self.lock:
-                self.pending.extendleft(reversed(batch))
+                self.pending.put_back(batch)
             raise
         self.running = None
         self.attempt = 0
@@ -371,7 +370,7 @@ class PartitionExecutor:
             self.attempt = 0
             with self.lock:
                 if not (self.revoked or self.stopped):
-                    self.pending.extendleft(reversed(retry[1:]))
+                    self.pending.put_back(retry[1:])
             return
         _log.error(
             "%s/%s: consume raised on offsets %s-%s (attempt %s); retrying in %.1f s: %r",
@@ -381,7 +380,7 @@ class PartitionExecutor:
         with self.lock:
             if self.revoked or self.stopped:
                 return
-            self.pending.extendleft(reversed(retry))
+            self.pending.put_back(retry)
             self.held = True
             self._cancel_resume_timer()
             self._resume_timer = self._timers.call_later(verdict.delay, self._release)
@@ -483,7 +482,8 @@ class PartitionExecutor:
     def request_pause(self, offset: int | None, timeout: float | None) -> None:
         with self.lock:
             self.held = True
-            first = self.pending[0].offset() if self.pending else None
+            waiting = self.pending.first()
+            first = waiting.offset() if waiting is not None else None
             self.pending.clear()
             self._abort_batch = True
         if offset is None:

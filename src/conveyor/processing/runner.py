@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from conveyor.processing.collector import raise_collection_threshold
 from conveyor.processing.listener import Listener
 from conveyor.processing.snapshot import JobState, ListenerState, PartitionState, PoolState
 from conveyor.processing.timers import Timers
@@ -36,6 +37,7 @@ class Runner:
             lambda error: context.on_crash(error, "a worker"),
         )
         self.listeners: list[Listener] = []
+        self._restore_collector = raise_collection_threshold(None)
         try:
             default_initial = str(settings.kafka.get("auto.offset.reset", "earliest"))
             for name, group, members in _subscription_groups(routes, default_initial):
@@ -50,6 +52,7 @@ class Runner:
 
     def start(self) -> None:
         """Start every listener (each subscribes or assigns, then polls on its own thread)."""
+        self._restore_collector = raise_collection_threshold(self.context.settings.gc_threshold)
         for listener in self.listeners:
             listener.start()
 
@@ -74,6 +77,7 @@ class Runner:
             clean = listener.shut_down(deadline) and clean
         clean = self.pool.stop(max(0.1, deadline - time.monotonic())) and clean
         self._timers.stop()
+        self._restore_collector()
         return clean
 
     # -- reading ------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import confluent_kafka
+
 from conveyor import App, Monitor
 from conveyor.processing.context import ProcessingContext
 from conveyor.processing.executor import PartitionExecutor
@@ -18,50 +20,27 @@ from conveyor.routing.topic import Topic
 from conveyor.settings import AppSettings
 
 
-class FakeRaw:
-    """A fetched message as librdkafka hands it over."""
+def FakeRaw(
+    offset: int,
+    topic: str = "orders",
+    partition: int = 0,
+    value: bytes | None = b"{}",
+    key: bytes | None = None,
+    headers: list[tuple[str, bytes]] | None = None,
+    timestamp: int = 1_700_000_000_000,
+) -> Any:
+    """A fetched message as librdkafka hands it over (a real confluent-kafka ``Message``)."""
+    return confluent_kafka.Message(
+        topic=topic, partition=partition, offset=offset, key=key, value=value,
+        headers=headers, timestamp=(1, timestamp),
+    )  # fmt: skip
 
-    def __init__(
-        self,
-        offset: int,
-        topic: str = "orders",
-        partition: int = 0,
-        value: bytes | None = b"{}",
-        key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-        timestamp: int = 1_700_000_000_000,
-    ) -> None:
-        self._offset = offset
-        self._topic = topic
-        self._partition = partition
-        self._value = value
-        self._key = key
-        self._headers = headers
-        self._timestamp = timestamp
 
-    def offset(self) -> int:
-        return self._offset
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def headers(self) -> list[tuple[str, bytes]] | None:
-        return self._headers
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._timestamp)
-
-    def error(self) -> None:
-        return None
+def ErrorRaw(code: int, partition: int = 0, topic: str = "orders") -> Any:
+    """A fetched item that carries an error instead of a message."""
+    return confluent_kafka.Message(
+        topic=topic, partition=partition, offset=-1, error=confluent_kafka.KafkaError(code)
+    )
 
 
 def raws(*offsets: int, **fields: Any) -> list[Any]:

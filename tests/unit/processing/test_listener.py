@@ -14,18 +14,7 @@ from conveyor import Consumer, Monitor
 from conveyor.processing.context import ProcessingContext
 from conveyor.processing.listener import Listener
 from conveyor.processing.timers import Timers
-from unit.processing.fakes import FakeRaw, route, settings
-
-
-class ErrorRaw(FakeRaw):
-    """A fetched item that carries an error instead of a message."""
-
-    def __init__(self, code: int, partition: int = 0) -> None:
-        super().__init__(-1, partition=partition)
-        self._error = RdKafkaError(code)
-
-    def error(self) -> Any:
-        return self._error
+from unit.processing.fakes import ErrorRaw, FakeRaw, route, settings
 
 
 class Recording(Consumer):

@@ -1,0 +1,132 @@
+"""The poller thread serves a client's callbacks; when it has nothing in flight it parks, and a
+waiting caller serves its own callbacks instead (leader), never two pollers at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from conveyor.driver.poller import Poller
+
+
+class FakeClient:
+    """librdkafka's poll() over a queue of callbacks: blocks until one is queued (or the
+    timeout), runs the queued ones in the polling thread; records who polled, and whether two
+    threads ever polled at once."""
+
+    def __init__(self) -> None:
+        self.events: deque[Callable[[], None]] = deque()
+        self.changed = threading.Condition()
+        self.polling = 0
+        self.overlaps = 0
+        self.pollers: set[str] = set()
+        self.in_flight = 0
+
+    def queue(self, event: Callable[[], None]) -> None:
+        with self.changed:
+            self.events.append(event)
+            self.changed.notify_all()
+
+    def poll(self, timeout: float) -> int:
+        with self.changed:
+            self.polling += 1
+            self.overlaps += self.polling > 1
+            self.pollers.add(threading.current_thread().name)
+            self.changed.wait_for(lambda: bool(self.events), timeout)
+            ready = list(self.events)
+            self.events.clear()
+        try:
+            for event in ready:
+                event()
+            return len(ready)
+        finally:
+            with self.changed:
+                self.polling -= 1
+
+
+def idle_poller(client: FakeClient) -> Poller:
+    poller = Poller(client, "poller-under-test", idle=lambda: client.in_flight == 0)
+    deadline = time.monotonic() + 5
+    while not poller.parked and time.monotonic() < deadline:
+        time.sleep(0.001)  # waiting for the thread under test to reach its parked state
+    assert poller.parked
+    return poller
+
+
+def test_a_waiter_leads_when_the_poller_is_parked() -> None:
+    client = FakeClient()
+    poller = idle_poller(client)
+    served_by: list[str] = []
+    done = threading.Event()
+    try:
+        client.in_flight = 1
+        threading.Timer(
+            0.05,
+            lambda: client.queue(
+                lambda: (served_by.append(threading.current_thread().name), done.set())
+            ),
+        ).start()
+        assert poller.lead(done.is_set, time.monotonic() + 5) is True
+        assert served_by == [threading.current_thread().name], "served in the waiting thread"
+        assert client.overlaps == 0
+    finally:
+        poller.stop()
+
+
+def test_no_lead_while_the_poller_polls() -> None:
+    client = FakeClient()
+    client.in_flight = 1  # something in flight: the poller polls instead of parking
+    poller = Poller(client, "busy-poller", idle=lambda: client.in_flight == 0)
+    try:
+        deadline = time.monotonic() + 5
+        while "busy-poller" not in client.pollers and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert poller.lead(lambda: False, time.monotonic() + 1) is False
+        done = threading.Event()
+        client.queue(done.set)
+        assert done.wait(5), "the poller serves it"
+    finally:
+        poller.stop()
+
+
+def test_only_one_leader_and_the_poller_stays_out() -> None:
+    client = FakeClient()
+    poller = idle_poller(client)
+    first_done = threading.Event()
+    entered = threading.Event()
+    results: list[bool] = []
+
+    def first() -> None:
+        entered.set()
+        results.append(poller.lead(first_done.is_set, time.monotonic() + 5))
+
+    try:
+        client.in_flight = 1
+        leader = threading.Thread(target=first)
+        leader.start()
+        assert entered.wait(5)
+        time.sleep(0.05)  # let the leader settle into its poll
+        assert poller.lead(lambda: False, time.monotonic() + 1) is False, "one leader at a time"
+        client.queue(first_done.set)
+        leader.join(5)
+        assert results == [True]
+        assert client.overlaps == 0, "the poller never polled beside the leader"
+        assert "poller-under-test" not in client.pollers or client.overlaps == 0
+    finally:
+        poller.stop()
+
+
+def test_wake_sends_a_parked_poller_back_to_work() -> None:
+    client = FakeClient()
+    poller = idle_poller(client)
+    done = threading.Event()
+    try:
+        client.in_flight = 1
+        client.queue(done.set)
+        poller.wake()
+        assert done.wait(5)
+        assert "poller-under-test" in client.pollers
+    finally:
+        poller.stop()
