@@ -88,6 +88,9 @@ class ProducerClient:
             on_idle=self._check_connection if self._watch is not None else None,
             idle=self._nothing_in_flight,
         )
+        self.lead = self.poller.lead
+        """Serve this client's callbacks in the calling thread while waiting for a result, when
+        its poller is parked (see :mod:`conveyor.driver.poller`); False when it cannot."""
         self.plain_handle: type[DeliveryHandle] = DeliveryHandle
         """The handle class of this client's messages (the producer binds its observers)."""
         self.acknowledged_handle: type[DeliveryHandle] = AcknowledgedHandle
@@ -95,15 +98,6 @@ class ProducerClient:
     def _nothing_in_flight(self) -> bool:
         # librdkafka's out-queue: messages queued or in flight, and reports not served yet.
         return len(self._kafka) == 0
-
-    def lead(self, done: Callable[[], bool], deadline: float) -> bool:
-        """Serve this client's callbacks in the calling thread until ``done()`` or the
-        monotonic ``deadline``, when its poller is parked (see :mod:`conveyor.driver.poller`);
-        False at once when the poller (or another caller) serves them instead."""
-        if self.poller.lead(done, deadline):
-            return True
-        self.poller.wake()  # make sure someone serves: the poller, once the leader is done
-        return False
 
     # -- errors -------------------------------------------------------------------------------
 

@@ -160,10 +160,14 @@ class _Dispatcher:
         core = self._core
         started = time.perf_counter()
         # The poller is not woken: if it is parked, this thread serves its own report (lead).
-        handle, _client = self._send(
+        handle, client = self._send(
             topic, payload, key, headers, partition, partition_key, timestamp, label
         )
-        report = handle.wait(core._wait_timeout(timeout))
+        wait = core._default_wait if timeout is None else timeout
+        if client.lead(handle.done, time.monotonic() + wait) and handle.done():
+            report = handle.result()
+        else:  # a follower: the poller (or another waiter leading) serves the report
+            report = handle.wait(wait)
         if ev.MESSAGE_PRODUCED_SYNC in core.monitor.subscribed:
             core.monitor.instrument(
                 ev.MESSAGE_PRODUCED_SYNC, producer_id=core.id, report=report, label=label,
