@@ -14,6 +14,11 @@ itself until its report is in. While a leader serves, the poller does not poll; 
 waiters follow (their reports are served by the leader, or by the poller once the leader
 is done). A parked poller still serves stray events (errors, logs, statistics) every
 ``_IDLE_SLICE`` seconds, and producers :meth:`~Poller.wake` it when they hand it work.
+
+Backstop: a thread that produces a lot serves queued reports itself as it goes
+(:meth:`Poller.note_served`). While it does, the poller parks too and only comes back
+``_BACKSTOP`` seconds after the last such serve: otherwise librdkafka wakes it for every
+small batch of reports, and each wake-up is a GIL hand-off with the producing thread.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ _log = logging.getLogger("conveyor.driver")
 _POLL_SLICE = 0.1
 # How often a parked poller serves what arrives without a message in flight (errors, logs).
 _IDLE_SLICE = 0.1
+# How long after another thread served the queue the poller stays out of it.
+_BACKSTOP = 0.005
 
 
 class Poller:
@@ -63,6 +70,9 @@ class Poller:
         self._leader = False
         self.parked = False
         """Whether the thread waits on its condition rather than inside librdkafka."""
+        self._idle_parked = False  # parked because nothing is in flight (wake() ends that)
+        self.served_at = 0.0
+        """When another thread last served the queue (``time.monotonic()``)."""
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -70,24 +80,38 @@ class Poller:
 
     def _run(self) -> None:
         idle = self._idle
+        clock = time.monotonic
         while self._running:
             timeout = _POLL_SLICE
             if idle is not None:
                 with self._changed:
-                    if self._leader or idle():
+                    wait, idling = self._parking(idle, clock())
+                    if wait > 0:
                         self.parked = True
+                        self._idle_parked = idling
                         try:
                             # Checked again with parked set: a producer that saw parked=False
                             # put its message in before this check, and one that sees
                             # parked=True wakes this wait (it takes the lock to do so).
-                            if self._running and (self._leader or idle()):
-                                self._changed.wait(_IDLE_SLICE)
+                            if self._running and self._parking(idle, clock())[0] > 0:
+                                self._changed.wait(wait)
                         finally:
-                            self.parked = False
-                        if self._leader:
-                            continue
-                        timeout = 0.0
+                            self.parked = self._idle_parked = False
+                        if self._leader or clock() - self.served_at < _BACKSTOP:
+                            continue  # someone else serves the queue: stay out
+                        timeout = 0.0 if idle() else _POLL_SLICE
             self._serve(timeout)
+
+    def _parking(self, idle: Callable[[], bool], now: float) -> tuple[float, bool]:
+        """How long to stay parked from ``now`` (0: poll), and whether for lack of work."""
+        if self._leader:
+            return _IDLE_SLICE, False
+        recent = _BACKSTOP - (now - self.served_at)
+        if recent > 0:
+            return recent, False
+        if idle():
+            return _IDLE_SLICE, True
+        return 0.0, False
 
     def _serve(self, timeout: float) -> int:
         try:
@@ -108,10 +132,15 @@ class Poller:
     # -- callers ------------------------------------------------------------------------------
 
     def wake(self) -> None:
-        """Work was handed to librdkafka: a parked poller goes back to polling."""
-        if self.parked:
+        """Work was handed to librdkafka: a poller parked for lack of work goes back to
+        polling (one parked as a backstop comes back by itself)."""
+        if self._idle_parked:
             with self._changed:
                 self._changed.notify_all()
+
+    def note_served(self) -> None:
+        """Another thread just served the queue: the poller stays out for a moment."""
+        self.served_at = time.monotonic()
 
     def lead(self, done: Callable[[], bool], deadline: float) -> bool:
         """Serve callbacks in the calling thread until ``done()`` or the monotonic ``deadline``,

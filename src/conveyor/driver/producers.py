@@ -74,9 +74,6 @@ class ProducerClient:
         """librdkafka's produce: ``(topic, value, key, partition, on_delivery, None, timestamp,
         headers)``, positional (keyword arguments cost confluent-kafka a dict per call). Raises
         ``BufferError`` when the local queue is full; see :meth:`refused` for other errors."""
-        self.serve: Callable[[float], int] = self._kafka.poll
-        """Serve queued callbacks (delivery reports ...) in the calling thread, waiting up to
-        the given seconds; returns how many were served. The poller thread does this too."""
         self.fatal: KafkaError | None = None
         self._fatal_lock = threading.Lock()
         self._partition_counts: dict[str, int] = {}
@@ -94,6 +91,14 @@ class ProducerClient:
         self.plain_handle: type[DeliveryHandle] = DeliveryHandle
         """The handle class of this client's messages (the producer binds its observers)."""
         self.acknowledged_handle: type[DeliveryHandle] = AcknowledgedHandle
+
+    def serve(self, timeout: float) -> int:
+        """Serve queued callbacks (delivery reports ...) in the calling thread, waiting up to
+        ``timeout`` seconds; returns how many were served. The poller then stays out of the
+        queue for a moment (see :mod:`conveyor.driver.poller`)."""
+        served = int(self._kafka.poll(timeout))
+        self.poller.note_served()
+        return served
 
     def _nothing_in_flight(self) -> bool:
         # librdkafka's out-queue: messages queued or in flight, and reports not served yet.

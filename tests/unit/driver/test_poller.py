@@ -130,3 +130,38 @@ def test_wake_sends_a_parked_poller_back_to_work() -> None:
         assert "poller-under-test" in client.pollers
     finally:
         poller.stop()
+
+
+def test_the_poller_stays_out_while_another_thread_serves() -> None:
+    """While another thread keeps serving the queue (note_served), the poller does not poll:
+    an event queued then waits until that serving stops, and is then served by the poller."""
+    client = FakeClient()
+    client.in_flight = 1  # work in flight: left alone, the poller would poll at once
+    poller = Poller(client, "backstopped", idle=lambda: client.in_flight == 0)
+    served_at: list[float] = []
+    serving = threading.Event()
+    serving.set()
+
+    def serve_elsewhere() -> None:
+        while serving.is_set():
+            poller.note_served()
+            time.sleep(0.001)  # a producing thread serving as it goes
+
+    helper = threading.Thread(target=serve_elsewhere)
+    try:
+        helper.start()
+        time.sleep(0.25)  # longer than one poll slice: the poller's current poll has ended
+        client.queue(lambda: served_at.append(time.monotonic()))
+        time.sleep(0.2)
+        stopped = time.monotonic()
+        serving.clear()
+        helper.join(5)
+        deadline = time.monotonic() + 5
+        while not served_at and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert served_at, "the poller takes over once nobody else serves"
+        assert served_at[0] >= stopped, "nothing was polled while another thread served"
+        assert client.overlaps == 0
+    finally:
+        serving.clear()
+        poller.stop()
