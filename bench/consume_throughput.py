@@ -55,7 +55,7 @@ def main() -> None:
     bench = Bench(
         "consume_throughput",
         __doc__ or "",
-        lambda parser: parser.add_argument("--messages", type=int, default=1_000_000),
+        lambda parser: parser.add_argument("--messages", type=int, default=2_000_000),
     )
     count: int = bench.args.messages
     payload = (
