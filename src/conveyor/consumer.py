@@ -187,9 +187,23 @@ class Consumer:
         enhanced = self.enhance_pipe_message(piped, message)
         return piped if enhanced is None else enhanced
 
-    def pipe_async(self, *, topic: str, message: Message) -> DeliveryHandle:
-        """Forward ``message`` (key, payload, headers, plus ``source_*`` headers) to ``topic``."""
-        return self.producer.produce_async(**self._pipe_message(topic, message))
+    def pipe_async(
+        self, *, topic: str, message: Message, at_least_once: bool = False
+    ) -> DeliveryHandle:
+        """Forward ``message`` (key, payload, headers, plus ``source_*`` headers) to ``topic``.
+
+        With ``at_least_once=True`` the offset of ``message`` is not committed before the
+        broker acknowledged the copy (even when the batch is marked as consumed meanwhile),
+        and a copy that fails is sent again after the topic's back-off: a crash reads the
+        message again instead of losing it."""
+        piped = self._pipe_message(topic, message)
+        producer = self.producer
+        handle = producer.produce_async(**piped)
+        if at_least_once:
+            self._executor.hold_until_acknowledged(
+                message.offset, handle, lambda: producer.produce_async(**piped)
+            )
+        return handle
 
     def pipe_sync(self, *, topic: str, message: Message) -> DeliveryReport:
         """:meth:`pipe_async` and wait for the acknowledgement."""

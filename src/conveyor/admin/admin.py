@@ -180,13 +180,19 @@ class Admin:
 
     def _await_partitions(self, name: str, count: int) -> None:
         """The controller accepted the change; wait (bounded) until the broker's metadata shows
-        it, so that a call right after this one sees the topic as changed. Kafka sends no
+        it with a leader for every partition, so that a call right after this one sees the
+        topic as changed. Kafka sends no
         notice of that, so this asks again after short, growing pauses."""
         pause = threading.Event()
         delay = 0.01
         for _ in range(40):
             topic = self._connection.metadata(name, self.timeout)["topics"].get(name)
-            if topic is not None and topic["error"] is None and len(topic["partitions"]) >= count:
+            if (
+                topic is not None
+                and topic["error"] is None
+                and len(topic["partitions"]) >= count
+                and all(p["leader"] >= 0 for p in topic["partitions"].values())
+            ):
                 return
             pause.wait(delay)  # a retry of a remote read, not a local wait path
             delay = min(0.25, delay * 2)

@@ -19,6 +19,7 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
+from conveyor.driver.consumers import ask_watermarks
 from conveyor.driver.errors import configuration_error
 from conveyor.driver.handles import FutureHandle
 
@@ -106,10 +107,7 @@ class AdminConnection:
                     "logger": LIBRDKAFKA_LOG,
                 }
             )
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=timeout
-        )
-        return int(low), int(high)
+        return ask_watermarks(self._consumer, topic, partition, timeout)
 
     # -- configs --------------------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ messages through :mod:`conveyor.messages` and partitions as ``(topic, partition)
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -47,6 +49,36 @@ raw_topic: Callable[[Any], Any] = confluent_kafka.Message.topic
 raw_partition: Callable[[Any], Any] = confluent_kafka.Message.partition
 
 _DRAIN_CHUNK = 500
+
+
+# Answers a partition's leader gives while it is being elected (right after the topic was
+# created, or during a leader change): worth asking again within the caller's timeout.
+_LEADERLESS = frozenset(
+    {
+        confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,
+        confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
+        confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
+def ask_watermarks(consumer: Any, topic: str, partition: int, timeout: float) -> tuple[int, int]:
+    """Low and high watermarks of ``topic``/``partition``, asked of its leader, asking again
+    (after short, growing pauses, until ``timeout``) while the partition has none yet."""
+    deadline = time.monotonic() + timeout
+    pause, delay = threading.Event(), 0.01
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=max(0.1, deadline - time.monotonic())
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args else None
+            if code not in _LEADERLESS or time.monotonic() + delay >= deadline:
+                raise
+        pause.wait(delay)  # a retry of a remote read, not a local wait path
+        delay = min(0.25, delay * 2)
 
 
 class ConsumerClient:
@@ -212,10 +244,7 @@ class ConsumerClient:
         self, topic: str, partition: int, timeout: float = 10.0
     ) -> tuple[int, int]:
         """Low and high watermarks, asked of the partition's leader."""
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=timeout
-        )
-        return int(low), int(high)
+        return ask_watermarks(self._consumer, topic, partition, timeout)
 
     def offset_for_time(
         self, topic: str, partition: int, milliseconds: int, timeout: float = 10.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +55,13 @@ def _tell(observer: DeliveryObserver, error: Any, message: Any, label: Any) -> N
 
 
 _waiter_creation = threading.Lock()
+
+
+def _call_back(callback: Callable[[Any], None], handle: Any) -> None:
+    try:
+        callback(handle)
+    except Exception:
+        logging.getLogger("conveyor").exception("a delivery handle's done callback raised")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +168,9 @@ class _Waitable:
 # Threads blocked in DeliveryHandle.wait(), by handle. Kept outside the handles so that a
 # handle nobody waits on is three attribute stores and nothing more.
 _single_waiters: dict[DeliveryHandle, Any] = {}
+# Callbacks registered with DeliveryHandle.add_done_callback(), by handle; same reason.
+_done_callbacks: dict[DeliveryHandle, list[Callable[[DeliveryHandle], None]]] = {}
+_callbacks_lock = threading.Lock()
 
 
 class DeliveryHandle:
@@ -218,6 +229,24 @@ class DeliveryHandle:
                 waiter.release()
         if error is not None and self._notify is not None:
             _tell(self._notify, error, message, self.label)  # failures are always reported
+        if _done_callbacks:
+            with _callbacks_lock:
+                callbacks = _done_callbacks.pop(self, None)
+            if callbacks:
+                for callback in callbacks:
+                    _call_back(callback, self)
+
+    def add_done_callback(self, callback: Callable[[DeliveryHandle], None]) -> None:
+        """Call ``callback(handle)`` once the delivery is reported (delivered or failed), on the
+        thread that serves the report; at once, on this thread, if it is in already.
+
+        Keep it short: it runs where delivery reports are served. An exception it raises is
+        logged, not raised."""
+        with _callbacks_lock:
+            if not self.done():
+                _done_callbacks.setdefault(self, []).append(callback)
+                return
+        _call_back(callback, self)
 
     def done(self) -> bool:
         """Whether the report (or the failure) is in."""

@@ -28,6 +28,7 @@ from conveyor.processing.workers import run_hook
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
+    from conveyor.driver.handles import DeliveryHandle
     from conveyor.processing.context import ProcessingContext
     from conveyor.processing.strategies import FailurePolicy
     from conveyor.processing.timers import Timer, Timers
@@ -38,6 +39,7 @@ __all__ = ["ListenerActions", "PartitionExecutor", "RunningBatch"]
 
 _log = logging.getLogger("conveyor.processing")
 _gave_up = RateLimitedLog(_log)  # a run of poison messages is one line per interval
+_copy_failed = RateLimitedLog(_log)
 
 
 class ListenerActions(Protocol):
@@ -127,6 +129,11 @@ class PartitionExecutor:
         self.successor: PartitionExecutor | None = None
         self._resume_timer: Timer | None = None
         self._abort_batch = False
+        # Offsets whose copy (a dead letter, an at-least-once pipe) the broker has not
+        # acknowledged yet, with how many copies: nothing at or past the lowest is committed.
+        self._fenced: dict[int, int] = {}
+        self._copies_in_flight = 0
+        self._acknowledged = threading.Condition(self.lock)
 
     # -- called by the listener (its thread) --------------------------------------------------
 
@@ -197,8 +204,27 @@ class PartitionExecutor:
             self.pending.clear()
 
     def committable(self) -> int | None:
-        """The offset to commit for this partition (``None``: nothing marked, or revoked)."""
-        return None if self.revoked else self.marked
+        """The offset to commit for this partition (``None``: nothing marked, or revoked):
+        the marked one, or the lowest offset whose copy is not acknowledged yet, if lower."""
+        if self.revoked:
+            return None
+        return self._fence(self.marked)
+
+    def _fence(self, offset: int | None) -> int | None:
+        if offset is None or not self._fenced:
+            return offset
+        with self.lock:
+            lowest = min(self._fenced, default=offset)
+        return min(offset, lowest)
+
+    def wait_for_copies(self, deadline: float) -> bool:
+        """Block until no copy sent for this partition awaits its acknowledgement (or the
+        monotonic ``deadline``); True when none does."""
+        with self._acknowledged:
+            return self._acknowledged.wait_for(
+                lambda: self._copies_in_flight == 0,
+                timeout=max(0.0, deadline - time.monotonic()),
+            )
 
     def follow(self, predecessor: PartitionExecutor) -> None:
         """Start only after ``predecessor`` (the same partition, revoked) finished its batch."""
@@ -360,18 +386,24 @@ class PartitionExecutor:
                 "moving it to the dead letter queue" if verdict.action == "dispatch" else "skipping it",
                 exc,
             )  # fmt: skip
-            self.policy.give_up(
-                Message(retry[0], self.route.deserializers),
-                exc,
-                verdict.attempt,
-                verdict.action,
-                self,
-            )
-            self.attempt = 0
-            with self.lock:
-                if not (self.revoked or self.stopped):
-                    self.pending.put_back(retry[1:])
-            return
+            try:
+                self.policy.give_up(
+                    Message(retry[0], self.route.deserializers),
+                    exc,
+                    verdict.attempt,
+                    verdict.action,
+                    self,
+                )
+            except Exception as dispatch_error:
+                # Not sent (or not committed with its offset): the message stays in the retry
+                # path, and the next failure after the back-off dispatches it again.
+                self._report_dispatch_failure(retry[0].offset(), dispatch_error)
+            else:
+                self.attempt = 0
+                with self.lock:
+                    if not (self.revoked or self.stopped):
+                        self.pending.put_back(retry[1:])
+                return
         _log.error(
             "%s/%s: consume raised on offsets %s-%s (attempt %s); retrying in %.1f s: %r",
             self.topic, self.partition, batch[0].offset(), batch[-1].offset(), verdict.attempt,
@@ -384,6 +416,19 @@ class PartitionExecutor:
             self.held = True
             self._cancel_resume_timer()
             self._resume_timer = self._timers.call_later(verdict.delay, self._release)
+
+    def _report_dispatch_failure(self, offset: int, error: Exception) -> None:
+        _copy_failed.log(
+            logging.ERROR, f"{self.topic}/{self.partition}",
+            "%s/%s: could not move offset %s to the dead letter queue (%r); it stays in the "
+            "retry path", self.topic, self.partition, offset, error,
+        )  # fmt: skip
+        monitor = self.context.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="consumer.dispatch.error", error=error, topic=self.topic,
+                partition=self.partition, offset=offset, attempt=self.attempt,
+            )  # fmt: skip
 
     def _release(self) -> None:
         with self.lock:
@@ -459,8 +504,83 @@ class PartitionExecutor:
             self.marked = next_offset
         if not sync:
             return True
-        committed = self.listener.commit_now(self.topic, self.partition, next_offset)
-        return committed and not self.revoked
+        target = self._fence(next_offset)
+        assert target is not None
+        committed = self.listener.commit_now(self.topic, self.partition, target)
+        return committed and target == next_offset and not self.revoked
+
+    def hold_until_acknowledged(
+        self, offset: int, handle: DeliveryHandle, resend: Callable[[], DeliveryHandle]
+    ) -> None:
+        """Commit nothing at or past ``offset`` until ``handle``'s message is acknowledged.
+
+        A failed delivery is sent again (``resend``) after the topic's back-off, for as long
+        as this partition is assigned; once it is revoked or the app stops, the offset stays
+        uncommitted, so the message is read again rather than lost."""
+        with self.lock:
+            self._fenced[offset] = self._fenced.get(offset, 0) + 1
+            self._copies_in_flight += 1
+        handle.add_done_callback(lambda done: self._copy_reported(offset, done, resend, attempt=1))
+
+    def _copy_reported(
+        self,
+        offset: int,
+        handle: DeliveryHandle,
+        resend: Callable[[], DeliveryHandle],
+        attempt: int,
+    ) -> None:
+        """A copy's delivery report (on the thread that serves reports)."""
+        failure = handle.error()
+        with self.lock:
+            self._copies_in_flight -= 1
+            if failure is None:
+                left = self._fenced[offset] - 1
+                if left:
+                    self._fenced[offset] = left
+                else:
+                    del self._fenced[offset]
+            again = failure is not None and not (self.revoked or self.stopped)
+            self._acknowledged.notify_all()
+        if failure is None:
+            return
+        delay = self.policy.backoff.delay(attempt)
+        _copy_failed.log(
+            logging.ERROR, f"{self.topic}/{self.partition}",
+            "%s/%s: the copy of offset %s was not delivered (%s); %s", self.topic, self.partition,
+            offset, failure, f"sending it again in {delay:.1f} s" if again
+            else "its offset stays uncommitted",
+        )  # fmt: skip
+        monitor = self.context.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="consumer.copy.error", error=failure, topic=self.topic,
+                partition=self.partition, offset=offset, attempt=attempt,
+            )  # fmt: skip
+        if again:
+            self._timers.call_later(delay, lambda: self._send_again(offset, resend, attempt + 1))
+
+    def _send_again(self, offset: int, resend: Callable[[], DeliveryHandle], attempt: int) -> None:
+        with self.lock:
+            if self.revoked or self.stopped:
+                return
+            self._copies_in_flight += 1
+        try:
+            handle = resend()
+        except Exception as exc:
+            with self.lock:
+                self._copies_in_flight -= 1
+                self._acknowledged.notify_all()
+            _copy_failed.log(
+                logging.ERROR, f"{self.topic}/{self.partition}",
+                "%s/%s: could not send the copy of offset %s again: %r", self.topic,
+                self.partition, offset, exc,
+            )  # fmt: skip
+            self._timers.call_later(
+                self.policy.backoff.delay(attempt),
+                lambda: self._send_again(offset, resend, attempt + 1),
+            )
+            return
+        handle.add_done_callback(lambda done: self._copy_reported(offset, done, resend, attempt))
 
     def group_metadata(self) -> Any:
         return self.listener.group_metadata()

@@ -195,6 +195,8 @@ class Listener:
         finished = self.wait_for_jobs(deadline)
         for executor in executors:
             executor.run_shutdown()
+        for executor in executors:  # copies still in flight: their offsets wait for them
+            executor.wait_for_copies(deadline)
         self._run_commands()
         self._commit_marked(sync=True)
         self._client.close()

@@ -8,7 +8,9 @@ One :class:`FailurePolicy` per topic holds the whole rule (Karafka's DLQ strateg
   ``strategy(error, attempt)`` says so) that first unmarked message is dispatched to the DLQ
   topic (``produce_sync`` or ``produce_async``, in a transaction with its offset or not) or,
   with ``"topic": False``, skipped; then it is marked (``mark_as_consumed`` or
-  ``mark_as_consumed_sync``) and processing goes on from the next message;
+  ``mark_as_consumed_sync``) and processing goes on from the next message. An asynchronous
+  copy holds its offset back from commits until the broker acknowledged it (and is sent
+  again if it fails); a copy that cannot be sent at all leaves the message in the retry path;
 - ``independent=True`` gives each message its own retries: progress since the previous
   failure starts the count again.
 
@@ -18,18 +20,20 @@ The policy decides and dispatches; the partition's executor keeps the per-partit
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, DeliveryError, WaitTimeoutError
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, dead_letter_message
 from conveyor.routing.dead_letter_queue import ACTIONS, DeadLetterQueue
 
 if TYPE_CHECKING:
+    from conveyor.driver.handles import DeliveryHandle
     from conveyor.instrumentation import Monitor
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
@@ -101,6 +105,10 @@ class PartitionActions(Protocol):
     def enhance_dlq_message(
         self, dlq_message: dict[str, Any], message: Message
     ) -> dict[str, Any]: ...
+
+    def hold_until_acknowledged(
+        self, offset: int, handle: DeliveryHandle, resend: Callable[[], DeliveryHandle]
+    ) -> None: ...
 
 
 class FailurePolicy:
@@ -208,11 +216,20 @@ class FailurePolicy:
                 )
             partition.mark(offset + 1, sync=False)
         else:
-            if dlq is None or dlq.dispatch_method == "produce_sync":
-                self._producer().produce_sync(**copy)
-            else:
-                self._producer().produce_async(**copy)
+            producer = self._producer()
             sync_mark = dlq is not None and dlq.marking_method == "mark_as_consumed_sync"
+            if dlq is None or dlq.dispatch_method == "produce_sync":
+                producer.produce_sync(**copy)
+            else:
+                # Marked now, committed only once the copy is acknowledged: a crash in between
+                # reads the message again instead of losing it from both topics.
+                handle = producer.produce_async(**copy)
+                partition.hold_until_acknowledged(
+                    offset, handle, lambda: self._producer().produce_async(**copy)
+                )
+                if sync_mark:  # a synchronous commit is meant to include this message
+                    with contextlib.suppress(DeliveryError, WaitTimeoutError):
+                        handle.wait()
             partition.mark(offset + 1, sync=sync_mark)
         monitor = self._monitor
         if ev.DEAD_LETTER_QUEUE_DISPATCHED in monitor.subscribed:

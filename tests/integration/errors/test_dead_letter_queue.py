@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conveyor import App, Consumer, Message, Producer
+from conveyor import Admin, App, Consumer, Message, Producer
 from helpers import Record, running
 
 
@@ -24,7 +24,7 @@ def make_app(bootstrap: str) -> App:
 
 
 def test_a_poison_message_lands_in_the_dlq_after_exactly_max_retries(
-    kafka_bootstrap: str, new_topic, read_messages
+    kafka_bootstrap: str, new_topic, read_messages, kafka_admin: Admin
 ) -> None:
     topic = new_topic(partitions=3)
     dlq = new_topic()
@@ -69,6 +69,7 @@ def test_a_poison_message_lands_in_the_dlq_after_exactly_max_retries(
     assert [action for _, action in errors] == ["retry", "retry", "dispatch"]
 
     [moved] = read_messages(dlq, 1)
+    assert kafka_admin.read_watermark_offsets(dlq, 0) == (0, 1), "exactly one copy"
     headers = dict(moved.headers())
     assert moved.value() == b'{"n":4000}'
     assert moved.key() == b"k4000"
@@ -121,21 +122,36 @@ def test_a_malformed_payload_follows_the_same_path(
     assert moved.value() == b"{not json"
 
 
+def committed_offset(bootstrap: str, group: str, topic: str) -> int | None:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        lags = [lag for lag in admin.read_lags([group]) if lag.topic == topic]
+    return lags[0].committed if lags else None
+
+
 @pytest.mark.parametrize(
     "options",
     [
+        {},
         {"dispatch_method": "produce_sync", "marking_method": "mark_as_consumed_sync"},
         {"transactional": True},
         {"independent": True},
     ],
-    ids=["sync-dispatch-and-marking", "transactional", "independent"],
+    ids=["async-default", "sync-dispatch-and-marking", "transactional", "independent"],
 )
 def test_dispatch_variants(
     kafka_bootstrap: str, new_topic, read_messages, options: dict[str, Any]
 ) -> None:
+    """Each way of dispatching, told apart by what only it does, with periodic commits off:
+
+    - sync dispatch sends with ``produce_sync`` and sync marking commits at once;
+    - transactional dispatch commits the offset in the transaction (and its commit marker
+      takes an offset of the DLQ topic: two, not one);
+    - non-independent retries are counted per partition: 4 fails once (the earlier failure
+      of 2 used up the retry), independent ones per message: 4 fails twice."""
     topic = new_topic()
     dlq = new_topic()
     with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        # One burst, read back as one fetch: 2 and 4 end up in the same retried batch.
         producer.produce_many_sync([{"topic": topic, "payload": {"n": n}} for n in range(6)])
     record = Record()
     failures = {2: 0, 4: 0}
@@ -150,18 +166,41 @@ def test_dispatch_variants(
                 record.add(n)
                 self.mark_as_consumed(message)
 
-    app = make_app(kafka_bootstrap)
+    group = f"dlq-{uuid.uuid4().hex[:8]}"
+    app = App(
+        client_id="dlq-test",
+        kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group,
+               "auto.commit.interval.ms": 600_000},  # only the DLQ path commits while it runs
+        max_wait_time=0.2, pause_timeout=0.05, pause_max_timeout=0.2,
+    )  # fmt: skip
     app.routes.topic(topic, Picky, dead_letter_queue={"topic": dlq, "max_retries": 1, **options})
+    sent_sync: list[str] = []
+    app.monitor.subscribe(
+        "message.produced_sync", lambda event: sent_sync.append(event["report"].topic)
+    )
     with running(app):
         assert record.wait_for(lambda items: 5 in items)
+        committed_while_running = committed_offset(kafka_bootstrap, group, topic)
     assert record.items == [0, 1, 2, 3, 5]
+    with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+        dlq_end = admin.read_watermark_offsets(dlq, 0)[1]
     isolation = {"isolation.level": "read_committed"} if options.get("transactional") else {}
     moved = read_messages(dlq, 1, timeout=10, **isolation)
     assert [m.value() for m in moved] == [b'{"n":4}']
-    if options.get("independent"):
-        assert failures[4] == 2, "independent: 4 got its own retry after 2 recovered"
+    assert committed_offset(kafka_bootstrap, group, topic) == 6, "all committed at the stop"
+    if options.get("transactional"):
+        assert dlq_end == 2, "the copy and the transaction's commit marker"
+        assert committed_while_running == 5, "the offset went with the transaction"
     else:
-        assert failures[4] in (1, 2)
+        assert dlq_end == 1, "exactly one copy"
+    if options.get("marking_method") == "mark_as_consumed_sync":
+        assert sent_sync == [dlq], "the copy went with produce_sync"
+        assert committed_while_running == 5, "marked and committed at once"
+    else:
+        assert sent_sync == []
+    if not options:
+        assert committed_while_running is None, "nothing committed before the interval"
+    assert failures[4] == (2 if options.get("independent") else 1)
 
 
 def test_topic_false_skips_after_the_retries(kafka_bootstrap: str, new_topic) -> None:

@@ -6,7 +6,7 @@ import threading
 import uuid
 from typing import Any
 
-from conveyor import App, Consumer, Message, Producer
+from conveyor import Admin, App, Consumer, Message, Producer
 
 
 def test_piping_keeps_keys_and_adds_source_headers(
@@ -61,3 +61,43 @@ def test_piping_keeps_keys_and_adds_source_headers(
         assert headers["source_offset"].isdigit()
         assert headers["source_consumer_group"].startswith(b"pipe-")
         assert headers["piped_by"] == b"forwarder"
+
+
+def test_at_least_once_piping_commits_only_what_was_acknowledged(
+    kafka_bootstrap: str, new_topic, kafka_admin: Admin
+) -> None:
+    """``pipe_async(..., at_least_once=True)``: the batch is marked as consumed at once, but
+    the offset of a message whose copy the target refuses (too large for it) is not
+    committed, neither periodically nor at the stop: it will be read again."""
+    source = new_topic()
+    target = new_topic(config={"max.message.bytes": "1000"})
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": source, "payload": b"x" * (1500 if n == 2 else 10)} for n in range(5)]
+        )
+    group = f"pipe-{uuid.uuid4().hex[:6]}"
+    failed = threading.Event()
+    piped: list[int] = []
+
+    class Forwarder(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                self.pipe_async(topic=target, message=message, at_least_once=True)
+                piped.append(message.offset)
+            self.mark_as_consumed(self.messages.last)
+
+    app = App(client_id="pipe", kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group,
+              "auto.commit.interval.ms": 100}, max_wait_time=0.1, pause_timeout=0.05)  # fmt: skip
+    app.routes.topic(source, Forwarder)
+    app.monitor.subscribe(
+        "error.occurred",
+        lambda event: failed.set() if event["type"] == "consumer.copy.error" else None,
+    )
+    app.start()
+    try:
+        assert failed.wait(30), "the oversized copy was refused"
+    finally:
+        app.stop_and_wait()
+    assert piped == [0, 1, 2, 3, 4]
+    [lag] = [lag for lag in kafka_admin.read_lags([group]) if lag.topic == source]
+    assert lag.committed == 2, "committed up to the copy that was never acknowledged"

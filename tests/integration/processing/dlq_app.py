@@ -1,7 +1,8 @@
 """An app for the SIGKILL-after-dispatch test: order -1 is poison; every dispatch is announced.
 
-Environment: TOPIC, DLQ, GROUP, KAFKA_BOOTSTRAP_SERVERS. Lines on standard output:
-``batch <partition> <first offset> <last offset>`` and ``dispatched <offset>``.
+Environment: TOPIC, DLQ, GROUP, KAFKA_BOOTSTRAP_SERVERS; COMMIT_MS (the listener's commit
+interval, default 200). Lines on standard output: ``batch <partition> <first offset> <last
+offset>`` and ``dispatched <offset>``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ app = App(
     kafka={
         "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
         "group.id": os.environ["GROUP"],
-        "auto.commit.interval.ms": 60_000,  # nothing but the DLQ marking commits before the kill
+        "auto.commit.interval.ms": int(os.environ.get("COMMIT_MS", "200")),
         "session.timeout.ms": 6_000,  # a killed member leaves the group in 6 s, not 45
     },
     max_wait_time=0.2,
@@ -44,7 +45,6 @@ app.routes.topic(
     dead_letter_queue={
         "topic": os.environ["DLQ"],
         "max_retries": 1,
-        "dispatch_method": "produce_sync",
     },
 )
 app.monitor.subscribe(

@@ -233,25 +233,45 @@ def test_seek_pause_and_resume(kafka_bootstrap: str, new_topic) -> None:
 def test_quiet_finishes_running_batches_and_takes_no_new_ones(
     kafka_bootstrap: str, new_topic
 ) -> None:
+    """quiet() while a batch runs: that batch finishes and is committed; nothing fetched after
+    is processed (shown by the next member of the group starting right after it)."""
     topic = new_topic()
     produce(kafka_bootstrap, topic, 3)
     record = Record()
+    inside, release = threading.Event(), threading.Event()
 
     class Quiet(Consumer):
         def consume(self) -> None:
+            inside.set()
+            assert release.wait(30)
             record.add(*(m.offset for m in self.messages))
 
-    app = make_app(kafka_bootstrap)
+    group = f"quiet-{uuid.uuid4().hex[:8]}"
+    app = make_app(kafka_bootstrap, kafka={"group.id": group})
     app.routes.topic(topic, Quiet)
     quieted = threading.Event()
     app.monitor.subscribe("app.quieting", lambda event: quieted.set())
     with running(app):
-        assert record.wait_for(lambda items: len(items) >= 3)
+        assert inside.wait(30)
         app.quiet()
         assert quieted.wait(5)
-        produce(kafka_bootstrap, topic, 3, start=3)
-        assert not record.wait_for(lambda items: len(items) > 3, timeout=2)
         assert app.state == "quiet"
+        produce(kafka_bootstrap, topic, 3, start=3)
+        release.set()
+        assert record.wait_for(lambda items: len(items) >= 3), "the running batch finished"
+    assert record.items == [0, 1, 2]
+
+    after = Record()
+
+    class Next(Consumer):
+        def consume(self) -> None:
+            after.add(*(m.offset for m in self.messages))
+
+    successor = make_app(kafka_bootstrap, kafka={"group.id": group})
+    successor.routes.topic(topic, Next)
+    with running(successor):
+        assert after.wait_for(lambda items: len(items) >= 3)
+    assert after.items == [3, 4, 5]
 
 
 @pytest.mark.parametrize(
@@ -361,31 +381,72 @@ def test_a_base_exception_in_consume_stops_the_app_without_moving_the_offset(
     )
 
 
-def test_a_long_running_job_keeps_its_group_membership(kafka_bootstrap: str, new_topic) -> None:
-    topic = new_topic()
-    produce(kafka_bootstrap, topic, 3)
+def test_a_long_running_job_fetches_nothing_behind_it_and_keeps_the_group(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """long_running_job=True: while partition 0's batch runs (8 s, past max.poll.interval.ms)
+    nothing more of partition 0 is fetched (a marker on partition 1 is, meanwhile), and the
+    member is never kicked out of the group."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 1)  # n=0 on partition 0
     record = Record()
+    inside, release = threading.Event(), threading.Event()
     revocations: list[object] = []
 
     class Slow(Consumer):
         def consume(self) -> None:
-            if not record.items:
-                threading.Event().wait(8)  # longer than max.poll.interval.ms below
-            record.add(*(m.offset for m in self.messages))
+            if self.partition == 0 and not inside.is_set():
+                inside.set()
+                release.wait(8)  # longer than max.poll.interval.ms below
+            record.add(*((self.partition, m.payload["n"]) for m in self.messages))
 
     app = make_app(
-        kafka_bootstrap, kafka={"max.poll.interval.ms": 6000, "session.timeout.ms": 6000}
+        kafka_bootstrap,
+        concurrency=2,
+        kafka={"max.poll.interval.ms": 6000, "session.timeout.ms": 6000},
     )
     app.routes.topic(topic, Slow, long_running_job=True)
     app.monitor.subscribe(
         "rebalance.partitions_revoked", lambda event: revocations.append(event["partitions"])
     )
     with running(app):
-        assert record.wait_for(lambda items: len(items) >= 3, timeout=30)
-        produce(kafka_bootstrap, topic, 2, start=3)
-        assert record.wait_for(lambda items: len(items) >= 5, timeout=30)
-    assert record.items == [0, 1, 2, 3, 4], "no duplicates: the member was never kicked out"
+        assert inside.wait(30)
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            producer.produce_many_sync(
+                [*({"topic": topic, "payload": {"n": n}, "partition": 0} for n in (1, 2)),
+                 {"topic": topic, "payload": {"n": 99}, "partition": 1}]
+            )  # fmt: skip
+        assert record.wait_for(lambda items: (1, 99) in items), "partition 1 flows meanwhile"
+        [p0] = [p for p in app.snapshot().partitions if p.partition == 0]
+        assert (p0.pending, p0.high_watermark) == (0, 1), "nothing fetched behind the long job"
+        assert record.wait_for(lambda items: len(items) >= 4, timeout=30)
+    assert [n for partition, n in record.items if partition == 0] == [0, 1, 2]
     assert not any(revocations[:-1]), "no rebalance while the long job ran"
+
+
+def test_partitions_run_in_parallel_on_the_worker_pool(kafka_bootstrap: str, new_topic) -> None:
+    """concurrency=2: the batches of two partitions run at the same time (each waits at a
+    barrier for the other; one worker thread could never get both there)."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 2, partitions=2)
+    met = threading.Barrier(2, timeout=10)
+    record = Record()
+
+    class Meeting(Consumer):
+        def consume(self) -> None:
+            try:
+                met.wait()
+            except threading.BrokenBarrierError:
+                record.add("alone")  # wakes the test's wait at once
+                raise
+            record.add(self.partition)
+
+    app = make_app(kafka_bootstrap, concurrency=2)
+    app.routes.topic(topic, Meeting)
+    with running(app):
+        assert record.wait_for(lambda items: len(items) >= 2 or "alone" in items)
+    assert "alone" not in record.items, "the two partitions never ran at the same time"
+    assert sorted(record.items) == [0, 1]
 
 
 def test_tick_runs_while_a_partition_is_idle(kafka_bootstrap: str, new_topic) -> None:

@@ -147,6 +147,28 @@ def test_reply_partition_and_close_with_calls_in_flight(
         client.call("add", 1, 1)
 
 
+def test_every_reply_goes_to_the_requested_partition(
+    kafka_bootstrap: str, new_topic, read_messages
+) -> None:
+    """Guards the server's use of ``reply_partition``: with four result partitions and six
+    calls, replies that ignored it would spread over the others (and those calls time out)."""
+    commands, results = new_topic(), new_topic(partitions=4)
+    handlers = Handlers()
+    handlers.register("echo")(lambda n: n)
+    app = make_server(kafka_bootstrap, commands, results, handlers)
+    app.start()
+    try:
+        with Client(
+            {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands,
+            results_topic=results, reply_partition=3,
+        ) as client:  # fmt: skip
+            assert [client.call("echo", n, timeout=20) for n in range(6)] == list(range(6))
+    finally:
+        app.stop_and_wait()
+    replies = read_messages(results, 6, timeout=10)
+    assert [reply.partition() for reply in replies] == [3] * 6
+
+
 def test_expired_requests_are_skipped_and_a_restarted_server_answers(
     kafka_bootstrap: str, rpc_topics: tuple[str, str]
 ) -> None:

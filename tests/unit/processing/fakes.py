@@ -158,11 +158,43 @@ class FakeTransactions:
         self.producer.calls.append(("send_offsets", list(offsets), group_metadata))
 
 
+class FakeHandle:
+    """A delivery handle the test completes: :meth:`deliver` (``error=None``: acknowledged)."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[[Any], None]] = []
+        self.reported = False
+        self.failure: BaseException | None = None
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        if self.reported:
+            callback(self)
+        else:
+            self.callbacks.append(callback)
+
+    def deliver(self, error: BaseException | None = None) -> None:
+        self.reported, self.failure = True, error
+        for callback in self.callbacks:
+            callback(self)
+
+    def done(self) -> bool:
+        return self.reported
+
+    def error(self) -> BaseException | None:
+        return self.failure
+
+    def wait(self, timeout: float | None = None) -> str:
+        if self.failure is not None:
+            raise self.failure
+        return "report"
+
+
 @dataclass
 class FakeProducer:
     """Records what was produced, and how: ``calls`` holds (method, message) in order."""
 
     calls: list[tuple[Any, ...]] = field(default_factory=list)
+    handles: list[FakeHandle] = field(default_factory=list)
     in_transaction: bool = False
     fail_with: BaseException | None = None
 
@@ -175,11 +207,13 @@ class FakeProducer:
         self.calls.append(("produce_sync", message))
         return "report"
 
-    def produce_async(self, **message: Any) -> str:
+    def produce_async(self, **message: Any) -> FakeHandle:
         if self.fail_with is not None:
             raise self.fail_with
         self.calls.append(("produce_async", message))
-        return "handle"
+        handle = FakeHandle()
+        self.handles.append(handle)
+        return handle
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[FakeTransactions]:

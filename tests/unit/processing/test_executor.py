@@ -4,6 +4,7 @@ partition, marking, retries with back-off, dead letters, revocation, flow contro
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -177,6 +178,86 @@ class TestRetries:
         assert r.executor.marked == 3
         assert r.executor.attempt == 0
         assert not r.executor.held
+
+
+class TestDeadLetterAcknowledgement:
+    """The loss window: an asynchronously dispatched dead letter's offset is not committed
+    before the broker acknowledged the copy, and a failed copy is sent again."""
+
+    def dispatched(self) -> Any:
+        consumer = recording(fail_at={1})
+        r = rig(consumer, dead_letter_queue={"topic": "orders_dlq", "max_retries": 0})
+        r.executor.add(raws(0, 1, 2, 3), high_watermark=4)
+        r.listener.run_jobs()
+        assert r.executor.marked == 4, "processing went on past the dead letter"
+        return r
+
+    def test_the_commit_stops_at_the_unacknowledged_copy(self) -> None:
+        r = self.dispatched()
+        assert r.executor.committable() == 1, "offset 1 is re-read if the app dies now"
+        r.producer.handles[0].deliver()
+        assert r.executor.committable() == 4
+
+    def test_a_failed_copy_is_sent_again_after_the_back_off(self) -> None:
+        r = self.dispatched()
+        events: list[Any] = []
+        r.monitor.subscribe("error.occurred", events.append)
+        r.producer.handles[0].deliver(RuntimeError("broker down"))
+        assert r.executor.committable() == 1
+        assert [e["type"] for e in events] == ["consumer.copy.error"]
+        assert r.timers.delays() == [1.0]
+        r.timers.fire()
+        assert [call[1]["topic"] for call in r.producer.calls] == ["orders_dlq", "orders_dlq"]
+        r.producer.handles[1].deliver(RuntimeError("still down"))
+        assert r.timers.delays() == [2.0], "the back-off grows"
+        r.timers.fire()
+        r.producer.handles[2].deliver()
+        assert r.executor.committable() == 4
+
+    def test_a_sync_mark_commits_no_further_than_the_copy(self) -> None:
+        r = self.dispatched()
+        assert r.executor.mark(4, sync=True) is False, "not committed as far as asked"
+        assert r.listener.actions[-1] == ("commit", "orders", 0, 1)
+
+    def test_after_revocation_a_failed_copy_is_left_to_the_next_owner(self) -> None:
+        r = self.dispatched()
+        r.executor.revoke()
+        r.producer.handles[0].deliver(RuntimeError("broker down"))
+        assert r.timers.delays() == []
+        assert r.executor.committable() is None
+
+    def test_shutdown_waits_for_copies_in_flight(self) -> None:
+        r = self.dispatched()
+        r.executor.stop()
+        deadline = time.monotonic() + 0.05
+        assert r.executor.wait_for_copies(deadline) is False
+        threading.Timer(0.05, r.producer.handles[0].deliver).start()
+        assert r.executor.wait_for_copies(time.monotonic() + 10) is True
+        assert r.executor.committable() == 4
+
+    def test_a_dispatch_that_cannot_be_sent_keeps_the_message_in_the_retry_path(self) -> None:
+        """produce_sync failing: nothing is marked past the message, it is retried later."""
+        consumer = recording(fail_at={1})
+        r = rig(
+            consumer,
+            dead_letter_queue={
+                "topic": "orders_dlq",
+                "max_retries": 0,
+                "dispatch_method": "produce_sync",
+            },
+        )
+        r.producer.fail_with = RuntimeError("no broker")
+        r.executor.add(raws(0, 1, 2), high_watermark=3)
+        r.listener.run_jobs()
+        assert r.executor.marked == 1
+        assert r.executor.held
+        assert [raw.offset() for raw in r.executor.pending] == [1, 2]
+        assert r.crashes == []
+        r.producer.fail_with = None
+        r.timers.fire()
+        r.listener.run_jobs()
+        assert r.producer.methods() == ["produce_sync"]
+        assert r.executor.marked == 3
 
 
 class TestRevocation:

@@ -31,6 +31,10 @@ class Partition:
     def __init__(self) -> None:
         self.marks: list[tuple[int, bool]] = []
         self.enhanced: list[int] = []
+        self.held: list[tuple[int, Any]] = []
+
+    def hold_until_acknowledged(self, offset: int, handle: Any, resend: Any) -> None:
+        self.held.append((offset, handle))
 
     def mark(self, next_offset: int, sync: bool) -> bool:
         self.marks.append((next_offset, sync))
@@ -180,6 +184,7 @@ class TestDispatch:
         assert producer.methods() == ["produce_async"]
         assert transactional.calls == []
         assert partition.marks == [(8, False)]
+        assert partition.held == [(7, producer.handles[0])], "commits wait for the copy's ack"
 
     def test_sync_dispatch_and_sync_marking(self) -> None:
         p, producer, _, _ = policy(

@@ -1,0 +1,272 @@
+"""Switch features off one at a time and check that the tests claiming them turn red.
+
+Each mutation below is a textual patch of one feature in a scratch copy of ``src/`` (the
+working tree is never touched); the tests that guard the feature run against that copy
+(``PYTHONPATH`` puts it before the editable install) and must fail. The result is a table:
+``killed`` (the tests failed, as they should), ``survived`` (they passed: a test to fix) or
+``stale`` (the patch no longer applies: update it here).
+
+Not part of ``make test`` (it runs each guarding test again per mutation, a few minutes in
+all). Run it with a broker up::
+
+    .venv/bin/conveyor broker start
+    KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python tests/mutations.py [NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """``old`` replaced by ``new`` in ``path`` (each ``old`` must occur exactly once)."""
+
+    name: str
+    path: str
+    patches: tuple[tuple[str, str], ...]
+    tests: tuple[str, ...]
+
+
+STRATEGIES = "conveyor/processing/strategies.py"
+DLQ_TESTS = "tests/integration/errors/test_dead_letter_queue.py::test_dispatch_variants"
+
+MUTATIONS = (
+    Mutation(
+        "transactional DLQ dispatch replaced by the plain path",
+        STRATEGIES,
+        (("if dlq is not None and dlq.transactional:", "if False:"),),
+        (DLQ_TESTS,),
+    ),
+    Mutation(
+        "sync DLQ dispatch and sync marking forced to async",
+        STRATEGIES,
+        (
+            ('if dlq is None or dlq.dispatch_method == "produce_sync":', "if dlq is None:"),
+            (
+                'sync_mark = dlq is not None and dlq.marking_method == "mark_as_consumed_sync"',
+                "sync_mark = False",
+            ),
+        ),
+        (DLQ_TESTS,),
+    ),
+    Mutation(
+        "every DLQ made independent",
+        STRATEGIES,
+        (("if dlq is not None and dlq.independent and progressed:", "if progressed:"),),
+        (DLQ_TESTS,),
+    ),
+    Mutation(
+        "variant settings dropped",
+        "conveyor/producer/producer.py",
+        (("config = {**self.settings.kafka, **overrides}", "config = dict(self.settings.kafka)"),),
+        ("tests/integration/producer/test_recovery.py::test_a_variant_sends_with_its_own_acks",),
+    ),
+    Mutation(
+        "the server ignoring reply_partition",
+        "conveyor/rpc/handlers.py",
+        (('partition = request.get("reply_partition")', "partition = None"),),
+        ("tests/integration/rpc/test_rpc.py::test_every_reply_goes_to_the_requested_partition",),
+    ),
+    Mutation(
+        "the exponential back-off replaced by a constant delay",
+        STRATEGIES,
+        (("if not self.exponential:", "if True:"),),
+        (
+            "tests/unit/processing/test_executor.py",
+            "tests/unit/processing/test_strategies.py",
+        ),
+    ),
+    Mutation(
+        "the iterator joining a group iter-... with auto-commit on",
+        "conveyor/iterator/iterator.py",
+        (
+            (
+                '"group.id": f"conveyor-iterator-{uuid.uuid4().hex}"',
+                '"group.id": f"iter-{uuid.uuid4().hex}"',
+            ),
+            (
+                '"enable.auto.commit": False, "enable.auto.offset.store": False}',
+                '"enable.auto.commit": True}',
+            ),
+        ),
+        (
+            "tests/integration/iterator/test_iterator.py::test_stop_from_another_thread_and_no_group",
+        ),
+    ),
+    Mutation(
+        "the worker pool cut to 1 thread",
+        "conveyor/processing/workers.py",
+        (("for index in range(size)\n        ]", "for index in range(1)\n        ]"),),
+        (
+            "tests/integration/processing/test_consuming.py::test_partitions_run_in_parallel_on_the_worker_pool",
+        ),
+    ),
+    Mutation(
+        "long_running_job ignored",
+        "conveyor/processing/executor.py",
+        (("long_running = self.route.long_running_job", "long_running = False"),),
+        (
+            "tests/integration/processing/test_consuming.py::test_a_long_running_job_fetches_nothing_behind_it_and_keeps_the_group",
+        ),
+    ),
+    Mutation(
+        "a dead letter's offset committed before its copy is acknowledged",
+        STRATEGIES,
+        (
+            (
+                "partition.hold_until_acknowledged(\n                    offset, handle,",
+                "(lambda *_: None)(\n                    offset, handle,",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_server.py::test_a_kill_before_the_dlq_acknowledged_the_copy_loses_nothing",
+            "tests/unit/processing/test_strategies.py",
+        ),
+    ),
+    Mutation(
+        "at-least-once piping not holding its offset",
+        "conveyor/consumer.py",
+        (("if at_least_once:", "if False:"),),
+        (
+            "tests/integration/errors/test_piping.py::test_at_least_once_piping_commits_only_what_was_acknowledged",
+        ),
+    ),
+    Mutation(
+        "quiet taking new batches",
+        "conveyor/processing/listener.py",
+        (
+            ("self._quiet.set()\n        if self.state", "if self.state"),
+            ("executor.hold()", "pass"),
+        ),
+        (
+            "tests/integration/processing/test_consuming.py::test_quiet_finishes_running_batches_and_takes_no_new_ones",
+        ),
+    ),
+)
+
+
+def apply(mutation: Mutation, scratch: Path) -> bool:
+    """Patch the scratch copy; False when a patch no longer applies."""
+    target = scratch / mutation.path
+    text = target.read_text()
+    for old, new in mutation.patches:
+        if text.count(old) != 1:
+            return False
+        text = text.replace(old, new)
+    target.write_text(text)
+    return True
+
+
+def run_tests(
+    tests: tuple[str, ...], scratch: Path, timeout: float, verbose: bool = False
+) -> tuple[bool, str, float]:
+    """Run ``tests`` against the scratch copy: (passed, the first failure's line, seconds)."""
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, (str(scratch), os.environ.get("PYTHONPATH")))),
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    started = time.monotonic()
+    try:
+        result = subprocess.run(
+            command,
+            check=False,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return False, "timed out", time.monotonic() - started
+    why = next(
+        (line[1:].strip() for line in result.stdout.splitlines() if line.startswith("E ")), ""
+    )
+    if verbose and result.returncode:
+        sys.stderr.write(result.stdout[-4000:])
+    return result.returncode == 0, why, time.monotonic() - started
+
+
+def scratch_copy(directory: str) -> Path:
+    scratch = Path(directory)
+    shutil.copytree(ROOT / "src" / "conveyor", scratch / "conveyor")
+    check_scratch_is_used(scratch)
+    return scratch
+
+
+def check_scratch_is_used(scratch: Path) -> None:
+    """The scratch copy must shadow the installed package, or nothing here means anything."""
+    env = dict(os.environ, PYTHONPATH=str(scratch))
+    where = subprocess.run(
+        [sys.executable, "-c", "import conveyor; print(conveyor.__file__)"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if not where.startswith(str(scratch)):
+        raise SystemExit(f"the scratch copy is not imported (conveyor comes from {where})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "names", nargs="*", help="run only mutations whose name contains one of these"
+    )
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation")
+    parser.add_argument("--verbose", action="store_true", help="print the output of failed runs")
+    args = parser.parse_args()
+    if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        raise SystemExit("set KAFKA_BOOTSTRAP_SERVERS (e.g. after `conveyor broker start`)")
+    chosen = [m for m in MUTATIONS if not args.names or any(n in m.name for n in args.names)]
+    console = Console()
+    table = Table(title="mutations: features switched off one at a time")
+    for column in ("feature switched off", "result", "seconds", "tests"):
+        table.add_column(column)
+    table.add_column("why it failed")
+    survived = 0
+    with console.status("") as status:
+        # The control: unmutated, the same tests pass (else "killed" would mean nothing).
+        status.update("control run: the guarding tests on an unmutated copy")
+        with tempfile.TemporaryDirectory(prefix="conveyor-control-") as directory:
+            tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
+            passed, why, elapsed = run_tests(
+                tests, scratch_copy(directory), args.timeout * 2, args.verbose
+            )
+        if not passed:
+            raise SystemExit(f"the guarding tests fail without any mutation: {why}")
+        console.print(f"  control: the guarding tests pass unmutated ({elapsed:.0f} s)")
+        for index, mutation in enumerate(chosen, 1):
+            status.update(f"[{index}/{len(chosen)}] {mutation.name}")
+            with tempfile.TemporaryDirectory(prefix="conveyor-mutant-") as directory:
+                scratch = scratch_copy(directory)
+                if not apply(mutation, scratch):
+                    result, why, elapsed = "stale", "the patch no longer applies", 0.0
+                else:
+                    passed, why, elapsed = run_tests(
+                        mutation.tests, scratch, args.timeout, args.verbose
+                    )
+                    result = "survived" if passed else "killed"
+            survived += result != "killed"
+            console.print(f"  {mutation.name}: {result} ({elapsed:.0f} s)")
+            table.add_row(
+                mutation.name, result, f"{elapsed:.0f}",
+                "\n".join(t.split("::")[-1] for t in mutation.tests), why[:80],
+            )  # fmt: skip
+    console.print(table)
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
