@@ -50,6 +50,9 @@ _log = logging.getLogger("conveyor.processing")
 
 _QUIET_POLL = 0.2
 _THROTTLED_POLL = 0.01
+# A long max_wait_time is waited out in polls of at most this long, so that stop(), commits and
+# the executors' commands (pause, resume, seek) never wait for a whole max_wait_time.
+_POLL_SLICE = 0.5
 _ROOM_WAIT = 1.0
 
 
@@ -315,6 +318,7 @@ class Listener:
         poll_batch = client.poll_batch
         monitor = self.context.monitor
         quieted = False
+        idle_since: float | None = None
         while not self._stopping.is_set():
             self._run_commands()
             self._discarding.clear()  # the next poll fetches after any seek done so far
@@ -334,10 +338,17 @@ class Listener:
             # While a partition waits for its backlog to drain, its resume comes as a command:
             # poll in short slices then, so that the command does not wait out a long poll.
             throttled = any(executor.backpressure for executor in self.executors.values())
-            batch = poll_batch(_THROTTLED_POLL if throttled else self.max_wait_time, self._drain)
+            wait = _THROTTLED_POLL if throttled else min(self.max_wait_time, _POLL_SLICE)
+            batch = poll_batch(wait, self._drain)
             if not batch:
-                self._tick_idle()
+                now = time.monotonic()
+                if idle_since is None:
+                    idle_since = now - wait
+                if now - idle_since >= self.max_wait_time:  # idle for a whole max_wait_time
+                    idle_since = now
+                    self._tick_idle()
                 continue
+            idle_since = None
             self._run_commands()
             if ev.MESSAGES_POLLED in monitor.subscribed:
                 monitor.instrument(ev.MESSAGES_POLLED, listener=self.name, count=len(batch))

@@ -128,7 +128,11 @@ def test_direct_topic_commands_and_listings(
         (0, 1, 3), (1, None, 0), (2, None, 0),
     ]  # fmt: skip
     assert group in run("groups", "list", "--app", app).output
-    assert "Group" in run("groups", "describe", group, "--app", app).output
+    described = run("groups", "describe", group, "--app", app)
+    assert described.exit_code == 0, described.output
+    assert f"Group {group} (EMPTY)" in described.output, "a group with offsets and no members"
+    as_json = json.loads(run("groups", "describe", group, "--app", app, "--json").output)
+    assert as_json == {"group": group, "state": "EMPTY", "members": []}
 
     topic_configs = json.loads(
         run("configs", "describe", "topic", orders, "--app", app, "--json").output

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +20,7 @@ from conveyor import (
     Producer,
     ProducerClosedError,
     ProducerForkedError,
+    QueueFullError,
     WaitTimeoutError,
 )
 from conveyor.producer.partitioners import partitioner_for
@@ -129,7 +129,6 @@ def test_explicit_partition_routing(producer: Producer, new_topic) -> None:
     assert sorted((report.label, report.partition) for report in reports) == [
         (i, i % 4) for i in range(8)
     ]
-    assert zlib.crc32(b"") == 0  # the default partitioner hashes keys with CRC-32
 
 
 def test_produce_many_delivers_every_message(producer: Producer, new_topic, read_messages) -> None:
@@ -312,3 +311,36 @@ def test_a_producer_inherited_across_fork_refuses_to_run(producer: Producer, new
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert producer.produce_sync(topic=topic, payload=b"parent again").offset == 1
+
+
+def test_a_full_queue_raises_queue_full_error_after_its_timeout(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """librdkafka's queue holds one message (lingering 1.5 s): the next produce waits
+    ``queue_full_timeout`` for room and then raises, saying what to change."""
+    topic = new_topic()
+    settings = {"bootstrap.servers": kafka_bootstrap, "queue.buffering.max.messages": 1,
+                "linger.ms": 1500}  # fmt: skip
+    with Producer(settings, queue_full_timeout=0.2) as producer:
+        first = producer.produce_async(topic=topic, payload=b"waits in the queue")
+        with pytest.raises(QueueFullError, match=r"queue\.buffering\.max\.messages"):
+            producer.produce_async(topic=topic, payload=b"no room")
+        assert first.wait(30).offset == 0, "the queued message is still delivered"
+
+
+def test_messages_failed_at_close_are_reported_as_purged(kafka_bootstrap: str) -> None:
+    """A message still queued when ``close()`` gives up (its topic does not exist, so it
+    waits for metadata) is failed with a purge error and reported as ``message.purged``
+    (with its label), not as a delivery error."""
+    monitor = Monitor()
+    purged: list[object] = []
+    errors: list[object] = []
+    monitor.subscribe("message.purged", lambda event: purged.append(event["label"]))
+    monitor.subscribe("error.occurred", lambda event: errors.append(event["type"]))
+    producer = Producer({"bootstrap.servers": kafka_bootstrap}, monitor=monitor)
+    handle = producer.produce_async(topic="no-such-topic-to-purge", payload=b"x", label="order-7")
+    assert producer.close(timeout=0.1) == 1
+    with pytest.raises(DeliveryError):
+        handle.result()
+    assert purged == ["order-7"]
+    assert errors == []

@@ -169,6 +169,23 @@ def test_every_reply_goes_to_the_requested_partition(
     assert [reply.partition() for reply in replies] == [3] * 6
 
 
+def test_a_client_built_from_an_app_shares_its_producer(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str], server: Any
+) -> None:
+    """``Client(app, ...)`` takes the app's kafka settings and sends with the app's producer,
+    which stays open when the client closes."""
+    commands, results = rpc_topics
+    caller = App(client_id="caller", kafka={"bootstrap.servers": kafka_bootstrap})
+    sent: list[str] = []
+    caller.monitor.subscribe("message.produced_sync", lambda e: sent.append(e["report"].topic))
+    caller.monitor.subscribe("message.produced_async", lambda e: sent.append(e["topic"]))
+    with Client(caller, commands_topic=commands, results_topic=results) as client:
+        assert client.call("add", 2, 3) == 5
+    assert sent == [commands], "the request went through the app's producer"
+    assert not caller.producer.closed
+    caller.producer.close()
+
+
 def test_expired_requests_are_skipped_and_a_restarted_server_answers(
     kafka_bootstrap: str, rpc_topics: tuple[str, str]
 ) -> None:
