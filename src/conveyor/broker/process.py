@@ -255,8 +255,9 @@ class DevelopmentBroker:
             f"{libs}/*",
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            cluster_id,
+            # One argument, "=" joined: a base64url id may start with "-", which the
+            # formatter's argument parser would take for an option (seen: 1 start in ~60).
+            f"--cluster-id={cluster_id}",
             "--config",
             str(config),
         ]

@@ -218,3 +218,20 @@ def test_exec_stops_the_broker_it_started_and_leaves_one_it_found(
     assert found.returncode == 0, found.stderr
     assert "Reusing the running development broker" in found.stderr
     assert conveyor("broker", "status", "--data-dir", data_dir).returncode == 0
+
+
+def test_a_cluster_id_that_starts_with_a_dash_formats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free_port: int
+) -> None:
+    """Cluster ids are base64url and about one in 60 starts with "-": the storage formatter
+    must get it as the option's value, not as another option."""
+    import uuid  # noqa: PLC0415 - only this test needs it
+
+    from conveyor.broker import process  # noqa: PLC0415
+
+    dashed = uuid.UUID(bytes=b"\xf8" + bytes(15))  # base64url of 0xF8... begins with "-"
+    monkeypatch.setattr(process.uuid, "uuid4", lambda: dashed)
+    broker = process.DevelopmentBroker(tmp_path / "broker", port=free_port)
+    broker.layout.kraft_dir.mkdir(parents=True)
+    broker._format_storage(process.find_java(), process.ensure_kafka_jars(lambda _m: None))
+    assert "cluster.id=-" in broker.layout.meta_properties.read_text()
