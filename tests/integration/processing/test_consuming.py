@@ -409,8 +409,14 @@ def test_a_long_running_job_fetches_nothing_behind_it_and_keeps_the_group(
     app.monitor.subscribe(
         "rebalance.partitions_revoked", lambda event: revocations.append(event["partitions"])
     )
+    loops = Record()  # the listener's loop starts: each runs the queued commands first
+    app.monitor.subscribe("connection.listener.fetch_loop", lambda _event: loops.add(1))
     with running(app):
         assert inside.wait(30)
+        # The job asked to pause partition 0 before it started; two loop starts later the
+        # pause has been applied, so what is produced now is not fetched behind the job.
+        seen = len(loops.items)
+        assert loops.wait_for(lambda items: len(items) >= seen + 2)
         with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
             producer.produce_many_sync(
                 [*({"topic": topic, "payload": {"n": n}, "partition": 0} for n in (1, 2)),
