@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -111,3 +112,16 @@ def read_messages(kafka_bootstrap: str) -> ReadMessages:
             consumer.close()
 
     return read
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[DevelopmentBroker]:
+    """A development broker of the test's own (its own port and data folder), for tests that
+    stop and start a broker; wiped afterwards."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    broker = DevelopmentBroker(tmp_path / "broker", port=port)
+    broker.start()
+    yield broker
+    broker.stop(wipe=True)

@@ -35,17 +35,18 @@ def build_app_settings(
     client_id: Any,
     kafka: Any,
     *,
-    concurrency: Any = 5,
-    max_messages: Any = 100,
-    max_wait_time: Any = 1.0,
-    shutdown_timeout: Any = 60.0,
-    pause_timeout: Any = 1.0,
-    pause_max_timeout: Any = 30.0,
-    pause_with_exponential_backoff: Any = True,
-    gc_threshold: Any = 50_000,
+    concurrency: Any,
+    max_messages: Any,
+    max_wait_time: Any,
+    shutdown_timeout: Any,
+    pause_timeout: Any,
+    pause_max_timeout: Any,
+    pause_with_exponential_backoff: Any,
+    gc_threshold: Any,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
-    """Check every setting and return them frozen.
+    """Check every setting and return them frozen (the defaults are :class:`AppSettings`'s,
+    which ``App``'s signature names).
 
     Raises:
         ConfigurationError: an unknown setting, a wrong type or an impossible value (named).

@@ -543,6 +543,18 @@ class PartitionExecutor:
             self._acknowledged.notify_all()
         if failure is None:
             return
+        self._copy_not_sent(offset, failure, resend, attempt, again)
+
+    def _copy_not_sent(
+        self,
+        offset: int,
+        failure: BaseException,
+        resend: Callable[[], DeliveryHandle],
+        attempt: int,
+        again: bool,
+    ) -> None:
+        """Copy ``attempt`` failed (reported, or refused at once): tell, and send it again after
+        the back-off when ``again``."""
         delay = self.policy.backoff.delay(attempt)
         _copy_failed.log(
             logging.ERROR, f"{self.topic}/{self.partition}",
@@ -570,15 +582,7 @@ class PartitionExecutor:
             with self.lock:
                 self._copies_in_flight -= 1
                 self._acknowledged.notify_all()
-            _copy_failed.log(
-                logging.ERROR, f"{self.topic}/{self.partition}",
-                "%s/%s: could not send the copy of offset %s again: %r", self.topic,
-                self.partition, offset, exc,
-            )  # fmt: skip
-            self._timers.call_later(
-                self.policy.backoff.delay(attempt),
-                lambda: self._send_again(offset, resend, attempt + 1),
-            )
+            self._copy_not_sent(offset, exc, resend, attempt, again=True)
             return
         handle.add_done_callback(lambda done: self._copy_reported(offset, done, resend, attempt))
 

@@ -6,33 +6,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from conveyor import Admin, Producer
 from conveyor.broker import DevelopmentBroker
 
 HERE = Path(__file__).parent
 OUTAGE = 12.0  # seconds without a broker (librdkafka retries a connection ~every 100 ms-10 s)
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[DevelopmentBroker]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    broker = DevelopmentBroker(tmp_path / "broker", port=port)
-    broker.start()
-    yield broker
-    broker.stop(wipe=True)
 
 
 def test_a_broker_outage_is_a_few_log_lines(own_broker: DevelopmentBroker, tmp_path: Path) -> None:

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from conveyor import Admin, DeliveryError, Producer, WaitTimeoutError
 from conveyor.broker import DevelopmentBroker
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[DevelopmentBroker]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    broker = DevelopmentBroker(tmp_path / "broker", port=port)
-    broker.start()
-    yield broker
-    broker.stop(wipe=True)
 
 
 def test_a_stopped_broker_makes_produce_sync_raise_at_its_deadline(
