@@ -7,7 +7,7 @@ as Conveyor's exceptions with librdkafka's code and name.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -130,6 +130,19 @@ def _check_kind(kind: str) -> None:
         raise ConfigurationError(f"config resources are 'topic' or 'broker', got {kind!r}", "kind")
 
 
+def _await(shown: Callable[[], bool]) -> None:
+    """The controller accepted a change; wait (bounded, about 8 s) until the broker shows it,
+    so that a call right after the change sees it. Kafka sends no notice of that, so this asks
+    again after short, growing pauses."""
+    pause = threading.Event()
+    delay = 0.01
+    for _ in range(40):
+        if shown():
+            return
+        pause.wait(delay)  # a retry of a remote read, not a local wait path
+        delay = min(0.25, delay * 2)
+
+
 class Admin:
     """Kafka administration (Karafka::Admin): ``app.admin``, or standalone with librdkafka settings.
 
@@ -179,23 +192,19 @@ class Admin:
         self._await_partitions(name, total)
 
     def _await_partitions(self, name: str, count: int) -> None:
-        """The controller accepted the change; wait (bounded) until the broker's metadata shows
-        it with a leader for every partition, so that a call right after this one sees the
-        topic as changed. Kafka sends no
-        notice of that, so this asks again after short, growing pauses."""
-        pause = threading.Event()
-        delay = 0.01
-        for _ in range(40):
+        """Until the broker's metadata shows ``name`` with ``count`` partitions, each with a
+        leader (see :meth:`_await`)."""
+
+        def shown() -> bool:
             topic = self._connection.metadata(name, self.timeout)["topics"].get(name)
-            if (
+            return (
                 topic is not None
                 and topic["error"] is None
                 and len(topic["partitions"]) >= count
                 and all(p["leader"] >= 0 for p in topic["partitions"].values())
-            ):
-                return
-            pause.wait(delay)  # a retry of a remote read, not a local wait path
-            delay = min(0.25, delay * 2)
+            )
+
+        _await(shown)
 
     def list_topics(self, internal: bool = False) -> list[str]:
         """Topic names, sorted; ``internal`` includes ``__consumer_offsets`` and the like."""
@@ -238,9 +247,22 @@ class Admin:
 
     def alter_configs(self, kind: str, name: str, changes: Mapping[str, str | None]) -> None:
         """Set config entries incrementally (others keep their values); ``None`` resets one to
-        its default."""
+        its default. Returns once the broker describes the new values."""
         _check_kind(kind)
         self._connection.alter_configs(kind, str(name), dict(changes), self.timeout)
+
+        def shown() -> bool:
+            now = self.describe_configs(kind, name)
+            return all(
+                key in now
+                and (
+                    now[key].sensitive  # masked: nothing to compare
+                    or (now[key].default if value is None else now[key].value == str(value))
+                )
+                for key, value in changes.items()
+            )
+
+        _await(shown)
 
     # -- consumer groups ----------------------------------------------------------------------
 

@@ -63,6 +63,29 @@ def test_many_waiters_of_one_handle_all_wake() -> None:
     assert len(results) == 4
 
 
+def test_done_callbacks_run_once_on_delivery_or_at_once_when_done(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Registered before the report: called by the reporting thread; after it: called at once;
+    a callback that raises is logged and does not stop the others."""
+    handle = DeliveryHandle()
+    handle._fields = None
+    handle._label = None
+    seen: list[tuple[str, Any]] = []
+
+    def failing(_done: DeliveryHandle) -> None:
+        raise RuntimeError("a broken callback")
+
+    handle.add_done_callback(lambda done: seen.append(("before", done.error())))
+    handle.add_done_callback(failing)
+    assert seen == []
+    handle(KafkaError(KafkaError._MSG_TIMED_OUT), FakeMessage())
+    handle.add_done_callback(lambda done: seen.append(("after", done.done())))
+    assert [name for name, _ in seen] == ["before", "after"]
+    assert seen[0][1] is not None, "the callback sees the failure"
+    assert "done callback raised" in caplog.text
+
+
 def test_wait_times_out_at_the_deadline() -> None:
     handle = DeliveryHandle()
     started = time.monotonic()
