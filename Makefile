@@ -1,10 +1,12 @@
 # Conveyor's two commands: `make run` and `make test`. Both set everything up first.
 #
 #   make run     virtualenv + editable install + Kafka jars, start the development broker,
-#                run the example app (the broker keeps running: `make stop` stops it)
+#                run the example app and its web UI on http://127.0.0.1:9000/ until Ctrl-C
+#                (the broker keeps running: `make stop` stops it)
 #   make test    the same set-up, then lint, type check and the whole test suite against a
 #                real broker (started and stopped again unless one runs already, or
-#                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka)
+#                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka); the browser tests need
+#                Debian's chromium, installed with apt-get when missing and run as root
 #   make bench   the benchmarks, with their same-run bare confluent-kafka baselines
 
 PYTHON ?= python3
@@ -13,7 +15,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all setup run test lint typecheck pytest bench stop clean
+.PHONY: all setup browser run test lint typecheck pytest bench stop clean
 
 all: test
 
@@ -37,7 +39,10 @@ lint: $(INSTALLED)
 typecheck: $(INSTALLED)
 	$(BIN)/mypy
 
-pytest: setup
+browser:
+	tools/ensure-chromium
+
+pytest: setup browser
 	$(BIN)/conveyor broker exec -- $(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest

@@ -1,17 +1,21 @@
 """Conveyor's example app, run by `make run`: a small shop where orders become payments.
 
-It creates the shop's topics, produces 100,000 orders with Conveyor's producer, runs the
-shop app (examples/shop/app.py: two topics, two consumers, the first producing to the
-second) until every payment of this run was consumed, and prints a table.
+It creates the shop's topics (and the web UI's), starts the web UI, produces 100,000 orders
+with Conveyor's producer, runs the shop app (examples/shop/app.py: two topics, two
+consumers, the first producing to the second) until every payment of this run was
+consumed, and prints a table. Then the app and its web UI keep running until Ctrl-C
+(``--exit`` leaves at once).
 
-    python examples/quickstart.py [--orders N]
+    python examples/quickstart.py [--orders N] [--web-port 9000] [--exit]
     cd examples && conveyor server --app shop.app:app      # the same app, as a server
+    cd examples && conveyor web --app shop.app:app         # and its web UI
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,10 +31,23 @@ from shop.app import ORDERS, PAYMENTS, app, ledger
 
 
 def ensure_topics() -> None:
-    """Create the routes' topics if missing, as `conveyor topics migrate` does."""
-    for change in migrate(app.admin, app.routes):
+    """Create the routes' topics and the web UI's if missing, as `conveyor topics migrate` and
+    `conveyor web install` do."""
+    for change in [*migrate(app.admin, app.routes), *migrate(app.admin, app.web.topics.declared())]:
         if change.error:
             raise SystemExit(f"could not set up {change.topic}: {change.error}")
+
+
+def start_web_ui(port: int) -> tuple[object, threading.Thread]:
+    """Serve the app's web UI on 127.0.0.1:port from a thread (uvicorn)."""
+    import uvicorn  # noqa: PLC0415 - installed with conveyor[web]
+
+    server = uvicorn.Server(
+        uvicorn.Config(app.web.asgi(), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="web-ui", daemon=True)
+    thread.start()
+    return server, thread
 
 
 def main() -> None:
@@ -38,36 +55,57 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--orders", type=int, default=100_000)
+    parser.add_argument("--web-port", type=int, default=9000)
+    parser.add_argument("--exit", action="store_true", help="stop after the run")
     args = parser.parse_args()
     bootstrap = str(app.settings.kafka["bootstrap.servers"])
     console = Console()
     run = uuid.uuid4().hex[:8]
+    count = args.orders
     ensure_topics()
+    web, web_thread = start_web_ui(args.web_port)
+    console.print(f"Web UI: [bold]http://127.0.0.1:{args.web_port}/[/]")
 
     app.start()
     try:
         started = time.perf_counter()
         with Producer({"bootstrap.servers": bootstrap}) as producer:
             bursts = []
-            for first in range(0, args.orders, 1_000):
-                orders = [
+            for first in range(0, count, 1_000):
+                burst = [
                     {"topic": ORDERS, "key": f"customer-{index % 100}",
                      "payload": {"run": run, "order": index, "item": "widget", "quantity": index % 7 + 1}}
-                    for index in range(first, min(first + 1_000, args.orders))
+                    for index in range(first, min(first + 1_000, count))
                 ]  # fmt: skip
-                bursts.append(producer.produce_many_async(orders))
-            for burst in bursts:
-                burst.wait(60)
+                bursts.append(producer.produce_many_async(burst))
+            for handle in bursts:
+                handle.wait(60)
         produced = time.perf_counter() - started
-        if not ledger.wait_for(run, args.orders, timeout=300):
+        if not ledger.wait_for(run, count, timeout=300):
             console.print(
-                f"[red]only {ledger.payments.get(run, 0):,} of {args.orders:,} payments arrived[/]"
+                f"[red]only {ledger.payments.get(run, 0):,} of {count:,} payments arrived[/]"
             )
             sys.exit(1)
         finished = time.perf_counter() - started
+        print_results(console, run, bootstrap, count, produced, finished)
+        if not args.exit:
+            console.print(
+                f"The shop keeps running; its web UI is at http://127.0.0.1:{args.web_port}/ "
+                "(Ctrl-C stops both)."
+            )
+            try:
+                threading.Event().wait()
+            except KeyboardInterrupt:
+                console.print("stopping")
     finally:
         app.stop_and_wait()
+        web.should_exit = True  # type: ignore[attr-defined]
+        web_thread.join(10)
 
+
+def print_results(
+    console: Console, run: str, bootstrap: str, orders: int, produced: float, finished: float
+) -> None:
     table = Table(title=f"Conveyor shop — run {run} on {bootstrap}", title_justify="left")
     table.add_column("step")
     table.add_column("messages", justify="right")
@@ -75,15 +113,15 @@ def main() -> None:
     table.add_column("messages/s", justify="right")
     table.add_row(
         f"produce orders to {ORDERS} (acks=all, idempotent)",
-        f"{args.orders:,}",
+        f"{orders:,}",
         f"{produced:.2f}",
-        f"{args.orders / produced:,.0f}",
+        f"{orders / produced:,.0f}",
     )
     table.add_row(
         f"orders -> payments ({PAYMENTS}) -> totals, end to end",
-        f"{args.orders:,}",
+        f"{orders:,}",
         f"{finished:.2f}",
-        f"{args.orders / finished:,.0f}",
+        f"{orders / finished:,.0f}",
     )
     console.print(table)
     console.print(f"total charged: {ledger.amounts[run]:,.2f}")

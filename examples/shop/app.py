@@ -80,3 +80,6 @@ class PaymentsConsumer(Consumer):
 
 app.routes.topic(ORDERS, OrdersConsumer, partitions=3)
 app.routes.topic(PAYMENTS, PaymentsConsumer, partitions=3)
+
+# Report to the web UI (`conveyor web --app shop.app:app`) every 5 s while the app runs.
+app.web.enable()

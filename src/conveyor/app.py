@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from conveyor.admin import Admin
@@ -21,6 +21,7 @@ from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
 from conveyor.settings import AppSettings, build_app_settings, producer_settings
+from conveyor.web import Web
 
 __all__ = ["App", "AppSettings"]
 
@@ -102,6 +103,9 @@ class App:
         self._started_at: float | None = None
         self.crash: BaseException | None = None
         self.state = "idle"
+        self._closing_hooks: list[Callable[[], None]] = []
+        self.web = Web(self)
+        """The web UI's side of the app: ``app.web.enable()`` turns reporting on."""
 
     # -- admin and producer -------------------------------------------------------------------
 
@@ -250,6 +254,11 @@ class App:
             self.monitor.instrument(ev.APP_STOPPING, app=self)
         deadline = time.monotonic() + self.settings.shutdown_timeout
         clean = self._runner.shut_down(deadline) if self._runner is not None else True
+        for hook in self._closing_hooks:
+            try:
+                hook()
+            except Exception:
+                _log.exception("a closing hook failed (%r)", hook)
         for producer in (self._producer, self._transactional_producer):
             if producer is not None:
                 producer.close(max(1.0, deadline - time.monotonic()))
@@ -259,6 +268,11 @@ class App:
         if ev.APP_STOPPED in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_STOPPED, app=self, clean=clean and self.crash is None)
         self._stopped.set()
+
+    def add_closing_hook(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` when the app stops, after its consumers stopped and before its
+        producers close (the web UI sends its last report there)."""
+        self._closing_hooks.append(hook)
 
     # -- reading the engine --------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ as Conveyor's exceptions with librdkafka's code and name.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -183,8 +184,10 @@ class Admin:
         self._await_partitions(name, partitions)
 
     def delete_topic(self, name: str) -> None:
-        """Delete ``name`` and its data. Raises :class:`KafkaError` (``UNKNOWN_TOPIC_OR_PART``)."""
+        """Delete ``name`` and its data, and wait until the broker no longer lists it (so that it
+        can be created again at once). Raises :class:`KafkaError` (``UNKNOWN_TOPIC_OR_PART``)."""
         self._connection.delete_topic(name, self.timeout).wait(self.timeout + 5)
+        _await(lambda: name not in self.list_topics(internal=True))
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka cannot shrink a topic)."""
@@ -309,6 +312,37 @@ class Admin:
                         Lag(group, topic, partition, offset, high, max(0, high - max(begin, low)))
                     )
         return lags
+
+    def read_time_lags(self, lags: list[Lag]) -> dict[tuple[str, str, int], float | None]:
+        """Time-based lag: for each lag with messages behind, the age in seconds of the oldest
+        unconsumed message (the one at the committed offset), read with one fetch per
+        partition; ``None`` where nothing is behind or the message could not be read."""
+        wanted: dict[tuple[str, int, int], list[tuple[str, str, int]]] = {}
+        result: dict[tuple[str, str, int], float | None] = {}
+        for lag in lags:
+            result[(lag.group, lag.topic, lag.partition)] = None
+            if lag.lag > 0:
+                offset = (
+                    lag.committed if lag.committed is not None else lag.high_watermark - lag.lag
+                )
+                wanted.setdefault((lag.topic, lag.partition, offset), []).append(
+                    (lag.group, lag.topic, lag.partition)
+                )
+        # one consumer cannot fetch one partition at two offsets: the groups behind the most
+        # (the oldest message) go first, the others in later rounds
+        now = time.time()
+        while wanted:
+            round_: dict[tuple[str, int], int] = {}
+            for topic, partition, offset in sorted(wanted, key=lambda w: w[2]):
+                round_.setdefault((topic, partition), offset)
+            stamps = self._connection.first_timestamps(
+                [(t, p, o) for (t, p), o in round_.items()], min(self.timeout, 10.0)
+            )
+            for (topic, partition), offset in round_.items():
+                stamp = stamps.get((topic, partition))
+                for key in wanted.pop((topic, partition, offset)):
+                    result[key] = max(0.0, now - stamp / 1000) if stamp is not None else None
+        return result
 
     def seek_consumer_group(
         self, name: str, positions: Mapping[str, Mapping[int, Any]]

@@ -13,6 +13,7 @@ from conveyor.cli.broker import broker
 from conveyor.cli.dlq import dlq
 from conveyor.cli.output import error_console
 from conveyor.cli.server import info, server
+from conveyor.cli.web import web
 from conveyor.errors import ConveyorError
 
 __all__ = ["cli", "main"]
@@ -39,6 +40,7 @@ cli.add_command(broker)
 cli.add_command(bench)
 cli.add_command(server)
 cli.add_command(info)
+cli.add_command(web)
 for _group in (topics, groups, configs, cluster, dlq):
     cli.add_command(_group)
 

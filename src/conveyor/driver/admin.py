@@ -252,6 +252,45 @@ class AdminConnection:
         finally:
             consumer.close()
 
+    def first_timestamps(
+        self, positions: list[tuple[str, int, int]], timeout: float
+    ) -> dict[tuple[str, int], int | None]:
+        """The timestamp (ms) of the message at each ``(topic, partition, offset)``, read with
+        one fetch per partition by one group-less consumer (``None`` where none arrived)."""
+        found: dict[tuple[str, int], int | None] = {(t, p): None for t, p, _ in positions}
+        if not positions:
+            return found
+        consumer = confluent_kafka.Consumer(
+            {
+                **{k: v for k, v in self._config.items() if not k.startswith("group.")},
+                "group.id": f"conveyor-reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "logger": LIBRDKAFKA_LOG,
+            }
+        )
+        try:
+            consumer.assign([TopicPartition(t, p, o) for t, p, o in positions])
+            waiting = set(found)
+            deadline = time.monotonic() + timeout
+            while waiting and time.monotonic() < deadline:
+                for message in consumer.consume(
+                    500, max(0.0, min(0.5, deadline - time.monotonic()))
+                ):
+                    place = (message.topic(), message.partition())
+                    if place not in waiting:
+                        continue
+                    waiting.discard(place)
+                    consumer.pause([TopicPartition(*place)])
+                    if message.error() is None:
+                        kind, stamp = message.timestamp()
+                        found[place] = (
+                            stamp if kind != confluent_kafka.TIMESTAMP_NOT_AVAILABLE else None
+                        )
+            return found
+        finally:
+            consumer.close()
+
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close()

@@ -274,6 +274,10 @@ class Listener:
                 lambda: self._running_jobs == 0, timeout=max(0.0, deadline - time.monotonic())
             )
 
+    def assigned(self) -> set[Partition]:
+        """The partitions assigned to this listener now (a copy)."""
+        return set(self._assigned)
+
     def committed(self) -> dict[Partition, int]:
         """The offsets this listener committed last, per partition (a copy)."""
         return dict(self._committed)

@@ -137,6 +137,16 @@ class Runner:
                             started_at=running.started_at,
                         )
                     )
+            # assigned, but nothing fetched yet: no executor, still the listener's partition
+            for topic, partition in sorted(listener.assigned() - set(listener.executors.copy())):
+                partitions.append(
+                    PartitionState(
+                        listener=listener.name, consumer_group=listener.group_id, topic=topic,
+                        partition=partition, consumer=None, committed=committed.get((topic, partition)),
+                        marked=None, high_watermark=None, lag=None, pending=0, paused=False,
+                        retrying=False, attempt=0,
+                    )
+                )  # fmt: skip
         return partitions, jobs
 
     def pool_state(self) -> PoolState:

@@ -1,0 +1,172 @@
+"""``conveyor web``: serve the web UI, and manage its topics (install, migrate, reset,
+uninstall) through the declarative-topics code."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from conveyor.admin import Change, migrate, plan
+from conveyor.app import App
+from conveyor.cli.loading import load_app
+from conveyor.cli.output import console, error_console, progress, table
+from conveyor.errors import ConfigurationError, KafkaError
+
+__all__ = ["web"]
+
+_app_option = click.option(
+    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
+    help="The app whose kafka settings to use (default: $CONVEYOR_APP).",
+)  # fmt: skip
+_yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+_replication_option = click.option(
+    "--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
+    help="Replicas of each web topic (on a new install or reset).",
+)  # fmt: skip
+
+
+@click.group(invoke_without_command=True)
+@_app_option
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=9000, show_default=True)
+@click.option("--no-aggregate", is_flag=True, help="Do not run an aggregator in this process.")
+@click.option(
+    "--log-level", default="WARNING", show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+)  # fmt: skip
+@click.pass_context
+def web(
+    ctx: click.Context,
+    app_spec: str | None,
+    host: str,
+    port: int,
+    no_aggregate: bool,
+    log_level: str,
+) -> None:
+    """Serve the web UI of an app (subcommands manage its topics)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        import uvicorn  # noqa: PLC0415 - the web extra, needed only to serve
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"conveyor web needs the web extra: pip install 'conveyor[web]' ({exc})", "web"
+        ) from exc
+    logging.basicConfig(
+        level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    app = load_app(app_spec)
+    aggregator = None if no_aggregate else (app.web.aggregator or app.web.new_aggregator())
+    if aggregator is not None:
+        aggregator.start()
+    asgi = app.web.asgi()
+    error_console.print(
+        f"[bold]Conveyor web UI[/] of {app.settings.client_id} at http://{host}:{port}/ "
+        f"({'aggregating' if aggregator else 'not aggregating'}; Ctrl-C stops)",
+        highlight=False,
+    )
+    try:
+        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), access_log=False)
+    finally:
+        if aggregator is not None:
+            aggregator.stop()
+        app.web.data.stop()
+        app.producer.close(5)
+
+
+def _show(title: str, changes: list[Change], done: bool) -> None:
+    if not changes:
+        console.print(
+            f"{title}: nothing to do, the web UI's topics are as they should be.", highlight=False
+        )
+        return
+    rows = [
+        (change.symbol, change.topic, change.detail,
+         *(("done" if change.applied else f"failed: {change.error}" if change.error else "skipped",) if done else ()))
+        for change in changes
+    ]  # fmt: skip
+    console.print(table(title, ["", "topic", "change", *(("result",) if done else ())], rows))
+
+
+def _apply(app: App, replication_factor: int, title: str) -> None:
+    declared = app.web.topics.declared(replication_factor)
+    changes = plan(app.admin, declared)
+    _show(f"{title}: plan", changes, done=False)
+    if not changes:
+        return
+    with progress(f"{title}: applying {len(changes)} change(s)") as step:
+        results = migrate(app.admin, declared)
+        for change in results:
+            step(f"{change.symbol} {change.topic}: {change.detail}")
+    _show(title, results, done=True)
+    if any(change.error or change.kind == "impossible" for change in results):
+        sys.exit(1)
+
+
+def _confirm(yes: bool, question: str) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.ClickException(f"{question} Refusing without a terminal: pass --yes.")
+    click.confirm(question, abort=True)
+
+
+def _remove(app: App, title: str) -> None:
+    existing = set(app.admin.list_topics())
+    names = [name for name in app.web.topics.names if name in existing]
+    with progress(title) as step:
+        for name in names:
+            app.admin.delete_topic(name)
+            step(f"deleted {name}")
+        group = app.web.topics.group
+        try:
+            app.admin.delete_consumer_group(group)
+            step(f"deleted consumer group {group}")
+        except KafkaError as exc:
+            step(f"consumer group {group}: {exc.name or exc}")
+
+
+@web.command("install")
+@_app_option
+@_replication_option
+def install(app_spec: str | None, replication_factor: int) -> None:
+    """Create the web UI's topics (shows the plan first)."""
+    _apply(load_app(app_spec), replication_factor, "Install")
+
+
+@web.command("migrate")
+@_app_option
+@_replication_option
+def migrate_(app_spec: str | None, replication_factor: int) -> None:
+    """Bring the web UI's topics to this version's settings (safe to run any time)."""
+    _apply(load_app(app_spec), replication_factor, "Migrate")
+
+
+@web.command("reset")
+@_app_option
+@_replication_option
+@_yes_option
+def reset(app_spec: str | None, replication_factor: int, yes: bool) -> None:
+    """Delete the web UI's topics and its group, and create the topics again, empty."""
+    app = load_app(app_spec)
+    _confirm(
+        yes,
+        f"Delete {', '.join(app.web.topics.names)} (all reports, states, metrics and errors) and create them again?",
+    )
+    _remove(app, "Reset: deleting")
+    _apply(app, replication_factor, "Reset")
+
+
+@web.command("uninstall")
+@_app_option
+@_yes_option
+def uninstall(app_spec: str | None, yes: bool) -> None:
+    """Delete the web UI's topics and its consumer group."""
+    app = load_app(app_spec)
+    _confirm(
+        yes, f"Delete {', '.join(app.web.topics.names)} and consumer group {app.web.topics.group}?"
+    )
+    _remove(app, "Uninstall")
+    console.print("uninstalled", highlight=False)

@@ -1,0 +1,84 @@
+"""The topics the web UI lives on, declared once: names, partitions and configs.
+
+Nothing else is stored anywhere: no database. Reports are short-lived (the aggregator folds
+them), states and metrics are compacted (the newest value per key is all that matters) and
+errors are kept for a few days.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conveyor.routing.topic import Topic
+
+__all__ = ["WebTopics"]
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class WebTopics:
+    """The names of the web UI's topics (override them to run two UIs on one cluster)."""
+
+    reports: str = "conveyor_consumers_reports"
+    """Every process publishes its report here every ``tracking_interval``."""
+    states: str = "conveyor_consumers_states"
+    """Compacted: the newest state of each process, keyed by process id."""
+    metrics: str = "conveyor_consumers_metrics"
+    """Compacted: the time-bucketed series, one key per resolution."""
+    errors: str = "conveyor_errors"
+    """Every error a process saw, with its traceback and context."""
+    group: str = "conveyor_web"
+    """The aggregators' consumer group."""
+
+    @classmethod
+    def prefixed(cls, prefix: str) -> WebTopics:
+        """All four topics and the group named ``{prefix}_...`` (two UIs on one cluster)."""
+        return cls(
+            reports=f"{prefix}_consumers_reports",
+            states=f"{prefix}_consumers_states",
+            metrics=f"{prefix}_consumers_metrics",
+            errors=f"{prefix}_errors",
+            group=f"{prefix}_web",
+        )
+
+    @property
+    def names(self) -> tuple[str, str, str, str]:
+        return (self.reports, self.states, self.metrics, self.errors)
+
+    def declared(self, replication_factor: int = 1) -> list[Topic]:
+        """The topics as declarative routes (inactive), for ``plan`` / ``migrate``."""
+        compacted = {
+            "cleanup.policy": "compact",
+            "segment.ms": str(3600 * 1000),
+            "min.cleanable.dirty.ratio": "0.1",
+            "max.message.bytes": str(8 * 1024 * 1024),
+        }
+        configs = {
+            self.reports: {
+                "cleanup.policy": "delete",
+                "retention.ms": str(_DAY_MS),
+                "segment.ms": str(3600 * 1000),
+                "max.message.bytes": str(8 * 1024 * 1024),
+            },
+            self.states: compacted,
+            self.metrics: compacted,
+            self.errors: {
+                "cleanup.policy": "delete",
+                "retention.ms": str(3 * _DAY_MS),
+                "max.message.bytes": str(1024 * 1024),
+            },
+        }
+        return [
+            Topic(
+                name=name,
+                consumer_class=None,
+                consumer_group=self.group,
+                subscription_group=self.group,
+                active=False,
+                partitions=1,
+                replication_factor=replication_factor,
+                config=config,
+            )
+            for name, config in configs.items()
+        ]

@@ -1,0 +1,123 @@
+"""``app.web``: turn reporting (and aggregation) on, and build the UI as an ASGI app."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from conveyor.errors import ConfigurationError
+from conveyor.instrumentation import events as ev
+from conveyor.validation import check_seconds
+from conveyor.web.aggregator import Aggregator
+from conveyor.web.topics import WebTopics
+from conveyor.web.tracking import Tracker
+
+if TYPE_CHECKING:
+    from conveyor.app import App
+    from conveyor.web.data import WebData
+
+__all__ = ["Web"]
+
+
+class Web:
+    """The web UI's side of an app (``app.web``).
+
+    Example::
+
+        app.web.enable()                 # report every 5 s, aggregate in this process too
+        asgi = app.web.asgi()            # mount it in Starlette or FastAPI, or `conveyor web`
+    """
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.topics = WebTopics()
+        self.tracking_interval = 5.0
+        self.enabled = False
+        self.tracker: Tracker | None = None
+        self.aggregator: Aggregator | None = None
+        self._data: WebData | None = None
+        self._lock = threading.Lock()
+
+    def enable(
+        self,
+        *,
+        tracking_interval: float = 5.0,
+        aggregate: bool = True,
+        topics: WebTopics | None = None,
+        forget_after: float = 3600.0,
+    ) -> None:
+        """Report this process to the web UI every ``tracking_interval`` seconds while the app
+        runs, and publish every error it sees; with ``aggregate`` (the default) this process
+        also takes part in the aggregating group ``conveyor_web``. Call before ``app.run()``.
+
+        Raises:
+            ConfigurationError: a bad interval, or enabled twice.
+        """
+        check_seconds("tracking_interval", tracking_interval)
+        check_seconds("forget_after", forget_after)
+        if tracking_interval <= 0:
+            raise ConfigurationError("tracking_interval must be above 0", "tracking_interval")
+        if not isinstance(aggregate, bool):
+            raise ConfigurationError("aggregate must be True or False", "aggregate")
+        with self._lock:
+            if self.enabled:
+                raise ConfigurationError("app.web.enable() was called twice", "web")
+            self.enabled = True
+        self.topics = topics or self.topics
+        self.tracking_interval = float(tracking_interval)
+        self.tracker = Tracker(self.app, self.topics, self.tracking_interval)
+        self.tracker.attach()
+        if aggregate:
+            self.aggregator = self.new_aggregator(forget_after=forget_after)
+            self.app.monitor.subscribe(ev.APP_RUNNING, self._start_aggregator)
+        self.app.add_closing_hook(self._close)
+        if self.app.state == "running":
+            self.tracker.start()
+            if self.aggregator is not None:
+                self.aggregator.start()
+
+    def new_aggregator(self, forget_after: float = 3600.0) -> Aggregator:
+        """An aggregator over the app's settings and producer (``conveyor web`` runs one)."""
+        return Aggregator(
+            self.app.settings.kafka,
+            self.app.producer,
+            self.topics,
+            flush_interval=self.tracking_interval,
+            forget_after=forget_after,
+            client_id=self.app.settings.client_id,
+        )
+
+    def _start_aggregator(self, _event: Any) -> None:
+        if self.aggregator is not None:
+            self.aggregator.start()
+
+    def _close(self) -> None:
+        """The app's consumers stopped; its producer is still open."""
+        if self.tracker is not None:
+            self.tracker.stop()
+        if self.aggregator is not None:
+            self.aggregator.stop()
+
+    @property
+    def data(self) -> WebData:
+        """The tail of the web UI's topics that the pages read (started on first use)."""
+        with self._lock:
+            if self._data is None:
+                from conveyor.web.data import WebData  # noqa: PLC0415 - only the UI needs it
+
+                self._data = WebData(self.app.settings.kafka, self.topics)
+            return self._data
+
+    def asgi(self) -> Any:
+        """The web UI as a Starlette (ASGI) app: serve it with uvicorn, or mount it.
+
+        Raises:
+            ConfigurationError: the ``web`` extra is not installed.
+        """
+        try:
+            from conveyor.web.ui.server import create_asgi  # noqa: PLC0415 - the web extra
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ConfigurationError(
+                f"the web UI needs the web extra: pip install 'conveyor[web]' ({exc})", "web"
+            ) from exc
+        return create_asgi(self.app, self.data)

@@ -1,0 +1,46 @@
+"""An app with the web UI enabled, for the web tests (run in-process or by `conveyor server`
+and `conveyor web`). Configured by the environment: KAFKA_BOOTSTRAP_SERVERS, TOPIC, GROUP,
+WEB_PREFIX (the web topics' and group's prefix), TRACKING_INTERVAL (seconds, default 0.5)
+and FAIL_OFFSET (the consumer raises ValueError once on this offset)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from conveyor import App, Consumer
+from conveyor.web import WebTopics
+
+FAIL_OFFSET = int(os.environ.get("FAIL_OFFSET", "-1"))
+_failed = threading.Event()
+
+
+class OrdersConsumer(Consumer):
+    def consume(self) -> None:
+        for message in self.messages:
+            if message.offset == FAIL_OFFSET and not _failed.is_set():
+                _failed.set()
+                reject_order(message.offset)
+
+
+def reject_order(offset: int) -> None:
+    raise ValueError(f"order at offset {offset} has no customer")
+
+
+app = App(
+    client_id="webshop",
+    kafka={
+        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+        "group.id": os.environ.get("GROUP", "webshop"),
+        "session.timeout.ms": 6_000,
+    },
+    concurrency=2,
+    max_wait_time=0.2,
+    pause_timeout=0.2,
+)
+app.routes.topic(os.environ.get("TOPIC", "webshop-orders"), OrdersConsumer, partitions=2)
+app.web.enable(
+    tracking_interval=float(os.environ.get("TRACKING_INTERVAL", "0.5")),
+    topics=WebTopics.prefixed(os.environ.get("WEB_PREFIX", "webtest")),
+    aggregate=os.environ.get("AGGREGATE", "1") == "1",
+)
