@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 
@@ -23,7 +24,5 @@ def web_topics(kafka_admin: Admin) -> Iterator[WebTopics]:
     for name in topics.names:
         if name in kafka_admin.list_topics():
             kafka_admin.delete_topic(name)
-    try:
+    with contextlib.suppress(KafkaError):  # never created, or still leaving
         kafka_admin.delete_consumer_group(topics.group)
-    except KafkaError:
-        pass  # never created, or still leaving

@@ -29,7 +29,7 @@ def _number(value: float) -> str:
         return f"{value / 1e3:.0f}k"
     if value >= 100 or value == int(value):
         return f"{value:.0f}"
-    return f"{value:.2f}"
+    return f"{value:.3g}"
 
 
 def _clock(timestamp: float) -> str:
@@ -37,7 +37,8 @@ def _clock(timestamp: float) -> str:
 
 
 def line_chart(title: str, series: Mapping[str, Sequence[Point]], unit: str = "") -> str:
-    """Lines over time, one per named series of ``(epoch seconds, value)`` points."""
+    """Lines over time, one per named series of ``(epoch seconds, value)`` points (``unit``
+    is carried in ``data-unit``; the caption names it)."""
     data = {name: [[t, round(v, 4)] for t, v in points] for name, points in series.items()}
     head = (
         f'<svg class="chart" viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" aria-label="{escape(title)}" '
@@ -66,9 +67,10 @@ def line_chart(title: str, series: Mapping[str, Sequence[Point]], unit: str = ""
         value = top * step / 4
         parts.append(
             f'<line class="grid" x1="{_LEFT}" x2="{_WIDTH - _RIGHT}" y1="{y(value):.1f}" y2="{y(value):.1f}"/>'
-            f'<text class="axis" x="{_LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{_number(value)}{escape(unit) if step == 4 else ""}</text>'
+            f'<text class="axis" x="{_LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{_number(value)}</text>'
         )
-    for t, anchor in ((first, "start"), (last, "end")):
+    ends = ((first, "start"), (last, "end")) if last > first else ((first, "middle"),)
+    for t, anchor in ends:
         parts.append(
             f'<text class="axis" x="{x(t):.1f}" y="{_HEIGHT - 6}" text-anchor="{anchor}" data-ts="{t}">{_clock(t)}</text>'
         )
@@ -112,7 +114,7 @@ def bar_chart(title: str, bars: Sequence[tuple[str, float]], unit: str = "") -> 
         level = _TOP + plot_h * (1 - value / top)
         parts.append(
             f'<line class="grid" x1="{_LEFT}" x2="{_WIDTH - _RIGHT}" y1="{level:.1f}" y2="{level:.1f}"/>'
-            f'<text class="axis" x="{_LEFT - 6}" y="{level + 4:.1f}" text-anchor="end">{_number(value)}{escape(unit) if step == 4 else ""}</text>'
+            f'<text class="axis" x="{_LEFT - 6}" y="{level + 4:.1f}" text-anchor="end">{_number(value)}</text>'
         )
     for index, (label, value) in enumerate(bars):
         height = plot_h * value / top

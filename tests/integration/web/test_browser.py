@@ -1,0 +1,169 @@
+"""Every page of a running app's web UI in headless Chromium (Debian's package, driven by
+Playwright): `conveyor server` and `conveyor web` run as subprocesses; each page is opened at
+1,280 and 1,920 px, checked for its title and key elements with real data, and saved as a
+screenshot under tests/artifacts/ (ignored by git)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conveyor import Producer
+from conveyor.web import WebTopics
+
+HERE = Path(__file__).parent
+ARTIFACTS = HERE.parent.parent / "artifacts"
+CHROMIUM = os.environ.get("CONVEYOR_CHROMIUM", "/usr/bin/chromium")
+
+pytestmark = pytest.mark.browser
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+def eventually(check: Callable[[], bool], timeout: float) -> bool:
+    """Ask a remote server again after short pauses until ``check()`` holds (bounded)."""
+    pause = threading.Event()
+    for _ in range(int(timeout / 0.25)):
+        try:
+            if check():
+                return True
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        pause.wait(0.25)
+    return False
+
+
+@pytest.fixture
+def site(kafka_bootstrap: str, new_topic: Callable[..., str], web_topics: WebTopics) -> Iterator[str]:
+    """A running shop (2 processes' worth of data: one server) and its web UI; the URL."""
+    topic = new_topic(partitions=2)
+    port = free_port()
+    env = dict(
+        os.environ, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap, TOPIC=topic, GROUP=f"g-{topic}",
+        WEB_PREFIX=web_topics.reports.removesuffix("_consumers_reports"), FAIL_OFFSET="3",
+        PYTHONPATH=str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )  # fmt: skip
+    quiet = {"cwd": HERE, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    server = subprocess.Popen([sys.executable, "-m", "conveyor", "server", "--app", "web_app:app"], **quiet)  # type: ignore[call-overload]
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "web", "--app", "web_app:app", "--port", str(port)], **quiet
+    )  # type: ignore[call-overload]
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            producer.produce_many_sync(
+                [{"topic": topic, "key": f"customer-{i % 5}", "payload": {"order": i}} for i in range(40)]
+            )
+        assert eventually(lambda: get_json(f"{url}/api/status")["ok"], 90), get_json(f"{url}/api/status")
+        assert eventually(lambda: get_json(f"{url}/api/errors")["paging"]["total"] >= 1, 60)
+        yield url
+    finally:
+        for process in (server, ui):
+            process.send_signal(signal.SIGTERM)
+        for process in (server, ui):
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+PAGES = [
+    # path, title, selectors that must show real data
+    ("/", "Dashboard", ["#count-processes .value", "#chart-throughput svg polyline", "#chart-rss svg polyline"]),
+    ("/processes", "Processes", ["#processes tbody tr[data-process] .badge.running"]),
+    ("/jobs", "Jobs", ["#slowest-jobs tbody tr td a"]),
+    ("/routing", "Routing", ["table.routing tbody tr"]),
+    ("/lags", "Lags", ["#topic-lags tbody tr[data-topic]", "#partition-lags tbody tr"]),
+    ("/errors", "Errors", ["#errors tbody tr td a"]),
+    ("/topics", "Topics", ["#topics tbody tr[data-topic]"]),
+    ("/cluster", "Cluster", ["#brokers tbody tr", "#broker-configs tbody tr"]),
+    ("/status", "Status", ["#checks tbody tr[data-check]", "#overall.ok"]),
+]
+
+
+def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium' (make test does, as root)")
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    processes = get_json(f"{site}/api/processes")["processes"]
+    running = next(p for p in processes if p["status"] == "running")
+    error = get_json(f"{site}/api/errors")["errors"][0]
+    topic = next(t for t in get_json(f"{site}/api/lags")["topics"])["topic"]
+    details = [
+        (f"/processes/{running['id']}", "Process", ["#process-facts", "#partitions tbody tr"]),
+        (f"/errors/{error['id']}", "Error", ["#traceback"]),
+        (f"/topics/{topic}", f"Topic {topic}", ["#distribution svg rect", "#partitions tbody tr", "#configs tbody tr"]),
+    ]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )  # fmt: skip
+        try:
+            for width in (1280, 1920):
+                page = browser.new_page(viewport={"width": width, "height": 1000})
+                for path, title, selectors in PAGES + details:
+                    response = page.goto(site + path)
+                    assert response is not None and response.status == 200, path
+                    page.wait_for_selector("body[data-ready='1']")
+                    assert page.title().startswith(title), (path, page.title())
+                    for selector in selectors:
+                        assert page.locator(selector).count() >= 1, (path, selector)
+                    # no horizontal scrolling of the page itself (wide tables scroll in their box)
+                    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), path
+                    name = path.strip("/").replace("/", "_").replace(":", "-") or "dashboard"
+                    page.screenshot(path=str(ARTIFACTS / f"web-{name}-{width}.png"), full_page=True)
+                page.close()
+
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(f"{site}/errors")
+            page.wait_for_selector("body[data-ready='1']")
+            shown = page.locator("#errors time").first.inner_text()
+            assert "UTC" not in shown  # turned into the browser's zone
+            # the error the consumer raised, with its traceback one click away
+            page.locator("#errors tbody tr td a").first.click()
+            assert "order at offset 3 has no customer" in page.locator("#error-facts").inner_text()
+            assert "reject_order" in page.locator("#traceback").inner_text()
+
+            page.goto(f"{site}/topics")
+            page.wait_for_selector("body[data-ready='1']")
+            header = page.locator("#topics thead th", has_text="partitions")
+            header.click()
+            assert header.get_attribute("aria-sort") == "ascending"
+            counts = [int(text) for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()]
+            assert counts == sorted(counts)
+            header.click()
+            counts = [int(text) for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()]
+            assert counts == sorted(counts, reverse=True)
+
+            response = page.goto(f"{site}/processes/no-such-process")
+            assert response is not None and response.status == 404
+            assert "no process 'no-such-process'" in page.locator("#message").inner_text()
+            response = page.goto(f"{site}/topics/no-such-topic")
+            assert response is not None and response.status == 404
+        finally:
+            browser.close()
