@@ -156,6 +156,30 @@ MUTATIONS = (
             "tests/integration/processing/test_consuming.py::test_quiet_finishes_running_batches_and_takes_no_new_ones",
         ),
     ),
+    Mutation(
+        "web: consumer errors not published to the errors topic",
+        "conveyor/web/tracking.py",
+        (("        if not self.installed:\n            return\n", "        return\n"),),
+        (
+            "tests/integration/web/test_reporting.py::test_an_exception_in_a_consumer_shows_on_the_errors_page_with_its_traceback",
+        ),
+    ),
+    Mutation(
+        "web: lag left out of the metric series",
+        "conveyor/web/aggregation.py",
+        (("            lag[topic] = lag.get(topic, 0) + value", "            pass"),),
+        (
+            "tests/integration/web/test_reporting.py::test_lag_appears_on_a_topic_and_falls_as_the_consumer_catches_up",
+        ),
+    ),
+    Mutation(
+        "web: a silent process never shown as dead",
+        "conveyor/web/aggregation.py",
+        (('        return "dead"\n', "        return reported\n"),),
+        (
+            "tests/integration/web/test_reporting.py::test_a_process_appears_and_shows_as_dead_after_it_is_killed",
+        ),
+    ),
 )
 
 

@@ -55,7 +55,9 @@ def eventually(check: Callable[[], bool], timeout: float) -> bool:
 
 
 @pytest.fixture
-def site(kafka_bootstrap: str, new_topic: Callable[..., str], web_topics: WebTopics) -> Iterator[str]:
+def site(
+    kafka_bootstrap: str, new_topic: Callable[..., str], web_topics: WebTopics
+) -> Iterator[str]:
     """A running shop (2 processes' worth of data: one server) and its web UI; the URL."""
     topic = new_topic(partitions=2)
     port = free_port()
@@ -65,17 +67,25 @@ def site(kafka_bootstrap: str, new_topic: Callable[..., str], web_topics: WebTop
         PYTHONPATH=str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )  # fmt: skip
     quiet = {"cwd": HERE, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    server = subprocess.Popen([sys.executable, "-m", "conveyor", "server", "--app", "web_app:app"], **quiet)  # type: ignore[call-overload]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "server", "--app", "web_app:app"], **quiet
+    )  # type: ignore[call-overload]
     ui = subprocess.Popen(
-        [sys.executable, "-m", "conveyor", "web", "--app", "web_app:app", "--port", str(port)], **quiet
+        [sys.executable, "-m", "conveyor", "web", "--app", "web_app:app", "--port", str(port)],
+        **quiet,
     )  # type: ignore[call-overload]
     url = f"http://127.0.0.1:{port}"
     try:
         with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
             producer.produce_many_sync(
-                [{"topic": topic, "key": f"customer-{i % 5}", "payload": {"order": i}} for i in range(40)]
+                [
+                    {"topic": topic, "key": f"customer-{i % 5}", "payload": {"order": i}}
+                    for i in range(40)
+                ]
             )
-        assert eventually(lambda: get_json(f"{url}/api/status")["ok"], 90), get_json(f"{url}/api/status")
+        assert eventually(lambda: get_json(f"{url}/api/status")["ok"], 90), get_json(
+            f"{url}/api/status"
+        )
         assert eventually(lambda: get_json(f"{url}/api/errors")["paging"]["total"] >= 1, 60)
         yield url
     finally:
@@ -90,7 +100,11 @@ def site(kafka_bootstrap: str, new_topic: Callable[..., str], web_topics: WebTop
 
 PAGES = [
     # path, title, selectors that must show real data
-    ("/", "Dashboard", ["#count-processes .value", "#chart-throughput svg polyline", "#chart-rss svg polyline"]),
+    (
+        "/",
+        "Dashboard",
+        ["#count-processes .value", "#chart-throughput svg polyline", "#chart-rss svg polyline"],
+    ),
     ("/processes", "Processes", ["#processes tbody tr[data-process] .badge.running"]),
     ("/jobs", "Jobs", ["#slowest-jobs tbody tr td a"]),
     ("/routing", "Routing", ["table.routing tbody tr"]),
@@ -104,7 +118,9 @@ PAGES = [
 
 def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium' (make test does, as root)")
+        pytest.fail(
+            f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium' (make test does, as root)"
+        )
     from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -115,7 +131,11 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
     details = [
         (f"/processes/{running['id']}", "Process", ["#process-facts", "#partitions tbody tr"]),
         (f"/errors/{error['id']}", "Error", ["#traceback"]),
-        (f"/topics/{topic}", f"Topic {topic}", ["#distribution svg rect", "#partitions tbody tr", "#configs tbody tr"]),
+        (
+            f"/topics/{topic}",
+            f"Topic {topic}",
+            ["#distribution svg rect", "#partitions tbody tr", "#configs tbody tr"],
+        ),
     ]
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -134,7 +154,9 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
                     for selector in selectors:
                         assert page.locator(selector).count() >= 1, (path, selector)
                     # no horizontal scrolling of the page itself (wide tables scroll in their box)
-                    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"), path
+                    assert page.evaluate(
+                        "document.documentElement.scrollWidth <= window.innerWidth + 1"
+                    ), path
                     name = path.strip("/").replace("/", "_").replace(":", "-") or "dashboard"
                     page.screenshot(path=str(ARTIFACTS / f"web-{name}-{width}.png"), full_page=True)
                 page.close()
@@ -154,10 +176,16 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
             header = page.locator("#topics thead th", has_text="partitions")
             header.click()
             assert header.get_attribute("aria-sort") == "ascending"
-            counts = [int(text) for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()]
+            counts = [
+                int(text)
+                for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()
+            ]
             assert counts == sorted(counts)
             header.click()
-            counts = [int(text) for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()]
+            counts = [
+                int(text)
+                for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()
+            ]
             assert counts == sorted(counts, reverse=True)
 
             response = page.goto(f"{site}/processes/no-such-process")

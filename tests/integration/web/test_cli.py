@@ -15,7 +15,9 @@ HERE = Path(__file__).parent
 
 
 def web(command: str, prefix: str, bootstrap: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, WEB_PREFIX=prefix, PYTHONPATH=str(HERE))
+    env = dict(
+        os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, WEB_PREFIX=prefix, PYTHONPATH=str(HERE)
+    )
     return subprocess.run(
         [sys.executable, "-m", "conveyor", "web", command, "--app", "web_app:app", *extra],
         cwd=HERE, env=env, capture_output=True, text=True, timeout=120,
@@ -51,7 +53,10 @@ def test_install_then_reset_then_uninstall(kafka_bootstrap: str, kafka_admin: Ad
         assert reset.returncode == 0, reset.stderr
         assert set(topics.names) <= set(kafka_admin.list_topics())
         assert kafka_admin.read_watermark_offsets(topics.errors, 0) == (0, 0)  # empty again
-        assert kafka_admin.describe_configs("topic", topics.states)["cleanup.policy"].value == "compact"
+        assert (
+            kafka_admin.describe_configs("topic", topics.states)["cleanup.policy"].value
+            == "compact"
+        )
 
         removed = web("uninstall", prefix, kafka_bootstrap, "--yes")
         assert removed.returncode == 0, removed.stderr
