@@ -148,7 +148,8 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
                 page = browser.new_page(viewport={"width": width, "height": 1000})
                 for path, title, selectors in PAGES + details:
                     response = page.goto(site + path)
-                    assert response is not None and response.status == 200, path
+                    assert response is not None, path
+                    assert response.status == 200, path
                     page.wait_for_selector("body[data-ready='1']")
                     assert page.title().startswith(title), (path, page.title())
                     for selector in selectors:
@@ -189,9 +190,11 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
             assert counts == sorted(counts, reverse=True)
 
             response = page.goto(f"{site}/processes/no-such-process")
-            assert response is not None and response.status == 404
+            assert response is not None
+            assert response.status == 404
             assert "no process 'no-such-process'" in page.locator("#message").inner_text()
             response = page.goto(f"{site}/topics/no-such-topic")
-            assert response is not None and response.status == 404
+            assert response is not None
+            assert response.status == 404
         finally:
             browser.close()
