@@ -180,7 +180,8 @@ class Tracker:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(10)
-        self.report(state="stopped")
+        if self.installed:
+            self.report(state="stopped")
         self.detach()
 
     def report(self, state: str | None = None) -> dict[str, Any] | None:
