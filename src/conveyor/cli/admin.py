@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import click
 
-from conveyor.admin import Change, align, migrate, plan
+from conveyor.admin import align, migrate, plan
 from conveyor.app import App
 from conveyor.cli.loading import load_app
-from conveyor.cli.output import console, key_value_table, table
+from conveyor.cli.output import changes_table, confirm, console, key_value_table, table
 from conveyor.errors import ConveyorError
 
 __all__ = ["cluster", "configs", "groups", "topics"]
@@ -27,8 +27,6 @@ _json_option = click.option(
 )
 _yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 
-_COLOURS = {"+": "green", "~": "yellow", "!": "red"}
-
 
 def _app(spec: str | None) -> App:
     return load_app(spec)
@@ -39,41 +37,6 @@ def _emit(as_json: bool, data: Any, render: Callable[[], None]) -> None:
         click.echo(json.dumps(data, default=str))
     else:
         render()
-
-
-def _confirm(yes: bool, question: str) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise click.ClickException(f"{question} Refusing without a terminal: pass --yes.")
-    click.confirm(question, abort=True)
-
-
-def _changes_table(title: str, changes: Sequence[Change], done: bool) -> None:
-    if not changes:
-        console.print(f"{title}: nothing to do, the cluster matches the routes.", highlight=False)
-        return
-    rows = []
-    for change in changes:
-        colour = _COLOURS[change.symbol]
-        status = (
-            ""
-            if not done
-            else (
-                "done"
-                if change.applied
-                else (f"failed: {change.error}" if change.error else "skipped")
-            )
-        )
-        rows.append(
-            (
-                f"[{colour}]{change.symbol}[/]",
-                change.topic,
-                change.detail,
-                *((status,) if done else ()),
-            )
-        )
-    console.print(table(title, ["", "topic", "change", *(("result",) if done else ())], rows))
 
 
 # -- topics -------------------------------------------------------------------------------------
@@ -92,7 +55,7 @@ def topics_plan(app_spec: str | None, as_json: bool) -> None:
     app = _app(app_spec)
     changes = plan(app.admin, app.routes)
     _emit(
-        as_json, [c.as_dict() for c in changes], lambda: _changes_table("Plan", changes, done=False)
+        as_json, [c.as_dict() for c in changes], lambda: changes_table("Plan", changes, done=False)
     )
 
 
@@ -100,7 +63,7 @@ def _apply(app_spec: str | None, as_json: bool, configs_only: bool) -> None:
     app = _app(app_spec)
     changes = align(app.admin, app.routes) if configs_only else migrate(app.admin, app.routes)
     _emit(as_json, [c.as_dict() for c in changes],
-          lambda: _changes_table("Align" if configs_only else "Migrate", changes, done=True))  # fmt: skip
+          lambda: changes_table("Align" if configs_only else "Migrate", changes, done=True))  # fmt: skip
     if any(change.error for change in changes):
         sys.exit(1)
 
@@ -196,7 +159,7 @@ def topics_create(
 @click.argument("name")
 def topics_delete(app_spec: str | None, yes: bool, name: str) -> None:
     """Delete a topic and all its messages."""
-    _confirm(yes, f"Delete topic {name} and all its messages?")
+    confirm(yes, f"Delete topic {name} and all its messages?")
     _app(app_spec).admin.delete_topic(name)
     console.print(f"deleted {name}", highlight=False)
 
@@ -218,13 +181,13 @@ def topics_reset(app_spec: str | None, yes: bool) -> None:
     """Delete the app's declared topics and create them again as declared (all data is lost)."""
     app = _app(app_spec)
     names = sorted({route.name for route in app.routes})
-    _confirm(yes, f"Delete and recreate {', '.join(names)}? All their messages will be lost.")
+    confirm(yes, f"Delete and recreate {', '.join(names)}? All their messages will be lost.")
     existing = set(app.admin.list_topics())
     for name in names:
         if name in existing:
             app.admin.delete_topic(name)
     changes = migrate(app.admin, app.routes)
-    _changes_table("Reset", changes, done=True)
+    changes_table("Reset", changes, done=True)
 
 
 # -- groups -------------------------------------------------------------------------------------
@@ -316,7 +279,7 @@ def groups_seek(
                 "use an offset, earliest, latest or an ISO time with a zone", param_hint="POSITION"
             ) from None
     chosen = list(partitions) or [p.partition for p in admin.topic_info(topic).partitions]
-    _confirm(yes, f"Move group {name} on {topic} partitions {chosen} to {position}?")
+    confirm(yes, f"Move group {name} on {topic} partitions {chosen} to {position}?")
     moved = admin.seek_consumer_group(name, {topic: dict.fromkeys(chosen, target)})
     console.print(table(f"Group {name} moved", ["topic", "partition", "offset"],
                         [(t, str(p), str(o)) for (t, p), o in sorted(moved.items())]))  # fmt: skip

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
+import click
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["console", "error_console", "key_value_table", "progress", "table"]
+if TYPE_CHECKING:
+    from conveyor.admin import Change
+
+__all__ = [
+    "changes_table",
+    "confirm",
+    "console",
+    "error_console",
+    "key_value_table",
+    "progress",
+    "table",
+]
 
 console = Console(soft_wrap=True)
 error_console = Console(stderr=True, soft_wrap=True)
@@ -49,3 +63,35 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> 
     for row in rows:
         result.add_row(*row)
     return result
+
+
+def confirm(yes: bool, question: str) -> None:
+    """Ask before a destructive step; without a terminal, refuse unless ``--yes`` was given."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.ClickException(f"{question} Refusing without a terminal: pass --yes.")
+    click.confirm(question, abort=True)
+
+
+_COLOURS = {"+": "green", "~": "yellow", "!": "red"}
+
+
+def changes_table(
+    title: str,
+    changes: Sequence[Change],
+    done: bool,
+    matches: str = "the cluster matches the routes",
+) -> None:
+    """A declarative plan (``done=False``) or its outcome, one row per change."""
+    if not changes:
+        console.print(f"{title}: nothing to do, {matches}.", highlight=False)
+        return
+    rows = []
+    for change in changes:
+        status = (
+            "done" if change.applied else f"failed: {change.error}" if change.error else "skipped"
+        )
+        rows.append((f"[{_COLOURS[change.symbol]}]{change.symbol}[/]", change.topic, change.detail,
+                     *((status,) if done else ())))  # fmt: skip
+    console.print(table(title, ["", "topic", "change", *(("result",) if done else ())], rows))

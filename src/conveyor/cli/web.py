@@ -8,13 +8,15 @@ import sys
 
 import click
 
-from conveyor.admin import Change, migrate, plan
+from conveyor.admin import migrate, plan
 from conveyor.app import App
 from conveyor.cli.loading import load_app
-from conveyor.cli.output import console, error_console, progress, table
+from conveyor.cli.output import changes_table, confirm, console, error_console, progress
 from conveyor.errors import ConfigurationError, KafkaError
 
 __all__ = ["web"]
+
+_MATCHES = "the web UI's topics are as they should be"
 
 _app_option = click.option(
     "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
@@ -76,41 +78,19 @@ def web(
         app.producer.close(5)
 
 
-def _show(title: str, changes: list[Change], done: bool) -> None:
-    if not changes:
-        console.print(
-            f"{title}: nothing to do, the web UI's topics are as they should be.", highlight=False
-        )
-        return
-    rows = [
-        (change.symbol, change.topic, change.detail,
-         *(("done" if change.applied else f"failed: {change.error}" if change.error else "skipped",) if done else ()))
-        for change in changes
-    ]  # fmt: skip
-    console.print(table(title, ["", "topic", "change", *(("result",) if done else ())], rows))
-
-
 def _apply(app: App, replication_factor: int, title: str) -> None:
     declared = app.web.topics.declared(replication_factor)
     changes = plan(app.admin, declared)
-    _show(f"{title}: plan", changes, done=False)
+    changes_table(f"{title}: plan", changes, done=False, matches=_MATCHES)
     if not changes:
         return
     with progress(f"{title}: applying {len(changes)} change(s)") as step:
         results = migrate(app.admin, declared)
         for change in results:
             step(f"{change.symbol} {change.topic}: {change.detail}")
-    _show(title, results, done=True)
+    changes_table(title, results, done=True, matches=_MATCHES)
     if any(change.error or change.kind == "impossible" for change in results):
         sys.exit(1)
-
-
-def _confirm(yes: bool, question: str) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise click.ClickException(f"{question} Refusing without a terminal: pass --yes.")
-    click.confirm(question, abort=True)
 
 
 def _remove(app: App, title: str) -> None:
@@ -151,7 +131,7 @@ def migrate_(app_spec: str | None, replication_factor: int) -> None:
 def reset(app_spec: str | None, replication_factor: int, yes: bool) -> None:
     """Delete the web UI's topics and its group, and create the topics again, empty."""
     app = load_app(app_spec)
-    _confirm(
+    confirm(
         yes,
         f"Delete {', '.join(app.web.topics.names)} (all reports, states, metrics and errors) and create them again?",
     )
@@ -165,7 +145,7 @@ def reset(app_spec: str | None, replication_factor: int, yes: bool) -> None:
 def uninstall(app_spec: str | None, yes: bool) -> None:
     """Delete the web UI's topics and its consumer group."""
     app = load_app(app_spec)
-    _confirm(
+    confirm(
         yes, f"Delete {', '.join(app.web.topics.names)} and consumer group {app.web.topics.group}?"
     )
     _remove(app, "Uninstall")

@@ -13,7 +13,7 @@ from typing import Any
 
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigSource
 from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewPartitions, NewTopic
@@ -26,6 +26,14 @@ from conveyor.driver.handles import FutureHandle
 __all__ = ["AdminConnection"]
 
 _RESOURCE = {"topic": ConfigResource.Type.TOPIC, "broker": ConfigResource.Type.BROKER}
+
+
+def _source_name(source: Any) -> str:
+    """librdkafka gives a config's source as a number: its name (``DEFAULT_CONFIG`` ...)."""
+    try:
+        return str(ConfigSource(int(source)).name)
+    except (ValueError, TypeError):
+        return str(getattr(source, "name", source))
 
 
 class AdminConnection:
@@ -124,7 +132,7 @@ class AdminConnection:
                 "default": bool(entry.is_default),
                 "sensitive": bool(entry.is_sensitive),
                 "read_only": bool(entry.is_read_only),
-                "source": str(getattr(entry.source, "name", entry.source)),
+                "source": _source_name(entry.source),
                 "synonyms": [(syn.name, syn.value) for syn in (entry.synonyms or {}).values()],
             }
             for entry in sorted(entries.values(), key=lambda item: item.name)
@@ -221,9 +229,9 @@ class AdminConnection:
             for tp, future in futures.items()
         }
 
-    def read(self, topic: str, partition: int, start: int, end: int, timeout: float) -> list[Any]:
-        """Raw messages ``start <= offset < end`` of one partition, without a group (bounded by ``timeout``)."""
-        consumer = confluent_kafka.Consumer(
+    def _reader(self) -> Any:
+        """A consumer that joins no group and commits nothing, for reading by offset."""
+        return confluent_kafka.Consumer(
             {
                 **{k: v for k, v in self._config.items() if not k.startswith("group.")},
                 "group.id": f"conveyor-reader-{uuid.uuid4().hex[:8]}",
@@ -232,6 +240,10 @@ class AdminConnection:
                 "logger": LIBRDKAFKA_LOG,
             }
         )
+
+    def read(self, topic: str, partition: int, start: int, end: int, timeout: float) -> list[Any]:
+        """Raw messages ``start <= offset < end`` of one partition, without a group (bounded by ``timeout``)."""
+        consumer = self._reader()
         try:
             consumer.assign([TopicPartition(topic, partition, start)])
             messages: list[Any] = []
@@ -260,15 +272,7 @@ class AdminConnection:
         found: dict[tuple[str, int], int | None] = {(t, p): None for t, p, _ in positions}
         if not positions:
             return found
-        consumer = confluent_kafka.Consumer(
-            {
-                **{k: v for k, v in self._config.items() if not k.startswith("group.")},
-                "group.id": f"conveyor-reader-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "logger": LIBRDKAFKA_LOG,
-            }
-        )
+        consumer = self._reader()
         try:
             consumer.assign([TopicPartition(t, p, o) for t, p, o in positions])
             waiting = set(found)

@@ -76,6 +76,11 @@ def test_configs_round_trip_for_a_topic_and_read_a_broker(admin: Admin, new_topi
     assert configs["retention.ms"].value == "86400000"
     assert not configs["retention.ms"].default
     assert configs["cleanup.policy"].default
+    # where a value comes from, by name (librdkafka gives a number)
+    assert (configs["retention.ms"].source, configs["cleanup.policy"].source) == (
+        "DYNAMIC_TOPIC_CONFIG",
+        "DEFAULT_CONFIG",
+    )
     admin.alter_configs(
         "topic", topic, {"retention.ms": "186400000", "max.message.bytes": "2000000"}
     )

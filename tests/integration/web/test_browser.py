@@ -99,7 +99,7 @@ def site(
 
 
 PAGES = [
-    # path, title, selectors that must show real data
+    # path, title, selectors that must show real data (the details add a screenshot name)
     (
         "/",
         "Dashboard",
@@ -129,12 +129,18 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
     error = get_json(f"{site}/api/errors")["errors"][0]
     topic = next(t for t in get_json(f"{site}/api/lags")["topics"])["topic"]
     details = [
-        (f"/processes/{running['id']}", "Process", ["#process-facts", "#partitions tbody tr"]),
-        (f"/errors/{error['id']}", "Error", ["#traceback"]),
+        (
+            f"/processes/{running['id']}",
+            "Process",
+            ["#process-facts", "#partitions tbody tr"],
+            "process",
+        ),
+        (f"/errors/{error['id']}", "Error", ["#traceback"], "error"),
         (
             f"/topics/{topic}",
             f"Topic {topic}",
             ["#distribution svg rect", "#partitions tbody tr", "#configs tbody tr"],
+            "topic",
         ),
     ]
     with sync_playwright() as playwright:
@@ -146,7 +152,8 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
         try:
             for width in (1280, 1920):
                 page = browser.new_page(viewport={"width": width, "height": 1000})
-                for path, title, selectors in PAGES + details:
+                for path, title, selectors, *named in PAGES + details:
+                    name = named[0] if named else path.strip("/") or "dashboard"
                     response = page.goto(site + path)
                     assert response is not None, path
                     assert response.status == 200, path
@@ -158,7 +165,6 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
                     assert page.evaluate(
                         "document.documentElement.scrollWidth <= window.innerWidth + 1"
                     ), path
-                    name = path.strip("/").replace("/", "_").replace(":", "-") or "dashboard"
                     page.screenshot(path=str(ARTIFACTS / f"web-{name}-{width}.png"), full_page=True)
                 page.close()
 
@@ -188,6 +194,9 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
                 for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()
             ]
             assert counts == sorted(counts, reverse=True)
+
+            page.goto(f"{site}/topics/{topic}")
+            assert "DEFAULT_CONFIG" in page.locator("#configs").inner_text()  # a source by name
 
             response = page.goto(f"{site}/processes/no-such-process")
             assert response is not None

@@ -68,6 +68,8 @@ def _duration(value: Any) -> str:
     if value is None:
         return _NOTHING
     seconds = float(value)
+    if seconds < 0.01:
+        return f"{seconds * 1000:.2f} ms"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 120:
@@ -118,30 +120,16 @@ def create_asgi(app: App, data: WebData) -> Starlette:
         body = environment.get_template(template).render(context)
         return HTMLResponse(body, status_code=status)
 
-    def page(name: str, template: str, build: Callable[[Request], Page]) -> tuple[Route, Route]:
-        def as_html(request: Request) -> Response:
-            data.wait_ready(3.0)
-            return html(request, template, build(request), name)
-
-        def as_json(request: Request) -> Response:
-            data.wait_ready(3.0)
-            built = build(request)
-            return JSONResponse({"title": built.title, **built.data})
-
-        path = dict((n, p) for n, _, p in NAVIGATION).get(name, f"/{name}")
-        return Route(path or "/", as_html, name=name), Route(
-            f"/api{path}" if path else "/api/dashboard", as_json, name=f"api_{name}"
-        )
-
-    def number(request: Request, name: str, default: int = 1) -> int:
-        try:
-            return max(1, int(request.query_params.get(name, default)))
-        except ValueError:
-            return default
-
     def detail(
-        name: str, template: str, path: str, build: Callable[[Request], Page], active: str
+        name: str,
+        template: str,
+        path: str,
+        build: Callable[[Request], Page],
+        active: str,
+        api_path: str | None = None,
     ) -> tuple[Route, Route]:
+        """A page at ``path`` as HTML, and its data as JSON at ``/api{path}``."""
+
         def as_html(request: Request) -> Response:
             data.wait_ready(3.0)
             return html(request, template, build(request), active)
@@ -151,7 +139,20 @@ def create_asgi(app: App, data: WebData) -> Starlette:
             built = build(request)
             return JSONResponse({"title": built.title, **built.data})
 
-        return Route(path, as_html, name=name), Route(f"/api{path}", as_json, name=f"api_{name}")
+        return Route(path, as_html, name=name), Route(
+            api_path or f"/api{path}", as_json, name=f"api_{name}"
+        )
+
+    def page(name: str, template: str, build: Callable[[Request], Page]) -> tuple[Route, Route]:
+        """A page of the navigation (the dashboard's JSON is /api/dashboard)."""
+        path = next(p for n, _, p in NAVIGATION if n == name)
+        return detail(name, template, path or "/", build, name, f"/api{path or '/dashboard'}")
+
+    def number(request: Request, name: str, default: int = 1) -> int:
+        try:
+            return max(1, int(request.query_params.get(name, default)))
+        except ValueError:
+            return default
 
     def broker(request: Request) -> int | None:
         value = request.query_params.get("broker")
