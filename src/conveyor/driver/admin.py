@@ -14,7 +14,12 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigSource
-from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin._config import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+)
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
