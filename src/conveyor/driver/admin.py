@@ -13,7 +13,7 @@ from typing import Any
 
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigSource
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import (
     AlterConfigOpType,
     ConfigEntry,
