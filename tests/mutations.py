@@ -180,6 +180,55 @@ MUTATIONS = (
             "tests/integration/web/test_reporting.py::test_a_process_appears_and_shows_as_dead_after_it_is_killed",
         ),
     ),
+    Mutation(
+        "tracing: send spans end when produce() returns, not on the delivery report",
+        "conveyor/tracing/tracer.py",
+        (
+            (
+                "        return carrier, delivered\n",
+                "        delivered(None, type('M', (), {'partition': lambda s: -1, 'offset': lambda s: -1})())\n        return carrier, None\n",
+            ),
+        ),
+        (
+            "tests/integration/tracing/test_tracing.py::test_a_send_span_ends_on_the_delivery_report_with_error_type",
+        ),
+    ),
+    Mutation(
+        "tracing: the dead letter sent outside the failed process span",
+        "conveyor/processing/executor.py",
+        (
+            (
+                "            span.failed(exc)\n            try:",
+                "            span.failed(exc)\n            span.__exit__(None, None, None)\n            try:",
+            ),
+            (
+                "            finally:\n                span.__exit__(None, None, None)\n            return",
+                "            finally:\n                pass\n            return",
+            ),
+        ),
+        (
+            "tests/integration/tracing/test_tracing.py::test_one_trace_spans_produce_consume_pipe_consume_and_dead_letter",
+        ),
+    ),
+    Mutation(
+        "tracing: a batch linked to its first message only",
+        "conveyor/tracing/tracer.py",
+        (("        for raw in batch[: self.max_links]:", "        for raw in batch[:1]:"),),
+        (
+            "tests/integration/tracing/test_tracing.py::test_process_spans_link_to_every_message_of_their_batch",
+        ),
+    ),
+    Mutation(
+        "tracing: the RPC handler's reply outside its request's trace",
+        "conveyor/rpc/client.py",
+        (
+            (
+                "            span, token = tracing.start_call(name, self.commands_topic)",
+                "            span, token = tracing.start_call(name, self.commands_topic)\n            tracing.detach(token)\n            token = None",
+            ),
+        ),
+        ("tests/integration/tracing/test_tracing.py::test_an_rpc_call_is_one_trace",),
+    ),
 )
 
 

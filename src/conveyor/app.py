@@ -21,6 +21,7 @@ from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
 from conveyor.settings import AppSettings, build_app_settings, producer_settings
+from conveyor.tracing import Latency, Tracing
 from conveyor.web import Web
 
 __all__ = ["App", "AppSettings"]
@@ -106,6 +107,10 @@ class App:
         self._closing_hooks: list[Callable[[], None]] = []
         self.web = Web(self)
         """The web UI's side of the app: ``app.web.enable()`` turns reporting on."""
+        self.tracing = Tracing(self.monitor)
+        """OpenTelemetry tracing: ``app.tracing.enable()`` (extra ``conveyor[otel]``)."""
+        self.latency = Latency(self.monitor)
+        """Per-stage latency histograms: ``app.latency.enable()``, ``app.latency.snapshot()``."""
 
     # -- admin and producer -------------------------------------------------------------------
 
@@ -125,8 +130,13 @@ class App:
                 if self._producer is None:
                     settings = producer_settings(self.settings.kafka)
                     settings.setdefault("client.id", f"{self.settings.client_id}-producer")
-                    self._producer = Producer(settings, monitor=self.monitor)
+                    self._producer = self._traced(Producer(settings, monitor=self.monitor))
                 producer = self._producer
+        return producer
+
+    def _traced(self, producer: Producer) -> Producer:
+        self.tracing.attach(producer)
+        self.latency.attach(producer)
         return producer
 
     def iterator(self, topics: Mapping[str, Any], **options: Any) -> Iterator:
@@ -142,7 +152,9 @@ class App:
                 settings = producer_settings(self.settings.kafka)
                 settings["transactional.id"] = f"{self.settings.client_id}-conveyor-{os.getpid()}"
                 settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
-                self._transactional_producer = Producer(settings, monitor=self.monitor)
+                self._transactional_producer = self._traced(
+                    Producer(settings, monitor=self.monitor)
+                )
             return self._transactional_producer
 
     # -- running ------------------------------------------------------------------------------
@@ -309,6 +321,8 @@ class App:
             transactional_producer=lambda: self.transactional_producer,
             on_crash=self._crashed,
             prepare_consumer=self._prepare_consumer,
+            tracing=self.tracing,
+            latency=self.latency,
         )
 
     def _prepare_consumer(self, consumer: Consumer) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "DEAD_LETTER_QUEUE_SKIPPED",
     "ERROR_OCCURRED",
     "EVENTS",
+    "LATENCY_MEASURED",
     "MESSAGES_POLLED",
     "MESSAGES_PRODUCED_ASYNC",
     "MESSAGES_PRODUCED_SYNC",
@@ -31,6 +32,7 @@ __all__ = [
     "MESSAGE_PRODUCED_ASYNC",
     "MESSAGE_PRODUCED_SYNC",
     "MESSAGE_PURGED",
+    "OFFSETS_COMMITTED",
     "PRODUCER_CLOSED",
     "PRODUCER_RELOADED",
     "REBALANCE_PARTITIONS_ASSIGNED",
@@ -93,6 +95,13 @@ CONSUMER_TICKED = "consumer.ticked"
 """``tick()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
 CONSUMER_EOFED = "consumer.eofed"
 """``eofed()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
+OFFSETS_COMMITTED = "offsets.committed"
+"""A listener committed offsets: ``listener``, ``group``, ``offsets`` (list of (topic, partition,
+next offset)), ``sync`` (bool; an asynchronous commit is reported when it was sent),
+``duration`` (s), ``committed_at`` (wall-clock seconds)."""
+LATENCY_MEASURED = "latency.measured"
+"""A batch's stage latencies, with ``app.latency`` enabled: ``topic``, ``partition``, ``count``,
+``stages`` (stage name -> mean seconds over the batch; see :mod:`conveyor.tracing.latency`)."""
 REBALANCE_PARTITIONS_ASSIGNED = "rebalance.partitions_assigned"
 """``listener``, ``partitions`` (list of (topic, partition))."""
 REBALANCE_PARTITIONS_REVOKED = "rebalance.partitions_revoked"

@@ -1,8 +1,9 @@
 """``ProcessingContext``: the little that processing needs from the application around it.
 
 Processing never sees the ``App``: it gets its settings, its monitor, the producers (built
-on first use, so they are accessors), one callback for a crashed thread, and a hook that
-prepares each new consumer instance (the app sets ``consumer.app`` there).
+on first use, so they are accessors), one callback for a crashed thread, a hook that
+prepares each new consumer instance (the app sets ``consumer.app`` there), and the app's
+tracing and latency recorders.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from conveyor.instrumentation import Monitor
     from conveyor.producer import Producer
     from conveyor.settings import AppSettings
+    from conveyor.tracing import Latency, Tracing
 
 __all__ = ["ProcessingContext"]
 
@@ -38,3 +40,7 @@ class ProcessingContext:
     """Called with the error and where it happened when a listener or a worker crashed."""
     prepare_consumer: Callable[[Consumer], None] = _leave_as_is
     """Called with each new consumer instance before its first hook runs."""
+    tracing: Tracing | None = None
+    """Spans around ``consume()`` while ``tracing.enabled``."""
+    latency: Latency | None = None
+    """Per-stage latency histograms while ``latency.active``."""

@@ -25,6 +25,7 @@ from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, Messages
 from conveyor.processing.backlog import Backlog
 from conveyor.processing.workers import run_hook
+from conveyor.tracing.latency import PollTimes
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
@@ -134,6 +135,7 @@ class PartitionExecutor:
         self._fenced: dict[int, int] = {}
         self._copies_in_flight = 0
         self._acknowledged = threading.Condition(self.lock)
+        self.polls = PollTimes()  # when each fetch came, while latency is measured
 
     # -- called by the listener (its thread) --------------------------------------------------
 
@@ -143,6 +145,9 @@ class PartitionExecutor:
             if self.revoked or self.stopped:
                 return
             self.high_watermark = high_watermark
+            latency = self.context.latency
+            if latency is not None and latency.active:
+                self.polls.fetched(raws[-1].offset())
             if self.first_fetched is None:
                 self.first_fetched = raws[0].offset()
             self.pending.extend(raws)
@@ -174,6 +179,9 @@ class PartitionExecutor:
             self.revoked = True
             self.pending.clear()
             self._cancel_resume_timer()
+        latency = self.context.latency
+        if latency is not None:
+            latency.forget(self.topic, self.partition)
         if self.consumer is not None and not self.stopped:
             self.listener.submit(self._run_revoked)
 
@@ -202,6 +210,7 @@ class PartitionExecutor:
         """A seek is done: what was fetched before it is stale."""
         with self.lock:
             self.pending.clear()
+            self.polls.clear()
 
     def committable(self) -> int | None:
         """The offset to commit for this partition (``None``: nothing marked, or revoked):
@@ -337,19 +346,44 @@ class PartitionExecutor:
                 partition=self.partition,
                 count=len(batch),
             )
+        context = self.context
+        tracing, latency = context.tracing, context.latency
+        span = (
+            tracing.processing(self.topic, self.partition, self.group_id, batch).__enter__()
+            if tracing is not None and tracing.enabled
+            else None
+        )
+        measure = latency is not None and latency.active
+        wall_started = time.time() if measure else 0.0
         started = time.perf_counter()
         try:
             run_hook(consumer.consume())
         except Exception as exc:
             self.running = None
-            self._failed(batch, exc, started)
+            if span is None:
+                self._failed(batch, exc, started)
+                return
+            span.failed(exc)
+            try:  # inside the span: a dead letter sent for this failure continues its trace
+                self._failed(batch, exc, started)
+            finally:
+                span.__exit__(None, None, None)
             return
-        except BaseException:
+        except BaseException as exc:
             # SystemExit, KeyboardInterrupt: never let the offset move past this batch.
             self.running = None
             with self.lock:
                 self.pending.put_back(batch)
+            if span is not None:
+                span.__exit__(type(exc), exc, exc.__traceback__)
             raise
+        if span is not None:
+            span.__exit__(None, None, None)
+        if measure:
+            assert latency is not None
+            latency.consumed(
+                self.topic, self.partition, batch, self.polls, wall_started, time.time()
+            )
         self.running = None
         self.attempt = 0
         if not self._abort_batch and not self.route.manual_offset_management:

@@ -239,7 +239,16 @@ class Listener:
 
     def commit_now(self, topic: str, partition: int, next_offset: int) -> bool:
         """Commit ``next_offset`` for the partition and wait; False when refused or not done."""
-        return bool(self._call(lambda: self._client.commit([(topic, partition, next_offset)])))
+
+        def commit() -> bool:
+            started = time.perf_counter()
+            offsets = [(topic, partition, next_offset)]
+            done = self._client.commit(offsets)
+            if done:
+                self._report_commit(offsets, True, started)
+            return done
+
+        return bool(self._call(commit))
 
     def group_metadata(self) -> Any:
         """The group's metadata, for committing offsets inside a producer's transaction."""
@@ -527,11 +536,23 @@ class Listener:
                 offsets.append((key[0], key[1], marked))
         if not offsets:
             return True
+        started = time.perf_counter()
         done = self._client.commit(offsets, asynchronous=not sync)
         if done:
             for topic, partition, offset in offsets:
                 self._committed[(topic, partition)] = offset
+            self._report_commit(offsets, sync, started)
         return done
+
+    def _report_commit(
+        self, offsets: list[tuple[str, int, int]], sync: bool, started: float
+    ) -> None:
+        monitor = self.context.monitor
+        if ev.OFFSETS_COMMITTED in monitor.subscribed:
+            monitor.instrument(
+                ev.OFFSETS_COMMITTED, listener=self.name, group=self.group_id, offsets=offsets,
+                sync=sync, duration=time.perf_counter() - started, committed_at=time.time(),
+            )  # fmt: skip
 
     # -- errors -------------------------------------------------------------------------------
 

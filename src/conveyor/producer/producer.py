@@ -9,6 +9,7 @@ queue is waited out on a condition that delivery reports signal.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -16,7 +17,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from conveyor.driver import (
     AcknowledgedHandle,
@@ -56,7 +57,9 @@ from conveyor.producer.settings import (
 from conveyor.producer.transactions import Transactions
 from conveyor.serialization import Serializer
 
-__all__ = ["Producer", "Variant"]
+__all__ = ["Producer", "SendHook", "Variant"]
+
+_log = logging.getLogger("conveyor.producer")
 
 _OPEN, _CLOSED, _FORKED = "open", "closed", "forked"
 # How long a thread waiting for room in a full queue sleeps at most between re-checks,
@@ -215,6 +218,7 @@ class _Dispatcher:
         produce = client.produce
         sent = 0
         topic = ""
+        hooked: _Hooked | None = None
         try:
             if special is None:
                 serve = client.serve
@@ -238,6 +242,9 @@ class _Dispatcher:
                     else:
                         topic, payload, key, partition, timestamp, headers, label = fields
                         callback = shared if label is None else batch.labeled(label)
+                        if core._send_hooks:
+                            headers, hooked = core._hook(topic, key, partition, headers, callback)
+                            callback = hooked
                         arguments = (
                             topic,
                             payload,
@@ -252,6 +259,10 @@ class _Dispatcher:
                         produce(*arguments)
                     except BufferError:
                         core._produce_when_room(client, arguments)
+                    except Exception as exc:
+                        if hooked is not None:
+                            hooked.fail(exc)
+                        raise
                     sent += 1
         except Exception as exc:
             batch.truncate(sent)
@@ -311,7 +322,7 @@ class _Dispatcher:
         core = self._core
         if core._state is not _OPEN:
             core._raise_unusable()
-        if core.middleware or core._transactional or partition_key is not None:
+        if core.middleware or core._transactional or partition_key is not None or core._send_hooks:
             message = {
                 "topic": topic, "payload": payload, "key": key, "headers": headers,
                 "partition": partition, "partition_key": partition_key,
@@ -383,7 +394,15 @@ class _Dispatcher:
         client = self._active_client()
         topic, payload, key, partition, timestamp, headers, label = self._prepare(message, client)
         handle = core._new_handle(client, label)
-        self._dispatch(client, topic, payload, key, partition, handle, timestamp, headers)
+        if core._send_hooks:
+            headers, hooked = core._hook(topic, key, partition, headers, handle)
+            try:
+                self._dispatch(client, topic, payload, key, partition, hooked, timestamp, headers)
+            except Exception as exc:
+                hooked.fail(exc)
+                raise
+        else:
+            self._dispatch(client, topic, payload, key, partition, handle, timestamp, headers)
         if ev.MESSAGE_PRODUCED_ASYNC in core.monitor.subscribed:
             core.monitor.instrument(
                 ev.MESSAGE_PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
@@ -398,7 +417,7 @@ class _Dispatcher:
         when all are ``{"topic": str, "payload": bytes[, "key": str | bytes | None]}`` dicts
         (checked here without allocating anything per message)."""
         core = self._core
-        if core.middleware:
+        if core.middleware or core._send_hooks:
             return {index: self._prepare(message, client) for index, message in enumerate(messages)}
         special: dict[int, tuple[Any, ...]] | None = None
         max_bytes = core._max_bytes
@@ -581,6 +600,7 @@ class Producer(_Dispatcher):
         self._variants: dict[frozenset[tuple[str, Any]], ProducerClient] = {}
         self.transactions = Transactions(self)
         self._transactional = self.transactions.enabled
+        self._send_hooks: tuple[SendHook, ...] = ()
         self._client = self._new_client(self.settings.kafka, f"conveyor-producer-{self.id}")
         _live_producers.add(self)
 
@@ -632,6 +652,34 @@ class Producer(_Dispatcher):
                 )
                 self._variants[key] = client
         return Variant(self, client, overrides)
+
+    # -- send hooks ---------------------------------------------------------------------------
+
+    def add_send_hook(self, hook: SendHook) -> None:
+        """Let ``hook`` add headers to every message sent from now on and hear of its delivery
+        (tracing and latency stamps use this). Adding a hook twice adds it once."""
+        with self._lock:
+            if hook not in self._send_hooks:
+                self._send_hooks = (*self._send_hooks, hook)
+
+    def remove_send_hook(self, hook: SendHook) -> None:
+        with self._lock:
+            self._send_hooks = tuple(item for item in self._send_hooks if item is not hook)
+
+    def _hook(
+        self,
+        topic: str,
+        key: Any,
+        partition: int,
+        headers: list[tuple[str, Any]] | None,
+        callback: Callable[[Any, Any], None],
+    ) -> tuple[list[tuple[str, Any]] | None, _Hooked]:
+        finishers = []
+        for hook in self._send_hooks:
+            headers, finish = hook.sending(topic, key, partition, headers)
+            if finish is not None:
+                finishers.append(finish)
+        return headers, _Hooked(callback, tuple(finishers))
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -852,6 +900,46 @@ class Producer(_Dispatcher):
             self.monitor.instrument(
                 ev.STATISTICS_EMITTED, producer_id=self.id, statistics=json.loads(raw)
             )
+
+
+class SendHook(Protocol):
+    """Something that sees every message a producer sends (see :meth:`Producer.add_send_hook`)."""
+
+    def sending(
+        self, topic: str, key: Any, partition: int, headers: list[tuple[str, Any]] | None
+    ) -> tuple[list[tuple[str, Any]] | None, Callable[[Any, Any], None] | None]:
+        """The headers to send instead, and ``finish(error, message)`` to call on the delivery
+        report (``message`` is ``None`` when librdkafka refused it at once) or ``None``."""
+        ...
+
+
+class _Hooked:
+    """A delivery callback that lets the send hooks finish first."""
+
+    __slots__ = ("callback", "finishers")
+
+    def __init__(
+        self,
+        callback: Callable[[Any, Any], None],
+        finishers: tuple[Callable[[Any, Any], None], ...],
+    ) -> None:
+        self.callback = callback
+        self.finishers = finishers
+
+    def __call__(self, error: Any, message: Any) -> None:
+        self._finish(error, message)
+        self.callback(error, message)
+
+    def fail(self, error: BaseException) -> None:
+        """The message was refused before it was queued: it will get no delivery report."""
+        self._finish(error, None)
+
+    def _finish(self, error: Any, message: Any) -> None:
+        for finish in self.finishers:
+            try:
+                finish(error, message)
+            except Exception:
+                _log.exception("a send hook failed on a delivery report")
 
 
 class Variant(_Dispatcher):

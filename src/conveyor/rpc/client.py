@@ -13,8 +13,10 @@ from conveyor.admin import Admin
 from conveyor.app import App
 from conveyor.errors import RemoteError, RpcClientClosedError, RpcTimeoutError
 from conveyor.iterator import Iterator
+from conveyor.messages import Message
 from conveyor.producer import Producer
 from conveyor.rpc.handlers import JSON, Codec
+from conveyor.tracing import Tracing
 
 __all__ = ["Client"]
 
@@ -43,10 +45,12 @@ class Client:
         reply_partition: int | None = None,
         codec: Codec = JSON,
     ) -> None:
+        self._tracing: Tracing | None = None
         if isinstance(app_or_kafka, App):
             kafka = dict(app_or_kafka.settings.kafka)
             self._producer = app_or_kafka.producer
             self._owns_producer = False
+            self._tracing = app_or_kafka.tracing
         else:
             kafka = dict(app_or_kafka)
             self._producer = Producer(kafka)
@@ -58,6 +62,7 @@ class Client:
         self.discarded = 0
         """Replies that came after their call had timed out (or were not ours)."""
         self._pending: dict[str, concurrent.futures.Future[Any]] = {}
+        self._spans: dict[str, Any] = {}  # call id -> its span, while tracing
         self._lock = threading.Lock()
         self._closed = False
         partitions = (
@@ -85,14 +90,25 @@ class Client:
             "reply_to": self.results_topic, "reply_partition": self.reply_partition,
             "deadline": int((time.time() + timeout) * 1000),
         }  # fmt: skip
+        tracing = self._tracing
+        token = None
+        if tracing is not None and tracing.enabled:  # one trace: this call, the handler, the reply
+            span, token = tracing.start_call(name, self.commands_topic)
+            with self._lock:
+                self._spans[call_id] = span
         try:
             self._producer.produce_async(
                 topic=self.commands_topic, payload=self.codec.encode(request), key=call_id
             )
-        except BaseException:
+        except BaseException as exc:
             with self._lock:
                 self._pending.pop(call_id, None)
+            self._end_span(call_id, None, exc)
             raise
+        finally:
+            if token is not None:
+                assert tracing is not None
+                tracing.detach(token)
         return future
 
     def call(self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any) -> Any:
@@ -107,11 +123,15 @@ class Client:
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
+            timed_out = None
             with self._lock:
                 for call_id, pending in list(self._pending.items()):
                     if pending is future:
                         del self._pending[call_id]
-            raise RpcTimeoutError(f"no reply to {name!r} within {timeout:.3f} s") from None
+                        timed_out = call_id
+            error = RpcTimeoutError(f"no reply to {name!r} within {timeout:.3f} s")
+            self._end_span(timed_out, None, error)
+            raise error from None
 
     def pending(self) -> int:
         """Calls waiting for their reply."""
@@ -134,9 +154,22 @@ class Client:
                 continue
             if "error" in reply:
                 error = reply["error"] or {}
-                future.set_exception(RemoteError(str(error.get("type")), str(error.get("message"))))
+                failure = RemoteError(str(error.get("type")), str(error.get("message")))
+                self._end_span(call_id, message, failure)
+                future.set_exception(failure)
             else:
+                self._end_span(call_id, message, None)
                 future.set_result(reply.get("ok"))
+
+    def _end_span(
+        self, call_id: str | None, reply: Message | None, error: BaseException | None
+    ) -> None:
+        if not self._spans:
+            return
+        with self._lock:
+            span = self._spans.pop(call_id, None) if call_id is not None else None
+        if span is not None and self._tracing is not None:
+            self._tracing.end_call(span, None if reply is None else reply._raw, error)
 
     def close(self) -> None:
         """Stop listening; calls still waiting fail with RpcClientClosedError."""
@@ -146,10 +179,10 @@ class Client:
         self._results.close()
         with self._lock:
             pending, self._pending = self._pending, {}
-        for future in pending.values():
-            future.set_exception(
-                RpcClientClosedError("the RPC client was closed before the reply came")
-            )
+        for call_id, future in pending.items():
+            error = RpcClientClosedError("the RPC client was closed before the reply came")
+            self._end_span(call_id, None, error)
+            future.set_exception(error)
         if self._owns_producer:
             self._producer.close()
 

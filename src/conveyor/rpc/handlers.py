@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from conveyor.consumer import Consumer
 from conveyor.instrumentation.rate_limit import RateLimitedLog
+from conveyor.messages import Message
 from conveyor.processing.workers import run_hook
 from conveyor.serialization import json_dumps, json_loads
 
@@ -83,17 +84,30 @@ def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -
 
         def consume(self) -> None:
             answered: dict[int, _Reply | None] = self.__dict__.setdefault("_answered", {})
+            app = getattr(self, "app", None)  # set by an App; tests may run it bare
+            tracing = app.tracing if app is not None else None
+            # A batch of one is traced as the request's child already; in a larger batch each
+            # request gets its own span, so that its reply continues its caller's trace.
+            traced = tracing is not None and tracing.enabled and len(self.messages) > 1
             for message in self.messages:
-                offset = message.offset
-                if offset not in answered:  # a retry re-sends the reply, never re-runs
-                    answered[offset] = self._answer(message.raw_payload)
-                reply = answered[offset]
-                if reply is not None:
-                    topic, partition, payload, key = reply
-                    # The reply goes out before the request is marked: at-least-once.
-                    self.produce_sync(topic=topic, payload=payload, key=key, partition=partition)
-                del answered[offset]
-                self.mark_as_consumed(message)
+                if traced:
+                    assert tracing is not None
+                    with tracing.message_span(message):
+                        self._respond(message, answered)
+                else:
+                    self._respond(message, answered)
+
+        def _respond(self, message: Message, answered: dict[int, _Reply | None]) -> None:
+            offset = message.offset
+            if offset not in answered:  # a retry re-sends the reply, never re-runs
+                answered[offset] = self._answer(message.raw_payload)
+            reply = answered[offset]
+            if reply is not None:
+                topic, partition, payload, key = reply
+                # The reply goes out before the request is marked: at-least-once.
+                self.produce_sync(topic=topic, payload=payload, key=key, partition=partition)
+            del answered[offset]
+            self.mark_as_consumed(message)
 
         def _answer(self, raw: bytes | None) -> _Reply | None:
             try:

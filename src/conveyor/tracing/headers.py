@@ -1,0 +1,104 @@
+"""Trace context in Kafka headers: OpenTelemetry's getter and setter over a message's headers,
+and a fast reader of W3C ``traceparent`` values for linking whole batches.
+
+Kafka headers are a list of ``(name, value)`` pairs whose values are bytes (as consumed) or
+str (as produced); names may repeat. Nothing here imports OpenTelemetry, so the parsing is
+usable (and testable) without the extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "CONTEXT_HEADERS",
+    "TRACEPARENT",
+    "HeadersGetter",
+    "HeadersSetter",
+    "parse_traceparent",
+    "traceparent_of",
+    "without_context",
+]
+
+TRACEPARENT = "traceparent"
+CONTEXT_HEADERS = frozenset({TRACEPARENT, "tracestate", "baggage"})
+"""The headers the W3C trace context and baggage propagators write."""
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def without_context(headers: Iterable[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
+    """``headers`` as a new list, without trace context (a forwarded or dead-lettered message
+    carries its source's headers: the new message's context replaces them, never doubles)."""
+    if not headers:
+        return []
+    return [pair for pair in headers if pair[0] not in CONTEXT_HEADERS]
+
+
+def _text(value: Any) -> str | None:
+    if type(value) is bytes:
+        try:
+            return value.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    if type(value) is str:
+        return value
+    return None
+
+
+class HeadersGetter:
+    """OpenTelemetry's ``TextMapGetter`` over Kafka headers (a list of pairs, or ``None``).
+
+    Values that are not ASCII are ignored (a trace context header is ASCII by definition)."""
+
+    def get(self, carrier: Sequence[tuple[str, Any]] | None, key: str) -> list[str] | None:
+        if not carrier:
+            return None
+        found = [text for name, value in carrier if name == key and (text := _text(value))]
+        return found or None
+
+    def keys(self, carrier: Sequence[tuple[str, Any]] | None) -> list[str]:
+        return [name for name, _value in carrier or ()]
+
+
+class HeadersSetter:
+    """OpenTelemetry's ``TextMapSetter`` appending to a list of Kafka header pairs."""
+
+    def set(self, carrier: list[tuple[str, Any]], key: str, value: str) -> None:
+        carrier.append((key, value))
+
+
+def traceparent_of(headers: Sequence[tuple[str, Any]] | None) -> tuple[int, int, int] | None:
+    """The ``(trace id, span id, flags)`` of the first ``traceparent`` header, or ``None``."""
+    if not headers:
+        return None
+    for name, value in headers:
+        if name == TRACEPARENT:
+            return parse_traceparent(value)
+    return None
+
+
+def parse_traceparent(value: str | bytes | None) -> tuple[int, int, int] | None:
+    """W3C ``version-traceid-spanid-flags``; ``None`` for anything malformed.
+
+    Follows the specification's rules: lower-case hex fields of 2, 32, 16 and 2 digits,
+    version ``ff`` invalid, all-zero trace and span ids invalid, version ``00`` exactly 55
+    characters long, later versions allowed to append ``-``-separated fields."""
+    text = _text(value)
+    if text is None or len(text) < 55:
+        return None
+    version, trace_id, span_id, flags = text[0:2], text[3:35], text[36:52], text[53:55]
+    if text[2] != "-" or text[35] != "-" or text[52] != "-":
+        return None
+    if version == "ff" or (version == "00" and len(text) != 55):
+        return None
+    if len(text) > 55 and text[55] != "-":
+        return None
+    if not _HEX.issuperset(version + trace_id + span_id + flags):
+        return None
+    trace = int(trace_id, 16)
+    span = int(span_id, 16)
+    if not trace or not span:
+        return None
+    return trace, span, int(flags, 16)

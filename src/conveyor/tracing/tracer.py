@@ -1,0 +1,478 @@
+"""``Tracing`` (``app.tracing``): OpenTelemetry spans and W3C trace context on every hop.
+
+* **send** — every message a traced producer sends gets a ``send {topic}`` span (PRODUCER
+  kind) whose context travels in the message's ``traceparent`` / ``tracestate`` / ``baggage``
+  headers. The span ends when librdkafka reports the delivery, not when ``produce()``
+  returns, and a failed delivery ends it with ``error.type``.
+* **process** — each ``consume()`` runs inside a ``process {topic}`` span (CONSUMER kind) that
+  links to the creation context of every message of its batch (up to ``max_links``) and, for
+  a batch of one, is that message's child; it is the current span while ``consume()`` runs,
+  so whatever ``consume()`` produces (a pipe, a reply, a dead letter) continues the trace.
+* **settle** — each offset commit of a listener is a ``settle {topic}`` span.
+
+With tracing off (the default) producers add nothing to headers and processing runs no
+tracing code beyond one attribute check per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from conveyor._version import __version__
+from conveyor.errors import ConfigurationError
+from conveyor.instrumentation import events as ev
+from conveyor.tracing import semconv as sc
+from conveyor.tracing.headers import (
+    HeadersGetter,
+    HeadersSetter,
+    traceparent_of,
+    without_context,
+)
+
+if TYPE_CHECKING:
+    from conveyor.instrumentation import Event, Monitor
+    from conveyor.producer import Producer
+
+__all__ = ["MessageSpan", "ProcessSpan", "Tracing"]
+
+_log = logging.getLogger("conveyor.tracing")
+_GETTER = HeadersGetter()
+_SETTER = HeadersSetter()
+INSTALL_HINT = "pip install 'conveyor[otel]'"
+
+
+class _Api:
+    """The OpenTelemetry names Conveyor uses, imported once at ``enable()``."""
+
+    def __init__(self) -> None:
+        # Imported here: the extra is optional, and its absence is reported at enable().
+        from opentelemetry import context, propagate, trace  # noqa: PLC0415
+        from opentelemetry.trace import (  # noqa: PLC0415
+            Link,
+            SpanContext,
+            SpanKind,
+            Status,
+            StatusCode,
+            TraceFlags,
+        )
+
+        self.context = context
+        self.propagate = propagate
+        self.trace = trace
+        self.Link = Link
+        self.SpanContext = SpanContext
+        self.SpanKind = SpanKind
+        self.Status = Status
+        self.StatusCode = StatusCode
+        self.TraceFlags = TraceFlags
+
+
+def _load_api() -> _Api:
+    try:
+        return _Api()
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"tracing needs OpenTelemetry's API, which is not installed ({exc}): {INSTALL_HINT}",
+            "tracing",
+        ) from None
+
+
+def key_text(key: Any) -> str | None:
+    """A message key as the ``messaging.kafka.message.key`` attribute (UTF-8, invalid bytes replaced)."""
+    if key is None:
+        return None
+    if type(key) is str:
+        return key
+    return bytes(key).decode("utf-8", "replace")
+
+
+def error_type(error: Any) -> str:
+    """``error.type`` of a failure: librdkafka's error name, else the exception's class."""
+    name = getattr(error, "name", None)
+    if callable(name):
+        try:
+            return str(name())
+        except Exception:
+            pass
+    code = getattr(error, "code", None)
+    if isinstance(code, str):
+        return code
+    return type(error).__qualname__
+
+
+class Tracing:
+    """OpenTelemetry tracing for an app's producers and consumers (``app.tracing``).
+
+    Example::
+
+        app.tracing.enable()                       # the global tracer provider
+        app.tracing.enable(tracer_provider=mine)   # or a provider of your own
+
+    A producer made outside the app is traced with ``app.tracing.attach(producer)``.
+    """
+
+    def __init__(self, monitor: Monitor | None = None) -> None:
+        self.enabled = False
+        self.max_links = 128
+        self._api: _Api | None = None
+        self._tracer: Any = None
+        self._propagator: Any = None
+        self._monitor = monitor
+        self._unsubscribe: Callable[[], None] | None = None
+        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    # -- switching ----------------------------------------------------------------------------
+
+    def enable(
+        self,
+        tracer_provider: Any = None,
+        *,
+        propagator: Any = None,
+        max_links: int = 128,
+    ) -> None:
+        """Trace every produce and consume from now on.
+
+        Args:
+            tracer_provider: where spans go (default: OpenTelemetry's global provider).
+            propagator: how context is written to and read from headers (default: the global
+                one, W3C trace context and baggage unless configured otherwise).
+            max_links: the most messages of one batch a ``process`` span links to (the SDK
+                keeps at most ``OTEL_SPAN_LINK_COUNT_LIMIT`` links, 128 by default: raise both
+                to link larger batches).
+
+        Raises:
+            ConfigurationError: OpenTelemetry's API is not installed (``conveyor[otel]``), or
+                ``max_links`` is not a non-negative integer.
+        """
+        if isinstance(max_links, bool) or not isinstance(max_links, int) or max_links < 0:
+            raise ConfigurationError(
+                f"max_links must be an integer >= 0, got {max_links!r}", "max_links"
+            )
+        api = _load_api()
+
+        provider = tracer_provider or api.trace.get_tracer_provider()
+        with self._lock:
+            self._api = api
+            self._tracer = provider.get_tracer("conveyor", __version__)
+            self._propagator = propagator or api.propagate.get_global_textmap()
+            self.max_links = max_links
+            self.enabled = True
+            for producer in list(self._producers):
+                producer.add_send_hook(self)
+            if self._monitor is not None and self._unsubscribe is None:
+                self._unsubscribe = self._monitor.subscribe(ev.OFFSETS_COMMITTED, self._settled)
+
+    def disable(self) -> None:
+        """Stop tracing (spans already started still end)."""
+        with self._lock:
+            self.enabled = False
+            for producer in list(self._producers):
+                producer.remove_send_hook(self)
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+
+    def attach(self, producer: Producer) -> None:
+        """Trace what ``producer`` sends while tracing is enabled."""
+        with self._lock:
+            self._producers.add(producer)
+            if self.enabled:
+                producer.add_send_hook(self)
+
+    # -- producing (a producer's send hook) -----------------------------------------------------
+
+    def sending(
+        self, topic: str, key: Any, partition: int, headers: list[tuple[str, Any]] | None
+    ) -> tuple[list[tuple[str, Any]], Callable[[Any, Any], None] | None]:
+        """Start the ``send`` span of one message: its headers with the span's context, and
+        what ends the span on the delivery report."""
+        api = self._api
+        if api is None:
+            return list(headers or ()), None
+        attributes: dict[str, Any] = {
+            sc.SYSTEM: sc.KAFKA,
+            sc.DESTINATION: topic,
+            sc.OPERATION_TYPE: "send",
+            sc.OPERATION_NAME: "send",
+        }
+        if key is not None:
+            attributes[sc.KEY] = key_text(key)
+        if partition >= 0:
+            attributes[sc.PARTITION] = str(partition)
+        span = self._tracer.start_span(
+            f"send {topic}", kind=api.SpanKind.PRODUCER, attributes=attributes
+        )
+        carrier = without_context(headers)
+        self._propagator.inject(
+            carrier, context=api.trace.set_span_in_context(span), setter=_SETTER
+        )
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is None:
+                span.set_attribute(sc.PARTITION, str(message.partition()))
+                span.set_attribute(sc.OFFSET, message.offset())
+            else:
+                span.set_attribute(sc.ERROR_TYPE, error_type(error))
+                span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+            span.end()
+
+        return carrier, delivered
+
+    # -- consuming ------------------------------------------------------------------------------
+
+    def processing(
+        self, topic: str, partition: int, group: str, batch: Sequence[Any]
+    ) -> ProcessSpan:
+        """The ``process`` span of one batch of raw messages (enter it around ``consume()``)."""
+        return ProcessSpan(self, topic, partition, group, batch)
+
+    def message_span(self, message: Any, name: str | None = None) -> MessageSpan:
+        """A span around the handling of one consumed :class:`~conveyor.Message` of a batch,
+        child of that message's creation context::
+
+            for message in self.messages:
+                with self.app.tracing.message_span(message):
+                    handle(message)        # what it produces continues the message's trace
+
+        A no-op while tracing is off."""
+        return MessageSpan(self, message._raw, name)
+
+    def context_of(self, raw: Any) -> Any:
+        """The OpenTelemetry context carried in a raw message's headers (empty if none or
+        malformed: a new trace starts)."""
+        assert self._api is not None
+        return self._propagator.extract(raw.headers(), getter=_GETTER)
+
+    def links(self, batch: Sequence[Any]) -> list[Any]:
+        """Links to the creation context of each message of ``batch`` (up to ``max_links``)."""
+        api = self._api
+        assert api is not None
+        links = []
+        make_context, make_link, flags = api.SpanContext, api.Link, api.TraceFlags
+        for raw in batch[: self.max_links]:
+            parsed = traceparent_of(raw.headers())
+            if parsed is not None:
+                trace_id, span_id, trace_flags = parsed
+                links.append(
+                    make_link(
+                        make_context(
+                            trace_id, span_id, is_remote=True, trace_flags=flags(trace_flags)
+                        )
+                    )
+                )
+        return links
+
+    # -- settling ---------------------------------------------------------------------------------
+
+    def _settled(self, event: Event) -> None:
+        """A listener committed offsets: one ``settle {topic}`` span per topic."""
+        api = self._api
+        if api is None or not self.enabled:
+            return
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for topic, partition, offset in event["offsets"]:
+            by_topic.setdefault(topic, []).append((partition, offset))
+        ended = int(event["committed_at"] * 1e9)
+        started = ended - int(event["duration"] * 1e9)
+        for topic, offsets in by_topic.items():
+            attributes: dict[str, Any] = {
+                sc.SYSTEM: sc.KAFKA,
+                sc.DESTINATION: topic,
+                sc.CONSUMER_GROUP: event["group"],
+                sc.OPERATION_TYPE: "settle",
+                sc.OPERATION_NAME: "commit",
+                "conveyor.commit.sync": bool(event["sync"]),
+            }
+            if len(offsets) == 1:
+                attributes[sc.PARTITION] = str(offsets[0][0])
+                attributes[sc.OFFSET] = offsets[0][1]
+            else:
+                attributes["conveyor.commit.offsets"] = [f"{p}@{o}" for p, o in offsets]
+            span = self._tracer.start_span(
+                f"settle {topic}",
+                kind=api.SpanKind.CLIENT,
+                attributes=attributes,
+                start_time=started,
+                context=api.context.Context(),  # a commit belongs to no message's trace
+            )
+            span.end(end_time=ended)
+
+    # -- RPC ----------------------------------------------------------------------------------------
+
+    def start_call(self, name: str, topic: str) -> Any:
+        """The span of one RPC call (CLIENT kind), current until :meth:`end_call`; returns
+        ``(span, token)``."""
+        api = self._api
+        assert api is not None
+        span = self._tracer.start_span(
+            f"call {name}",
+            kind=api.SpanKind.CLIENT,
+            attributes={sc.SYSTEM: sc.KAFKA, sc.DESTINATION: topic, "rpc.method": name},
+        )
+        token = api.context.attach(api.trace.set_span_in_context(span))
+        return span, token
+
+    def detach(self, token: Any) -> None:
+        assert self._api is not None
+        self._api.context.detach(token)
+
+    def end_call(self, span: Any, reply: Any | None, error: BaseException | None) -> None:
+        """The call's reply came (or it failed): a ``receive`` span for the reply, child of its
+        context, then the call's span ends."""
+        api = self._api
+        assert api is not None
+        if reply is not None:
+            receive = self._tracer.start_span(
+                f"receive {reply.topic()}",
+                kind=api.SpanKind.CONSUMER,
+                context=self.context_of(reply),
+                attributes={
+                    sc.SYSTEM: sc.KAFKA,
+                    sc.DESTINATION: reply.topic(),
+                    sc.PARTITION: str(reply.partition()),
+                    sc.OFFSET: reply.offset(),
+                    sc.OPERATION_TYPE: "receive",
+                    sc.OPERATION_NAME: "receive",
+                },
+            )
+            receive.end()
+        if error is not None:
+            span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+            span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+        span.end()
+
+
+class ProcessSpan:
+    """The ``process {topic}`` span of one batch: current while it is entered; a failure
+    recorded with :meth:`failed` keeps it current (so a dead letter sent because of it joins
+    the trace) until it is exited."""
+
+    __slots__ = ("_failed", "_token", "span", "tracing")
+
+    def __init__(
+        self, tracing: Tracing, topic: str, partition: int, group: str, batch: Sequence[Any]
+    ) -> None:
+        api = tracing._api
+        assert api is not None
+        self.tracing = tracing
+        self._failed = False
+        attributes: dict[str, Any] = {
+            sc.SYSTEM: sc.KAFKA,
+            sc.DESTINATION: topic,
+            sc.PARTITION: str(partition),
+            sc.CONSUMER_GROUP: group,
+            sc.OPERATION_TYPE: "process",
+            sc.OPERATION_NAME: "process",
+            sc.BATCH_COUNT: len(batch),
+        }
+        parent = None
+        if len(batch) == 1:
+            raw = batch[0]
+            parent = tracing.context_of(raw)
+            attributes[sc.OFFSET] = raw.offset()
+            key = raw.key()
+            if key is not None:
+                attributes[sc.KEY] = key_text(key)
+        self.span = tracing._tracer.start_span(
+            f"process {topic}",
+            kind=api.SpanKind.CONSUMER,
+            context=parent,
+            attributes=attributes,
+            links=tracing.links(batch),
+        )
+        self._token: Any = None
+
+    def __enter__(self) -> ProcessSpan:
+        api = self.tracing._api
+        assert api is not None
+        self._token = api.context.attach(api.trace.set_span_in_context(self.span))
+        return self
+
+    def failed(self, error: BaseException) -> None:
+        """Record ``error`` on the span (``error.type``, the exception event, an error status)."""
+        api = self.tracing._api
+        assert api is not None
+        self._failed = True
+        self.span.record_exception(error)
+        self.span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+        self.span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        api = self.tracing._api
+        assert api is not None
+        if value is not None and not self._failed:
+            self.failed(value)
+        try:
+            api.context.detach(self._token)
+        finally:
+            self.span.end()
+
+
+class MessageSpan:
+    """See :meth:`Tracing.message_span`."""
+
+    __slots__ = ("_name", "_raw", "_span", "_token", "tracing")
+
+    def __init__(self, tracing: Tracing, raw: Any, name: str | None) -> None:
+        self.tracing = tracing
+        self._raw = raw
+        self._name = name
+        self._span: Any = None
+        self._token: Any = None
+
+    def __enter__(self) -> Any:
+        tracing = self.tracing
+        api = tracing._api
+        if not tracing.enabled or api is None:
+            return None
+        raw = self._raw
+        attributes: dict[str, Any] = {
+            sc.SYSTEM: sc.KAFKA,
+            sc.DESTINATION: raw.topic(),
+            sc.PARTITION: str(raw.partition()),
+            sc.OFFSET: raw.offset(),
+            sc.OPERATION_TYPE: "process",
+            sc.OPERATION_NAME: "process",
+        }
+        key = raw.key()
+        if key is not None:
+            attributes[sc.KEY] = key_text(key)
+        self._span = tracing._tracer.start_span(
+            self._name or f"process {raw.topic()}",
+            kind=api.SpanKind.CONSUMER,
+            context=tracing.context_of(raw),
+            attributes=attributes,
+        )
+        self._token = api.context.attach(api.trace.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span = self._span
+        if span is None:
+            return
+        api = self.tracing._api
+        assert api is not None
+        if value is not None:
+            span.record_exception(value)
+            span.set_attribute(sc.ERROR_TYPE, type(value).__qualname__)
+            span.set_status(api.Status(api.StatusCode.ERROR, str(value)))
+        try:
+            api.context.detach(self._token)
+        finally:
+            span.end()
