@@ -229,6 +229,22 @@ MUTATIONS = (
         ),
         ("tests/integration/tracing/test_tracing.py::test_an_rpc_call_is_one_trace",),
     ),
+    Mutation(
+        "metrics: consumed messages not counted",
+        "conveyor/metrics/prometheus.py",
+        (('        self.consumed.labels("kafka", topic, group).inc(count)', "        pass"),),
+        (
+            "tests/integration/metrics/test_metrics.py::test_a_scrape_shows_the_lag_of_a_group_behind_and_counters_moving",
+        ),
+    ),
+    Mutation(
+        "metrics: lag left out of the scrape",
+        "conveyor/metrics/prometheus.py",
+        (("                lag.add_metric(labels, part.lag)", "                pass"),),
+        (
+            "tests/integration/metrics/test_metrics.py::test_a_scrape_shows_the_lag_of_a_group_behind_and_counters_moving",
+        ),
+    ),
 )
 
 

@@ -16,6 +16,7 @@ from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
+from conveyor.metrics import Metrics
 from conveyor.processing import ProcessingContext, Runner
 from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
@@ -111,6 +112,8 @@ class App:
         """OpenTelemetry tracing: ``app.tracing.enable()`` (extra ``conveyor[otel]``)."""
         self.latency = Latency(self.monitor)
         """Per-stage latency histograms: ``app.latency.enable()``, ``app.latency.snapshot()``."""
+        self.metrics = Metrics(self)
+        """Prometheus metrics: ``app.metrics.enable()``, ``app.metrics.serve(9464)``."""
 
     # -- admin and producer -------------------------------------------------------------------
 

@@ -38,6 +38,14 @@ def _names(value: str | None) -> list[str] | None:
 )
 @click.option("--exclude-topics", help="All topics but these (comma-separated).")
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Serve Prometheus metrics on this port (GET /metrics; needs conveyor[prometheus]).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -51,6 +59,8 @@ def server(
     exclude_consumer_groups: str | None,
     exclude_subscription_groups: str | None,
     exclude_topics: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
 ) -> None:
     """Run the app's consumers until SIGINT/SIGTERM (a second one forces); SIGTSTP quiets.
@@ -77,12 +87,17 @@ def server(
         and (subscriptions is None or route.subscription_group in subscriptions)
         and (only_topics is None or route.name in only_topics)
     ]  # fmt: skip
+    metrics = ""
+    if metrics_port is not None:
+        port = app.metrics.serve(metrics_port, metrics_host)
+        metrics = f"  metrics on http://{metrics_host}:{port}/metrics\n"
     versions = client_versions()
     error_console.print(
         f"[bold]Conveyor {__version__}[/] (confluent-kafka {versions['confluent-kafka']}, librdkafka "
         f"{versions['librdkafka']}) · app {app.settings.client_id} · broker {app.settings.kafka.get('bootstrap.servers')}\n"
         f"  concurrency {app.settings.concurrency} · max_messages {app.settings.max_messages} · "
         f"max_wait_time {app.settings.max_wait_time:g} s · pid {os.getpid()}\n"
+        + metrics
         + "\n".join(
             f"  {route.consumer_group} / {route.subscription_group}: {route.name} -> "
             f"{route.consumer_class.__name__ if route.consumer_class else '-'}"

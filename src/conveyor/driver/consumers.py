@@ -92,6 +92,7 @@ class ConsumerClient:
         on_error: Callable[[KafkaError], None] | None = None,
         on_fetch_error: Callable[[KafkaError], None] | None = None,
         on_connection: Callable[[ConnectionNews], None] | None = None,
+        on_statistics: Callable[[str], None] | None = None,
     ) -> None:
         self._on_fetch_error = on_fetch_error
         self._on_error = on_error
@@ -104,6 +105,8 @@ class ConsumerClient:
         settings.setdefault("logger", LIBRDKAFKA_LOG)
         if on_error is not None or on_connection is not None:
             settings["error_cb"] = self._error
+        if on_statistics is not None and "statistics.interval.ms" in config:
+            settings["stats_cb"] = on_statistics
         try:
             self._consumer = confluent_kafka.Consumer(settings)
         except (KafkaException, ValueError, TypeError) as exc:

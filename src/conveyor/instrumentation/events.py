@@ -66,7 +66,8 @@ PRODUCER_CLOSED = "producer.closed"
 PRODUCER_RELOADED = "producer.reloaded"
 """The producer rebuilt its client after a fatal error: ``producer_id``, ``attempt``, ``error``."""
 STATISTICS_EMITTED = "statistics.emitted"
-"""librdkafka's statistics (``statistics.interval.ms``): ``producer_id``, ``statistics`` (parsed JSON)."""
+"""librdkafka's statistics (``statistics.interval.ms``): ``statistics`` (parsed JSON), and
+``producer_id`` (from a producer) or ``listener`` (from a listener's consumer)."""
 ERROR_OCCURRED = "error.occurred"
 """Something failed: ``type`` (e.g. ``librdkafka.error``, ``producer.delivery.error``,
 ``monitor.listener.error``), ``error`` (the exception), and the context of the failure."""

@@ -136,6 +136,7 @@ class PartitionExecutor:
         self._copies_in_flight = 0
         self._acknowledged = threading.Condition(self.lock)
         self.polls = PollTimes()  # when each fetch came, while latency is measured
+        self.last_timestamp: float | None = None  # of the last processed message (s), for lag
 
     # -- called by the listener (its thread) --------------------------------------------------
 
@@ -386,6 +387,9 @@ class PartitionExecutor:
             )
         self.running = None
         self.attempt = 0
+        kind, milliseconds = batch[-1].timestamp()
+        if kind:
+            self.last_timestamp = milliseconds / 1000
         if not self._abort_batch and not self.route.manual_offset_management:
             self.mark(last_offset + 1, sync=False)
         if ev.CONSUMER_CONSUMED in subscribed:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import json
 import logging
 import threading
 import time
@@ -117,6 +118,7 @@ class Listener:
             on_error=self._on_error,
             on_fetch_error=self._on_fetch_error,
             on_connection=connection_reporter(context.monitor),
+            on_statistics=self._on_statistics,
         )
         self.executors: dict[Partition, PartitionExecutor] = {}
         self._assigned: set[Partition] = set()
@@ -561,6 +563,13 @@ class Listener:
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
                 ev.ERROR_OCCURRED, type="connection.listener.error", listener=self.name, error=error
+            )
+
+    def _on_statistics(self, raw: str) -> None:
+        monitor = self.context.monitor
+        if ev.STATISTICS_EMITTED in monitor.subscribed:
+            monitor.instrument(
+                ev.STATISTICS_EMITTED, listener=self.name, statistics=json.loads(raw)
             )
 
     def _on_fetch_error(self, error: KafkaError) -> None:

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from conveyor.processing.collector import raise_collection_threshold
+from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.listener import Listener
 from conveyor.processing.snapshot import JobState, ListenerState, PartitionState, PoolState
 from conveyor.processing.timers import Timers
@@ -98,6 +99,7 @@ class Runner:
     def partition_states(self) -> tuple[list[PartitionState], list[JobState]]:
         partitions: list[PartitionState] = []
         jobs: list[JobState] = []
+        now = time.time()
         for listener in self.listeners:
             committed = listener.committed()
             for (topic, partition), executor in sorted(listener.executors.copy().items()):
@@ -107,6 +109,7 @@ class Runner:
                 done = marked if marked is not None else committed.get((topic, partition))
                 if done is None:
                     done = executor.first_fetched
+                lag = max(0, high - done) if high is not None and done is not None else None
                 partitions.append(
                     PartitionState(
                         listener=listener.name,
@@ -117,7 +120,8 @@ class Runner:
                         committed=committed.get((topic, partition)),
                         marked=marked,
                         high_watermark=high,
-                        lag=max(0, high - done) if high is not None and done is not None else None,
+                        lag=lag,
+                        lag_seconds=_lag_seconds(executor, lag, now),
                         pending=len(executor.pending),
                         paused=executor.held or executor.backpressure,
                         retrying=executor.attempt > 0,
@@ -178,3 +182,18 @@ def _subscription_groups(
             name = f"{name}-{initial}"
         named.append((name, group, members))
     return named
+
+
+def _lag_seconds(executor: PartitionExecutor, lag: int | None, now: float) -> float | None:
+    if lag is None:
+        return None
+    if lag == 0:
+        return 0.0
+    with executor.lock:
+        waiting = executor.pending.first()
+    if waiting is not None:
+        kind, milliseconds = waiting.timestamp()
+        if kind:
+            return max(0.0, now - float(milliseconds) / 1000)
+    last = executor.last_timestamp
+    return None if last is None else max(0.0, now - last)

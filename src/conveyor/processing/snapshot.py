@@ -73,6 +73,10 @@ class PartitionState:
     retrying: bool
     attempt: int
     """Failed attempts of the current batch (0 when none failed)."""
+    lag_seconds: float | None = None
+    """Age of the oldest message not processed yet: 0 when caught up, from the first fetched
+    message waiting when there is one, else from the last processed message (an upper bound);
+    ``None`` when unknown."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from conveyor._version import __version__
 from conveyor.errors import ConveyorError
+from conveyor.metrics import CONTENT_TYPE
 from conveyor.web.data import WebData
 from conveyor.web.ui.charts import bar_chart, line_chart
 from conveyor.web.ui.views import NotFound, Page, Views
@@ -180,6 +181,18 @@ def create_asgi(app: App, data: WebData) -> Starlette:
         page("status", "status.html", lambda r: views.status()),
     ):  # fmt: skip
         routes.extend(pair)
+
+    def metrics(request: Request) -> Response:
+        """The app's Prometheus metrics, when this process has them enabled."""
+        if not app.metrics.enabled:
+            return Response(
+                "metrics are not enabled in this process: call app.metrics.enable()\n",
+                status_code=404,
+                media_type="text/plain",
+            )
+        return Response(app.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    routes.append(Route("/metrics", metrics, name="metrics"))
     routes.append(
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
     )
