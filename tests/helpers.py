@@ -35,3 +35,37 @@ def running(app: App) -> Iterator[App]:
         yield app
     finally:
         app.stop_and_wait()
+
+
+class FakeRaw:
+    """A stand-in for confluent-kafka's consumed message (pure-logic tests need no broker)."""
+
+    def __init__(
+        self,
+        offset: int,
+        headers: list[tuple[str, Any]] | None = None,
+        timestamp: tuple[int, int] = (0, 0),
+        key: bytes | None = None,
+        topic: str = "orders",
+        partition: int = 0,
+    ) -> None:
+        self._offset, self._headers, self._timestamp = offset, headers, timestamp
+        self._key, self._topic, self._partition = key, topic, partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def headers(self) -> list[tuple[str, Any]] | None:
+        return None if self._headers is None else list(self._headers)
+
+    def timestamp(self) -> tuple[int, int]:
+        return self._timestamp
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition

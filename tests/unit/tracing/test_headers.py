@@ -1,0 +1,76 @@
+"""W3C traceparent parsing and the header carrier, by the specification's rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from conveyor.tracing.headers import (
+    HeadersGetter,
+    HeadersSetter,
+    parse_traceparent,
+    traceparent_of,
+    without_context,
+)
+
+VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_a_valid_traceparent_parses_as_str_or_bytes() -> None:
+    expected = (0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7, 1)
+    assert parse_traceparent(VALID) == expected
+    assert parse_traceparent(VALID.encode()) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "garbage",
+        VALID.upper(),  # upper-case hex is invalid
+        "ff" + VALID[2:],  # version ff is forbidden
+        VALID + "-extra",  # version 00 is exactly 55 characters
+        "00-" + "0" * 32 + "-00f067aa0ba902b7-01",  # all-zero trace id
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-" + "0" * 16 + "-01",  # all-zero span id
+        VALID.replace("-", "_"),
+        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+        b"\xff" * 55,
+        "01" + VALID[2:] + "x",  # a later version may add fields, but after a dash
+    ],
+)
+def test_malformed_traceparents_are_none(value: object) -> None:
+    assert parse_traceparent(value) is None  # type: ignore[arg-type]
+
+
+def test_a_later_version_may_append_fields() -> None:
+    assert parse_traceparent("01" + VALID[2:] + "-more") is not None
+
+
+def test_the_first_traceparent_header_counts() -> None:
+    headers = [("other", b"x"), ("traceparent", VALID.encode()), ("traceparent", b"junk")]
+    assert traceparent_of(headers) is not None
+    assert traceparent_of(None) is None
+    assert traceparent_of([("traceparent", b"junk")]) is None
+
+
+def test_without_context_drops_every_context_header_and_keeps_the_rest() -> None:
+    headers = [
+        ("a", b"1"),
+        ("traceparent", b"x"),
+        ("tracestate", b"y"),
+        ("baggage", b"z"),
+        ("a", b"2"),
+    ]
+    assert without_context(headers) == [("a", b"1"), ("a", b"2")]
+    assert without_context(None) == []
+
+
+def test_the_getter_reads_ascii_values_and_the_setter_appends() -> None:
+    getter, setter = HeadersGetter(), HeadersSetter()
+    carrier: list[tuple[str, object]] = [("k", b"v1"), ("k", "v2"), ("k", b"\xff"), ("x", None)]
+    assert getter.get(carrier, "k") == ["v1", "v2"]
+    assert getter.get(carrier, "x") is None
+    assert getter.get(None, "k") is None
+    assert getter.keys(carrier) == ["k", "k", "k", "x"]
+    setter.set(carrier, "traceparent", VALID)
+    assert carrier[-1] == ("traceparent", VALID)

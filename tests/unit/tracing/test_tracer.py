@@ -1,0 +1,106 @@
+"""Spans built from hand-made messages with the SDK's in-memory exporter; the extra missing."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from conveyor import ConfigurationError, Message
+from conveyor.instrumentation import Monitor
+from conveyor.messages import Deserializers
+from conveyor.tracing import Tracing
+from helpers import FakeRaw
+
+
+def traceparent(trace_id: int, span_id: int) -> bytes:
+    return f"00-{trace_id:032x}-{span_id:016x}-01".encode()
+
+
+@pytest.fixture
+def traced() -> tuple[Tracing, InMemorySpanExporter, Monitor]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monitor = Monitor()
+    tracing = Tracing(monitor)
+    tracing.enable(tracer_provider=provider, max_links=3)
+    return tracing, exporter, monitor
+
+
+def test_a_batch_links_up_to_max_links_and_has_no_parent(traced) -> None:
+    tracing, exporter, _ = traced
+    batch = [FakeRaw(n, headers=[("traceparent", traceparent(n + 1, n + 100))]) for n in range(5)]
+    with tracing.processing("orders", 0, "group", batch):
+        pass
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is None
+    assert [link.context.span_id for link in span.links] == [100, 101, 102], "capped at max_links"
+    assert span.attributes["messaging.batch.message_count"] == 5
+
+
+def test_a_batch_of_one_is_its_message_child_and_skips_bad_context(traced) -> None:
+    tracing, exporter, _ = traced
+    with tracing.processing(
+        "orders", 0, "g", [FakeRaw(7, [("traceparent", traceparent(5, 6))], key=b"k")]
+    ):
+        pass
+    with tracing.processing("orders", 0, "g", [FakeRaw(8, [("traceparent", b"\x00junk")])]):
+        pass
+    good, bad = exporter.get_finished_spans()
+    assert (good.parent.trace_id, good.parent.span_id) == (5, 6)
+    assert good.context.trace_id == 5
+    assert good.attributes["messaging.kafka.offset"] == 7
+    assert good.attributes["messaging.kafka.message.key"] == "k"
+    assert bad.parent is None, "a malformed context starts a new trace"
+    assert not bad.links
+
+
+def test_a_failure_is_recorded_and_the_span_stays_current_until_exit(traced) -> None:
+    tracing, exporter, _ = traced
+    span = tracing.processing("orders", 0, "g", [FakeRaw(0)]).__enter__()
+    span.failed(KeyError("x"))
+    assert trace.get_current_span() is span.span
+    span.__exit__(None, None, None)
+    assert trace.get_current_span() is trace.INVALID_SPAN
+    (finished,) = exporter.get_finished_spans()
+    assert finished.attributes["error.type"] == "KeyError"
+    assert finished.events[0].name == "exception"
+
+
+def test_message_span_is_a_no_op_while_tracing_is_off() -> None:
+    tracing = Tracing()
+    message = Message(FakeRaw(0), Deserializers())
+    with tracing.message_span(message) as span:
+        assert span is None
+
+
+def test_commits_become_settle_spans_per_topic(traced) -> None:
+    _tracing, exporter, monitor = traced
+    monitor.instrument(
+        "offsets.committed", listener="l", group="g", sync=False, duration=0.002,
+        committed_at=1_000.0, offsets=[("a", 0, 5), ("a", 1, 7), ("b", 0, 3)],
+    )  # fmt: skip
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    assert set(spans) == {"settle a", "settle b"}
+    assert spans["settle b"].attributes["messaging.kafka.offset"] == 3
+    assert spans["settle a"].attributes["conveyor.commit.offsets"] == ("0@5", "1@7")
+    assert spans["settle a"].attributes["messaging.operation.type"] == "settle"
+    assert spans["settle a"].end_time - spans["settle a"].start_time == 2_000_000
+
+
+def test_enabling_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    tracing = Tracing()
+    with pytest.raises(ConfigurationError, match=r"conveyor\[otel\]"):
+        tracing.enable()
+    assert not tracing.enabled
+
+
+def test_max_links_is_checked() -> None:
+    with pytest.raises(ConfigurationError, match="max_links"):
+        Tracing().enable(max_links=-1)
