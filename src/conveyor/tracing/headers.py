@@ -8,6 +8,7 @@ usable (and testable) without the extra.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -25,7 +26,9 @@ TRACEPARENT = "traceparent"
 CONTEXT_HEADERS = frozenset({TRACEPARENT, "tracestate", "baggage"})
 """The headers the W3C trace context and baggage propagators write."""
 
-_HEX = frozenset("0123456789abcdef")
+_PATTERN = r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})((?:-.*)?)"
+_TRACEPARENT = re.compile(_PATTERN, re.DOTALL)
+_TRACEPARENT_BYTES = re.compile(_PATTERN.encode(), re.DOTALL)
 
 
 def without_context(headers: Iterable[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
@@ -85,17 +88,17 @@ def parse_traceparent(value: str | bytes | None) -> tuple[int, int, int] | None:
     Follows the specification's rules: lower-case hex fields of 2, 32, 16 and 2 digits,
     version ``ff`` invalid, all-zero trace and span ids invalid, version ``00`` exactly 55
     characters long, later versions allowed to append ``-``-separated fields."""
-    text = _text(value)
-    if text is None or len(text) < 55:
+    match: re.Match[str] | re.Match[bytes] | None
+    if type(value) is bytes:
+        match = _TRACEPARENT_BYTES.fullmatch(value)
+    elif type(value) is str:
+        match = _TRACEPARENT.fullmatch(value)
+    else:
         return None
-    version, trace_id, span_id, flags = text[0:2], text[3:35], text[36:52], text[53:55]
-    if text[2] != "-" or text[35] != "-" or text[52] != "-":
+    if match is None:
         return None
-    if version == "ff" or (version == "00" and len(text) != 55):
-        return None
-    if len(text) > 55 and text[55] != "-":
-        return None
-    if not _HEX.issuperset(version + trace_id + span_id + flags):
+    version, trace_id, span_id, flags, rest = match.groups()
+    if version in ("ff", b"ff") or (rest and version in ("00", b"00")):
         return None
     trace = int(trace_id, 16)
     span = int(span_id, 16)

@@ -1,0 +1,244 @@
+"""What tracing and metrics cost: consume throughput and end-to-end latency, in one run, with
+tracing off, tracing on (OpenTelemetry's SDK with a batch processor and an exporter that
+drops everything: the cost of Conveyor's spans, not of shipping them), tracing on with the
+API's no-op tracer (Conveyor's own work alone: headers, parsing, links) and metrics on.
+
+Throughput: the no-op consumer of bench/consume_throughput.py on one partition, each variant
+on its own topic filled the same way, every message carrying a W3C traceparent (as from a
+traced upstream; linking to it is the work tracing adds), beside the like-for-like bare
+batch loop. Latency: 2,500 msgs/s sent with the variant app's own producer (so a traced
+variant also pays for its send spans and headers) to its consumer, p50 of send -> consume()
+called. Targets (issue 14): tracing on >= 0.9x of off in throughput and < +0.1 ms of p50;
+off is the existing path (nothing measurable: no hook runs).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import Producer as BareProducer
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from baselines import bare_batch_consume
+from conveyor import App, Consumer
+from harness import Bench, Figure, RateMeter
+
+LIKE_FOR_LIKE = {"fetch.queue.backoff.ms": 10}  # what Conveyor's listener sets
+RATE = 2_500
+VARIANTS = ("off", "tracing", "api-only", "metrics")
+
+
+class DropEverything(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def configure(app: App, variant: str) -> Callable[[], None]:
+    """Switch the variant on; returns what shuts it down after the run."""
+    if variant == "tracing":
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(DropEverything()))
+        app.tracing.enable(tracer_provider=provider)
+        return provider.shutdown
+    if variant == "api-only":  # Conveyor's own work: headers, parsing, links; no SDK spans
+        app.tracing.enable(tracer_provider=trace.NoOpTracerProvider())
+    if variant == "metrics":
+        app.metrics.enable()
+    return lambda: None
+
+
+def new_app(bootstrap: str, offset_reset: str = "earliest", **options: Any) -> App:
+    return App(
+        client_id="bench",
+        kafka={
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": offset_reset,
+        },
+        **options,
+    )
+
+
+def fill_traced(bootstrap: str, topic: str, count: int, payload: bytes) -> None:
+    """``count`` messages, each with its own traceparent header (setup, not measured)."""
+    rng = random.Random(1)
+    producer = BareProducer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000}
+    )
+    for _ in range(count):
+        header = f"00-{rng.getrandbits(128) | 1:032x}-{rng.getrandbits(64) | 1:016x}-01"
+        while True:
+            try:
+                producer.produce(topic, payload, headers=[("traceparent", header)])
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(120):
+        raise RuntimeError("could not fill the benchmark topic")
+
+
+def throughput(bootstrap: str, topic: str, count: int, variant: str) -> float:
+    meter = RateMeter(count)
+
+    class Counting(Consumer):
+        def consume(self) -> None:
+            meter.add(len(self.messages))
+
+    app = new_app(bootstrap, concurrency=4, max_messages=500, max_wait_time=0.5)
+    app.routes.topic(topic, Counting)
+    shut_down = configure(app, variant)
+    app.start()
+    try:
+        if not meter.done.wait(180):
+            raise RuntimeError(f"{variant}: consumed {meter.seen} of {count}")
+    finally:
+        app.stop_and_wait()
+        shut_down()
+    return meter.rate()
+
+
+def latency(bootstrap: str, topic: str, seconds: float, variant: str) -> list[float]:
+    """Latency samples (ms) of messages sent by the app's producer to its consumer."""
+    samples: list[float] = []
+    expected = int(seconds * RATE)
+    ready, complete, assigned = threading.Event(), threading.Event(), threading.Event()
+
+    class Timing(Consumer):
+        def consume(self) -> None:
+            received = time.monotonic_ns()
+            for message in self.messages:
+                for name, value in message.raw_headers or ():
+                    if name == "sent":
+                        samples.append((received - int(value)) / 1e6)
+                    elif name == "warmup":
+                        ready.set()
+            if len(samples) >= expected:
+                complete.set()
+
+    app = new_app(bootstrap, offset_reset="latest")
+    app.routes.topic(topic, Timing, initial_offset="latest")
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
+    shut_down = configure(app, variant)
+    app.start()
+    try:
+        if not assigned.wait(30):
+            raise RuntimeError("no assignment")
+        producer = app.producer
+        deadline = time.monotonic() + 30
+        while not ready.wait(0.02):  # the same readiness handshake as bench/e2e_latency.py
+            if time.monotonic() > deadline:
+                raise RuntimeError("the consumer never saw a warm-up message")
+            producer.produce_async(topic=topic, payload=b"w", headers=[("warmup", "1")])
+        next_send = time.perf_counter()
+        for _ in range(expected):
+            now = time.perf_counter()
+            if next_send > now:
+                time.sleep(next_send - now)  # pacing the load generator, not a wait for a result
+            producer.produce_async(
+                topic=topic, payload=b"x" * 100, headers=[("sent", str(time.monotonic_ns()))]
+            )
+            next_send += 1 / RATE
+        complete.wait(10)
+    finally:
+        app.stop_and_wait()
+        shut_down()
+    return samples
+
+
+def main() -> None:
+    bench = Bench(
+        "tracing_cost",
+        __doc__ or "",
+        lambda parser: (
+            parser.add_argument("--messages", type=int, default=300_000),
+            parser.add_argument("--seconds", type=float, default=5.0),
+        ),
+    )
+    count: int = bench.args.messages
+    seconds: float = bench.args.seconds
+    payload = b'{"order":12345,"customer":"c-0042","total":99.5}'.ljust(100)
+    topics = {name: bench.create_topic() for name in ("bare", *VARIANTS)}
+    for topic in topics.values():
+        fill_traced(bench.bootstrap, topic, count, payload)
+    bench.console.print(f"filled {len(topics)} topics with {count:,} traced messages")
+    rates: dict[str, list[float]] = {name: [] for name in topics}
+    p50s: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    latency_topics = {name: bench.create_topic() for name in VARIANTS}
+    for variant in VARIANTS:  # one short unmeasured round of each first (see e2e_latency)
+        latency(bench.bootstrap, latency_topics[variant], 1.0, variant)
+    for attempt in range(1, bench.repeats + 1):
+        rates["bare"].append(
+            bare_batch_consume(bench.bootstrap, topics["bare"], count, config=LIKE_FOR_LIKE)
+        )
+        for variant in VARIANTS:
+            rates[variant].append(throughput(bench.bootstrap, topics[variant], count, variant))
+            p50s[variant].append(
+                statistics.median(
+                    latency(bench.bootstrap, latency_topics[variant], seconds, variant)
+                )
+            )
+        bench.console.print(
+            f"  run {attempt}/{bench.repeats}: "
+            + ", ".join(f"{name} {rates[name][-1]:,.0f} msgs/s" for name in rates)
+            + " · p50 "
+            + ", ".join(f"{name} {p50s[name][-1]:.3f} ms" for name in VARIANTS)
+        )
+    note = f"{count:,} x 100 B with a traceparent each, 1 partition"
+    bench.record(
+        Figure(
+            bench.name,
+            "bare batch loop, same settings (baseline)",
+            "msgs/s",
+            rates["bare"],
+            note=note,
+        )
+    )
+    bench.record(
+        Figure(bench.name, "tracing off", "msgs/s", rates["off"], rates["bare"], note=note)
+    )
+    bench.record(
+        Figure(bench.name, "tracing on vs off (target >= 0.9x)", "msgs/s", rates["tracing"], rates["off"],
+               note="no-op exporter; the ratio is against tracing off")
+    )  # fmt: skip
+    bench.record(
+        Figure(bench.name, "tracing, API only vs off", "msgs/s", rates["api-only"], rates["off"],
+               note="no SDK: Conveyor's headers, parsing and links alone")
+    )  # fmt: skip
+    bench.record(
+        Figure(bench.name, "metrics on vs off", "msgs/s", rates["metrics"], rates["off"],
+               note="the ratio is against metrics off")
+    )  # fmt: skip
+    latency_note = f"{RATE:,} msgs/s for {seconds:g} s, sent with the app's producer"
+    bench.record(
+        Figure(
+            bench.name,
+            "e2e p50, tracing off",
+            "ms",
+            p50s["off"],
+            higher_is_better=False,
+            note=latency_note,
+        )
+    )
+    for variant, target in (
+        ("tracing", " (target < off + 0.1 ms)"),
+        ("api-only", ""),
+        ("metrics", ""),
+    ):
+        added = [on - off for on, off in zip(p50s[variant], p50s["off"], strict=True)]
+        bench.record(
+            Figure(bench.name, f"e2e p50, {variant} on{target}", "ms", p50s[variant], p50s["off"],
+                   higher_is_better=False, note=f"added p50 per run: {', '.join(f'{a:+.3f}' for a in added)} ms")
+        )  # fmt: skip
+    bench.report()
+
+
+if __name__ == "__main__":
+    main()
