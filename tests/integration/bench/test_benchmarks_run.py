@@ -20,6 +20,7 @@ BENCH = Path(__file__).parents[3] / "bench"
         ("produce_sync", ["--calls", "20", "--seconds", "0.5", "--sleep-calls", "3"]),
         ("consume_throughput", ["--messages", "3000"]),
         ("web_reporting", ["--messages", "3000"]),
+        ("tracing_cost", ["--messages", "3000", "--seconds", "0.5"]),
         ("e2e_latency", ["--seconds", "0.5"]),
         ("rpc", []),
     ],
@@ -33,3 +34,5 @@ def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstra
     figures = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert figures
     assert all(figure["bench"] == script and figure["value"] > 0 for figure in figures)
+    if script == "e2e_latency":
+        assert "poll→start" in result.stderr, "the stage table is printed"
