@@ -3,6 +3,21 @@ metrics use (written out here, so the extra needs only ``opentelemetry-api``).""
 
 from __future__ import annotations
 
+__all__ = [
+    "BATCH_COUNT",
+    "CLIENT_ID",
+    "CONSUMER_GROUP",
+    "DESTINATION",
+    "ERROR_TYPE",
+    "KAFKA",
+    "KEY",
+    "OFFSET",
+    "OPERATION_NAME",
+    "OPERATION_TYPE",
+    "PARTITION",
+    "SYSTEM",
+]
+
 SYSTEM = "messaging.system"
 DESTINATION = "messaging.destination.name"
 PARTITION = "messaging.destination.partition.id"

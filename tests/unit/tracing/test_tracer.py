@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import baggage, context, trace
+from opentelemetry.propagate import get_global_textmap
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -104,3 +105,25 @@ def test_enabling_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) ->
 def test_max_links_is_checked() -> None:
     with pytest.raises(ConfigurationError, match="max_links"):
         Tracing().enable(max_links=-1)
+
+
+def test_the_fast_w3c_path_writes_what_the_propagator_would(traced) -> None:
+    tracing, _exporter, _ = traced
+    headers, finish = tracing.sending("orders", b"k", -1, [("traceparent", b"stale"), ("h", b"v")])
+    assert finish is not None
+    (name, value) = headers[-1]
+    assert name == "traceparent"
+    assert [pair[0] for pair in headers] == ["h", "traceparent"], "the stale context is replaced"
+    expected: dict[str, str] = {}
+    span_context = tracing.context_of(FakeRaw(0, headers=headers))
+    get_global_textmap().inject(expected, context=span_context)
+    assert value == expected["traceparent"]
+
+    token = context.attach(baggage.set_baggage("tenant", "acme"))
+    try:
+        with_baggage, _ = tracing.sending("orders", None, -1, None)
+    finally:
+        context.detach(token)
+    assert dict(with_baggage)["baggage"] == "tenant=acme", "baggage goes through the propagator"
+    received = tracing.context_of(FakeRaw(1, headers=[(n, v.encode()) for n, v in with_baggage]))
+    assert baggage.get_baggage("tenant", received) == "acme"
