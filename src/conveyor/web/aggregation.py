@@ -142,6 +142,7 @@ class Aggregate:
             "jobs": list(report.get("jobs", ())),
             "lag": sum(p.get("lag") or 0 for p in report.get("partitions", ())),
             "slowest": _slowest(previous, report.get("slowest", ()), at),
+            "latency": dict(report.get("latency") or {}),
         }
         self.states[pid] = state
         self.changed.add(pid)

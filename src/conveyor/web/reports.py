@@ -184,6 +184,19 @@ def parse_report(raw: bytes | None) -> dict[str, Any]:
             value = part.get(name)
             if value is not None and not _number(value):
                 raise MalformedReport(f"partition field {name!r} is not a number")
+    latency = report.get("latency")
+    if latency is not None and not (
+        isinstance(latency, dict)
+        and all(
+            isinstance(stages, dict)
+            and all(
+                isinstance(summary, dict) and all(_number(v) for v in summary.values())
+                for summary in stages.values()
+            )
+            for stages in latency.values()
+        )
+    ):
+        raise MalformedReport("latency is not an object of topics, stages and numbers")
     for name in ("jobs", "slowest", "listeners"):
         if not all(isinstance(item, dict) for item in report.get(name) or ()):
             raise MalformedReport(f"{name} holds something that is not an object")

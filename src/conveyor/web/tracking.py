@@ -211,6 +211,12 @@ class Tracker:
         )
         if state is not None:
             report["process"]["state"] = state
+        latency = self.app.latency
+        if latency.active:  # per-stage latency, when the app measures it
+            report["latency"] = {
+                topic: {stage: summary.to_dict() for stage, summary in stages.items()}
+                for topic, stages in latency.snapshot().items()
+            }
         payload = json_dumps(report)
         try:
             self.app.producer.produce_async(

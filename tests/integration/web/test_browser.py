@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -124,15 +125,26 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
     from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
 
     ARTIFACTS.mkdir(exist_ok=True)
-    processes = get_json(f"{site}/api/processes")["processes"]
-    running = next(p for p in processes if p["status"] == "running")
+
+    def measured() -> list[dict[str, Any]]:
+        """Running processes whose latency stages reached the UI (a report or two after
+        their first batch)."""
+        return [
+            p
+            for p in get_json(f"{site}/api/processes")["processes"]
+            if p["status"] == "running"
+            and get_json(f"{site}/api/processes/{quote(p['id'], safe='')}")["latency"]
+        ]
+
+    assert eventually(lambda: bool(measured()), 30)
+    running = measured()[0]
     error = get_json(f"{site}/api/errors")["errors"][0]
     topic = next(t for t in get_json(f"{site}/api/lags")["topics"])["topic"]
     details = [
         (
             f"/processes/{running['id']}",
             "Process",
-            ["#process-facts", "#partitions tbody tr"],
+            ["#process-facts", "#partitions tbody tr", "#latency tbody tr"],
             "process",
         ),
         (f"/errors/{error['id']}", "Error", ["#traceback"], "error"),

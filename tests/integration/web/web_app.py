@@ -39,6 +39,7 @@ app = App(
     pause_timeout=0.2,
 )
 app.routes.topic(os.environ.get("TOPIC", "webshop-orders"), OrdersConsumer, partitions=2)
+app.latency.enable()  # the process page shows where the time goes
 app.web.enable(
     tracking_interval=float(os.environ.get("TRACKING_INTERVAL", "0.5")),
     topics=WebTopics.prefixed(os.environ.get("WEB_PREFIX", "webtest")),

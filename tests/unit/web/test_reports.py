@@ -333,3 +333,11 @@ def test_the_sampler_share_is_since_the_previous_sample() -> None:
     assert first.cpu > 0
     assert second.cpu >= 0
     assert second.cpu_seconds >= first.cpu_seconds
+
+
+def test_latency_is_optional_and_checked_when_present() -> None:
+    summary = {"count": 2, "mean": 0.1, "p50": 0.1, "p90": 0.1, "p99": 0.1, "max": 0.2}
+    accepted = parse_report(raw(report(latency={"orders": {"start→end": summary}})))
+    assert accepted["latency"]["orders"]["start→end"]["max"] == 0.2
+    for bad in ([], {"orders": []}, {"orders": {"start→end": {"p50": "fast"}}}):
+        assert "latency" in refused(raw(report(latency=bad)))

@@ -197,6 +197,23 @@ def test_a_process_page_shows_its_state() -> None:
     assert page.data["counters"] == {"processed": 10}
 
 
+def test_a_process_page_lists_its_latency_stages_in_the_order_a_message_passes_them() -> None:
+    measured = state("p1")
+    summary = {"count": 3, "mean": 0.001, "p50": 0.001, "p90": 0.002, "p99": 0.003, "max": 0.004}
+    measured["latency"] = {
+        "payments": {"start→end": summary},
+        "orders": {"produce→end": summary, "poll→start": summary, "unknown": summary},
+    }
+    rows = views(FakeData(states={"p1": measured})).process("p1").data["latency"]
+    assert [(row["topic"], row["stage"]) for row in rows] == [
+        ("orders", "poll→start"),
+        ("orders", "produce→end"),
+        ("payments", "start→end"),
+    ]
+    assert rows[0]["p99"] == 0.003
+    assert views(FakeData(states={"p1": state("p1")})).process("p1").data["latency"] == []
+
+
 def test_an_unknown_process_is_not_found() -> None:
     with pytest.raises(NotFound) as raised:
         views(FakeData(states={"p1": state("p1")})).process("unknown")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.admin import Admin, plan
 from conveyor.errors import ConveyorError
 from conveyor.settings import producer_settings
+from conveyor.tracing import STAGES
 from conveyor.web.aggregation import DEAD_AFTER_INTERVALS, RESOLUTIONS, process_status, rate
 from conveyor.web.data import WebData
 
@@ -160,9 +161,16 @@ class Views:
             {**job, "running_for": now - float(job.get("started_at") or now)}
             for job in state.get("jobs", ())
         ]
+        latency = [
+            {"topic": topic, "stage": stage, **stages[stage]}
+            for topic, stages in sorted((state.get("latency") or {}).items())
+            for stage in STAGES
+            if stage in stages
+        ]
         return Page(f"Process {process_id}", {
             "process": summary, "listeners": state.get("listeners", []), "partitions": state.get("partitions", []),
             "jobs": jobs, "pool": state.get("pool") or {}, "counters": state.get("counters", {}),
+            "latency": latency,
         })  # fmt: skip
 
     def jobs(self) -> Page:
