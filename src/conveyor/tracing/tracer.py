@@ -55,7 +55,6 @@ class _Api:
         # Imported here: the extra is optional, and its absence is reported at enable().
         from opentelemetry import baggage, context, propagate, trace  # noqa: PLC0415
         from opentelemetry.trace import (  # noqa: PLC0415
-            Link,
             NonRecordingSpan,
             SpanContext,
             SpanKind,
@@ -69,7 +68,6 @@ class _Api:
         self.NonRecordingSpan = NonRecordingSpan
         self.propagate = propagate
         self.trace = trace
-        self.Link = Link
         self.SpanContext = SpanContext
         self.SpanKind = SpanKind
         self.Status = Status
@@ -303,24 +301,22 @@ class Tracing:
                 )
         return self._propagator.extract(headers, getter=_GETTER)
 
-    def links(self, batch: Sequence[Any]) -> list[Any]:
-        """Links to the creation context of each message of ``batch`` (up to ``max_links``)."""
+    def link(self, span: Any, batch: Sequence[Any]) -> None:
+        """Link ``span`` to the creation context of each message of ``batch`` (up to
+        ``max_links``), if it is recorded: a link costs a few microseconds in the SDK, and a
+        span sampled out (or a tracer without an SDK) would drop it anyway."""
+        if not span.is_recording():
+            return
         api = self._api
         assert api is not None
-        links = []
-        make_context, make_link, flags = api.SpanContext, api.Link, api.TraceFlags
+        make_context, flags, add_link = api.SpanContext, api.TraceFlags, span.add_link
         for raw in batch[: self.max_links]:
             parsed = traceparent_of(raw.headers())
             if parsed is not None:
                 trace_id, span_id, trace_flags = parsed
-                links.append(
-                    make_link(
-                        make_context(
-                            trace_id, span_id, is_remote=True, trace_flags=flags(trace_flags)
-                        )
-                    )
+                add_link(
+                    make_context(trace_id, span_id, is_remote=True, trace_flags=flags(trace_flags))
                 )
-        return links
 
     # -- settling ---------------------------------------------------------------------------------
 
@@ -438,8 +434,8 @@ class ProcessSpan:
             kind=api.SpanKind.CONSUMER,
             context=parent,
             attributes=attributes,
-            links=tracing.links(batch),
         )
+        tracing.link(self.span, batch)
         self._token: Any = None
 
     def __enter__(self) -> ProcessSpan:

@@ -10,6 +10,7 @@ from opentelemetry.propagate import get_global_textmap
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from conveyor import ConfigurationError, Message
 from conveyor.instrumentation import Monitor
@@ -127,3 +128,21 @@ def test_the_fast_w3c_path_writes_what_the_propagator_would(traced) -> None:
     assert dict(with_baggage)["baggage"] == "tenant=acme", "baggage goes through the propagator"
     received = tracing.context_of(FakeRaw(1, headers=[(n, v.encode()) for n, v in with_baggage]))
     assert baggage.get_baggage("tenant", received) == "acme"
+
+
+class CountingRaw(FakeRaw):
+    reads = 0
+
+    def headers(self) -> list[tuple[str, object]] | None:
+        CountingRaw.reads += 1
+        return super().headers()
+
+
+def test_a_span_that_is_not_recorded_links_nothing_and_reads_no_header() -> None:
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    tracing = Tracing()
+    tracing.enable(tracer_provider=provider)
+    batch = [CountingRaw(n, headers=[("traceparent", traceparent(n + 1, n + 2))]) for n in range(3)]
+    with tracing.processing("orders", 0, "g", batch) as span:
+        assert not span.span.is_recording()
+    assert CountingRaw.reads == 0, "sampled out: the batch's headers are not even read"
