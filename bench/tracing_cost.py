@@ -1,7 +1,8 @@
 """What tracing and metrics cost: consume throughput and end-to-end latency, in one run, with
 tracing off, tracing on (OpenTelemetry's SDK with a batch processor and an exporter that
-drops everything: the cost of Conveyor's spans, not of shipping them), tracing on with the
-API's no-op tracer (Conveyor's own work alone: headers, parsing, links) and metrics on.
+drops everything: the cost of Conveyor's spans, not of shipping them), the same with 1 % of
+traces sampled (what a busy service runs), tracing on with the API's no-op tracer (Conveyor's
+own work alone: headers and parsing) and metrics on.
 
 Throughput: the no-op consumer of bench/consume_throughput.py on one partition, each variant
 on its own topic filled the same way, every message carrying a W3C traceparent (as from a
@@ -26,6 +27,7 @@ from confluent_kafka import Producer as BareProducer
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
 from baselines import bare_batch_consume
 from conveyor import App, Consumer
@@ -33,7 +35,7 @@ from harness import Bench, Figure, RateMeter
 
 LIKE_FOR_LIKE = {"fetch.queue.backoff.ms": 10}  # what Conveyor's listener sets
 RATE = 2_500
-VARIANTS = ("off", "tracing", "api-only", "metrics")
+VARIANTS = ("off", "tracing", "sampled", "api-only", "metrics")
 
 
 class DropEverything(SpanExporter):
@@ -43,8 +45,9 @@ class DropEverything(SpanExporter):
 
 def configure(app: App, variant: str) -> Callable[[], None]:
     """Switch the variant on; returns what shuts it down after the run."""
-    if variant == "tracing":
-        provider = TracerProvider()
+    if variant in ("tracing", "sampled"):
+        sampler = ParentBased(TraceIdRatioBased(0.01)) if variant == "sampled" else None
+        provider = TracerProvider(sampler=sampler)
         provider.add_span_processor(BatchSpanProcessor(DropEverything()))
         app.tracing.enable(tracer_provider=provider)
         return provider.shutdown
@@ -209,8 +212,12 @@ def main() -> None:
                note="no-op exporter; the ratio is against tracing off")
     )  # fmt: skip
     bench.record(
+        Figure(bench.name, "tracing on, 1 % sampled, vs off", "msgs/s", rates["sampled"], rates["off"],
+               note="ParentBased(TraceIdRatioBased(0.01)): unrecorded spans get no links")
+    )  # fmt: skip
+    bench.record(
         Figure(bench.name, "tracing, API only vs off", "msgs/s", rates["api-only"], rates["off"],
-               note="no SDK: Conveyor's headers, parsing and links alone")
+               note="no SDK: Conveyor's headers and parsing alone")
     )  # fmt: skip
     bench.record(
         Figure(bench.name, "metrics on vs off", "msgs/s", rates["metrics"], rates["off"],
@@ -229,6 +236,7 @@ def main() -> None:
     )
     for variant, target in (
         ("tracing", " (target < off + 0.1 ms)"),
+        ("sampled", ""),
         ("api-only", ""),
         ("metrics", ""),
     ):
