@@ -245,6 +245,32 @@ MUTATIONS = (
             "tests/integration/metrics/test_metrics.py::test_a_scrape_shows_the_lag_of_a_group_behind_and_counters_moving",
         ),
     ),
+    Mutation(
+        "tracing: a failing send hook stops the message",
+        "conveyor/producer/producer.py",
+        (
+            (
+                "            except Exception as error:  # a hook (tracing, stamps) never stops a message",
+                "            except ZeroDivisionError as error:",
+            ),
+        ),
+        (
+            "tests/integration/tracing/test_tracing.py::test_a_failing_send_hook_or_tracer_never_stops_a_message",
+        ),
+    ),
+    Mutation(
+        "tracing: a failing tracer stops consuming",
+        "conveyor/processing/executor.py",
+        (
+            (
+                "        except Exception as error:\n            _tracing_failed.log(",
+                "        except ZeroDivisionError as error:\n            _tracing_failed.log(",
+            ),
+        ),
+        (
+            "tests/integration/tracing/test_tracing.py::test_a_failing_send_hook_or_tracer_never_stops_a_message",
+        ),
+    ),
 )
 
 

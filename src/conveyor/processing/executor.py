@@ -35,12 +35,14 @@ if TYPE_CHECKING:
     from conveyor.processing.timers import Timer, Timers
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
+    from conveyor.tracing import ProcessSpan
 
 __all__ = ["ListenerActions", "PartitionExecutor", "RunningBatch"]
 
 _log = logging.getLogger("conveyor.processing")
 _gave_up = RateLimitedLog(_log)  # a run of poison messages is one line per interval
 _copy_failed = RateLimitedLog(_log)
+_tracing_failed = RateLimitedLog(_log)
 
 
 class ListenerActions(Protocol):
@@ -349,11 +351,7 @@ class PartitionExecutor:
             )
         context = self.context
         tracing, latency = context.tracing, context.latency
-        span = (
-            tracing.processing(self.topic, self.partition, self.group_id, batch).__enter__()
-            if tracing is not None and tracing.enabled
-            else None
-        )
+        span = self._process_span(batch) if tracing is not None and tracing.enabled else None
         measure = latency is not None and latency.active
         wall_started = time.time() if measure else 0.0
         started = time.perf_counter()
@@ -398,6 +396,21 @@ class PartitionExecutor:
                 count=len(messages), first_offset=first_offset, last_offset=last_offset,
                 duration=time.perf_counter() - started,
             )  # fmt: skip
+
+    def _process_span(self, batch: list[Any]) -> ProcessSpan | None:
+        """The batch's ``process`` span, entered; ``None`` if tracing failed (it never stops
+        processing)."""
+        tracing = self.context.tracing
+        assert tracing is not None
+        try:
+            return tracing.processing(self.topic, self.partition, self.group_id, batch).__enter__()
+        except Exception as error:
+            _tracing_failed.log(
+                logging.ERROR, f"{self.topic}/{self.partition}",
+                "%s/%s: could not start the process span (%r); consuming without it",
+                self.topic, self.partition, error,
+            )  # fmt: skip
+            return None
 
     def _failed(self, batch: list[Any], exc: Exception, started: float) -> None:
         marked = self.marked

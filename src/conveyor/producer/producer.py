@@ -37,6 +37,7 @@ from conveyor.errors import (
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
+from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.producer.messages import (
     MESSAGE_FIELDS,
     check_message,
@@ -60,6 +61,7 @@ from conveyor.serialization import Serializer
 __all__ = ["Producer", "SendHook", "Variant"]
 
 _log = logging.getLogger("conveyor.producer")
+_hook_failures = RateLimitedLog(_log)
 
 _OPEN, _CLOSED, _FORKED = "open", "closed", "forked"
 # How long a thread waiting for room in a full queue sleeps at most between re-checks,
@@ -235,6 +237,7 @@ class _Dispatcher:
             else:
                 for message in messages:
                     fields = special.get(sent)
+                    hooked = None
                     if fields is None:
                         topic = message["topic"]
                         payload, key = message["payload"], message.get("key")
@@ -256,11 +259,12 @@ class _Dispatcher:
                             headers,
                         )
                     try:
-                        produce(*arguments)
-                    except BufferError:
-                        core._produce_when_room(client, arguments)
+                        try:
+                            produce(*arguments)
+                        except BufferError:
+                            core._produce_when_room(client, arguments)
                     except Exception as exc:
-                        if hooked is not None:
+                        if hooked is not None:  # never queued: no report will end its hooks
                             hooked.fail(exc)
                         raise
                     sent += 1
@@ -676,7 +680,14 @@ class Producer(_Dispatcher):
     ) -> tuple[list[tuple[str, Any]] | None, _Hooked]:
         finishers = []
         for hook in self._send_hooks:
-            headers, finish = hook.sending(topic, key, partition, headers)
+            try:
+                headers, finish = hook.sending(topic, key, partition, headers)
+            except Exception as error:  # a hook (tracing, stamps) never stops a message
+                _hook_failures.log(
+                    logging.ERROR, repr(hook), "send hook %r failed (%r); sending without it",
+                    hook, error,
+                )  # fmt: skip
+                continue
             if finish is not None:
                 finishers.append(finish)
         return headers, _Hooked(callback, tuple(finishers))

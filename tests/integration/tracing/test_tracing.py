@@ -300,3 +300,36 @@ def test_a_malformed_traceparent_starts_a_new_trace_and_loses_nothing(
     assert all(not process.links for process in processes)
     assert len({process.context.trace_id for process in processes}) == 4
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_a_failing_send_hook_or_tracer_never_stops_a_message(
+    kafka_bootstrap: str, new_topic, read_messages
+) -> None:
+    topic = new_topic()
+
+    class BrokenHook:
+        def sending(self, *_arguments: object) -> tuple[list, None]:
+            raise RuntimeError("hook bug")
+
+    class BrokenProvider:
+        def get_tracer(self, *_arguments: object) -> object:
+            return self
+
+        def start_span(self, *_arguments: object, **_options: object) -> object:
+            raise RuntimeError("tracer bug")
+
+    seen = Record()
+
+    class Reader(Consumer):
+        def consume(self) -> None:
+            seen.add(*(message.raw_payload for message in self.messages))
+
+    app = make_app(kafka_bootstrap)
+    app.routes.topic(topic, Reader)
+    app.producer.add_send_hook(BrokenHook())
+    app.producer.produce_sync(topic=topic, payload=b"sent anyway")
+    app.tracing.enable(tracer_provider=BrokenProvider())
+    app.producer.produce_many_sync([{"topic": topic, "payload": b"and this"}])
+    with running(app):
+        assert seen.wait_for(lambda items: items == [b"sent anyway", b"and this"])
+    assert [m.value() for m in read_messages(topic, 2)] == [b"sent anyway", b"and this"]
