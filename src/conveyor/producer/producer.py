@@ -407,6 +407,12 @@ class _Dispatcher:
                 raise
         else:
             self._dispatch(client, topic, payload, key, partition, handle, timestamp, headers)
+        # As on the hot path: without it the poller thread woke for every delivery report,
+        # and those GIL hand-offs cost a traced (or any hooked) message ~0.2 ms of e2e p50.
+        core._unserved += 1
+        if core._unserved >= _SERVE_EVERY:
+            core._unserved = 0
+            client.serve(0)
         if ev.MESSAGE_PRODUCED_ASYNC in core.monitor.subscribed:
             core.monitor.instrument(
                 ev.MESSAGE_PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
