@@ -13,12 +13,14 @@ from conveyor.errors import ConveyorError
 
 __all__ = ["bench"]
 
+_HELPERS = frozenset({"harness", "baselines"})  # modules the scripts import, not benchmarks
+
 
 def _scripts(folder: Path) -> dict[str, Path]:
     return {
         path.stem: path
         for path in sorted(folder.glob("*.py"))
-        if not path.name.startswith("_") and path.stem != "harness"
+        if not path.name.startswith("_") and path.stem not in _HELPERS
     }
 
 
