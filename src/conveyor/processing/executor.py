@@ -378,11 +378,17 @@ class PartitionExecutor:
             raise
         if span is not None:
             span.__exit__(None, None, None)
-        if measure:
+        if measure and not self.revoked:
             assert latency is not None
-            latency.consumed(
-                self.topic, self.partition, batch, self.polls, wall_started, time.time()
-            )
+            try:
+                latency.consumed(
+                    self.topic, self.partition, batch, self.polls, wall_started, time.time()
+                )
+            except Exception as error:  # measuring never stops processing
+                _tracing_failed.log(
+                    logging.ERROR, f"{self.topic}/{self.partition}:latency",
+                    "%s/%s: could not record latency (%r)", self.topic, self.partition, error,
+                )  # fmt: skip
         self.running = None
         self.attempt = 0
         kind, milliseconds = batch[-1].timestamp()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 import time
 import uuid
@@ -19,6 +20,8 @@ from conveyor.rpc.handlers import JSON, Codec
 from conveyor.tracing import Tracing
 
 __all__ = ["Client"]
+
+_log = logging.getLogger("conveyor.rpc")
 
 
 class Client:
@@ -62,7 +65,8 @@ class Client:
         self.discarded = 0
         """Replies that came after their call had timed out (or were not ours)."""
         self._pending: dict[str, concurrent.futures.Future[Any]] = {}
-        self._spans: dict[str, Any] = {}  # call id -> its span, while tracing
+        # call id -> (its span, when to give up on it), while tracing
+        self._spans: dict[str, tuple[Any, float]] = {}
         self._lock = threading.Lock()
         self._closed = False
         partitions = (
@@ -95,7 +99,7 @@ class Client:
         if tracing is not None and tracing.enabled:  # one trace: this call, the handler, the reply
             span, token = tracing.start_call(name, self.commands_topic)
             with self._lock:
-                self._spans[call_id] = span
+                self._spans[call_id] = (span, time.monotonic() + timeout)
         try:
             self._producer.produce_async(
                 topic=self.commands_topic, payload=self.codec.encode(request), key=call_id
@@ -139,7 +143,11 @@ class Client:
             return len(self._pending)
 
     def _listen(self) -> None:
+        next_expiry_check = 0.0
         for message in self._results:
+            if self._spans and time.monotonic() >= next_expiry_check:
+                next_expiry_check = time.monotonic() + 0.5
+                self._end_expired_spans()
             if message is None:
                 continue
             try:
@@ -167,9 +175,21 @@ class Client:
         if not self._spans:
             return
         with self._lock:
-            span = self._spans.pop(call_id, None) if call_id is not None else None
-        if span is not None and self._tracing is not None:
-            self._tracing.end_call(span, None if reply is None else reply._raw, error)
+            entry = self._spans.pop(call_id, None) if call_id is not None else None
+        if entry is None or self._tracing is None:
+            return
+        try:  # tracing never stops the thread that completes the calls
+            self._tracing.end_call(entry[0], None if reply is None else reply._raw, error)
+        except Exception:
+            _log.exception("could not end the span of RPC call %s", call_id)
+
+    def _end_expired_spans(self) -> None:
+        """A call made with call_async whose reply never came ends its span at its timeout."""
+        now = time.monotonic()
+        with self._lock:
+            expired = [call_id for call_id, (_span, until) in self._spans.items() if until < now]
+        for call_id in expired:
+            self._end_span(call_id, None, RpcTimeoutError(f"no reply to call {call_id}"))
 
     def close(self) -> None:
         """Stop listening; calls still waiting fail with RpcClientClosedError."""

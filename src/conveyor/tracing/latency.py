@@ -67,9 +67,12 @@ class PollTimes:
     def polled_at(self, offset: int, default: float) -> float:
         """When ``offset`` was fetched; forgets fetches whose messages all came before it."""
         fetches = self._fetches
-        while fetches and fetches[0][0] < offset:
-            fetches.popleft()
-        return fetches[0][1] if fetches else default
+        try:  # a seek may clear the fetches from the listener's thread meanwhile
+            while fetches[0][0] < offset:
+                fetches.popleft()
+            return fetches[0][1]
+        except IndexError:
+            return default
 
     def clear(self) -> None:
         self._fetches.clear()
@@ -82,7 +85,7 @@ def _produced_at(headers: Sequence[tuple[str, Any]] | None) -> float | None:
         if name == PRODUCED_AT:
             try:
                 return int(value) / 1e6
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 return None
     return None
 

@@ -110,6 +110,8 @@ def key_text(key: Any) -> str | None:
 def error_type(error: Any) -> str:
     """``error.type`` of a failure: librdkafka's error name, else the exception's class."""
     name = getattr(error, "name", None)
+    if isinstance(name, str) and name:  # Conveyor's KafkaError and DeliveryError
+        return name
     if callable(name):
         try:
             return str(name())
@@ -226,6 +228,27 @@ class Tracing:
         span = self._tracer.start_span(
             f"send {topic}", kind=api.SpanKind.PRODUCER, attributes=attributes
         )
+        try:
+            carrier = self._carry(span, headers)
+        except BaseException:
+            span.end()
+            raise
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is None:
+                span.set_attribute(sc.PARTITION, str(message.partition()))
+                span.set_attribute(sc.OFFSET, message.offset())
+            else:
+                span.set_attribute(sc.ERROR_TYPE, error_type(error))
+                span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+            span.end()
+
+        return carrier, delivered
+
+    def _carry(self, span: Any, headers: list[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
+        """``headers`` with ``span``'s context (and the current baggage) instead of theirs."""
+        api = self._api
+        assert api is not None
         carrier = without_context(headers)
         context = span.get_span_context()
         if not context.is_valid:
@@ -243,17 +266,7 @@ class Tracing:
             self._propagator.inject(
                 carrier, context=api.trace.set_span_in_context(span), setter=_SETTER
             )
-
-        def delivered(error: Any, message: Any) -> None:
-            if error is None:
-                span.set_attribute(sc.PARTITION, str(message.partition()))
-                span.set_attribute(sc.OFFSET, message.offset())
-            else:
-                span.set_attribute(sc.ERROR_TYPE, error_type(error))
-                span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
-            span.end()
-
-        return carrier, delivered
+        return carrier
 
     # -- consuming ------------------------------------------------------------------------------
 
@@ -445,13 +458,17 @@ class ProcessSpan:
         return self
 
     def failed(self, error: BaseException) -> None:
-        """Record ``error`` on the span (``error.type``, the exception event, an error status)."""
+        """Record ``error`` on the span (``error.type``, the exception event, an error status).
+        Never raises: tracing does not get in the way of handling the failure."""
         api = self.tracing._api
         assert api is not None
         self._failed = True
-        self.span.record_exception(error)
-        self.span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
-        self.span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+        try:
+            self.span.record_exception(error)
+            self.span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+            self.span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+        except Exception:
+            _log.exception("could not record a failure on a process span")
 
     def __exit__(
         self,
@@ -464,9 +481,12 @@ class ProcessSpan:
         if value is not None and not self._failed:
             self.failed(value)
         try:
-            api.context.detach(self._token)
-        finally:
-            self.span.end()
+            try:
+                api.context.detach(self._token)
+            finally:
+                self.span.end()
+        except Exception:  # never raises into the worker: the batch is done either way
+            _log.exception("could not end a process span")
 
 
 class MessageSpan:

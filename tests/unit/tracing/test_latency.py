@@ -94,3 +94,16 @@ def test_poll_times_forget_fetches_that_were_consumed() -> None:
 def test_stamp_must_be_a_bool() -> None:
     with pytest.raises(ConfigurationError, match="stamp"):
         Latency().enable(stamp="yes")  # type: ignore[arg-type]
+
+
+def test_a_malformed_send_stamp_is_ignored() -> None:
+    latency = Latency()
+    latency.enable()
+    huge = [(PRODUCED_AT, b"9" * 400)]  # too large for a float: must not raise
+    junk = [(PRODUCED_AT, b"soon")]
+    batch = [
+        FakeRaw(0, headers=huge, timestamp=(1, 1000)),
+        FakeRaw(1, headers=junk, timestamp=(1, 1000)),
+    ]
+    latency.consumed("t", 0, batch, PollTimes(), 2.0, 2.5)
+    assert latency.snapshot()["t"]["produce→end"].count == 2, "measured from the timestamps"

@@ -12,10 +12,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-from conveyor import ConfigurationError, Message
+from conveyor import ConfigurationError, DeliveryError, Message
 from conveyor.instrumentation import Monitor
 from conveyor.messages import Deserializers
 from conveyor.tracing import Tracing
+from conveyor.tracing.tracer import error_type
 from helpers import FakeRaw
 
 
@@ -146,3 +147,26 @@ def test_a_span_that_is_not_recorded_links_nothing_and_reads_no_header() -> None
     with tracing.processing("orders", 0, "g", batch) as span:
         assert not span.span.is_recording()
     assert CountingRaw.reads == 0, "sampled out: the batch's headers are not even read"
+
+
+def test_a_broken_span_never_raises_into_the_worker(traced) -> None:
+    tracing, _exporter, _ = traced
+    process = tracing.processing("orders", 0, "g", [FakeRaw(0)]).__enter__()
+
+    class Broken:
+        def __getattr__(self, name: str) -> object:
+            def fail(*_arguments: object, **_options: object) -> None:
+                raise RuntimeError(name)
+
+            return fail
+
+    process.span = Broken()
+    process.failed(ValueError("x"))
+    process.__exit__(None, None, None)
+    assert trace.get_current_span() is trace.INVALID_SPAN, "the context is restored all the same"
+
+
+def test_error_type_takes_conveyors_error_names() -> None:
+    failure = DeliveryError("too big", code=10, name="MSG_SIZE_TOO_LARGE")
+    assert error_type(failure) == "MSG_SIZE_TOO_LARGE"
+    assert error_type(KeyError("k")) == "KeyError"
