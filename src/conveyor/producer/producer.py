@@ -247,7 +247,8 @@ class _Dispatcher:
                         callback = shared if label is None else batch.labeled(label)
                         if core._send_hooks:
                             headers, hooked = core._hook(topic, key, partition, headers, callback)
-                            callback = hooked
+                            if hooked is not None:
+                                callback = hooked
                         arguments = (
                             topic,
                             payload,
@@ -401,9 +402,12 @@ class _Dispatcher:
         if core._send_hooks:
             headers, hooked = core._hook(topic, key, partition, headers, handle)
             try:
-                self._dispatch(client, topic, payload, key, partition, hooked, timestamp, headers)
+                self._dispatch(
+                    client, topic, payload, key, partition, hooked or handle, timestamp, headers
+                )
             except Exception as exc:
-                hooked.fail(exc)
+                if hooked is not None:
+                    hooked.fail(exc)
                 raise
         else:
             self._dispatch(client, topic, payload, key, partition, handle, timestamp, headers)
@@ -683,7 +687,9 @@ class Producer(_Dispatcher):
         partition: int,
         headers: list[tuple[str, Any]] | None,
         callback: Callable[[Any, Any], None],
-    ) -> tuple[list[tuple[str, Any]] | None, _Hooked]:
+    ) -> tuple[list[tuple[str, Any]] | None, _Hooked | None]:
+        """Run the send hooks: the headers to send, and the delivery callback that lets the
+        hooks finish before ``callback`` (``None`` when no hook asked to hear of it)."""
         finishers = []
         for hook in self._send_hooks:
             try:
@@ -696,7 +702,7 @@ class Producer(_Dispatcher):
                 continue
             if finish is not None:
                 finishers.append(finish)
-        return headers, _Hooked(callback, tuple(finishers))
+        return headers, _Hooked(callback, tuple(finishers)) if finishers else None
 
     # -- transactions -------------------------------------------------------------------------
 

@@ -4,14 +4,13 @@ OpenTelemetry at all (``app.latency``)."""
 
 from conveyor.tracing.histogram import Histogram, Summary
 from conveyor.tracing.latency import PRODUCED_AT, STAGES, Latency
-from conveyor.tracing.tracer import MessageSpan, ProcessSpan, Tracing
+from conveyor.tracing.tracer import ProcessSpan, Tracing
 
 __all__ = [
     "PRODUCED_AT",
     "STAGES",
     "Histogram",
     "Latency",
-    "MessageSpan",
     "ProcessSpan",
     "Summary",
     "Tracing",

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
+from conveyor.producer.hooks import SendHookSwitch
 from conveyor.tracing.histogram import Histogram, Summary
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Latency:
         self._topics: dict[str, dict[str, Histogram]] = {}
         self._uncommitted: dict[tuple[str, int], deque[tuple[int, float, int]]] = {}
         self._unsubscribe: Callable[[], None] | None = None
-        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+        self._stamping = SendHookSwitch(self)
 
     # -- switching ----------------------------------------------------------------------------
 
@@ -122,29 +122,21 @@ class Latency:
         with self._lock:
             self.active = True
             self.stamp = stamp
-            for producer in list(self._producers):
-                if stamp:
-                    producer.add_send_hook(self)
-                else:
-                    producer.remove_send_hook(self)
+            self._stamping.switch(stamp)
             if self._monitor is not None and self._unsubscribe is None:
                 self._unsubscribe = self._monitor.subscribe(ev.OFFSETS_COMMITTED, self._committed)
 
     def disable(self) -> None:
         with self._lock:
             self.active = False
-            for producer in list(self._producers):
-                producer.remove_send_hook(self)
+            self._stamping.switch(False)
             if self._unsubscribe is not None:
                 self._unsubscribe()
                 self._unsubscribe = None
 
     def attach(self, producer: Producer) -> None:
         """Stamp what ``producer`` sends while latency is enabled with ``stamp``."""
-        with self._lock:
-            self._producers.add(producer)
-            if self.active and self.stamp:
-                producer.add_send_hook(self)
+        self._stamping.attach(producer)
 
     def reset(self) -> None:
         """Forget everything measured so far."""

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from conveyor._version import __version__
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
+from conveyor.producer.hooks import SendHookSwitch
 from conveyor.tracing import semconv as sc
 from conveyor.tracing.headers import (
     CONTEXT_HEADERS,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from conveyor.instrumentation import Event, Monitor
     from conveyor.producer import Producer
 
-__all__ = ["MessageSpan", "ProcessSpan", "Tracing"]
+__all__ = ["ProcessSpan", "Tracing"]
 
 _log = logging.getLogger("conveyor.tracing")
 _GETTER = HeadersGetter()
@@ -98,6 +99,12 @@ def _plain_w3c(propagator: Any) -> bool:
     )
 
 
+def _mark_failed(api: _Api, span: Any, kind: str, error: object) -> None:
+    """``error.type`` and an error status on ``span``."""
+    span.set_attribute(sc.ERROR_TYPE, kind)
+    span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+
+
 def key_text(key: Any) -> str | None:
     """A message key as the ``messaging.kafka.message.key`` attribute (UTF-8, invalid bytes replaced)."""
     if key is None:
@@ -143,7 +150,7 @@ class Tracing:
         self._fast = False
         self._monitor = monitor
         self._unsubscribe: Callable[[], None] | None = None
-        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+        self._sending = SendHookSwitch(self)
         self._lock = threading.Lock()
 
     # -- switching ----------------------------------------------------------------------------
@@ -183,8 +190,7 @@ class Tracing:
             self._fast = _plain_w3c(self._propagator)
             self.max_links = max_links
             self.enabled = True
-            for producer in list(self._producers):
-                producer.add_send_hook(self)
+            self._sending.switch(True)
             if self._monitor is not None and self._unsubscribe is None:
                 self._unsubscribe = self._monitor.subscribe(ev.OFFSETS_COMMITTED, self._settled)
 
@@ -192,18 +198,14 @@ class Tracing:
         """Stop tracing (spans already started still end)."""
         with self._lock:
             self.enabled = False
-            for producer in list(self._producers):
-                producer.remove_send_hook(self)
+            self._sending.switch(False)
             if self._unsubscribe is not None:
                 self._unsubscribe()
                 self._unsubscribe = None
 
     def attach(self, producer: Producer) -> None:
         """Trace what ``producer`` sends while tracing is enabled."""
-        with self._lock:
-            self._producers.add(producer)
-            if self.enabled:
-                producer.add_send_hook(self)
+        self._sending.attach(producer)
 
     # -- producing (a producer's send hook) -----------------------------------------------------
 
@@ -239,8 +241,7 @@ class Tracing:
                 span.set_attribute(sc.PARTITION, str(message.partition()))
                 span.set_attribute(sc.OFFSET, message.offset())
             else:
-                span.set_attribute(sc.ERROR_TYPE, error_type(error))
-                span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+                _mark_failed(api, span, error_type(error), error)
             span.end()
 
         return carrier, delivered
@@ -276,16 +277,21 @@ class Tracing:
         """The ``process`` span of one batch of raw messages (enter it around ``consume()``)."""
         return ProcessSpan(self, topic, partition, group, batch)
 
-    def message_span(self, message: Any, name: str | None = None) -> MessageSpan:
-        """A span around the handling of one consumed :class:`~conveyor.Message` of a batch,
-        child of that message's creation context::
+    def message_span(
+        self, message: Any, name: str | None = None
+    ) -> AbstractContextManager[ProcessSpan | None]:
+        """A ``process`` span (or one named ``name``) around the handling of one consumed
+        :class:`~conveyor.Message` of a batch, child of that message's creation context::
 
             for message in self.messages:
                 with self.app.tracing.message_span(message):
                     handle(message)        # what it produces continues the message's trace
 
-        A no-op while tracing is off."""
-        return MessageSpan(self, message._raw, name)
+        A no-op (entering gives ``None``) while tracing is off."""
+        if not self.enabled:
+            return nullcontext()
+        raw = message._raw
+        return ProcessSpan(self, raw.topic(), raw.partition(), None, [raw], name)
 
     def context_of(self, raw: Any) -> Any:
         """The OpenTelemetry context carried in a raw message's headers (empty if none or
@@ -406,8 +412,7 @@ class Tracing:
             )
             receive.end()
         if error is not None:
-            span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
-            span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+            _mark_failed(api, span, type(error).__qualname__, error)
         span.end()
 
 
@@ -419,7 +424,13 @@ class ProcessSpan:
     __slots__ = ("_failed", "_token", "span", "tracing")
 
     def __init__(
-        self, tracing: Tracing, topic: str, partition: int, group: str, batch: Sequence[Any]
+        self,
+        tracing: Tracing,
+        topic: str,
+        partition: int,
+        group: str | None,
+        batch: Sequence[Any],
+        name: str | None = None,
     ) -> None:
         api = tracing._api
         assert api is not None
@@ -429,11 +440,12 @@ class ProcessSpan:
             sc.SYSTEM: sc.KAFKA,
             sc.DESTINATION: topic,
             sc.PARTITION: str(partition),
-            sc.CONSUMER_GROUP: group,
             sc.OPERATION_TYPE: "process",
             sc.OPERATION_NAME: "process",
             sc.BATCH_COUNT: len(batch),
         }
+        if group is not None:
+            attributes[sc.CONSUMER_GROUP] = group
         parent = None
         if len(batch) == 1:
             raw = batch[0]
@@ -442,13 +454,18 @@ class ProcessSpan:
             key = raw.key()
             if key is not None:
                 attributes[sc.KEY] = key_text(key)
-        self.span = tracing._tracer.start_span(
-            f"process {topic}",
+        self.span = span = tracing._tracer.start_span(
+            name or f"process {topic}",
             kind=api.SpanKind.CONSUMER,
             context=parent,
             attributes=attributes,
         )
-        tracing.link(self.span, batch)
+        if parent is None:
+            tracing.link(span, batch)
+        elif span.is_recording():  # the one message's context was read already: link to it
+            creation = api.trace.get_current_span(parent).get_span_context()
+            if creation.is_valid:
+                span.add_link(creation)
         self._token: Any = None
 
     def __enter__(self) -> ProcessSpan:
@@ -465,8 +482,7 @@ class ProcessSpan:
         self._failed = True
         try:
             self.span.record_exception(error)
-            self.span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
-            self.span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
+            _mark_failed(api, self.span, type(error).__qualname__, error)
         except Exception:
             _log.exception("could not record a failure on a process span")
 
@@ -487,62 +503,3 @@ class ProcessSpan:
                 self.span.end()
         except Exception:  # never raises into the worker: the batch is done either way
             _log.exception("could not end a process span")
-
-
-class MessageSpan:
-    """See :meth:`Tracing.message_span`."""
-
-    __slots__ = ("_name", "_raw", "_span", "_token", "tracing")
-
-    def __init__(self, tracing: Tracing, raw: Any, name: str | None) -> None:
-        self.tracing = tracing
-        self._raw = raw
-        self._name = name
-        self._span: Any = None
-        self._token: Any = None
-
-    def __enter__(self) -> Any:
-        tracing = self.tracing
-        api = tracing._api
-        if not tracing.enabled or api is None:
-            return None
-        raw = self._raw
-        attributes: dict[str, Any] = {
-            sc.SYSTEM: sc.KAFKA,
-            sc.DESTINATION: raw.topic(),
-            sc.PARTITION: str(raw.partition()),
-            sc.OFFSET: raw.offset(),
-            sc.OPERATION_TYPE: "process",
-            sc.OPERATION_NAME: "process",
-        }
-        key = raw.key()
-        if key is not None:
-            attributes[sc.KEY] = key_text(key)
-        self._span = tracing._tracer.start_span(
-            self._name or f"process {raw.topic()}",
-            kind=api.SpanKind.CONSUMER,
-            context=tracing.context_of(raw),
-            attributes=attributes,
-        )
-        self._token = api.context.attach(api.trace.set_span_in_context(self._span))
-        return self._span
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        span = self._span
-        if span is None:
-            return
-        api = self.tracing._api
-        assert api is not None
-        if value is not None:
-            span.record_exception(value)
-            span.set_attribute(sc.ERROR_TYPE, type(value).__qualname__)
-            span.set_status(api.Status(api.StatusCode.ERROR, str(value)))
-        try:
-            api.context.detach(self._token)
-        finally:
-            span.end()
