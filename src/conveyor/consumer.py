@@ -62,6 +62,9 @@ class Consumer:
     """The partition this instance serves."""
     route: Topic
     """The route (options) of the topic."""
+    virtual_partition: int | None = None
+    """The lane this instance runs (``0 .. max_partitions - 1``) on a route with
+    ``virtual_partitions``; ``None`` without them."""
     app: App
     _executor: PartitionExecutor
 
@@ -98,6 +101,12 @@ class Consumer:
     def mark_as_consumed_sync(self, message: Message) -> bool:
         """Store and commit ``message``'s offset now; False if the partition was lost."""
         return self._executor.mark(message.offset + 1, sync=True)
+
+    @property
+    def collapsed(self) -> bool:
+        """Whether the partition runs in one lane, in strict order, after a failure (with
+        virtual partitions; always False without them)."""
+        return bool(getattr(self._executor, "collapsed", False))
 
     def is_revoked(self) -> bool:
         """Whether the partition was taken from this process (a long job may stop early)."""

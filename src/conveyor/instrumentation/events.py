@@ -41,6 +41,9 @@ __all__ = [
     "TRANSACTION_ABORTED",
     "TRANSACTION_COMMITTED",
     "TRANSACTION_STARTED",
+    "VIRTUAL_PARTITIONS_COLLAPSED",
+    "VIRTUAL_PARTITIONS_DISTRIBUTED",
+    "VIRTUAL_PARTITIONS_RESTORED",
 ]
 
 MESSAGE_PRODUCED_ASYNC = "message.produced_async"
@@ -84,10 +87,11 @@ CONNECTION_LISTENER_FETCH_LOOP = "connection.listener.fetch_loop"
 MESSAGES_POLLED = "messages.polled"
 """A listener fetched messages: ``listener``, ``count``."""
 CONSUMER_CONSUME = "consumer.consume"
-"""A batch is handed to ``consume()``: ``consumer``, ``topic``, ``partition``, ``count``."""
+"""A batch is handed to ``consume()``: ``consumer``, ``topic``, ``partition``, ``count`` (and
+``virtual_partition``, the lane, on a route with virtual partitions)."""
 CONSUMER_CONSUMED = "consumer.consumed"
 """``consume()`` returned: ``consumer``, ``topic``, ``partition``, ``count``, ``first_offset``,
-``last_offset``, ``duration`` (s)."""
+``last_offset``, ``duration`` (s) (and ``virtual_partition``, as above)."""
 CONSUMER_REVOKED = "consumer.revoked"
 """``revoked()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
 CONSUMER_SHUTDOWN = "consumer.shutdown"
@@ -112,6 +116,15 @@ DEAD_LETTER_QUEUE_DISPATCHED = "dead_letter_queue.dispatched"
 DEAD_LETTER_QUEUE_SKIPPED = "dead_letter_queue.skipped"
 """A message was skipped after its retries (``"topic": False``): ``topic``, ``partition``, ``offset``,
 ``attempts``, ``error``."""
+VIRTUAL_PARTITIONS_DISTRIBUTED = "virtual_partitions.distributed"
+"""Messages of a partition were handed to its lanes: ``topic``, ``partition``, ``sizes`` (list:
+messages handed to each lane this time), ``lanes`` (their count)."""
+VIRTUAL_PARTITIONS_COLLAPSED = "virtual_partitions.collapsed"
+"""After a failure a partition runs in one lane, in strict order: ``topic``, ``partition``,
+``until`` (the last offset run collapsed), ``error``."""
+VIRTUAL_PARTITIONS_RESTORED = "virtual_partitions.restored"
+"""A collapsed partition passed ``until`` and runs in its lanes again: ``topic``, ``partition``,
+``until``."""
 APP_RUNNING = "app.running"
 """The app started consuming: ``app``."""
 APP_QUIETING = "app.quieting"

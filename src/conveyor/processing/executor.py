@@ -24,6 +24,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, Messages
 from conveyor.processing.backlog import Backlog
+from conveyor.processing.snapshot import LaneState
 from conveyor.processing.workers import run_hook
 from conveyor.tracing.latency import PollTimes
 
@@ -253,6 +254,25 @@ class PartitionExecutor:
             self.scheduled = True
         self.listener.submit(self._run_tick)
 
+    def running_batches(self) -> list[tuple[int | None, RunningBatch]]:
+        """The batches running now, each with its lane (``None`` without virtual partitions)."""
+        running = self.running
+        return [] if running is None else [(None, running)]
+
+    def lane_states(self) -> list[LaneState]:
+        """Its virtual partitions now (none without them)."""
+        return []
+
+    @property
+    def collapsed(self) -> bool:
+        """Whether its virtual partitions run in one lane after a failure (never without them)."""
+        return False
+
+    def first_waiting(self) -> Any | None:
+        """The first message fetched and not processed yet (``None``: none)."""
+        with self.lock:
+            return self.pending.first()
+
     def run_shutdown(self) -> None:
         self._call("shutdown", ev.CONSUMER_SHUTDOWN)
 
@@ -327,9 +347,36 @@ class PartitionExecutor:
 
     def _process(self, batch: list[Any]) -> None:
         consumer = self._instance()
+        self.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
+        self._abort_batch = False
+        try:
+            started = self._consume(consumer, batch, self._failed, self.pending.put_back)
+        finally:
+            self.running = None
+        if started is None:
+            return
+        self.attempt = 0
+        if not self._abort_batch and not self.route.manual_offset_management:
+            self.mark(batch[-1].offset() + 1, sync=False)
+        self._consumed(consumer, batch, started)
+
+    def _consume(
+        self,
+        consumer: Consumer,
+        batch: list[Any],
+        failed: Callable[[list[Any], Exception, float], None],
+        put_back: Callable[[list[Any]], None],
+        extra: dict[str, Any] | None = None,
+    ) -> float | None:
+        """Run ``consumer.consume()`` over ``batch``, with its event, span and latency.
+
+        Returns when it started (``perf_counter``), or ``None`` when it raised: then
+        ``failed(batch, error, started)`` ran, inside the batch's span. A ``BaseException``
+        (SystemExit, KeyboardInterrupt) puts the batch back (``put_back``) and propagates:
+        the offset never moves past it. ``extra`` goes into the consume event."""
         high = self.high_watermark
         last_offset = batch[-1].offset()
-        consumer.messages = messages = Messages(
+        consumer.messages = Messages(
             batch,
             self.route.deserializers,
             self.topic,
@@ -337,18 +384,11 @@ class PartitionExecutor:
             consumer_lag=None if high is None else max(0, high - last_offset - 1),
         )
         monitor = self.context.monitor
-        subscribed = monitor.subscribed
-        self._abort_batch = False
-        first_offset = batch[0].offset()
-        self.running = RunningBatch(first_offset, last_offset, len(batch))
-        if ev.CONSUMER_CONSUME in subscribed:
+        if ev.CONSUMER_CONSUME in monitor.subscribed:
             monitor.instrument(
-                ev.CONSUMER_CONSUME,
-                consumer=consumer,
-                topic=self.topic,
-                partition=self.partition,
-                count=len(batch),
-            )
+                ev.CONSUMER_CONSUME, consumer=consumer, topic=self.topic, partition=self.partition,
+                count=len(batch), **(extra or {}),
+            )  # fmt: skip
         context = self.context
         tracing, latency = context.tracing, context.latency
         span = self._process_span(batch) if tracing is not None and tracing.enabled else None
@@ -358,21 +398,18 @@ class PartitionExecutor:
         try:
             run_hook(consumer.consume())
         except Exception as exc:
-            self.running = None
             if span is None:
-                self._failed(batch, exc, started)
-                return
+                failed(batch, exc, started)
+                return None
             span.failed(exc)
             try:  # inside the span: a dead letter sent for this failure continues its trace
-                self._failed(batch, exc, started)
+                failed(batch, exc, started)
             finally:
                 span.__exit__(None, None, None)
-            return
+            return None
         except BaseException as exc:
-            # SystemExit, KeyboardInterrupt: never let the offset move past this batch.
-            self.running = None
             with self.lock:
-                self.pending.put_back(batch)
+                put_back(batch)
             if span is not None:
                 span.__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -389,18 +426,24 @@ class PartitionExecutor:
                     logging.ERROR, f"{self.topic}/{self.partition}:latency",
                     "%s/%s: could not record latency (%r)", self.topic, self.partition, error,
                 )  # fmt: skip
-        self.running = None
-        self.attempt = 0
         kind, milliseconds = batch[-1].timestamp()
         if kind:
             self.last_timestamp = milliseconds / 1000
-        if not self._abort_batch and not self.route.manual_offset_management:
-            self.mark(last_offset + 1, sync=False)
-        if ev.CONSUMER_CONSUMED in subscribed:
+        return started
+
+    def _consumed(
+        self,
+        consumer: Consumer,
+        batch: list[Any],
+        started: float,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        monitor = self.context.monitor
+        if ev.CONSUMER_CONSUMED in monitor.subscribed:
             monitor.instrument(
                 ev.CONSUMER_CONSUMED, consumer=consumer, topic=self.topic, partition=self.partition,
-                count=len(messages), first_offset=first_offset, last_offset=last_offset,
-                duration=time.perf_counter() - started,
+                count=len(batch), first_offset=batch[0].offset(), last_offset=batch[-1].offset(),
+                duration=time.perf_counter() - started, **(extra or {}),
             )  # fmt: skip
 
     def _process_span(self, batch: list[Any]) -> ProcessSpan | None:
@@ -419,6 +462,7 @@ class PartitionExecutor:
             return None
 
     def _failed(self, batch: list[Any], exc: Exception, started: float) -> None:
+        self.running = None
         marked = self.marked
         first_unmarked = marked if marked is not None else batch[0].offset()
         verdict = self.policy.failed(
@@ -510,9 +554,10 @@ class PartitionExecutor:
             timer.cancel()
 
     def _call(self, hook: str, event: str) -> None:
-        consumer = self.consumer
-        if consumer is None:
-            return
+        if self.consumer is not None:
+            self._call_on(self.consumer, hook, event)
+
+    def _call_on(self, consumer: Consumer, hook: str, event: str) -> None:
         monitor = self.context.monitor
         started = time.perf_counter()
         try:

@@ -37,6 +37,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.strategies import Backoff, FailurePolicy
+from conveyor.processing.virtual import VirtualPartitionExecutor
 
 if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext
@@ -459,7 +460,10 @@ class Listener:
             route = self.routes.get(topic)
             if route is None:
                 return None
-            executor = self.executors[key] = PartitionExecutor(
+            kind = (
+                PartitionExecutor if route.virtual_partitions is None else VirtualPartitionExecutor
+            )
+            executor = self.executors[key] = kind(
                 self, route, partition, self.context, self._policies[topic], self._timers
             )
             predecessor = self._retiring.pop(key, None)

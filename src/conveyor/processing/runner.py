@@ -126,10 +126,11 @@ class Runner:
                         paused=executor.held or executor.backpressure,
                         retrying=executor.attempt > 0,
                         attempt=executor.attempt,
+                        lanes=tuple(executor.lane_states()),
+                        collapsed=executor.collapsed,
                     )
                 )
-                running = executor.running
-                if running is not None:
+                for lane, running in executor.running_batches():
                     jobs.append(
                         JobState(
                             listener=listener.name,
@@ -139,6 +140,7 @@ class Runner:
                             last_offset=running.last_offset,
                             count=running.count,
                             started_at=running.started_at,
+                            virtual_partition=lane,
                         )
                     )
             # assigned, but nothing fetched yet: no executor, still the listener's partition
@@ -189,8 +191,7 @@ def _lag_seconds(executor: PartitionExecutor, lag: int | None, now: float) -> fl
         return None
     if lag == 0:
         return 0.0
-    with executor.lock:
-        waiting = executor.pending.first()
+    waiting = executor.first_waiting()
     if waiting is not None:
         kind, milliseconds = waiting.timestamp()
         if kind:

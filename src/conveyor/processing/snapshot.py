@@ -48,6 +48,18 @@ class ListenerState:
 
 
 @dataclass(frozen=True)
+class LaneState:
+    """One virtual partition (lane) of a partition."""
+
+    lane: int
+    handed_out: int
+    """Messages handed to this lane since the partition was assigned to this process."""
+    queued: int
+    """Messages waiting in this lane now."""
+    running: bool
+
+
+@dataclass(frozen=True)
 class PartitionState:
     """One assigned topic-partition."""
 
@@ -77,6 +89,10 @@ class PartitionState:
     """Age of the oldest message not processed yet: 0 when caught up, from the first fetched
     message waiting when there is one, else from the last processed message (an upper bound);
     ``None`` when unknown."""
+    lanes: tuple[LaneState, ...] = ()
+    """Its virtual partitions (empty without them): how its messages spread over the lanes."""
+    collapsed: bool = False
+    """Running in one lane, in strict order, after a failure (virtual partitions)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +106,8 @@ class JobState:
     last_offset: int
     count: int
     started_at: float
+    virtual_partition: int | None = None
+    """The lane running it (``None`` without virtual partitions)."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from conveyor.errors import ConfigurationError
 from conveyor.messages import Deserializers
 from conveyor.routing.dead_letter_queue import parse_dead_letter_queue
 from conveyor.routing.topic import INITIAL_OFFSETS, Topic
+from conveyor.routing.virtual_partitions import parse_virtual_partitions
 
 __all__ = ["Routes"]
 
@@ -20,6 +21,7 @@ _OPTIONS = frozenset(
         "active", "partitions", "replication_factor", "config", "deserializers", "max_messages",
         "max_wait_time", "initial_offset", "assign", "manual_offset_management", "dead_letter_queue",
         "long_running_job", "pause_timeout", "pause_max_timeout", "pause_with_exponential_backoff",
+        "virtual_partitions",
     }
 )  # fmt: skip
 
@@ -109,6 +111,7 @@ class Routes:
                 options.get("pause_with_exponential_backoff"),
             ),
             dead_letter_queue=parse_dead_letter_queue(name, options.get("dead_letter_queue")),
+            virtual_partitions=parse_virtual_partitions(name, options.get("virtual_partitions")),
         )
         self._topics.append(topic)
         return topic

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.messages import Deserializers
 from conveyor.routing.dead_letter_queue import DeadLetterQueue
+from conveyor.routing.virtual_partitions import VirtualPartitions
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
@@ -51,6 +52,8 @@ class Topic:
     long_running_job: bool = False
     """Pause fetching the partition while a batch runs (no buffering behind a long job)."""
     dead_letter_queue: DeadLetterQueue | None = None
+    virtual_partitions: VirtualPartitions | None = None
+    """Run each partition's messages in parallel lanes by key (order kept per key)."""
 
     @property
     def direct(self) -> bool:

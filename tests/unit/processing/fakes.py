@@ -16,6 +16,7 @@ from conveyor import App, Monitor
 from conveyor.processing.context import ProcessingContext
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.strategies import Backoff, FailurePolicy
+from conveyor.processing.virtual import VirtualPartitionExecutor
 from conveyor.routing.topic import Topic
 from conveyor.settings import AppSettings
 
@@ -288,5 +289,6 @@ def rig(
     )
     listener = listener or FakeListener()
     timers = FakeTimers()
-    executor = PartitionExecutor(listener, topic, partition, context, policy, timers)
+    kind = PartitionExecutor if topic.virtual_partitions is None else VirtualPartitionExecutor
+    executor = kind(listener, topic, partition, context, policy, timers)
     return Rig(executor, listener, timers, producer, transactional, monitor, crashes)

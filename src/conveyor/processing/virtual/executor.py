@@ -1,0 +1,658 @@
+"""Virtual partitions: one topic-partition's messages run in parallel lanes, in order per lane.
+
+The listener adds fetched messages as for any partition. The executor hands them out to
+lanes (the route's partitioner and reducer pick each message's lane) and records each in
+its :class:`~conveyor.processing.virtual.tracker.OffsetTracker`; every lane with work runs as
+a job on the worker pool, taking batches of up to ``max_messages`` of its own messages in
+offset order, on its own consumer instance. A finished batch finishes its offsets in the
+tracker, and the partition's marked offset is the tracker's committable one: the first
+message not finished, whatever order the lanes finish in.
+
+Failures: when a lane's ``consume()`` raises, the partition stops handing out, lets the other
+lanes finish what they run, then *collapses*: every message not finished (also those other
+lanes finished, with ``retry_finished_lanes``) goes, in offset order, to one lane, which runs
+after the topic's back-off in strict order, with the failure policy of a partition without
+lanes (retries, then dispatch or skip of the first unfinished message), until the partition
+passed the last offset handed out before the failure; then the lanes run again. A
+partitioner or reducer that raises collapses the partition the same way (without back-off),
+so the message still runs, in order.
+
+Messages handed out and not yet committable are bounded (the partition's high-water mark),
+so a slow lane holds the others back instead of growing memory without end.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from conveyor.instrumentation import events as ev
+from conveyor.instrumentation.rate_limit import RateLimitedLog
+from conveyor.messages import Message
+from conveyor.processing.executor import PartitionExecutor, RunningBatch
+from conveyor.processing.snapshot import LaneState
+from conveyor.processing.strategies import RETRY
+from conveyor.processing.virtual.lanes import LaneAssigner
+from conveyor.processing.virtual.tracker import OffsetTracker
+
+if TYPE_CHECKING:
+    from conveyor.consumer import Consumer
+    from conveyor.driver.handles import DeliveryHandle
+    from conveyor.processing.context import ProcessingContext
+    from conveyor.processing.executor import ListenerActions
+    from conveyor.processing.strategies import FailurePolicy
+    from conveyor.processing.timers import Timers
+    from conveyor.producer import Producer
+    from conveyor.routing.topic import Topic
+
+__all__ = ["Lane", "VirtualPartitionExecutor"]
+
+_log = logging.getLogger("conveyor.processing")
+_lane_failed = RateLimitedLog(_log)
+
+
+@dataclass
+class _Failure:
+    """A failure waiting for the other lanes before the partition collapses."""
+
+    delay: float  # the back-off before the collapsed run (0: at once)
+    until: int  # collapsed at least through this offset
+    error: BaseException
+
+
+class Lane:
+    """One virtual partition: its queue, its consumer instance, the batch it runs.
+
+    It is its consumer's ``_executor``: what the consumer asks (marking, pausing, producing,
+    dead letters) goes to the partition, with marks meaning this lane's messages."""
+
+    def __init__(self, executor: VirtualPartitionExecutor, index: int) -> None:
+        self.executor = executor
+        self.index = index
+        self.queue: deque[Any] = deque()
+        self.active = False  # a job of this lane is queued or running
+        self.batch: list[Any] = []  # the batch it runs now
+        self.running: RunningBatch | None = None
+        self.consumer: Consumer | None = None
+        self.abort = False  # the consumer sought or paused: do not mark the batch
+        self.handed_out = 0
+
+    def run(self) -> None:
+        self.executor._run_lane(self)
+
+    def instance(self) -> Consumer:
+        consumer = self.consumer
+        if consumer is None:
+            consumer = self.executor._new_consumer(self)
+            self.consumer = consumer
+        return consumer
+
+    # -- what its consumer asks ---------------------------------------------------------------
+
+    @property
+    def revoked(self) -> bool:
+        return self.executor.revoked
+
+    @property
+    def attempt(self) -> int:
+        return self.executor.attempt
+
+    @property
+    def group_id(self) -> str:
+        return self.executor.group_id
+
+    def producer(self) -> Producer:
+        return self.executor.producer()
+
+    def mark(self, next_offset: int, sync: bool) -> bool:
+        """The consumer marked the message before ``next_offset``: it and this lane's earlier
+        messages of the batch finished."""
+        last = next_offset - 1
+        return self.executor.finish(
+            [raw.offset() for raw in self.batch if raw.offset() <= last] or [last], sync
+        )
+
+    def dispatch_to_dlq(self, message: Message, dlq_topic: str) -> None:
+        self.executor.dispatch_to_dlq(message, dlq_topic)
+
+    def hold_until_acknowledged(
+        self, offset: int, handle: DeliveryHandle, resend: Callable[[], DeliveryHandle]
+    ) -> None:
+        self.executor.hold_until_acknowledged(offset, handle, resend)
+
+    def request_seek(self, offset: int) -> None:
+        self.abort = True
+        self.executor.request_seek(offset)
+
+    def request_pause(self, offset: int | None, timeout: float | None) -> None:
+        self.abort = True
+        self.executor.request_pause(offset, timeout)
+
+    def request_resume(self) -> None:
+        self.executor.request_resume()
+
+    @property
+    def collapsed(self) -> bool:
+        return self.executor.collapsed
+
+    def __repr__(self) -> str:
+        executor = self.executor
+        return f"<Lane {executor.topic}/{executor.partition}#{self.index} queued={len(self.queue)}>"
+
+
+class VirtualPartitionExecutor(PartitionExecutor):
+    """A :class:`PartitionExecutor` whose messages run in lanes (see the module)."""
+
+    def __init__(
+        self,
+        listener: ListenerActions,
+        route: Topic,
+        partition: int,
+        context: ProcessingContext,
+        policy: FailurePolicy,
+        timers: Timers,
+    ) -> None:
+        super().__init__(listener, route, partition, context, policy, timers)
+        settings = route.virtual_partitions
+        assert settings is not None
+        count = settings.max_partitions or context.settings.concurrency
+        self.assigner = LaneAssigner(settings, count, route.deserializers)
+        self.retry_finished_lanes = settings.retry_finished_lanes
+        self.lanes = [Lane(self, index) for index in range(count)]
+        self.tracker = OffsetTracker()
+        self.active_lanes = 0
+        self.collapsed_until: int | None = None  # running in one lane through this offset
+        self._failure: _Failure | None = None
+        self._ticking = False
+        self._after_lock: list[Callable[[], None]] = []  # run by _start, once the lock is let go
+
+    # -- the listener's calls -----------------------------------------------------------------
+
+    def add(self, raws: list[Any], high_watermark: int | None) -> None:
+        with self.lock:
+            if self.revoked or self.stopped:
+                return
+            self.high_watermark = high_watermark
+            latency = self.context.latency
+            if latency is not None and latency.active:
+                self.polls.fetched(raws[-1].offset())
+            if self.first_fetched is None:
+                self.first_fetched = raws[0].offset()
+            self.pending.extend(raws)
+            if self.listener.quieted:
+                self.held = True
+            starts = self._hand_out()
+            over_limit = len(self.pending) > self._high_water
+        if over_limit:
+            self.listener.over_limit(self)
+        self._start(starts)
+
+    def reached_eof(self) -> None:
+        with self.lock:
+            if self.revoked or self.stopped:
+                return
+            self.eof = True
+            now = self._eof_due()
+        if now:
+            self.listener.submit(self._run_eofed)
+
+    def revoke(self) -> None:
+        with self.lock:
+            self._drop_queues()
+        super().revoke()
+
+    def stop(self) -> None:
+        with self.lock:
+            self._drop_queues()
+        super().stop()
+
+    def discard_pending(self) -> None:
+        """A seek is done: what was fetched or handed out before it is stale."""
+        with self.lock:
+            self._drop_queues()
+            self.tracker.forget()
+            self._failure = None
+            self.collapsed_until = None
+        super().discard_pending()
+
+    def tick(self) -> None:
+        with self.lock:
+            if self.scheduled or self.held or self.revoked or self.stopped or self.pending:
+                return
+            self.scheduled = self._ticking = True
+        self.listener.submit(self._run_tick)
+
+    def run(self) -> None:
+        """Hand out what is pending and start the lanes that have work."""
+        with self.lock:
+            starts = self._hand_out()
+        self._start(starts)
+
+    def running_batches(self) -> list[tuple[int | None, RunningBatch]]:
+        return [
+            (lane.index, running) for lane in self.lanes if (running := lane.running) is not None
+        ]
+
+    def lane_states(self) -> list[LaneState]:
+        """Each lane now (for ``app.snapshot()``)."""
+        with self.lock:
+            return [
+                LaneState(lane.index, lane.handed_out, len(lane.queue), lane.running is not None)
+                for lane in self.lanes
+            ]
+
+    def first_waiting(self) -> Any | None:
+        with self.lock:
+            outstanding = self.tracker.outstanding()
+            return outstanding[0] if outstanding else self.pending.first()
+
+    # -- handing out (under the lock) ---------------------------------------------------------
+
+    def _hand_out(self) -> list[Lane]:
+        """Move pending messages to their lanes (as far as the bound allows) and return the
+        lanes to start, marked active. Called with the lock held."""
+        if self.revoked or self.stopped or self.held or self._ticking:
+            return []
+        if self._failure is not None:
+            if self.active_lanes:
+                return []  # the running lanes finish first
+            self._collapse()
+            if self.held:
+                return []
+        tracker = self.tracker
+        collapsed_until = self.collapsed_until
+        if collapsed_until is not None:
+            committable = tracker.committable()
+            if committable is not None and committable > collapsed_until:
+                self.collapsed_until = collapsed_until = None
+                self._later(ev.VIRTUAL_PARTITIONS_RESTORED, until=committable - 1)
+        lanes = self.lanes
+        room = self._high_water - len(tracker)
+        if room > 0 and self.pending:
+            taken = self.pending.take(room)
+            assigner = self.assigner
+            sizes = (
+                [0] * len(lanes)
+                if ev.VIRTUAL_PARTITIONS_DISTRIBUTED in self._subscribed()
+                else None
+            )
+            for position, raw in enumerate(taken):
+                offset = raw.offset()
+                if collapsed_until is not None:
+                    if offset > collapsed_until:
+                        self.pending.put_back(taken[position:])
+                        break
+                    index = 0
+                else:
+                    try:
+                        index = assigner.lane_of(raw)
+                    except Exception as error:
+                        self.pending.put_back(taken[position:])
+                        self._partitioner_failed(offset, error)
+                        break
+                if not tracker.hand_out(offset, raw):
+                    continue  # at or before an offset handed out already: a duplicate
+                lane = lanes[index]
+                lane.queue.append(raw)
+                lane.handed_out += 1
+                if sizes is not None:
+                    sizes[index] += 1
+            if sizes is not None and any(sizes):
+                self._later(ev.VIRTUAL_PARTITIONS_DISTRIBUTED, sizes=sizes, lanes=len(lanes))
+            if len(self.pending) < self._low_water:
+                self._after_lock.append(lambda: self.listener.drained(self))
+                if self.backpressure:
+                    self.backpressure = False
+                    self._after_lock.append(
+                        lambda: self.listener.resume(self.topic, self.partition)
+                    )
+        if self._failure is not None and not self.active_lanes:
+            self._collapse()  # the partitioner failed with no lane running
+            if self.held:
+                return []
+        starts = [lane for lane in lanes if lane.queue and not lane.active]
+        if starts:
+            if not self.active_lanes and self.route.long_running_job:
+                self.listener.pause(self.topic, self.partition)
+            for lane in starts:
+                lane.active = True
+            self.active_lanes += len(starts)
+            self.scheduled = True
+        return starts
+
+    def _partitioner_failed(self, offset: int, error: Exception) -> None:
+        _lane_failed.log(
+            logging.ERROR, f"{self.topic}/{self.partition}:partitioner",
+            "%s/%s: the virtual partitions partitioner raised at offset %s (%r); running the "
+            "partition in one lane until past it", self.topic, self.partition, offset, error,
+        )  # fmt: skip
+        self._later(
+            ev.ERROR_OCCURRED, type="consumer.virtual_partitions.partitioner.error", error=error,
+            offset=offset,
+        )  # fmt: skip
+        self._fail(_Failure(0.0, offset, error))
+
+    def _fail(self, failure: _Failure) -> None:
+        current = self._failure
+        if current is None:
+            self._failure = failure
+        else:
+            current.delay = max(current.delay, failure.delay)
+            current.until = max(current.until, failure.until)
+
+    def _collapse(self) -> None:
+        """Every lane stopped after a failure: queue what did not finish, in offset order, in
+        lane 0, to run in strict order (after the back-off) through the last offset handed out."""
+        failure = self._failure
+        assert failure is not None
+        self._failure = None
+        tracker = self.tracker
+        redo = tracker.outstanding(include_finished=self.retry_finished_lanes)
+        for lane in self.lanes:
+            lane.queue.clear()
+        self.lanes[0].queue.extend(redo)
+        until = max(failure.until, tracker.last() or failure.until)
+        if self.collapsed_until is not None:
+            until = max(until, self.collapsed_until)
+        self.collapsed_until = until
+        self._later(
+            ev.VIRTUAL_PARTITIONS_COLLAPSED, until=until, error=failure.error, delay=failure.delay
+        )
+        if failure.delay > 0:
+            self.held = True
+            self._cancel_resume_timer()
+            self._resume_timer = self._timers.call_later(failure.delay, self._release)
+
+    def _drop_queues(self) -> None:
+        for lane in self.lanes:
+            lane.queue.clear()
+
+    def _eof_due(self) -> bool:
+        """With the lock held: whether the end of the partition was reached with nothing left."""
+        if not self.eof or self.active_lanes or self.pending or self._ticking:
+            return False
+        self.eof = False
+        return True
+
+    def _subscribed(self) -> frozenset[str]:
+        return self.context.monitor.subscribed
+
+    def _later(self, event: str, **payload: Any) -> None:
+        """Emit ``event`` once the lock is let go (lock held)."""
+        if event in self._subscribed():
+            monitor = self.context.monitor
+            topic, partition = self.topic, self.partition
+            self._after_lock.append(
+                lambda: monitor.instrument(event, topic=topic, partition=partition, **payload)
+            )
+
+    def _start(self, lanes: list[Lane]) -> None:
+        """Without the lock: run what was queued under it, then start ``lanes``."""
+        if self._after_lock:
+            with self.lock:
+                actions, self._after_lock = self._after_lock, []
+            for action in actions:
+                action()
+        submit = self.listener.submit
+        for lane in lanes:
+            submit(lane.run)
+
+    # -- worker threads -----------------------------------------------------------------------
+
+    def _run_lane(self, lane: Lane) -> None:
+        listener = self.listener
+        listener.job_started()
+        try:
+            while True:
+                with self.lock:
+                    batch: list[Any] = []
+                    if not (self.revoked or self.stopped or self.held or self._failure is not None):
+                        queue = lane.queue
+                        batch = [queue.popleft() for _ in range(min(self.max_messages, len(queue)))]
+                    if not batch:
+                        lane.active = False
+                        self.active_lanes -= 1
+                        starts = self._lane_stopped()
+                        eofed = self._eof_due()
+                        break
+                self._process_lane(lane, batch)
+            self._start(starts)
+            if eofed:
+                self._call("eofed", ev.CONSUMER_EOFED)
+        finally:
+            listener.job_finished()
+
+    def _lane_stopped(self) -> list[Lane]:
+        """A lane has nothing more to run (lock held): start others, or let the partition go."""
+        if self.active_lanes:
+            return []
+        starts = self._hand_out()
+        if not self.active_lanes:
+            self.scheduled = False
+            if self.route.long_running_job and not self.revoked:
+                self.listener.resume(self.topic, self.partition)
+            successor, self.successor = self.successor, None
+            if successor is not None:
+                successor._release()
+        return starts
+
+    def _new_consumer(self, lane: Lane) -> Consumer:
+        assert self.route.consumer_class is not None
+        consumer = self.route.consumer_class()
+        consumer.topic = self.topic
+        consumer.partition = self.partition
+        consumer.route = self.route
+        consumer.virtual_partition = lane.index
+        consumer._executor = lane  # type: ignore[assignment]  # the lane stands in for it
+        self.context.prepare_consumer(consumer)
+        if self.consumer is None:
+            self.consumer = consumer  # the one the listener and the snapshot look at
+        return consumer
+
+    def _instance(self) -> Consumer:
+        return self.lanes[0].instance()
+
+    def _process_lane(self, lane: Lane, batch: list[Any]) -> None:
+        consumer = lane.instance()
+        lane.batch = batch
+        lane.abort = False
+        lane.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
+        extra = {"virtual_partition": lane.index}
+        try:
+            started = self._consume(
+                consumer,
+                batch,
+                lambda failed, error, began: self._lane_failed(lane, failed, error, began),
+                lambda back: lane.queue.extendleft(reversed(back)),
+                extra,
+            )
+        finally:
+            lane.running = None
+        if started is None:
+            return
+        manual = self.route.manual_offset_management
+        with self.lock:
+            if self._failure is None:
+                self.attempt = 0
+            if not lane.abort and not manual:
+                self._finish_locked([raw.offset() for raw in batch])
+            starts = self._hand_out()
+        self._start(starts)
+        self._consumed(consumer, batch, started, extra)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def mark(self, next_offset: int, sync: bool) -> bool:
+        """The message before ``next_offset`` finished (the failure policy marks a message it
+        dispatched or skipped this way): it alone, not the messages before it."""
+        return self.finish([next_offset - 1], sync)
+
+    def finish(self, offsets: list[int], sync: bool) -> bool:
+        """``offsets`` finished; with ``sync``, commit the partition's committable offset now.
+        Returns False when the partition was revoked (or the commit failed)."""
+        if self.revoked:
+            return False
+        with self.lock:
+            self._finish_locked(offsets)
+            target = self._fence(self.marked)
+            starts = self._hand_out()
+        self._start(starts)
+        if not sync or target is None:
+            return not self.revoked
+        committed = self.listener.commit_now(self.topic, self.partition, target)
+        return committed and not self.revoked
+
+    def _finish_locked(self, offsets: list[int]) -> None:
+        tracker = self.tracker
+        for offset in offsets:
+            tracker.finish(offset)
+        committable = tracker.committable()
+        if committable is not None and (self.marked is None or committable > self.marked):
+            self.marked = committable
+
+    # -- failures -------------------------------------------------------------------------------
+
+    def _lane_failed(self, lane: Lane, batch: list[Any], error: Exception, started: float) -> None:
+        marked = self.marked
+        verdict = self.policy.failed(
+            error, self.attempt, progressed=marked is not None and marked > self._marked_at_failure
+        )
+        self._marked_at_failure = marked if marked is not None else -1
+        self.attempt = verdict.attempt
+        with self.lock:
+            tracker = self.tracker
+            retry = [raw for raw in batch if not tracker.is_finished(raw.offset())]
+            collapsed = self.collapsed_until is not None
+        monitor = self.context.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="consumer.consume.error", error=error, consumer=lane.consumer,
+                topic=self.topic, partition=self.partition, virtual_partition=lane.index,
+                collapsed=collapsed, first_offset=batch[0].offset(), last_offset=batch[-1].offset(),
+                attempt=verdict.attempt, action=verdict.action, duration=time.perf_counter() - started,
+            )  # fmt: skip
+        given_up = False
+        if verdict.action != RETRY and retry:
+            given_up = self._give_up(retry[0], error, verdict.attempt, verdict.action)
+        if collapsed:
+            # One lane in strict order: as a partition without lanes.
+            with self.lock:
+                if self.revoked or self.stopped:
+                    return
+                if given_up:
+                    lane.queue.extendleft(reversed(retry[1:]))
+                    return
+                lane.queue.extendleft(reversed(retry))
+                self.held = True
+                self._cancel_resume_timer()
+                self._resume_timer = self._timers.call_later(verdict.delay, self._release)
+            _lane_failed.log(
+                logging.ERROR, f"{self.topic}/{self.partition}",
+                "%s/%s: consume raised on offsets %s-%s (attempt %s, collapsed); retrying in "
+                "%.1f s: %r", self.topic, self.partition, batch[0].offset(), batch[-1].offset(),
+                verdict.attempt, verdict.delay, error,
+            )  # fmt: skip
+            return
+        delay = 0.0 if given_up else verdict.delay
+        _lane_failed.log(
+            logging.ERROR, f"{self.topic}/{self.partition}",
+            "%s/%s: consume raised in lane %s on offsets %s-%s (attempt %s); the partition "
+            "runs in one lane, in order, %s: %r", self.topic, self.partition, lane.index,
+            batch[0].offset(), batch[-1].offset(), verdict.attempt,
+            f"in {delay:.1f} s" if delay else "now", error,
+        )  # fmt: skip
+        with self.lock:
+            if not (self.revoked or self.stopped):
+                self._fail(_Failure(delay, batch[-1].offset(), error))
+
+    def _give_up(self, raw: Any, error: Exception, attempts: int, action: str) -> bool:
+        """Dispatch or skip ``raw`` as the policy says; False when that failed (it stays in
+        the retry path)."""
+        _lane_failed.log(
+            logging.ERROR, f"{self.topic}/{self.partition}:give-up",
+            "%s/%s: consume raised at offset %s (attempt %s); %s: %r", self.topic, self.partition,
+            raw.offset(), attempts,
+            "moving it to the dead letter queue" if action == "dispatch" else "skipping it", error,
+        )  # fmt: skip
+        try:
+            self.policy.give_up(
+                Message(raw, self.route.deserializers), error, attempts, action, self
+            )
+        except Exception as dispatch_error:
+            self._report_dispatch_failure(raw.offset(), dispatch_error)
+            return False
+        self.attempt = 0
+        return True
+
+    def _release(self) -> None:
+        with self.lock:
+            self._resume_timer = None
+            if not self.held:
+                return
+            self.held = False
+            starts = self._hand_out()
+        self._start(starts)
+
+    # -- the consumer's requests ----------------------------------------------------------------
+
+    def request_seek(self, offset: int) -> None:
+        with self.lock:
+            self.pending.clear()
+            self._drop_queues()
+        self.listener.seek(self, offset)
+
+    def request_pause(self, offset: int | None, timeout: float | None) -> None:
+        with self.lock:
+            self.held = True
+            if offset is None:
+                outstanding = self.tracker.outstanding()
+                waiting = outstanding[0] if outstanding else self.pending.first()
+                offset = (
+                    self.tracker.committable()
+                    if outstanding
+                    else (waiting.offset() if waiting is not None else self.marked)
+                )
+            self.pending.clear()
+            self._drop_queues()
+        self.listener.pause(self.topic, self.partition)
+        if offset is not None:
+            self.listener.seek(self, offset)
+        if timeout is not None:
+            with self.lock:
+                self._cancel_resume_timer()
+                self._resume_timer = self._timers.call_later(timeout, self.request_resume)
+
+    # -- hooks on every lane's consumer ---------------------------------------------------------
+
+    def _call(self, hook: str, event: str) -> None:
+        for lane in self.lanes:
+            if lane.consumer is not None:
+                self._call_on(lane.consumer, hook, event)
+
+    @property
+    def collapsed(self) -> bool:
+        """Whether the partition runs in one lane, in strict order, after a failure."""
+        return self.collapsed_until is not None
+
+    def _run_tick(self) -> None:
+        self.listener.job_started()
+        try:
+            self._call("tick", ev.CONSUMER_TICKED)
+        finally:
+            with self.lock:
+                self._ticking = False
+                self.scheduled = self.active_lanes > 0
+                starts = self._hand_out()
+            self._start(starts)
+            self.listener.job_finished()
+
+    def _run_eofed(self) -> None:
+        self.listener.job_started()
+        try:
+            self._call("eofed", ev.CONSUMER_EOFED)
+        finally:
+            self.listener.job_finished()

@@ -1,0 +1,44 @@
+"""Which lane a message goes to."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conveyor.messages import Deserializers
+from conveyor.processing.virtual import LaneAssigner, stable_hash
+from conveyor.routing.virtual_partitions import VirtualPartitions
+from unit.processing.fakes import FakeRaw
+
+
+def test_the_default_is_a_stable_hash_of_the_key() -> None:
+    assigner = LaneAssigner(VirtualPartitions(), 16, Deserializers())
+    lanes = {assigner.lane_of(FakeRaw(0, key=f"k{i}".encode())) for i in range(200)}
+    assert lanes == set(range(16)), "200 keys reach every one of 16 lanes"
+    same = [assigner.lane_of(FakeRaw(offset, key=b"k7")) for offset in range(5)]
+    assert len(set(same)) == 1
+    assert assigner.lane_of(FakeRaw(0, key=None)) == 0, "keyless messages share one lane"
+
+
+def test_the_hash_is_the_same_in_another_process() -> None:
+    """hash() of bytes is salted per process; the lanes must not depend on it."""
+    code = "from conveyor.processing.virtual import stable_hash; print(stable_hash(b'order-42'), stable_hash('order-42'))"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert other.stdout.split() == [str(stable_hash(b"order-42")), str(stable_hash("order-42"))]
+
+
+def test_a_partitioner_and_a_reducer() -> None:
+    settings = VirtualPartitions(
+        partitioner=lambda message: message.payload["user"], reducer=lambda key: key * 10
+    )
+    assigner = LaneAssigner(settings, 4, Deserializers())
+    raw = FakeRaw(0, value=b'{"user": 3}')
+    assert assigner.lane_of(raw) == 30 % 4
+
+
+def test_a_reducer_that_returns_no_int_is_an_error() -> None:
+    assigner = LaneAssigner(VirtualPartitions(reducer=lambda key: "x"), 4, Deserializers())
+    with pytest.raises(TypeError, match="reducer returned 'x'"):
+        assigner.lane_of(FakeRaw(0, key=b"a"))
