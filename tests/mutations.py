@@ -271,6 +271,63 @@ MUTATIONS = (
             "tests/integration/tracing/test_tracing.py::test_a_failing_send_hook_or_tracer_never_stops_a_message",
         ),
     ),
+    Mutation(
+        "virtual partitions: the commit is the highest finished offset (the seed's skip)",
+        "conveyor/processing/virtual/tracker.py",
+        (
+            (
+                "        if order[0] != offset:\n            self._finished.add(offset)\n            return",
+                "        while order and order[0] <= offset:\n            self._raws.pop(order.popleft(), None)\n        return",
+            ),
+        ),
+        (
+            "tests/unit/processing/virtual/test_tracker.py",
+            "tests/unit/processing/virtual/test_virtual_executor.py::test_the_marked_offset_never_passes_an_unfinished_lane",
+            "tests/integration/processing/test_virtual_partitions.py::test_a_killed_server_skips_nothing_and_never_committed_past_an_unfinished_message",
+        ),
+    ),
+    Mutation(
+        "virtual partitions: lanes ignore the key",
+        "conveyor/processing/virtual/lanes.py",
+        (
+            (
+                "        return lane % self.lanes",
+                "        return (lane + raw.offset()) % self.lanes",
+            ),
+        ),
+        (
+            "tests/unit/processing/virtual/test_virtual_executor.py::test_lanes_keep_order_per_key_and_run_everything_once",
+            "tests/integration/processing/test_virtual_partitions.py::test_sixteen_lanes_keep_every_keys_order_and_lose_nothing",
+        ),
+    ),
+    Mutation(
+        "virtual partitions: no collapse after a failure (retried in the lanes)",
+        "conveyor/processing/virtual/executor.py",
+        (
+            (
+                "        self.lanes[0].queue.extend(redo)\n",
+                "        for raw in redo:\n            self.lanes[self.assigner.lane_of(raw)].queue.append(raw)\n",
+            ),
+            ("        self.collapsed_until = until\n", ""),
+        ),
+        (
+            "tests/unit/processing/virtual/test_virtual_executor.py::test_a_failing_lane_collapses_the_partition_until_past_the_failure",
+            "tests/integration/processing/test_virtual_partitions.py::test_a_failure_retries_collapses_and_goes_on_in_order",
+        ),
+    ),
+    Mutation(
+        "virtual partitions: a revoked partition's successor starts before its lanes end",
+        "conveyor/processing/virtual/executor.py",
+        (
+            (
+                "        if self.active_lanes:\n            return []\n        starts = self._hand_out()",
+                "        if self.active_lanes:\n            if self.successor is not None:\n                self.successor._release()\n            return []\n        starts = self._hand_out()",
+            ),
+        ),
+        (
+            "tests/unit/processing/virtual/test_virtual_executor.py::test_a_revoked_partition_releases_its_successor_only_after_every_lane",
+        ),
+    ),
 )
 
 
