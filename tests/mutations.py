@@ -328,6 +328,14 @@ MUTATIONS = (
             "tests/unit/processing/virtual/test_virtual_executor.py::test_a_revoked_partition_releases_its_successor_only_after_every_lane",
         ),
     ),
+    Mutation(
+        "virtual partitions: async lanes run as worker jobs, not on the event loop",
+        "conveyor/processing/virtual/executor.py",
+        (("        if self.asynchronous:\n", "        if False:\n"),),
+        (
+            "tests/integration/processing/test_virtual_partitions.py::test_async_lanes_run_concurrently_on_the_event_loop",
+        ),
+    ),
 )
 
 

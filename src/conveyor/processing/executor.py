@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.instrumentation import events as ev
@@ -58,6 +58,8 @@ class ListenerActions(Protocol):
 
     def submit(self, job: Callable[[], None]) -> None: ...
 
+    def submit_coroutine(self, coroutine: Coroutine[Any, Any, None]) -> None: ...
+
     def job_started(self) -> None: ...
 
     def job_finished(self) -> None: ...
@@ -89,6 +91,20 @@ class RunningBatch:
         self.last_offset = last_offset
         self.count = count
         self.started_at = time.time()
+
+
+class _ConsumeRun:
+    """One ``consume()`` call in progress: its batch, span and start times."""
+
+    __slots__ = ("batch", "span", "started", "wall_started")
+
+    def __init__(
+        self, batch: list[Any], span: ProcessSpan | None, wall_started: float, started: float
+    ) -> None:
+        self.batch = batch
+        self.span = span
+        self.wall_started = wall_started  # time.time() when latency is measured, else 0.0
+        self.started = started  # perf_counter()
 
 
 class PartitionExecutor:
@@ -374,6 +390,40 @@ class PartitionExecutor:
         ``failed(batch, error, started)`` ran, inside the batch's span. A ``BaseException``
         (SystemExit, KeyboardInterrupt) puts the batch back (``put_back``) and propagates:
         the offset never moves past it. ``extra`` goes into the consume event."""
+        run = self._consume_started(consumer, batch, extra)
+        try:
+            run_hook(consumer.consume())
+        except Exception as exc:
+            self._consume_failed(run, exc, failed)
+            return None
+        except BaseException as exc:
+            self._consume_interrupted(run, exc, put_back)
+            raise
+        return self._consume_returned(run)
+
+    async def _consume_async(
+        self,
+        consumer: Consumer,
+        batch: list[Any],
+        failed: Callable[[list[Any], Exception, float], None],
+        put_back: Callable[[list[Any]], None],
+        extra: dict[str, Any] | None = None,
+    ) -> float | None:
+        """:meth:`_consume` of an ``async def consume()``, awaited on the running loop."""
+        run = self._consume_started(consumer, batch, extra)
+        try:
+            await consumer.consume()  # type: ignore[misc]
+        except Exception as exc:
+            self._consume_failed(run, exc, failed)
+            return None
+        except BaseException as exc:
+            self._consume_interrupted(run, exc, put_back)
+            raise
+        return self._consume_returned(run)
+
+    def _consume_started(
+        self, consumer: Consumer, batch: list[Any], extra: dict[str, Any] | None
+    ) -> _ConsumeRun:
         high = self.high_watermark
         last_offset = batch[-1].offset()
         consumer.messages = Messages(
@@ -394,32 +444,41 @@ class PartitionExecutor:
         span = self._process_span(batch) if tracing is not None and tracing.enabled else None
         measure = latency is not None and latency.active
         wall_started = time.time() if measure else 0.0
-        started = time.perf_counter()
-        try:
-            run_hook(consumer.consume())
-        except Exception as exc:
-            if span is None:
-                failed(batch, exc, started)
-                return None
-            span.failed(exc)
-            try:  # inside the span: a dead letter sent for this failure continues its trace
-                failed(batch, exc, started)
-            finally:
-                span.__exit__(None, None, None)
-            return None
-        except BaseException as exc:
-            with self.lock:
-                put_back(batch)
-            if span is not None:
-                span.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        if span is not None:
+        return _ConsumeRun(batch, span, wall_started, time.perf_counter())
+
+    def _consume_failed(
+        self,
+        run: _ConsumeRun,
+        error: Exception,
+        failed: Callable[[list[Any], Exception, float], None],
+    ) -> None:
+        span = run.span
+        if span is None:
+            failed(run.batch, error, run.started)
+            return
+        span.failed(error)
+        try:  # inside the span: a dead letter sent for this failure continues its trace
+            failed(run.batch, error, run.started)
+        finally:
             span.__exit__(None, None, None)
-        if measure and not self.revoked:
-            assert latency is not None
+
+    def _consume_interrupted(
+        self, run: _ConsumeRun, error: BaseException, put_back: Callable[[list[Any]], None]
+    ) -> None:
+        with self.lock:
+            put_back(run.batch)
+        if run.span is not None:
+            run.span.__exit__(type(error), error, error.__traceback__)
+
+    def _consume_returned(self, run: _ConsumeRun) -> float:
+        batch = run.batch
+        if run.span is not None:
+            run.span.__exit__(None, None, None)
+        latency = self.context.latency
+        if run.wall_started and latency is not None and not self.revoked:
             try:
                 latency.consumed(
-                    self.topic, self.partition, batch, self.polls, wall_started, time.time()
+                    self.topic, self.partition, batch, self.polls, run.wall_started, time.time()
                 )
             except Exception as error:  # measuring never stops processing
                 _tracing_failed.log(
@@ -429,7 +488,7 @@ class PartitionExecutor:
         kind, milliseconds = batch[-1].timestamp()
         if kind:
             self.last_timestamp = milliseconds / 1000
-        return started
+        return run.started
 
     def _consumed(
         self,

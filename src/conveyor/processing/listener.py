@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import Consumer
@@ -38,6 +38,7 @@ from conveyor.instrumentation.connection import connection_reporter
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.strategies import Backoff, FailurePolicy
 from conveyor.processing.virtual import VirtualPartitionExecutor
+from conveyor.processing.workers import run_hook
 
 if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext
@@ -69,12 +70,14 @@ class Listener:
         routes: list[Topic],
         submit: Callable[[Callable[[], None]], None],
         timers: Timers,
+        submit_coroutine: Callable[[Coroutine[Any, Any, None]], None] | None = None,
     ) -> None:
         self.context = context
         self.name = name
         self._group_id = group_id
         self.routes = {route.name: route for route in routes}
         self.submit = submit
+        self._submit_coroutine = submit_coroutine
         self._timers = timers
         settings = context.settings
         self._policies = {
@@ -268,6 +271,13 @@ class Listener:
             with self._room:
                 self._over_limit.discard(executor)
                 self._room.notify_all()
+
+    def submit_coroutine(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        """Run ``coroutine`` on the app's event loop (lanes of an ``async def consume()``)."""
+        if self._submit_coroutine is None:
+            self.submit(lambda: run_hook(coroutine))
+        else:
+            self._submit_coroutine(coroutine)
 
     def job_started(self) -> None:
         with self._jobs:

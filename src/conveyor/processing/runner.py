@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from conveyor.processing.collector import raise_collection_threshold
+from conveyor.processing.event_loop import EventLoopThread
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.listener import Listener
 from conveyor.processing.snapshot import JobState, ListenerState, PartitionState, PoolState
@@ -37,13 +38,25 @@ class Runner:
             settings.client_id,
             lambda error: context.on_crash(error, "a worker"),
         )
+        # Lanes of an async def consume() run here, concurrently (started on first use).
+        self.event_loop = EventLoopThread(
+            settings.client_id, lambda error: context.on_crash(error, "the event loop")
+        )
         self.listeners: list[Listener] = []
         self._restore_collector = raise_collection_threshold(None)
         try:
             default_initial = str(settings.kafka.get("auto.offset.reset", "earliest"))
             for name, group, members in _subscription_groups(routes, default_initial):
                 self.listeners.append(
-                    Listener(context, name, group, members, self.pool.submit, self._timers)
+                    Listener(
+                        context,
+                        name,
+                        group,
+                        members,
+                        self.pool.submit,
+                        self._timers,
+                        self.event_loop.submit,
+                    )
                 )
         except BaseException:  # a listener refused its settings: leave nothing running
             for listener in self.listeners:
@@ -77,6 +90,7 @@ class Runner:
         for listener in self.listeners:
             clean = listener.shut_down(deadline) and clean
         clean = self.pool.stop(max(0.1, deadline - time.monotonic())) and clean
+        clean = self.event_loop.stop(max(0.1, deadline - time.monotonic())) and clean
         self._timers.stop()
         self._restore_collector()
         return clean

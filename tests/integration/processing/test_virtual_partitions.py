@@ -3,6 +3,7 @@ a failure that collapses and recovers, a SIGKILL mid-stream, a rebalance mid-str
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -217,3 +218,33 @@ def test_a_rebalance_mid_stream_loses_nothing(kafka_bootstrap: str, new_topic) -
     assert by_app["second"] > 0, "the second member took partitions mid-stream"
     assert {(f"k{k}", s) for k in range(keys) for s in range(sequences)} == set(seen)
     assert_in_order(first_processing_order(seen), keys, sequences)
+
+
+def test_async_lanes_run_concurrently_on_the_event_loop(kafka_bootstrap: str, new_topic) -> None:
+    """With one worker thread, 16 lanes of an async consumer still wait on I/O together."""
+    topic = new_topic(partitions=1)
+    keys, sequences = 64, 10
+    total = produce_keyed(kafka_bootstrap, topic, keys=keys, sequences=sequences)
+    seen: list[tuple[str, int]] = []
+    running_now = {"now": 0, "most": 0}
+    record = Record()
+
+    class AsyncIO(Consumer):
+        async def consume(self) -> None:
+            running_now["now"] += 1  # one loop thread: no lock needed
+            running_now["most"] = max(running_now["most"], running_now["now"])
+            try:
+                for message in self.messages:
+                    await asyncio.sleep(0.005)
+                    seen.append((message.key, message.payload["seq"]))
+            finally:
+                running_now["now"] -= 1
+            record.add(len(self.messages))
+
+    app = make_app(kafka_bootstrap, concurrency=1)
+    app.routes.topic(topic, AsyncIO, virtual_partitions={"max_partitions": 16}, max_messages=5)
+    with running(app):
+        assert record.wait_for(lambda counts: sum(counts) >= total, timeout=60)
+    assert len(seen) == total
+    assert_in_order(first_processing_order(seen), keys, sequences)
+    assert running_now["most"] >= 8, f"at most {running_now['most']} lanes ran at once"

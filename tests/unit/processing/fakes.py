@@ -5,6 +5,7 @@ Each records what was asked of it so that a test can assert it; none needs a bro
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -71,6 +72,9 @@ class FakeListener:
 
     def submit(self, job: Callable[[], None]) -> None:
         self.jobs.append(job)
+
+    def submit_coroutine(self, coroutine: Any) -> None:
+        self.jobs.append(lambda: asyncio.run(coroutine))
 
     def run_jobs(self, limit: int = 100) -> int:
         """Run queued jobs (and the jobs they queue) in this thread; returns how many ran."""

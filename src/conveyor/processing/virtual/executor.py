@@ -23,6 +23,7 @@ so a slow lane holds the others back instead of growing memory without end.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections import deque
@@ -83,6 +84,12 @@ class Lane:
 
     def run(self) -> None:
         self.executor._run_lane(self)
+
+    def failed(self, batch: list[Any], error: Exception, started: float) -> None:
+        self.executor._lane_failed(self, batch, error, started)
+
+    def put_back(self, batch: list[Any]) -> None:
+        self.queue.extendleft(reversed(batch))
 
     def instance(self) -> Consumer:
         consumer = self.consumer
@@ -164,6 +171,11 @@ class VirtualPartitionExecutor(PartitionExecutor):
         self.retry_finished_lanes = settings.retry_finished_lanes
         self.lanes = [Lane(self, index) for index in range(count)]
         self.tracker = OffsetTracker()
+        consumer_class = route.consumer_class
+        self.asynchronous = consumer_class is not None and inspect.iscoroutinefunction(
+            consumer_class.consume
+        )
+        """Lanes run as tasks on the app's event loop (``async def consume()``), not as jobs."""
         self.active_lanes = 0
         self.collapsed_until: int | None = None  # running in one lane through this offset
         self._failure: _Failure | None = None
@@ -397,6 +409,10 @@ class VirtualPartitionExecutor(PartitionExecutor):
                 actions, self._after_lock = self._after_lock, []
             for action in actions:
                 action()
+        if self.asynchronous:
+            for lane in lanes:
+                self.listener.submit_coroutine(self._run_lane_async(lane))
+            return
         submit = self.listener.submit
         for lane in lanes:
             submit(lane.run)
@@ -404,27 +420,54 @@ class VirtualPartitionExecutor(PartitionExecutor):
     # -- worker threads -----------------------------------------------------------------------
 
     def _run_lane(self, lane: Lane) -> None:
-        listener = self.listener
-        listener.job_started()
+        """A lane's job on the worker pool: its batches until its queue is empty."""
+        self.listener.job_started()
         try:
-            while True:
-                with self.lock:
-                    batch: list[Any] = []
-                    if not (self.revoked or self.stopped or self.held or self._failure is not None):
-                        queue = lane.queue
-                        batch = [queue.popleft() for _ in range(min(self.max_messages, len(queue)))]
-                    if not batch:
-                        lane.active = False
-                        self.active_lanes -= 1
-                        starts = self._lane_stopped()
-                        eofed = self._eof_due()
-                        break
-                self._process_lane(lane, batch)
-            self._start(starts)
-            if eofed:
-                self._call("eofed", ev.CONSUMER_EOFED)
+            while (batch := self._take(lane)) is not None:
+                consumer, extra = self._lane_started(lane, batch)
+                try:
+                    started = self._consume(consumer, batch, lane.failed, lane.put_back, extra)
+                finally:
+                    lane.running = None
+                if started is not None:
+                    self._lane_returned(lane, consumer, batch, started, extra)
         finally:
-            listener.job_finished()
+            self.listener.job_finished()
+
+    async def _run_lane_async(self, lane: Lane) -> None:
+        """A lane of an ``async def consume()``: the same, as a task on the app's event loop,
+        where the partition's lanes (and other partitions') run concurrently."""
+        self.listener.job_started()
+        try:
+            while (batch := self._take(lane)) is not None:
+                consumer, extra = self._lane_started(lane, batch)
+                try:
+                    started = await self._consume_async(
+                        consumer, batch, lane.failed, lane.put_back, extra
+                    )
+                finally:
+                    lane.running = None
+                if started is not None:
+                    self._lane_returned(lane, consumer, batch, started, extra)
+        finally:
+            self.listener.job_finished()
+
+    def _take(self, lane: Lane) -> list[Any] | None:
+        """The lane's next batch; ``None`` when it stops (then it is no longer active, and
+        what its stop lets start has started)."""
+        with self.lock:
+            if not (self.revoked or self.stopped or self.held or self._failure is not None):
+                queue = lane.queue
+                if queue:
+                    return [queue.popleft() for _ in range(min(self.max_messages, len(queue)))]
+            lane.active = False
+            self.active_lanes -= 1
+            starts = self._lane_stopped()
+            eofed = self._eof_due()
+        self._start(starts)
+        if eofed:
+            self._call("eofed", ev.CONSUMER_EOFED)
+        return None
 
     def _lane_stopped(self) -> list[Lane]:
         """A lane has nothing more to run (lock held): start others, or let the partition go."""
@@ -456,24 +499,21 @@ class VirtualPartitionExecutor(PartitionExecutor):
     def _instance(self) -> Consumer:
         return self.lanes[0].instance()
 
-    def _process_lane(self, lane: Lane, batch: list[Any]) -> None:
+    def _lane_started(self, lane: Lane, batch: list[Any]) -> tuple[Consumer, dict[str, Any]]:
         consumer = lane.instance()
         lane.batch = batch
         lane.abort = False
         lane.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
-        extra = {"virtual_partition": lane.index}
-        try:
-            started = self._consume(
-                consumer,
-                batch,
-                lambda failed, error, began: self._lane_failed(lane, failed, error, began),
-                lambda back: lane.queue.extendleft(reversed(back)),
-                extra,
-            )
-        finally:
-            lane.running = None
-        if started is None:
-            return
+        return consumer, {"virtual_partition": lane.index}
+
+    def _lane_returned(
+        self,
+        lane: Lane,
+        consumer: Consumer,
+        batch: list[Any],
+        started: float,
+        extra: dict[str, Any],
+    ) -> None:
         manual = self.route.manual_offset_management
         with self.lock:
             if self._failure is None:

@@ -264,3 +264,19 @@ def test_a_revoked_partition_releases_its_successor_only_after_every_lane() -> N
     assert not r.listener.jobs, "one lane still runs"
     second()
     assert r.listener.jobs, "released once both lanes ended"
+
+
+def test_async_lanes_are_coroutines_for_the_event_loop() -> None:
+    seen: list[tuple[int | None, int]] = []
+
+    class AsyncOrders(Consumer):
+        async def consume(self) -> None:
+            seen.extend((self.virtual_partition, m.offset) for m in self.messages)
+
+    r = lanes_rig(AsyncOrders, lanes=3)
+    r.executor.add(keyed(range(30), keys=30), high_watermark=30)
+    assert len(r.listener.jobs) == 3
+    r.listener.run_jobs()
+    assert sorted(offset for _, offset in seen) == list(range(30))
+    assert {lane for lane, _ in seen} == {0, 1, 2}
+    assert r.executor.marked == 30
