@@ -49,7 +49,9 @@ app = App(
 app.routes.topic(os.environ["TOPIC"], LaneConsumer, virtual_partitions={"max_partitions": 16})
 app.monitor.subscribe(
     "offsets.committed",
-    lambda event: say([f"commit {offset}" for _, partition, offset in event["offsets"] if partition == 0]),
+    lambda event: say(
+        [f"commit {offset}" for _, partition, offset in event["offsets"] if partition == 0]
+    ),
 )
 app.monitor.subscribe(
     "rebalance.partitions_assigned",

@@ -124,7 +124,10 @@ def test_a_failure_retries_collapses_and_goes_on_in_order(kafka_bootstrap: str, 
         app.monitor.subscribe(name, lambda event, name=name: record.add(0) or events.append(name))
     with running(app):
         assert record.wait_for(
-            lambda _: len({(k, s) for k, s, _ in seen}) >= total and ev.VIRTUAL_PARTITIONS_RESTORED in events,
+            lambda _: (
+                len({(k, s) for k, s, _ in seen}) >= total
+                and ev.VIRTUAL_PARTITIONS_RESTORED in events
+            ),
             timeout=120,
         )
     assert failed.is_set()
@@ -149,8 +152,10 @@ def test_a_killed_server_skips_nothing_and_never_committed_past_an_unfinished_me
     first = Server(topic, group, kafka_bootstrap, slow=0.004, app="lanes_app:app")
     try:
         assert first.wait_for(
-            lambda lines: sum(line.startswith("commit") for line in lines) >= 5
-            and len(processed(lines)) > total // 5,
+            lambda lines: (
+                sum(line.startswith("commit") for line in lines) >= 5
+                and len(processed(lines)) > total // 5
+            ),
             timeout=90,
         )
     finally:
@@ -160,7 +165,9 @@ def test_a_killed_server_skips_nothing_and_never_committed_past_an_unfinished_me
     assert len(processed(first_lines)) < total, "the kill came mid-stream"
 
     second = Server(topic, group, kafka_bootstrap, app="lanes_app:app")
-    assert second.wait_for(lambda lines: len(processed(first_lines) | processed(lines)) >= total, 120)
+    assert second.wait_for(
+        lambda lines: len(processed(first_lines) | processed(lines)) >= total, 120
+    )
     assert second.stop() == 0
     lines = first_lines + [line for line in second.lines if line != "<eof>"]
 

@@ -206,6 +206,7 @@ class Views:
                 "initial_offset": route.initial_offset or str(settings.kafka.get("auto.offset.reset", "earliest")),
                 "assign": list(route.assign) if route.assign else None,
                 "manual_offset_management": route.manual_offset_management, "long_running_job": route.long_running_job,
+                "virtual_partitions": (vp.max_partitions or settings.concurrency) if (vp := route.virtual_partitions) else None,
                 "declared": {"partitions": route.partitions, "replication_factor": route.replication_factor, "config": dict(route.config)},
             })  # fmt: skip
         return Page("Routing", {"client_id": settings.client_id, "groups": groups,

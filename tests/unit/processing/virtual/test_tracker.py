@@ -66,7 +66,9 @@ def test_random_permutations_with_gaps_and_duplicates(seed: int) -> None:
             tracker.finish(rng.randint(-5, 11_000) * 2 + 1_000_000)  # never handed out
         expected = first_unfinished(handed, finished)
         assert tracker.committable() == expected
-        assert tracker.outstanding() == [f"m{o}" for o in handed if o not in finished and o >= expected]
+        assert tracker.outstanding() == [
+            f"m{o}" for o in handed if o not in finished and o >= expected
+        ]
         for offset in handed:
             assert tracker.is_finished(offset) == (offset in finished)
     assert tracker.committable() == offsets[-1] + 1

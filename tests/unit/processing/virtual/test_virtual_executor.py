@@ -126,7 +126,8 @@ def test_a_failing_lane_collapses_the_partition_until_past_the_failure() -> None
     assert [name for name, _ in events] == [ev.VIRTUAL_PARTITIONS_COLLAPSED]
     before = {offset for _, offset, _, _ in consumer.seen}
     assert 13 not in before
-    assert r.executor.marked is not None and r.executor.marked <= 13
+    assert r.executor.marked is not None
+    assert r.executor.marked <= 13, "nothing at or past the failed message is marked"
     r.timers.fire()
     r.listener.run_jobs()
     collapsed = [(offset, lane) for lane, offset, _, flag in consumer.seen if flag]
@@ -156,7 +157,9 @@ def test_retry_finished_lanes_runs_them_again() -> None:
     r.listener.run_jobs()
     again = [offset for _, offset, _, flag in consumer.seen if flag]
     unfinished_start = min(set(range(40)) - set(before))
-    assert again == list(range(unfinished_start, 40)), "everything from the first unfinished, in order"
+    assert again == list(range(unfinished_start, 40)), (
+        "everything from the first unfinished, in order"
+    )
 
 
 def test_a_poison_message_goes_to_the_dead_letter_queue_and_the_rest_goes_on() -> None:
@@ -165,7 +168,11 @@ def test_a_poison_message_goes_to_the_dead_letter_queue_and_the_rest_goes_on() -
         consumer,
         lanes=4,
         max_messages=5,
-        dead_letter_queue={"topic": "orders-dlq", "max_retries": 1, "dispatch_method": "produce_sync"},
+        dead_letter_queue={
+            "topic": "orders-dlq",
+            "max_retries": 1,
+            "dispatch_method": "produce_sync",
+        },
     )
     r.executor.add(keyed(range(40), keys=8), high_watermark=40)
     for _ in range(5):
@@ -216,7 +223,9 @@ def test_the_distribution_is_on_the_monitor_and_in_the_lane_states() -> None:
     consumer = recording()
     r = lanes_rig(consumer, lanes=4)
     sizes: list[list[int]] = []
-    r.monitor.subscribe(ev.VIRTUAL_PARTITIONS_DISTRIBUTED, lambda event: sizes.append(event["sizes"]))
+    r.monitor.subscribe(
+        ev.VIRTUAL_PARTITIONS_DISTRIBUTED, lambda event: sizes.append(event["sizes"])
+    )
     batch = keyed(range(100), keys=20)
     r.executor.add(batch, high_watermark=100)
     expected = [0] * 4
