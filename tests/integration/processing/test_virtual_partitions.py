@@ -255,3 +255,46 @@ def test_async_lanes_run_concurrently_on_the_event_loop(kafka_bootstrap: str, ne
     assert len(seen) == total
     assert_in_order(first_processing_order(seen), keys, sequences)
     assert running_now["most"] >= 8, f"at most {running_now['most']} lanes ran at once"
+
+
+def test_a_poison_message_goes_to_the_dead_letter_queue_per_message(
+    kafka_bootstrap: str, new_topic, read_messages
+) -> None:
+    topic, dlq = new_topic(partitions=1), new_topic(partitions=1)
+    keys, sequences = 20, 20
+    total = produce_keyed(kafka_bootstrap, topic, keys=keys, sequences=sequences)
+    seen: list[tuple[str, int]] = []
+    record = Record()
+
+    class Poisoned(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                if (message.key, message.payload["seq"]) == ("k3", 7):
+                    raise ValueError("k3/7 is poison")
+                seen.append((message.key, message.payload["seq"]))
+                self.mark_as_consumed(message)
+            record.add(len(self.messages))
+
+    app = make_app(kafka_bootstrap, concurrency=4, pause_timeout=0.2)
+    app.routes.topic(
+        topic,
+        Poisoned,
+        max_messages=5,
+        virtual_partitions={"max_partitions": 4},
+        dead_letter_queue={"topic": dlq, "max_retries": 2},
+    )
+    dispatched = Record()
+    app.monitor.subscribe(
+        ev.DEAD_LETTER_QUEUE_DISPATCHED, lambda event: dispatched.add(event["offset"])
+    )
+    with running(app):
+        assert record.wait_for(lambda _: len(set(seen)) >= total - 1, timeout=60)
+        assert dispatched.wait_for(lambda offsets: len(offsets) == 1, timeout=30)
+    [dead] = read_messages(dlq, 1)
+    assert dead.key() == b"k3"
+    assert dead.offset() == 0
+    assert dispatched.items == [7 * keys + 3], "the poison message, and only it"
+    assert len(set(seen)) == total - 1
+    order = first_processing_order(seen)
+    assert order["k3"] == [s for s in range(sequences) if s != 7], "k3 goes on, in order"
+    assert_in_order({k: v for k, v in order.items() if k != "k3"}, keys - 1, sequences)

@@ -538,10 +538,12 @@ class VirtualPartitionExecutor(PartitionExecutor):
             return False
         with self.lock:
             self._finish_locked(offsets)
-            target = self._fence(self.marked)
             starts = self._hand_out()
         self._start(starts)
-        if not sync or target is None:
+        if not sync:
+            return not self.revoked
+        target = self._fence(self.marked)  # (takes the lock itself)
+        if target is None:
             return not self.revoked
         committed = self.listener.commit_now(self.topic, self.partition, target)
         return committed and not self.revoked

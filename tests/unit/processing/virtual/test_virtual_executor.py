@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from conveyor import Consumer
 from conveyor.instrumentation import events as ev
 from conveyor.processing.virtual import VirtualPartitionExecutor
@@ -162,7 +164,10 @@ def test_retry_finished_lanes_runs_them_again() -> None:
     )
 
 
-def test_a_poison_message_goes_to_the_dead_letter_queue_and_the_rest_goes_on() -> None:
+@pytest.mark.parametrize("dispatch_method", ["produce_sync", "produce_async"])
+def test_a_poison_message_goes_to_the_dead_letter_queue_and_the_rest_goes_on(
+    dispatch_method: str,
+) -> None:
     consumer = recording(poison={21}, mark_each=True)
     r = lanes_rig(
         consumer,
@@ -171,7 +176,7 @@ def test_a_poison_message_goes_to_the_dead_letter_queue_and_the_rest_goes_on() -
         dead_letter_queue={
             "topic": "orders-dlq",
             "max_retries": 1,
-            "dispatch_method": "produce_sync",
+            "dispatch_method": dispatch_method,
         },
     )
     r.executor.add(keyed(range(40), keys=8), high_watermark=40)
@@ -179,10 +184,14 @@ def test_a_poison_message_goes_to_the_dead_letter_queue_and_the_rest_goes_on() -
         r.listener.run_jobs()
         r.timers.fire()
     r.listener.run_jobs()
-    dead = [message for method, message in r.producer.calls if method == "produce_sync"]
+    dead = [message for method, message in r.producer.calls if method == dispatch_method]
     assert [dict(m["headers"])["original_offset"] for m in dead] == ["21"]
     assert sorted(offset for _, offset, _, _ in consumer.seen) == [o for o in range(40) if o != 21]
     assert r.executor.marked == 40
+    if dispatch_method == "produce_async":
+        assert r.executor.committable() == 21, "not past the copy before it is acknowledged"
+        r.producer.handles[0].deliver()
+    assert r.executor.committable() == 40
 
 
 def test_a_partitioner_that_raises_collapses_instead_of_losing_the_message() -> None:
@@ -289,3 +298,21 @@ def test_async_lanes_are_coroutines_for_the_event_loop() -> None:
     assert sorted(offset for _, offset in seen) == list(range(30))
     assert {lane for lane, _ in seen} == {0, 1, 2}
     assert r.executor.marked == 30
+
+
+def test_pause_in_a_lane_holds_the_partition_and_seeks_to_the_first_unfinished() -> None:
+    class Pausing(Consumer):
+        def consume(self) -> None:
+            if any(message.offset == 4 for message in self.messages):
+                self.pause()
+
+    r = lanes_rig(Pausing, lanes=2)
+    batch = [FakeRaw(offset, key=b"a" if offset % 2 else b"same") for offset in range(10)]
+    r.executor.add(batch, high_watermark=10)
+    r.listener.run_jobs()
+    assert ("pause", "orders", 0) in r.listener.actions
+    [seek] = [action for action in r.listener.actions if action[0] == "seek"]
+    assert seek[3] <= 4, "resumes at or before the batch that paused"
+    committable = r.executor.committable()
+    assert committable is None or committable <= 4, "the paused batch is not marked"
+    assert all(not lane.queue for lane in executor(r).lanes)
