@@ -18,6 +18,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
 from conveyor.metrics import Metrics
 from conveyor.processing import ProcessingContext, Runner
+from conveyor.processing.event_loop import EventLoopThread
 from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
@@ -204,6 +205,13 @@ class App:
             self.state = "idle"
             raise
         self._started_at = time.time()
+        try:
+            self._open_sinks(routes)
+        except BaseException:  # a sink that cannot open: nothing runs
+            self._runner.discard()
+            self._runner = None
+            self.state = "idle"
+            raise
         self._runner.start()
         self.state = "running"
         if ev.APP_RUNNING in self.monitor.subscribed:
@@ -268,7 +276,11 @@ class App:
         if ev.APP_STOPPING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_STOPPING, app=self)
         deadline = time.monotonic() + self.settings.shutdown_timeout
-        clean = self._runner.shut_down(deadline) if self._runner is not None else True
+        clean = (
+            self._runner.shut_down(deadline, self._close_sinks)
+            if self._runner is not None
+            else True
+        )
         for hook in self._closing_hooks:
             try:
                 hook()
@@ -283,6 +295,32 @@ class App:
         if ev.APP_STOPPED in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_STOPPED, app=self, clean=clean and self.crash is None)
         self._stopped.set()
+
+    def _open_sinks(self, routes: list[Topic]) -> None:
+        names = {route.name for route in routes}
+        opened = []
+        try:
+            for binding in self.routes.sinks:
+                if binding.topic in names:
+                    binding.open()
+                    opened.append(binding)
+        except BaseException:
+            for binding in opened:
+                binding.close()
+            raise
+
+    def _close_sinks(self, event_loop: EventLoopThread) -> None:
+        """After the consumers stopped: flush and close every sink (an async one on the
+        event loop its lanes ran on); a sink that fails to close is logged."""
+        for binding in self.routes.sinks:
+            try:
+                if binding.asynchronous:
+                    if binding.opened:
+                        event_loop.call(binding.close_async(), timeout=30)
+                else:
+                    binding.close()
+            except Exception:
+                _log.exception("the sink of %r failed to close", binding.topic)
 
     def add_closing_hook(self, hook: Callable[[], None]) -> None:
         """Call ``hook()`` when the app stops, after its consumers stopped and before its

@@ -162,8 +162,9 @@ class Consumer:
         """Whether this batch is being retried after ``consume`` raised."""
         return self._executor.attempt > 0
 
-    def dispatch_to_dlq(self, message: Message) -> None:
-        """Move ``message`` to the route's dead letter queue now, and mark it as consumed.
+    def dispatch_to_dlq(self, message: Message, error: BaseException | None = None) -> None:
+        """Move ``message`` to the route's dead letter queue now, and mark it as consumed;
+        ``error`` (why) goes into its ``original_error_*`` headers.
 
         Raises:
             ConfigurationError: the route has no dead letter queue topic.
@@ -174,7 +175,7 @@ class Consumer:
                 f"topic {self.topic!r} has no dead letter queue topic: route it with dead_letter_queue={{'topic': ...}}",
                 "dead_letter_queue",
             )
-        self._executor.dispatch_to_dlq(message, dlq.topic)
+        self._executor.dispatch_to_dlq(message, dlq.topic, error)
 
     def enhance_dlq_message(
         self, dlq_message: dict[str, Any], skippable_message: Message

@@ -27,6 +27,11 @@ class EventLoopThread:
         future = asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
         future.add_done_callback(self._check)
 
+    def call(self, coroutine: Coroutine[Any, Any, None], timeout: float) -> None:
+        """Run ``coroutine`` on the loop and wait for it (at most ``timeout`` seconds); it
+        raises what the coroutine raised."""
+        asyncio.run_coroutine_threadsafe(coroutine, self._running_loop()).result(timeout)
+
     def _check(self, future: concurrent.futures.Future[None]) -> None:
         if future.cancelled():
             return

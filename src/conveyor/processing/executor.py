@@ -754,9 +754,11 @@ class PartitionExecutor:
         enhanced = self._instance().enhance_dlq_message(dlq_message, message)
         return dlq_message if enhanced is None else enhanced
 
-    def dispatch_to_dlq(self, message: Message, dlq_topic: str) -> None:
-        """The consumer moves ``message`` to the dead letter queue itself."""
-        self.policy.dispatch(message, None, self.attempt, dlq_topic, self)
+    def dispatch_to_dlq(
+        self, message: Message, dlq_topic: str, error: BaseException | None = None
+    ) -> None:
+        """The consumer moves ``message`` to the dead letter queue itself (``error``: why)."""
+        self.policy.dispatch(message, error, self.attempt, dlq_topic, self)
 
     def request_seek(self, offset: int) -> None:
         with self.lock:

@@ -9,6 +9,7 @@ through the context's one ``on_crash``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from conveyor.processing.collector import raise_collection_threshold
@@ -59,10 +60,14 @@ class Runner:
                     )
                 )
         except BaseException:  # a listener refused its settings: leave nothing running
-            for listener in self.listeners:
-                listener.close()
-            self.pool.stop(1.0)
+            self.discard()
             raise
+
+    def discard(self) -> None:
+        """Release a runner that will not start (its clients, its threads)."""
+        for listener in self.listeners:
+            listener.close()
+        self.pool.stop(1.0)
 
     def start(self) -> None:
         """Start every listener (each subscribes or assigns, then polls on its own thread)."""
@@ -80,15 +85,20 @@ class Runner:
         for listener in self.listeners:
             listener.stop()
 
-    def shut_down(self, deadline: float) -> bool:
+    def shut_down(
+        self, deadline: float, drained: Callable[[EventLoopThread], None] | None = None
+    ) -> bool:
         """Stop polling, let running batches finish (until the monotonic ``deadline``), run the
-        ``shutdown()`` hooks, commit and close. Returns whether everything finished in time."""
+        ``shutdown()`` hooks, commit and close; then ``drained(event_loop)`` (the app closes its
+        sinks there), then stop the workers. Returns whether everything finished in time."""
         self.stop_polling()
         for listener in self.listeners:
             listener.join(max(0.0, deadline - time.monotonic()))
         clean = True
         for listener in self.listeners:
             clean = listener.shut_down(deadline) and clean
+        if drained is not None:
+            drained(self.event_loop)
         clean = self.pool.stop(max(0.1, deadline - time.monotonic())) and clean
         clean = self.event_loop.stop(max(0.1, deadline - time.monotonic())) and clean
         self._timers.stop()

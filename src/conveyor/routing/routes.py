@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError
@@ -13,6 +13,9 @@ from conveyor.messages import Deserializers
 from conveyor.routing.dead_letter_queue import parse_dead_letter_queue
 from conveyor.routing.topic import INITIAL_OFFSETS, Topic
 from conveyor.routing.virtual_partitions import parse_virtual_partitions
+
+if TYPE_CHECKING:
+    from conveyor.connect import SinkBinding
 
 __all__ = ["Routes"]
 
@@ -41,6 +44,8 @@ class Routes:
     def __init__(self, default_group: str) -> None:
         self.default_group = default_group
         self._topics: list[Topic] = []
+        self.sinks: list[SinkBinding] = []
+        """The sinks of ``sink`` routes (the app opens them at start, closes them at stop)."""
         self._group: str | None = None
         self._subscription: str | None = None
 
@@ -136,6 +141,21 @@ class Routes:
         if not self.find(results_topic):
             self.topic(results_topic, None, active=False, partitions=options.get("partitions"))
         return route
+
+    def sink(self, topic: str, sink: Any, **options: Any) -> Topic:
+        """Push ``topic`` into ``sink`` (a :class:`conveyor.connect.Sink` or ``AsyncSink``).
+
+        Options: ``batch_interval`` (0: each record the moment it is polled; else seconds a
+        lane waits for ``max_batch`` records), ``max_batch`` (500), ``lanes`` (8),
+        ``ordering`` (``"key"``: per-key order over the lanes; ``"partition"``: one lane per
+        partition; ``"none"``: records spread over the lanes in any order), ``retries`` (with
+        ``dead_letter_queue``: attempts before the record goes there; without one a record is
+        retried until delivered), ``dead_letter_queue`` (a topic: also where rejected records
+        go), ``max_in_flight`` (records handed to lanes and not yet committable), and any
+        option of :meth:`topic` (``pause_timeout``, ``consumer_group`` blocks ...)."""
+        from conveyor.connect.routing import declare_sink  # noqa: PLC0415 - connect builds on routing
+
+        return declare_sink(self, topic, sink, **options)
 
     @contextlib.contextmanager
     def consumer_group(self, name: str) -> Iterator[None]:

@@ -22,7 +22,9 @@ Partitioner = Callable[["Message"], Hashable]
 Reducer = Callable[[Any], int]
 """``key -> lane`` (an int; taken modulo ``max_partitions``)."""
 
-_KEYS = frozenset({"partitioner", "max_partitions", "reducer", "retry_finished_lanes"})
+_KEYS = frozenset(
+    {"partitioner", "max_partitions", "reducer", "retry_finished_lanes", "max_in_flight", "linger"}
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,12 @@ class VirtualPartitions:
     retry_finished_lanes: bool = False
     """After a failure, run again the messages other lanes already finished (off: they are
     not run twice)."""
+    max_in_flight: int | None = None
+    """Messages handed to lanes and not yet committable, at most (``None``: ten batches'
+    worth, at least 2,000); past it, fetching the partition pauses."""
+    linger: float = 0.0
+    """Seconds a lane waits for a full batch (``max_messages``) before it runs what it has;
+    0: each message runs the moment it arrives."""
 
 
 def parse_virtual_partitions(topic: str, value: Any) -> VirtualPartitions | None:
@@ -71,7 +79,21 @@ def parse_virtual_partitions(topic: str, value: Any) -> VirtualPartitions | None
         raise ConfigurationError(
             f'{where}["retry_finished_lanes"] must be True or False', "retry_finished_lanes"
         )
+    in_flight = value.get("max_in_flight")
+    if in_flight is not None and (
+        isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 1
+    ):
+        raise ConfigurationError(
+            f'{where}["max_in_flight"] must be an integer >= 1, got {in_flight!r}', "max_in_flight"
+        )
+    linger = value.get("linger", 0.0)
+    if isinstance(linger, bool) or not isinstance(linger, int | float) or linger < 0:
+        raise ConfigurationError(
+            f'{where}["linger"] must be a number of seconds >= 0, got {linger!r}', "linger"
+        )
     return VirtualPartitions(
+        max_in_flight=in_flight,
+        linger=float(linger),
         max_partitions=lanes,
         partitioner=value.get("partitioner"),
         reducer=value.get("reducer"),

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext
     from conveyor.processing.executor import ListenerActions
     from conveyor.processing.strategies import FailurePolicy
-    from conveyor.processing.timers import Timers
+    from conveyor.processing.timers import Timer, Timers
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
 
@@ -81,6 +81,7 @@ class Lane:
         self.consumer: Consumer | None = None
         self.abort = False  # the consumer sought or paused: do not mark the batch
         self.handed_out = 0
+        self.since = 0.0  # when its queue last went from empty to not (monotonic)
 
     def run(self) -> None:
         self.executor._run_lane(self)
@@ -123,8 +124,10 @@ class Lane:
             [raw.offset() for raw in self.batch if raw.offset() <= last] or [last], sync
         )
 
-    def dispatch_to_dlq(self, message: Message, dlq_topic: str) -> None:
-        self.executor.dispatch_to_dlq(message, dlq_topic)
+    def dispatch_to_dlq(
+        self, message: Message, dlq_topic: str, error: BaseException | None = None
+    ) -> None:
+        self.executor.dispatch_to_dlq(message, dlq_topic, error)
 
     def hold_until_acknowledged(
         self, offset: int, handle: DeliveryHandle, resend: Callable[[], DeliveryHandle]
@@ -169,6 +172,10 @@ class VirtualPartitionExecutor(PartitionExecutor):
         count = settings.max_partitions or context.settings.concurrency
         self.assigner = LaneAssigner(settings, count, route.deserializers)
         self.retry_finished_lanes = settings.retry_finished_lanes
+        self._in_flight_limit = settings.max_in_flight or self._high_water
+        self._linger = settings.linger
+        self._linger_timer: Timer | None = None
+        self._linger_due = 0.0
         self.lanes = [Lane(self, index) for index in range(count)]
         self.tracker = OffsetTracker()
         consumer_class = route.consumer_class
@@ -283,7 +290,7 @@ class VirtualPartitionExecutor(PartitionExecutor):
                 self.collapsed_until = collapsed_until = None
                 self._later(ev.VIRTUAL_PARTITIONS_RESTORED, until=committable - 1)
         lanes = self.lanes
-        room = self._high_water - len(tracker)
+        room = self._in_flight_limit - len(tracker)
         if room > 0 and self.pending:
             taken = self.pending.take(room)
             assigner = self.assigner
@@ -309,6 +316,8 @@ class VirtualPartitionExecutor(PartitionExecutor):
                 if not tracker.hand_out(offset, raw):
                     continue  # at or before an offset handed out already: a duplicate
                 lane = lanes[index]
+                if not lane.queue:
+                    lane.since = time.monotonic()
                 lane.queue.append(raw)
                 lane.handed_out += 1
                 if sizes is not None:
@@ -327,6 +336,8 @@ class VirtualPartitionExecutor(PartitionExecutor):
             if self.held:
                 return []
         starts = [lane for lane in lanes if lane.queue and not lane.active]
+        if self._linger and starts:
+            starts = self._lingered(starts)
         if starts:
             if not self.active_lanes and self.route.long_running_job:
                 self.listener.pause(self.topic, self.partition)
@@ -335,6 +346,31 @@ class VirtualPartitionExecutor(PartitionExecutor):
             self.active_lanes += len(starts)
             self.scheduled = True
         return starts
+
+    def _ready(self, lane: Lane, now: float) -> bool:
+        """With ``linger``: whether the lane has a full batch or waited long enough."""
+        return len(lane.queue) >= self.max_messages or now - lane.since >= self._linger
+
+    def _lingered(self, lanes: list[Lane]) -> list[Lane]:
+        """The lanes of ``lanes`` ready to run; a timer wakes the others when they are due."""
+        now = time.monotonic()
+        ready = [lane for lane in lanes if self._ready(lane, now)]
+        if len(ready) < len(lanes):
+            due = min(lane.since for lane in lanes if lane not in ready) + self._linger
+            timer = self._linger_timer
+            if timer is None or due < self._linger_due:
+                if timer is not None:
+                    timer.cancel()
+                self._linger_due = due
+                self._linger_timer = self._timers.call_later(
+                    max(0.0, due - now), self._lingered_out
+                )
+        return ready
+
+    def _lingered_out(self) -> None:
+        with self.lock:
+            self._linger_timer = None
+        self.run()
 
     def _partitioner_failed(self, offset: int, error: Exception) -> None:
         _lane_failed.log(
@@ -458,10 +494,14 @@ class VirtualPartitionExecutor(PartitionExecutor):
         with self.lock:
             if not (self.revoked or self.stopped or self.held or self._failure is not None):
                 queue = lane.queue
-                if queue:
-                    return [queue.popleft() for _ in range(min(self.max_messages, len(queue)))]
+                if queue and (not self._linger or self._ready(lane, time.monotonic())):
+                    batch = [queue.popleft() for _ in range(min(self.max_messages, len(queue)))]
+                    lane.since = time.monotonic()
+                    return batch
             lane.active = False
             self.active_lanes -= 1
+            if self._linger and lane.queue:
+                self._lingered([lane])  # not a full batch yet: a timer wakes it when due
             starts = self._lane_stopped()
             eofed = self._eof_due()
         self._start(starts)

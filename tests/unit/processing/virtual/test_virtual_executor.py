@@ -4,6 +4,7 @@ failure, dead letters per message, and the bound on what is handed out."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -316,3 +317,20 @@ def test_pause_in_a_lane_holds_the_partition_and_seeks_to_the_first_unfinished()
     committable = r.executor.committable()
     assert committable is None or committable <= 4, "the paused batch is not marked"
     assert all(not lane.queue for lane in executor(r).lanes)
+
+
+def test_linger_waits_for_a_full_batch_or_the_interval() -> None:
+    consumer = recording()
+    r = lanes_rig(consumer, lanes=1, max_messages=4, virtual_partitions={"linger": 0.02})
+    r.executor.add(keyed(range(3)), high_watermark=3)
+    assert not r.listener.jobs, "3 of 4: the lane waits"
+    assert r.timers.delays() == [pytest.approx(0.02, abs=0.01)]
+    r.executor.add(keyed(range(3, 9)), high_watermark=9)
+    assert len(r.listener.jobs) == 1, "a full batch runs at once"
+    r.listener.run_jobs()
+    assert [offset for _, offset, _, _ in consumer.seen] == list(range(8)), "two full batches"
+    assert r.executor.marked == 8
+    time.sleep(0.03)
+    r.timers.fire()
+    r.listener.run_jobs()
+    assert [offset for _, offset, _, _ in consumer.seen] == list(range(9)), "the rest, when due"

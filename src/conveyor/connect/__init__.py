@@ -1,0 +1,22 @@
+"""Sink connectors: push a topic into another system (``app.routes.sink(topic, sink)``).
+
+A sink runs on the consumer engine: its records are spread over lanes (virtual partitions)
+by key, so order per key holds and the committed offset never passes an undelivered record;
+a slow or failing sink pauses its partitions with the route's back-off instead of buffering.
+Built-in sinks are in :mod:`conveyor.connect.sinks`.
+"""
+
+from conveyor.connect.consumer import SinkBinding, SinkNotDelivered
+from conveyor.connect.sink import DELIVERED, AsyncSink, Reject, Result, Retry, Sink, SinkRejected
+
+__all__ = [
+    "DELIVERED",
+    "AsyncSink",
+    "Reject",
+    "Result",
+    "Retry",
+    "Sink",
+    "SinkBinding",
+    "SinkNotDelivered",
+    "SinkRejected",
+]

@@ -1,0 +1,129 @@
+"""The consumer a sink route runs: hands each lane's batch to the sink and acts on its answer
+(see :mod:`conveyor.connect.sink`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from conveyor.connect.sink import Reject, Retry, SinkRejected
+from conveyor.consumer import Consumer
+from conveyor.instrumentation.rate_limit import RateLimitedLog
+
+if TYPE_CHECKING:
+    from conveyor.messages import Message
+
+__all__ = ["SinkBinding", "SinkNotDelivered", "sink_consumer"]
+
+_log = logging.getLogger("conveyor.connect")
+_rejected = RateLimitedLog(_log)
+
+
+class SinkNotDelivered(Exception):
+    """Raised by a sink route's consumer when the sink answered :class:`Retry` (the route's
+    back-off and retries apply)."""
+
+
+class SinkBinding:
+    """One sink route's sink, opened when the app starts and closed when it stops."""
+
+    def __init__(self, topic: str, sink: Any, asynchronous: bool) -> None:
+        self.topic = topic
+        self.sink = sink
+        self.asynchronous = asynchronous
+        self.opened = False
+        self._open_lock = threading.Lock()
+        self._async_open: asyncio.Lock | None = None
+
+    def open(self) -> None:
+        """Open a synchronous sink (an async one opens on the event loop, on first use)."""
+        if self.asynchronous:
+            return
+        with self._open_lock:
+            if not self.opened:
+                self.sink.open()
+                self.opened = True
+
+    async def open_async(self) -> None:
+        if self.opened:
+            return
+        if self._async_open is None:
+            self._async_open = asyncio.Lock()
+        async with self._async_open:
+            if not self.opened:
+                await self.sink.open()
+                self.opened = True
+
+    def close(self) -> None:
+        """Flush and close a synchronous sink."""
+        if self.asynchronous or not self.opened:
+            return
+        try:
+            self.sink.flush()
+        finally:
+            self.opened = False
+            self.sink.close()
+
+    async def close_async(self) -> None:
+        if not self.asynchronous or not self.opened:
+            return
+        try:
+            await self.sink.flush()
+        finally:
+            self.opened = False
+            await self.sink.close()
+
+
+def _act(consumer: Consumer, records: Sequence[Message], results: Any, rejectable: bool) -> None:
+    """Act on ``deliver``'s answer: dead letters for rejects, a retry from the first Retry."""
+    if results is None:
+        return
+    results = list(results)
+    if len(results) != len(records):
+        raise SinkNotDelivered(
+            f"the sink answered {len(results)} results for {len(records)} records"
+        )
+    for index, result in enumerate(results):
+        if result is None:
+            continue
+        if isinstance(result, Reject) and rejectable:
+            _rejected.log(
+                logging.WARNING, f"{consumer.topic}/{consumer.partition}",
+                "%s/%s: the sink rejected offset %s (%s); to the dead letter queue",
+                consumer.topic, consumer.partition, records[index].offset, result.reason,
+            )  # fmt: skip
+            consumer.dispatch_to_dlq(records[index], SinkRejected(result.reason))
+            continue
+        reason = result.reason if isinstance(result, Reject | Retry) else repr(result)
+        if index:
+            consumer.mark_as_consumed(records[index - 1])  # the ones before were delivered
+        raise SinkNotDelivered(f"offset {records[index].offset}: {reason}")
+
+
+def sink_consumer(binding: SinkBinding, rejectable: bool) -> type[Consumer]:
+    """The consumer class of a sink route (``rejectable``: the route has a DLQ topic, so a
+    rejected record goes there; without one it is retried like any failure)."""
+
+    if binding.asynchronous:
+
+        class AsyncSinkConsumer(Consumer):
+            async def consume(self) -> None:
+                await binding.open_async()
+                records = list(self.messages)
+                _act(self, records, await binding.sink.deliver(records), rejectable)
+
+        AsyncSinkConsumer.__name__ = AsyncSinkConsumer.__qualname__ = (
+            f"{type(binding.sink).__name__}Consumer"
+        )
+        return AsyncSinkConsumer
+
+    class SinkConsumer(Consumer):
+        def consume(self) -> None:
+            records = list(self.messages)
+            _act(self, records, binding.sink.deliver(records), rejectable)
+
+    SinkConsumer.__name__ = SinkConsumer.__qualname__ = f"{type(binding.sink).__name__}Consumer"
+    return SinkConsumer
