@@ -100,6 +100,7 @@ def test_a_rejected_record_goes_to_the_dead_letter_queue_with_the_reason() -> No
     r.executor.add([FakeRaw(o) for o in range(5)], high_watermark=5)
     r.listener.run_jobs()
     [(method, dead)] = r.producer.calls
+    assert method == "produce_sync"
     headers = dict(dead["headers"])
     assert headers["original_offset"] == "2"
     assert headers["original_error_message"] == "HTTP 422: no such customer"
