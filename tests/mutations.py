@@ -298,6 +298,7 @@ MUTATIONS = (
         (
             "tests/unit/processing/virtual/test_virtual_executor.py::test_lanes_keep_order_per_key_and_run_everything_once",
             "tests/integration/processing/test_virtual_partitions.py::test_sixteen_lanes_keep_every_keys_order_and_lose_nothing",
+            "tests/integration/connect/test_sinks.py::test_json_lines_with_64_lanes_keep_every_keys_order",
         ),
     ),
     Mutation(
@@ -334,6 +335,20 @@ MUTATIONS = (
         (("        if self.asynchronous:\n", "        if False:\n"),),
         (
             "tests/integration/processing/test_virtual_partitions.py::test_async_lanes_run_concurrently_on_the_event_loop",
+        ),
+    ),
+    Mutation(
+        "sinks: a rejected record is skipped instead of dead-lettered",
+        "conveyor/connect/consumer.py",
+        (
+            (
+                "            consumer.dispatch_to_dlq(records[index], SinkRejected(result.reason))",
+                "            consumer.mark_as_consumed(records[index])",
+            ),
+        ),
+        (
+            "tests/unit/connect/test_sink_routes.py::test_a_rejected_record_goes_to_the_dead_letter_queue_with_the_reason",
+            "tests/integration/connect/test_sinks.py::test_a_webhook_gets_every_record_in_order_retries_5xx_and_dead_letters_4xx",
         ),
     ),
 )

@@ -72,7 +72,9 @@ def test_a_sink_route_runs_on_lanes_by_key() -> None:
     assert route.virtual_partitions.linger == 0.02
     assert route.max_messages == 50
     assert [binding.topic for binding in r.sinks] == ["orders"]
-    assert r.sink("other", Collecting(), ordering="partition").virtual_partitions.max_partitions == 1
+    assert (
+        r.sink("other", Collecting(), ordering="partition").virtual_partitions.max_partitions == 1
+    )
 
 
 def sink_rig(sink: Collecting, **options: Any) -> Any:
@@ -80,7 +82,11 @@ def sink_rig(sink: Collecting, **options: Any) -> Any:
     return rig(
         consumer,
         virtual_partitions={"max_partitions": 1},
-        dead_letter_queue={"topic": "orders-dlq", "max_retries": 5, "dispatch_method": "produce_sync"},
+        dead_letter_queue={
+            "topic": "orders-dlq",
+            "max_retries": 5,
+            "dispatch_method": "produce_sync",
+        },
         **options,
     )
 

@@ -1,0 +1,163 @@
+"""Sinks against the real broker and real endpoints: JSON-lines files with 64 lanes keep every
+key's order; a webhook (a local Starlette app under uvicorn) gets every record in order per
+key, 5xx answers retried, 4xx answers sent to the dead letter queue with the reason."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from conveyor import App, Producer
+from conveyor.connect.sinks import JsonLines, Webhook
+from helpers import Record, running
+
+
+def make_app(bootstrap: str, **settings: Any) -> App:
+    kafka = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"test-{uuid.uuid4().hex[:8]}",
+        "auto.commit.interval.ms": 200,
+    }
+    return App(client_id="test", kafka=kafka, max_wait_time=0.2, **settings)
+
+
+def produce_keyed(bootstrap: str, topic: str, keys: int, sequences: int, **extra: Any) -> int:
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        producer.produce_many_sync(
+            [
+                {"topic": topic, "key": f"k{key}", "payload": {"seq": seq, **extra}}
+                for seq in range(sequences)
+                for key in range(keys)
+            ]
+        )
+    return keys * sequences
+
+
+def in_order(pairs: list[tuple[str, int]], keys: int, sequences: int) -> None:
+    """Per key, the sequence numbers in order of first delivery are 0 .. sequences-1."""
+    first: dict[str, list[int]] = {}
+    done: set[tuple[str, int]] = set()
+    for key, seq in pairs:
+        if (key, seq) not in done:
+            done.add((key, seq))
+            first.setdefault(key, []).append(seq)
+    assert len(first) == keys
+    for key, seqs in first.items():
+        assert seqs == list(range(sequences)), f"{key}: {seqs[:20]}"
+
+
+def test_json_lines_with_64_lanes_keep_every_keys_order(
+    kafka_bootstrap: str, new_topic, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    keys, sequences = 1_000, 20
+    total = produce_keyed(kafka_bootstrap, topic, keys, sequences)
+    sink = JsonLines(tmp_path, max_bytes=256 * 1024)
+    app = make_app(kafka_bootstrap, concurrency=8)
+    app.routes.sink(topic, sink, lanes=64, max_batch=50)
+    done = Record()
+    app.monitor.subscribe("consumer.consumed", lambda event: done.add(event["count"]))
+    with running(app):
+        assert done.wait_for(lambda counts: sum(counts) >= total, timeout=120)
+    files = sorted(tmp_path.glob("*.jsonl"), key=lambda path: int(path.stem.rsplit("-", 1)[1]))
+    assert len(files) > 1, "rotated by size"
+    lines = [json.loads(line) for path in files for line in path.read_text().splitlines()]
+    assert sorted(line["offset"] for line in lines) == list(range(total)), "each record once"
+    # files in the order they were written, lines in the order they were appended: the
+    # order of delivery, in which each key's sequence numbers must grow
+    in_order([(line["key"], line["payload"]["seq"]) for line in lines], keys, sequences)
+
+
+class Endpoint:
+    """A Starlette app under uvicorn on a free loopback port, recording what it received."""
+
+    def __init__(self, fail_first: set[tuple[str, int]], reject: set[tuple[str, int]]) -> None:
+        self.received: list[tuple[str, int]] = []
+        self.fail_first = set(fail_first)
+        self.reject = reject
+        self.changed = threading.Condition()
+
+        async def receive(request: Request) -> JSONResponse:
+            body = await request.json()
+            pair = (body["key"], body["payload"]["seq"])
+            if pair in self.fail_first:
+                self.fail_first.discard(pair)
+                return JSONResponse({"error": "try later"}, status_code=503)
+            if pair in self.reject:
+                return JSONResponse({"error": "no such customer"}, status_code=422)
+            with self.changed:
+                self.received.append(pair)
+                self.changed.notify_all()
+            return JSONResponse({"ok": True})
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            Starlette(routes=[Route("/hook", receive, methods=["POST"])]),
+            host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
+        )  # fmt: skip
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def __enter__(self) -> Endpoint:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)  # uvicorn offers no event to wait on
+        assert self.server.started
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def wait_for(self, count: int, timeout: float = 60) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: len(set(self.received)) >= count, timeout)
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    with Endpoint(fail_first={("k1", 3), ("k5", 0)}, reject={("k2", 4)}) as server:
+        yield server
+
+
+def test_a_webhook_gets_every_record_in_order_retries_5xx_and_dead_letters_4xx(
+    kafka_bootstrap: str, new_topic, endpoint: Endpoint, read_messages
+) -> None:
+    topic, dlq = new_topic(partitions=2), new_topic(partitions=1)
+    keys, sequences = 10, 10
+    total = produce_keyed(kafka_bootstrap, topic, keys, sequences)
+    app = make_app(kafka_bootstrap, concurrency=8, pause_timeout=0.2)
+    app.routes.sink(
+        topic, Webhook(endpoint.url, concurrency=8), lanes=4, dead_letter_queue=dlq, retries=5
+    )
+    with running(app):
+        assert endpoint.wait_for(total - 1), f"{len(set(endpoint.received))} of {total - 1}"
+        [dead] = read_messages(dlq, 1)
+    assert ("k2", 4) not in endpoint.received
+    in_order([pair for pair in endpoint.received if pair[0] != "k2"], keys - 1, sequences)
+    assert [seq for key, seq in endpoint.received if key == "k2"] == [
+        s for s in range(sequences) if s != 4
+    ]
+    headers = {name: value for name, value in dead.headers()}
+    assert dead.key() == b"k2"
+    assert headers["original_error_message"].startswith(b"HTTP 422")
