@@ -199,6 +199,7 @@ class PartitionExecutor:
             self.revoked = True
             self.pending.clear()
             self._cancel_resume_timer()
+            self._dropped(seek=False)
         latency = self.context.latency
         if latency is not None:
             latency.forget(self.topic, self.partition)
@@ -216,6 +217,7 @@ class PartitionExecutor:
             self.stopped = True
             self.pending.clear()
             self._cancel_resume_timer()
+            self._dropped(seek=False)
 
     def throttle(self) -> bool:
         """Too much is pending and the workers are slow: returns True when the listener should
@@ -231,6 +233,11 @@ class PartitionExecutor:
         with self.lock:
             self.pending.clear()
             self.polls.clear()
+            self._dropped(seek=True)
+
+    def _dropped(self, seek: bool) -> None:
+        """With the lock held, in the same section that cleared ``pending``: drop what else
+        holds fetched messages (virtual partitions' lanes); ``seek``: they will be read again."""
 
     def committable(self) -> int | None:
         """The offset to commit for this partition (``None``: nothing marked, or revoked):
@@ -344,6 +351,10 @@ class PartitionExecutor:
                 )
                 if restart:
                     self.scheduled = True
+                else:  # revoked during the tick and assigned again: the new one may start
+                    successor, self.successor = self.successor, None
+                    if successor is not None:
+                        successor._release()
             if restart:
                 self.listener.submit(self.run)
             self.listener.job_finished()

@@ -54,6 +54,7 @@ __all__ = ["Lane", "VirtualPartitionExecutor"]
 
 _log = logging.getLogger("conveyor.processing")
 _lane_failed = RateLimitedLog(_log)
+_refused = RateLimitedLog(_log)
 
 
 @dataclass
@@ -219,24 +220,12 @@ class VirtualPartitionExecutor(PartitionExecutor):
         if now:
             self.listener.submit(self._run_eofed)
 
-    def revoke(self) -> None:
-        with self.lock:
-            self._drop_queues()
-        super().revoke()
-
-    def stop(self) -> None:
-        with self.lock:
-            self._drop_queues()
-        super().stop()
-
-    def discard_pending(self) -> None:
-        """A seek is done: what was fetched or handed out before it is stale."""
-        with self.lock:
-            self._drop_queues()
+    def _dropped(self, seek: bool) -> None:
+        self._drop_queues()
+        if seek:  # what was handed out is read again from the seek's offset
             self.tracker.forget()
             self._failure = None
             self.collapsed_until = None
-        super().discard_pending()
 
     def tick(self) -> None:
         with self.lock:
@@ -284,7 +273,8 @@ class VirtualPartitionExecutor(PartitionExecutor):
                 return []
         tracker = self.tracker
         collapsed_until = self.collapsed_until
-        if collapsed_until is not None:
+        first_lane = self.lanes[0]
+        if collapsed_until is not None and not first_lane.active and not first_lane.queue:
             committable = tracker.committable()
             if committable is not None and committable > collapsed_until:
                 self.collapsed_until = collapsed_until = None
@@ -314,7 +304,12 @@ class VirtualPartitionExecutor(PartitionExecutor):
                         self._partitioner_failed(offset, error)
                         break
                 if not tracker.hand_out(offset, raw):
-                    continue  # at or before an offset handed out already: a duplicate
+                    _refused.log(
+                        logging.WARNING, f"{self.topic}/{self.partition}",
+                        "%s/%s: offset %s arrived after offset %s was handed out; not run twice",
+                        self.topic, self.partition, offset, tracker.last(),
+                    )  # fmt: skip
+                    continue
                 lane = lanes[index]
                 if not lane.queue:
                     lane.since = time.monotonic()
@@ -335,6 +330,7 @@ class VirtualPartitionExecutor(PartitionExecutor):
             self._collapse()  # the partitioner failed with no lane running
             if self.held:
                 return []
+            return self._hand_out()  # the message it failed on, now collapsed
         starts = [lane for lane in lanes if lane.queue and not lane.active]
         if self._linger and starts:
             starts = self._lingered(starts)
@@ -505,8 +501,8 @@ class VirtualPartitionExecutor(PartitionExecutor):
             starts = self._lane_stopped()
             eofed = self._eof_due()
         self._start(starts)
-        if eofed:
-            self._call("eofed", ev.CONSUMER_EOFED)
+        if eofed:  # on a worker: an async lane's loop cannot run another hook's loop
+            self.listener.submit(self._run_eofed)
         return None
 
     def _lane_stopped(self) -> list[Lane]:
@@ -729,6 +725,10 @@ class VirtualPartitionExecutor(PartitionExecutor):
                 self._ticking = False
                 self.scheduled = self.active_lanes > 0
                 starts = self._hand_out()
+                if not self.scheduled:  # revoked during the tick and assigned again
+                    successor, self.successor = self.successor, None
+                    if successor is not None:
+                        successor._release()
             self._start(starts)
             self.listener.job_finished()
 

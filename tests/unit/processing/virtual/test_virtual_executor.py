@@ -334,3 +334,74 @@ def test_linger_waits_for_a_full_batch_or_the_interval() -> None:
     r.timers.fire()
     r.listener.run_jobs()
     assert [offset for _, offset, _, _ in consumer.seen] == list(range(9)), "the rest, when due"
+
+
+def test_a_partitioner_error_on_the_last_message_still_runs_it() -> None:
+    """Nothing runs and nothing more arrives: the message the partitioner failed on runs."""
+    consumer = recording()
+
+    def partitioner(message: Any) -> Any:
+        if message.offset == 5:
+            raise ValueError("bad key")
+        return message.key
+
+    r = lanes_rig(consumer, virtual_partitions={"partitioner": partitioner})
+    r.executor.add(keyed(range(5)), high_watermark=5)
+    r.listener.run_jobs()
+    r.executor.add(keyed(range(5, 6)), high_watermark=6)
+    r.listener.run_jobs()
+    assert sorted(offset for _, offset, _, _ in consumer.seen) == list(range(6))
+    assert r.executor.marked == 6
+
+
+def test_revoked_during_a_tick_the_successor_still_starts() -> None:
+    class Ticking(Recording):
+        def tick(self) -> None:
+            pass
+
+    consumer = recording()
+    ticking = type(
+        "Ticking", (Ticking,), {"seen": consumer.seen, "fail_once": set(), "poison": set()}
+    )
+    r = lanes_rig(ticking)
+    r.executor.add(keyed(range(1)), high_watermark=1)
+    r.listener.run_jobs()
+    r.executor.tick()
+    assert r.executor.scheduled
+    r.executor.revoke()
+    successor = lanes_rig(ticking, listener=r.listener).executor
+    successor.follow(r.executor)
+    r.listener.run_jobs()
+    successor.add(keyed(range(1, 2)), high_watermark=2)
+    r.listener.run_jobs()
+    assert [offset for _, offset, _, _ in consumer.seen] == [0, 1]
+
+
+def test_retry_finished_lanes_keeps_each_keys_order_when_the_lanes_come_back() -> None:
+    """Lane 0 still holds a re-run of a message of key b when the committable offset passes
+    the collapse: b's next message must not run in its own lane before that re-run."""
+    consumer = recording(fail_once={0})
+    r = lanes_rig(
+        consumer, lanes=2, max_messages=1, virtual_partitions={"retry_finished_lanes": True}
+    )
+    vp = executor(r)
+    a, b = b"same", b"a"  # lanes 0 and 1 of 2
+    vp.add([FakeRaw(0, key=a), FakeRaw(1, key=b)], high_watermark=2)
+    r.listener.jobs.reverse()  # lane 1 (b at 1) finishes before lane 0 fails at 0
+    r.listener.run_jobs()
+    r.timers.fire()  # collapsed: lane 0 runs 0, then 1 again
+    returned = vp._lane_returned
+
+    def then_b_again(lane: Any, consumer_: Any, batch: Any, started: Any, extra: Any) -> None:
+        returned(lane, consumer_, batch, started, extra)
+        if batch[0].offset() == 0 and not r.listener.actions:
+            r.listener.actions.append(("added",))
+            vp.add([FakeRaw(2, key=b)], high_watermark=3)
+            if r.listener.jobs:  # another worker takes lane 1's job at once
+                r.listener.jobs.pop()()
+
+    vp._lane_returned = then_b_again  # type: ignore[method-assign]
+    r.listener.run_jobs()
+    runs_of_b = [offset for _, offset, key, _ in consumer.seen if key == "a"]
+    assert runs_of_b == sorted(runs_of_b), f"key b ran {runs_of_b}"
+    assert r.executor.marked == 3
