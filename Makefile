@@ -6,7 +6,8 @@
 #   make test    the same set-up, then lint, type check and the whole test suite against a
 #                real broker (started and stopped again unless one runs already, or
 #                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka); the browser tests need
-#                Debian's chromium, installed with apt-get when missing and run as root
+#                Debian's chromium and the PostgreSQL sink's tests Debian's postgresql, each
+#                installed with apt-get when missing and run as root
 #   make bench   the benchmarks, with their same-run bare confluent-kafka baselines
 
 PYTHON ?= python3
@@ -15,7 +16,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all setup browser run test lint typecheck pytest bench stop clean
+.PHONY: all setup browser postgresql run test lint typecheck pytest bench stop clean
 
 all: test
 
@@ -42,7 +43,10 @@ typecheck: $(INSTALLED)
 browser:
 	tools/ensure-chromium
 
-pytest: setup browser
+postgresql:
+	tools/ensure-postgresql
+
+pytest: setup browser postgresql
 	$(BIN)/conveyor broker exec -- $(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest

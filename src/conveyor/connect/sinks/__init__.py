@@ -1,7 +1,9 @@
-"""Built-in sinks: JSON-lines files (:class:`JsonLines`) and HTTP webhooks (:class:`Webhook`)."""
+"""Built-in sinks: JSON-lines files (:class:`JsonLines`), HTTP webhooks (:class:`Webhook`) and
+PostgreSQL tables (:class:`Postgres`)."""
 
 from conveyor.connect.sinks.files import JsonLines
 from conveyor.connect.sinks.http import Webhook
+from conveyor.connect.sinks.postgres import Postgres
 from conveyor.connect.sinks.records import record_json
 
-__all__ = ["JsonLines", "Webhook", "record_json"]
+__all__ = ["JsonLines", "Postgres", "Webhook", "record_json"]

@@ -1,0 +1,79 @@
+"""A throwaway PostgreSQL cluster for the PostgreSQL sink's tests (Debian's ``postgresql``;
+``make test`` installs it when missing): initdb in a temporary folder, on a free port, trust
+authentication on 127.0.0.1, stopped and removed after the session."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _binaries() -> Path:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    initdb = found[-1] if found else shutil.which("initdb")
+    if initdb is None:
+        pytest.fail(
+            "the PostgreSQL sink's tests need initdb and pg_ctl: install Debian's package "
+            "'postgresql' (make test does when run as root)"
+        )
+    return Path(initdb).parent
+
+
+def _as_owner(command: list[str], owner: str | None) -> list[str]:
+    """initdb and postgres refuse to run as root: run them as ``owner`` then."""
+    return command if owner is None else ["runuser", "-u", owner, "--", *command]
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``postgresql://...`` of a fresh cluster for this session."""
+    binaries = _binaries()
+    folder = tmp_path_factory.mktemp("postgres")
+    data = folder / "data"
+    owner = None
+    if os.geteuid() == 0:
+        owner = "postgres"
+        try:
+            entry = pwd.getpwnam(owner)
+        except KeyError:
+            pytest.fail("running as root, the tests need the 'postgres' user (Debian's package)")
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
+        folder.chmod(0o755)
+        for parent in folder.parents:  # the cluster's owner must reach its folder
+            if str(parent).startswith(tempfile_root()):
+                parent.chmod(parent.stat().st_mode | 0o011)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    subprocess.run(
+        _as_owner([str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "conveyor",
+                   "--no-sync", "-E", "UTF8"], owner),
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    subprocess.run(
+        _as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
+                   str(folder / "log"), "-w", "-t", "60", "start"], owner),
+        check=True, capture_output=True, timeout=90,
+    )  # fmt: skip
+    try:
+        yield f"postgresql://conveyor@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            _as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], owner),
+            check=False, capture_output=True, timeout=60,
+        )  # fmt: skip
+
+
+def tempfile_root() -> str:
+    import tempfile  # noqa: PLC0415
+
+    return tempfile.gettempdir()
