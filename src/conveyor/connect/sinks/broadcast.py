@@ -1,0 +1,265 @@
+"""``Broadcast``: records pushed to WebSocket and Server-Sent Events subscribers by channel
+(Starlette + uvicorn; extra ``conveyor[broadcast]``) — the Kafka-to-browser bridge.
+
+Clients connect to ``ws://host:port/ws`` and send ``{"subscribe": ["orders-42", ...]}`` (and
+``{"unsubscribe": [...]}``; each is answered ``{"subscribed": [...]}`` /
+``{"unsubscribed": [...]}``, after which records of those channels come), or open ``GET /sse?channel=orders-42&channel=...``. Every record
+goes to the subscribers of its channel (``channel(record)``: the key by default), as one JSON
+text (``encode(record)``), in the order ``deliver`` got them, so order per key holds at each
+client. A client that cannot keep up (its queue of ``queue_size`` messages is full) is
+dropped, with close code 1013 (try again later), and never slows the others; a client that
+sends something that is not a subscription is closed with 1002 (protocol error). A
+subscription to a channel no record goes to receives nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from conveyor.connect.sink import Reject, Result
+from conveyor.connect.sinks.records import record_json
+from conveyor.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from conveyor.messages import Message
+
+__all__ = ["Broadcast"]
+
+_log = logging.getLogger("conveyor.connect")
+
+PROTOCOL_ERROR = 1002
+TRY_AGAIN_LATER = 1013
+_DROPPED = object()  # put in a subscriber's queue when it fell behind
+
+
+def _key_channel(record: Message) -> str:
+    key = record.raw_key
+    return "" if key is None else key.decode("utf-8", "replace")
+
+
+class _Subscriber:
+    """One connected client: its channels and its bounded queue (the server loop's)."""
+
+    __slots__ = ("channels", "queue")
+
+    def __init__(self, size: int) -> None:
+        self.channels: set[str] = set()
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(size)
+
+
+class Broadcast:
+    """Pushes records to subscribed WebSocket and SSE clients (see the module)."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        channel: Callable[[Message], str] = _key_channel,
+        encode: Callable[[Message], Any] = record_json,
+        queue_size: int = 1_000,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._channel = channel
+        self._encode = encode
+        self.queue_size = queue_size
+        self._channels: dict[str, set[_Subscriber]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+        """Clients dropped because they fell behind."""
+
+    # -- the sink -----------------------------------------------------------------------------
+
+    def open(self) -> None:
+        try:
+            import uvicorn  # noqa: PLC0415 - optional dependencies
+            from starlette.applications import Starlette  # noqa: PLC0415
+            from starlette.routing import Route, WebSocketRoute  # noqa: PLC0415
+        except ImportError as error:
+            raise ConfigurationError(
+                "the Broadcast sink needs starlette, uvicorn and websockets: "
+                "pip install 'conveyor[broadcast]'",
+                "sink",
+            ) from error
+        app = Starlette(
+            routes=[WebSocketRoute("/ws", self._websocket), Route("/sse", self._sse)],
+            lifespan=self._lifespan,
+        )
+        from uvicorn.config import WS_PROTOCOLS  # noqa: PLC0415
+
+        # uvicorn's legacy websockets protocol warns that it is deprecated; use its successor
+        ws = "websockets-sansio" if "websockets-sansio" in WS_PROTOCOLS else "websockets"
+        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", ws=ws)
+        self._server = uvicorn.Server(config)
+        ready = threading.Event()
+        self._ready = ready
+        self._thread = threading.Thread(
+            target=self._server.run, name="conveyor-broadcast", daemon=True
+        )
+        self._thread.start()
+        ready.wait(30)
+        server = self._server
+        deadline = time.monotonic() + 30
+        while not server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)  # uvicorn sets a flag once its sockets listen; it has no event
+        if not server.started or self._loop is None:
+            self._server.should_exit = True
+            raise ConfigurationError(
+                f"the Broadcast sink could not listen on {self.host}:{self.port}", "port"
+            )
+        self.port = server.servers[0].sockets[0].getsockname()[1]  # port=0: the one chosen
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Any) -> AsyncIterator[None]:
+        self._loop = asyncio.get_running_loop()
+        self._ready.set()
+        yield
+
+    def deliver(self, records: Sequence[Message]) -> list[Result]:
+        results: list[Result] = []
+        outgoing: list[tuple[str, str]] = []
+        for record in records:
+            try:
+                outgoing.append((self._channel(record), json.dumps(self._encode(record))))
+            except Exception as error:
+                results.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))
+                continue
+            results.append(None)
+        loop = self._loop
+        if outgoing and loop is not None:
+            loop.call_soon_threadsafe(self._fan_out, outgoing)
+        return results
+
+    def _fan_out(self, outgoing: list[tuple[str, str]]) -> None:
+        """On the server's loop: put each text in its channel's subscribers' queues."""
+        channels = self._channels
+        for channel, text in outgoing:
+            for subscriber in tuple(channels.get(channel, ())):
+                try:
+                    subscriber.queue.put_nowait(text)
+                except asyncio.QueueFull:
+                    self._drop(subscriber)
+
+    def _drop(self, subscriber: _Subscriber) -> None:
+        _log.warning(
+            "broadcast: dropping a client of %s: %s messages behind",
+            ", ".join(sorted(subscriber.channels)[:5]) or "no channel", subscriber.queue.qsize(),
+        )
+        self._forget(subscriber)
+        self.dropped += 1
+        while not subscriber.queue.empty():
+            subscriber.queue.get_nowait()
+        subscriber.queue.put_nowait(_DROPPED)
+
+    def _forget(self, subscriber: _Subscriber) -> None:
+        for channel in subscriber.channels:
+            members = self._channels.get(channel)
+            if members is not None:
+                members.discard(subscriber)
+                if not members:
+                    del self._channels[channel]
+
+    def _subscribe(self, subscriber: _Subscriber, channels: list[str], on: bool) -> None:
+        for channel in channels:
+            if on:
+                subscriber.channels.add(channel)
+                self._channels.setdefault(channel, set()).add(subscriber)
+            else:
+                subscriber.channels.discard(channel)
+                members = self._channels.get(channel)
+                if members is not None:
+                    members.discard(subscriber)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        server, thread = self._server, self._thread
+        if server is not None:
+            server.should_exit = True
+        if thread is not None:
+            thread.join(10)
+        self._server = self._thread = self._loop = None
+
+    # -- the endpoints --------------------------------------------------------------------------
+
+    async def _websocket(self, websocket: Any) -> None:
+        from starlette.websockets import WebSocketDisconnect  # noqa: PLC0415
+
+        await websocket.accept()
+        subscriber = _Subscriber(self.queue_size)
+        sender = asyncio.create_task(self._send(websocket, subscriber))
+        try:
+            while True:
+                text = await websocket.receive_text()
+                request = _parse(text)
+                if request is None:
+                    await websocket.close(PROTOCOL_ERROR, 'send {"subscribe": [channels]}')
+                    return
+                for action, channels in request.items():
+                    self._subscribe(subscriber, channels, on=action == "subscribe")
+                    # in the queue, so it comes after everything sent before the change
+                    subscriber.queue.put_nowait(json.dumps({f"{action}d": channels}))
+        except (WebSocketDisconnect, RuntimeError, KeyError):
+            return  # gone (or sent binary: receive_text's KeyError)
+        finally:
+            self._forget(subscriber)
+            sender.cancel()
+
+    async def _send(self, websocket: Any, subscriber: _Subscriber) -> None:
+        queue = subscriber.queue
+        try:
+            while True:
+                text = await queue.get()
+                if text is _DROPPED:
+                    await websocket.close(TRY_AGAIN_LATER, "too slow")
+                    return
+                await websocket.send_text(text)
+        except Exception:  # the client went away meanwhile
+            return
+
+    async def _sse(self, request: Any) -> Any:
+        from starlette.responses import StreamingResponse  # noqa: PLC0415
+
+        subscriber = _Subscriber(self.queue_size)
+        self._subscribe(subscriber, request.query_params.getlist("channel"), on=True)
+
+        async def events() -> Any:
+            try:
+                yield ": subscribed\n\n"
+                while True:
+                    text = await subscriber.queue.get()
+                    if text is _DROPPED:
+                        yield "event: dropped\ndata: too slow\n\n"
+                        return
+                    yield f"data: {text}\n\n"
+            finally:
+                self._forget(subscriber)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _parse(text: str) -> dict[str, list[str]] | None:
+    """``{"subscribe": [...], "unsubscribe": [...]}`` with string channels, else ``None``."""
+    try:
+        request = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or not request:
+        return None
+    if set(request) - {"subscribe", "unsubscribe"}:
+        return None
+    for channels in request.values():
+        if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+            return None
+    return request

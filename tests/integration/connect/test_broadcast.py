@@ -1,0 +1,222 @@
+"""The Broadcast sink with real WebSocket and SSE clients, fed from the real broker: per-key
+order at every client with 64 lanes, a slow client dropped without slowing the others,
+garbage closed with a protocol error, an unknown channel silent."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import websockets
+
+from conveyor import App, Producer
+from conveyor.connect.sinks import Broadcast
+from helpers import running
+
+
+class ClientLoop:
+    """An asyncio loop on a thread for the test's clients."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Awaitable[Any], timeout: float = 120) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)  # type: ignore[arg-type]
+
+    def start(self, coroutine: Awaitable[Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+async def subscribed(url: str, channels: list[str]) -> Any:
+    socket = await websockets.connect(url, max_queue=None)
+    await socket.send(json.dumps({"subscribe": channels}))
+    assert json.loads(await socket.recv()) == {"subscribed": channels}
+    return socket
+
+
+async def receive(
+    socket: Any, count: int, until: Callable[[dict[str, Any]], bool] | None = None
+) -> list[dict[str, Any]]:
+    received = []
+    while len(received) < count:
+        message = json.loads(await socket.recv())
+        received.append(message)
+        if until is not None and until(message):
+            break
+    return received
+
+
+def silent_client(port: int, channels: list[str]) -> socket.socket:
+    """A WebSocket client that subscribes and then reads nothing, with a small receive
+    buffer (a client library would keep reading into its own memory)."""
+    raw = socket.create_connection(("127.0.0.1", port))
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65_536)
+    key = base64.b64encode(os.urandom(16)).decode()
+    raw.sendall(
+        (
+            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+    )
+    assert raw.recv(4096).startswith(b"HTTP/1.1 101")
+    payload = json.dumps({"subscribe": channels}).encode()
+    assert len(payload) < 126
+    mask = os.urandom(4)
+    masked = bytes(byte ^ mask[index % 4] for index, byte in enumerate(payload))
+    raw.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)
+    return raw
+
+
+def make_app(bootstrap: str, topic: str, sink: Broadcast, lanes: int) -> App:
+    app = App(
+        client_id="test",
+        kafka={"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex[:8]}"},
+        concurrency=8,
+        max_wait_time=0.2,
+    )
+    app.routes.sink(topic, sink, lanes=lanes)
+    return app
+
+
+def produce_keyed(bootstrap: str, topic: str, keys: int, sequences: int) -> None:
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        producer.produce_many_sync(
+            [
+                {"topic": topic, "key": f"k{key}", "payload": {"seq": seq}}
+                for seq in range(sequences)
+                for key in range(keys)
+            ]
+        )
+
+
+def test_every_client_gets_its_channels_in_order_with_64_lanes(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    keys, sequences, clients = 1_000, 100, 10
+    sink = Broadcast(port=0, queue_size=100_000)
+    app = make_app(kafka_bootstrap, topic, sink, lanes=64)
+    loop = ClientLoop()
+    try:
+        with running(app):
+            url = f"ws://127.0.0.1:{sink.port}/ws"
+            channels = [[f"k{key}" for key in range(c, keys, clients)] for c in range(clients)]
+            sockets = [loop.run(subscribed(url, chosen)) for chosen in channels]
+            per_client = keys // clients * sequences
+            waiting = [loop.start(receive(socket, per_client)) for socket in sockets]
+            produce_keyed(kafka_bootstrap, topic, keys, sequences)
+            results = [future.result(180) for future in waiting]
+            for socket in sockets:
+                loop.run(socket.close())
+    finally:
+        loop.close()
+    for chosen, received in zip(channels, results, strict=True):
+        per_key: dict[str, list[int]] = {}
+        for message in received:
+            per_key.setdefault(message["key"], []).append(message["payload"]["seq"])
+        assert sorted(per_key) == sorted(chosen), "only its own channels"
+        for key, seqs in per_key.items():
+            assert seqs == list(range(sequences)), f"{key}: {seqs[:20]}"
+
+
+def test_a_slow_client_is_dropped_and_the_others_go_on(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic(partitions=1)
+    sink = Broadcast(port=0, queue_size=600)  # above a batch (max_batch 500): bursts fit
+    app = make_app(kafka_bootstrap, topic, sink, lanes=4)
+    loop = ClientLoop()
+    try:
+        with running(app):
+            url = f"ws://127.0.0.1:{sink.port}/ws"
+
+            slow = silent_client(sink.port, ["k0"])  # reads nothing after subscribing
+            fast = loop.run(subscribed(url, ["k0"]))
+            waiting = loop.start(receive(fast, 5_000))
+            # a steady stream the fast client keeps up with: 1,000 msgs/s of 2 KB for 5 s,
+            # more than the silent client's socket buffer and its queue of 600 hold
+            pad, count, rate = "x" * 2_000, 5_000, 1_000
+            with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+                started = time.monotonic()
+                for first in range(0, count, 100):
+                    time.sleep(max(0.0, started + first / rate - time.monotonic()))
+                    producer.produce_many_async(
+                        [
+                            {"topic": topic, "key": "k0", "payload": {"seq": seq, "pad": pad}}
+                            for seq in range(first, first + 100)
+                        ]
+                    )
+                producer.flush()
+            received = waiting.result(120)
+            assert [m["payload"]["seq"] for m in received] == list(range(count))
+            assert sink.dropped == 1, "the slow one was dropped"
+            slow.close()
+            loop.run(fast.close())
+    finally:
+        loop.close()
+
+
+def test_garbage_is_a_protocol_error_and_an_unknown_channel_is_silent(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    sink = Broadcast(port=0)
+    app = make_app(kafka_bootstrap, topic, sink, lanes=2)
+    loop = ClientLoop()
+    try:
+        with running(app):
+            url = f"ws://127.0.0.1:{sink.port}/ws"
+
+            async def garbage() -> int | None:
+                async with websockets.connect(url) as socket:
+                    await socket.send("hello?")
+                    try:
+                        await socket.recv()
+                    except websockets.ConnectionClosed as closed:
+                        return closed.rcvd.code if closed.rcvd else None
+                return None
+
+            assert loop.run(garbage()) == 1002
+            listener = loop.run(subscribed(url, ["nobody-sends-here", "marker"]))
+            waiting = loop.start(receive(listener, 10, until=lambda m: m.get("key") == "marker"))
+            with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+                producer.produce_many_sync(
+                    [{"topic": topic, "key": "other", "payload": {"n": n}} for n in range(5)]
+                    + [{"topic": topic, "key": "marker", "payload": {"n": 5}}]
+                )
+            received = waiting.result(60)
+            assert [m["key"] for m in received] == ["marker"], "nothing but the marker"
+            loop.run(listener.close())
+
+            # Server-Sent Events: the same records, over plain HTTP
+            events: list[str] = []
+            with (
+                httpx.Client(timeout=30) as client,
+                client.stream(
+                    "GET", f"http://127.0.0.1:{sink.port}/sse", params={"channel": "sse"}
+                ) as response,
+            ):
+                lines = response.iter_lines()
+                assert next(lines) == ": subscribed"
+                with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+                    producer.produce_sync(topic=topic, key="sse", payload={"n": 1})
+                for line in lines:
+                    if line.startswith("data: "):
+                        events.append(line)
+                        break
+            assert json.loads(events[0][6:])["payload"] == {"n": 1}
+    finally:
+        loop.close()
