@@ -10,6 +10,7 @@ from conveyor._version import __version__
 from conveyor.cli.admin import cluster, configs, groups, topics
 from conveyor.cli.bench import bench
 from conveyor.cli.broker import broker
+from conveyor.cli.connect import connect
 from conveyor.cli.dlq import dlq
 from conveyor.cli.output import error_console
 from conveyor.cli.server import info, server
@@ -41,6 +42,7 @@ cli.add_command(bench)
 cli.add_command(server)
 cli.add_command(info)
 cli.add_command(web)
+cli.add_command(connect)
 for _group in (topics, groups, configs, cluster, dlq):
     cli.add_command(_group)
 

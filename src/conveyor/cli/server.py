@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,7 +16,10 @@ from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, error_console, table
 from conveyor.driver import client_versions
 
-__all__ = ["info", "server"]
+if TYPE_CHECKING:
+    from conveyor.app import App
+
+__all__ = ["info", "run_until_signalled", "server"]
 
 _app_option = click.option(
     "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
@@ -105,6 +109,17 @@ def server(
         ),
         highlight=False,
     )
+    run_until_signalled(app, groups, subscriptions, only_topics)
+
+
+def run_until_signalled(
+    app: App,
+    groups: list[str] | None = None,
+    subscriptions: list[str] | None = None,
+    topics: list[str] | None = None,
+) -> None:
+    """Run ``app`` until SIGINT/SIGTERM (a second one forces exit 2); SIGTSTP quiets; exit 1
+    after a crash."""
     signals = {"count": 0}
 
     def on_stop(signum: int, _frame: FrameType | None) -> None:
@@ -127,7 +142,7 @@ def server(
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGTSTP, on_quiet)
     try:
-        app.run(consumer_groups=groups, subscription_groups=subscriptions, topics=only_topics)
+        app.run(consumer_groups=groups, subscription_groups=subscriptions, topics=topics)
     except Exception as exc:
         if app.crash is None:
             raise

@@ -153,7 +153,8 @@ class Broadcast:
     def _drop(self, subscriber: _Subscriber) -> None:
         _log.warning(
             "broadcast: dropping a client of %s: %s messages behind",
-            ", ".join(sorted(subscriber.channels)[:5]) or "no channel", subscriber.queue.qsize(),
+            ", ".join(sorted(subscriber.channels)[:5]) or "no channel",
+            subscriber.queue.qsize(),
         )
         self._forget(subscriber)
         self.dropped += 1
