@@ -284,6 +284,7 @@ MUTATIONS = (
             "tests/unit/processing/virtual/test_tracker.py",
             "tests/unit/processing/virtual/test_virtual_executor.py::test_the_marked_offset_never_passes_an_unfinished_lane",
             "tests/integration/processing/test_virtual_partitions.py::test_a_killed_server_skips_nothing_and_never_committed_past_an_unfinished_message",
+            "tests/integration/connect/test_postgres.py::test_a_killed_connector_stores_everything_once_and_never_committed_ahead",
         ),
     ),
     Mutation(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -72,3 +75,69 @@ def test_a_record_stored_again_is_not_stored_twice(postgres_dsn: str) -> None:
         sink.close()
     with psycopg.connect(postgres_dsn) as connection:
         assert connection.execute(f"SELECT count(*) FROM {table}").fetchone() == (3,)
+
+
+def test_a_killed_connector_stores_everything_once_and_never_committed_ahead(
+    kafka_bootstrap: str, new_topic, postgres_dsn: str
+) -> None:
+    from integration.processing.test_server import Server  # noqa: PLC0415
+
+    topic = new_topic(partitions=1)
+    keys, sequences = 200, 30
+    with Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5}) as producer:
+        producer.produce_many_sync(
+            [
+                {"topic": topic, "key": f"k{key}", "payload": {"seq": seq}}
+                for seq in range(sequences)
+                for key in range(keys)
+            ]
+        )
+    total = keys * sequences
+    table = f"records_{uuid.uuid4().hex[:8]}"
+    group = f"pg-kill-{uuid.uuid4().hex[:8]}"
+    # where pg_app lives, before whatever the caller put on the path
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))
+    extra = {"DSN": postgres_dsn, "TABLE": table, "PYTHONPATH": path}
+
+    def stored() -> int:
+        with psycopg.connect(postgres_dsn) as connection:
+            try:
+                return int(connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
+            except psycopg.errors.UndefinedTable:
+                return 0
+
+    first = Server(topic, group, kafka_bootstrap, slow=0.003, app="pg_app:app", **extra)
+    try:
+        assert first.wait_for(
+            lambda lines: sum(line.startswith("commit") for line in lines) >= 5, 90
+        )
+    finally:
+        first.process.kill()
+        first.process.wait(30)
+    assert stored() < total, "the kill came mid-stream"
+    second = Server(topic, group, kafka_bootstrap, app="pg_app:app", **extra)
+    deadline = time.monotonic() + 120
+    while stored() < total and time.monotonic() < deadline:
+        time.sleep(0.2)  # PostgreSQL offers nothing to wait on here
+    assert second.stop() == 0
+    commits = [
+        (int(line.split()[1]), float(line.split()[2]))
+        for line in first.lines + second.lines
+        if line.startswith("commit ")
+    ]
+    with psycopg.connect(postgres_dsn) as connection:
+        rows = connection.execute(
+            f"SELECT key, (payload->>'seq')::int, \"offset\", extract(epoch from stored_at)"
+            f' FROM {table} ORDER BY stored_at, "offset"'
+        ).fetchall()
+    assert sorted(offset for _, _, offset, _ in rows) == list(range(total)), "each record once"
+    per_key: dict[str, list[int]] = {}
+    for key, seq, _, _ in rows:
+        per_key.setdefault(key, []).append(seq)
+    for key, seqs in per_key.items():  # rows keep the first delivery: its order per key
+        assert seqs == list(range(sequences)), f"{key}: {seqs[:20]}"
+    stored_at = {offset: float(at) for _, _, offset, at in rows}
+    assert len(commits) >= 5
+    for committed, at in commits:  # everything below a commit was stored before it
+        late = [offset for offset in range(committed) if stored_at[offset] > at + 0.001]
+        assert not late, f"commit {committed} at {at} came before offsets {late[:10]} were stored"

@@ -5,6 +5,7 @@ key, 5xx answers retried, 4xx answers sent to the dead letter queue with the rea
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -161,3 +162,69 @@ def test_a_webhook_gets_every_record_in_order_retries_5xx_and_dead_letters_4xx(
     headers = {name: value for name, value in dead.headers()}
     assert dead.key() == b"k2"
     assert headers["original_error_message"].startswith(b"HTTP 422")
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now (Linux)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class Outage:
+    """A sink down for ``seconds`` after its first call (it raises), then delivering."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.down_since: float | None = None
+        self.delivered = Record()
+
+    def open(self) -> None: ...
+
+    def deliver(self, records: Any) -> None:
+        now = time.monotonic()
+        if self.down_since is None:
+            self.down_since = now
+        if now - self.down_since < self.seconds:
+            raise ConnectionError("the sink is down")
+        self.delivered.add(*(record.offset for record in records))
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def test_a_failing_sink_pauses_its_partition_and_memory_stays_flat(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    total = 200_000
+    pad = "x" * 200
+    with Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20}) as producer:
+        for first in range(0, total, 20_000):
+            producer.produce_many_sync(
+                [{"topic": topic, "key": f"k{n % 100}", "payload": {"n": n, "pad": pad}}
+                 for n in range(first, first + 20_000)]
+            )  # fmt: skip
+    sink = Outage(seconds=10)
+    app = make_app(kafka_bootstrap, concurrency=4, pause_timeout=0.5, pause_max_timeout=2)
+    app.routes.sink(topic, sink, lanes=4)
+    paused = Record()
+    with running(app):
+        deadline = time.monotonic() + 30
+        while sink.down_since is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first delivery attempt starts the outage
+        assert sink.down_since is not None
+        time.sleep(3)  # librdkafka's prefetch and the partition's bound fill, then hold
+        early = rss_bytes()
+        while time.monotonic() - sink.down_since < 9.5:
+            [state] = app.snapshot().partitions
+            paused.add((state.paused, state.pending))
+            time.sleep(0.5)
+        late = rss_bytes()
+        assert sink.delivered.wait_for(lambda offsets: len(set(offsets)) >= total, timeout=120)
+    assert all(flag for flag, _ in paused.items), "paused for the whole outage"
+    assert max(pending for _, pending in paused.items) <= 20_000, "fetched messages are bounded"
+    growth = (late - early) / 2**20
+    print(f"RSS {early / 2**20:.0f} MB after 3 s of the outage, {late / 2**20:.0f} MB at its end")
+    assert growth < 20, f"memory grew {growth:.0f} MB during the outage"
+    assert sorted(set(sink.delivered.items)) == list(range(total)), "then everything, once resumed"
