@@ -38,8 +38,11 @@ class ClientLoop:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)  # type: ignore[arg-type]
 
     def close(self) -> None:
+        for task in asyncio.all_tasks(self.loop):  # clients still waiting (a failed test)
+            self.loop.call_soon_threadsafe(task.cancel)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.loop.close()
 
 
 async def subscribed(url: str, channels: list[str]) -> Any:
