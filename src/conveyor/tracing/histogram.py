@@ -71,6 +71,13 @@ class Histogram:
                 return min(max(middle, self.minimum), self.maximum)
         return self.maximum
 
+    def copy(self) -> Histogram:
+        other = Histogram()
+        other._buckets = dict(self._buckets)
+        other.count, other.total = self.count, self.total
+        other.minimum, other.maximum = self.minimum, self.maximum
+        return other
+
     def summary(self) -> Summary:
         return Summary(
             count=self.count,

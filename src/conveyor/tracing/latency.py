@@ -14,6 +14,8 @@ The stages of one message, each a histogram per topic:
 ``end→commit``        ``consume()`` returned to the listener committing its offset (commits
                       run every ``auto.commit.interval.ms``; this is mostly that interval)
 ``produce→end``       the whole way, send to ``consume()`` returned
+``poll→end``          fetched to ``consume()`` returned: the time inside the app (for a sink
+                      route: polled → acknowledged by the sink)
 ====================  ======================================================================
 
 Times are wall-clock (``time.time()``) so that they compare with message timestamps; the
@@ -45,7 +47,8 @@ PRODUCED_AT = "conveyor-produced-at"
 """The header with the send time, in microseconds since the epoch."""
 PRODUCE_APPEND, APPEND_POLL, POLL_START = "produce→append", "append→poll", "poll→start"
 START_END, END_COMMIT, TOTAL = "start→end", "end→commit", "produce→end"
-STAGES = (PRODUCE_APPEND, APPEND_POLL, POLL_START, START_END, END_COMMIT, TOTAL)
+POLL_END = "poll→end"
+STAGES = (PRODUCE_APPEND, APPEND_POLL, POLL_START, START_END, END_COMMIT, TOTAL, POLL_END)
 """The stage names, in the order a message passes them (and the whole way last)."""
 
 _LOG_APPEND_TIME = 2
@@ -56,10 +59,13 @@ class PollTimes:
     """When the messages of one partition were fetched: ``(last offset, wall time)`` per
     fetch, kept by the partition's executor while latency is enabled."""
 
-    __slots__ = ("_fetches",)
+    __slots__ = ("_fetches", "_in_order")
 
-    def __init__(self) -> None:
+    def __init__(self, in_order: bool = True) -> None:
         self._fetches: deque[tuple[int, float]] = deque()
+        # Batches in offset order (one job per partition) may forget what is behind them;
+        # lanes finish out of order, so their executor forgets explicitly (forget_before).
+        self._in_order = in_order
 
     def fetched(self, last_offset: int) -> None:
         self._fetches.append((last_offset, time.time()))
@@ -68,11 +74,25 @@ class PollTimes:
         """When ``offset`` was fetched; forgets fetches whose messages all came before it."""
         fetches = self._fetches
         try:  # a seek may clear the fetches from the listener's thread meanwhile
+            if not self._in_order:
+                for last, at in fetches:
+                    if last >= offset:
+                        return at
+                return default
             while fetches[0][0] < offset:
                 fetches.popleft()
             return fetches[0][1]
-        except IndexError:
+        except (IndexError, RuntimeError):  # RuntimeError: changed while iterated
             return default
+
+    def forget_before(self, offset: int) -> None:
+        """Forget the fetches whose messages all came before ``offset``."""
+        fetches = self._fetches
+        try:
+            while fetches[0][0] < offset:
+                fetches.popleft()
+        except IndexError:
+            return
 
     def clear(self) -> None:
         self._fetches.clear()
@@ -166,7 +186,7 @@ class Latency:
     ) -> None:
         """A batch of raw messages whose ``consume()`` ran from ``started`` to ``ended``."""
         count = len(batch)
-        sums = dict.fromkeys((PRODUCE_APPEND, APPEND_POLL, POLL_START, TOTAL), 0.0)
+        sums = dict.fromkeys((PRODUCE_APPEND, APPEND_POLL, POLL_START, TOTAL, POLL_END), 0.0)
         counts = dict.fromkeys(sums, 0)
         samples: list[tuple[str, float]] = []
         for raw in batch:
@@ -183,6 +203,7 @@ class Latency:
             if appended is not None:
                 samples.append((APPEND_POLL, max(0.0, polled - appended)))
             samples.append((POLL_START, max(0.0, started - polled)))
+            samples.append((POLL_END, max(0.0, ended - polled)))
             origin = produced if produced is not None else stamped
             if origin is not None:
                 samples.append((TOTAL, max(0.0, ended - origin)))
@@ -229,6 +250,13 @@ class Latency:
             self._uncommitted.pop((topic, partition), None)
 
     # -- reading ------------------------------------------------------------------------------
+
+    def histogram(self, topic: str, stage: str) -> Histogram:
+        """A copy of one stage's histogram of ``topic`` (empty when nothing was recorded):
+        for quantiles the summary leaves out (``.quantile(0.999)``)."""
+        with self._lock:
+            histogram = self._topics.get(topic, {}).get(stage)
+            return Histogram() if histogram is None else histogram.copy()
 
     def snapshot(self) -> dict[str, dict[str, Summary]]:
         """Per topic, per stage (see :data:`STAGES`): count, mean, p50, p90, p99 and max in

@@ -43,6 +43,8 @@ def test_each_stage_is_the_difference_of_its_two_times() -> None:
     assert stages["start→end"].mean == pytest.approx(0.020, abs=1e-6)
     assert stages["start→end"].count == 2
     assert stages["produce→end"].mean == pytest.approx((0.050 + 0.049) / 2, abs=1e-6)
+    assert stages["poll→end"].mean == pytest.approx((0.040 + 0.030) / 2, abs=1e-6)
+    assert latency.histogram("orders", "poll→end").quantile(0.999) == pytest.approx(0.040, rel=0.05)
     assert "end→commit" not in stages
     assert events[0]["count"] == 2
     assert events[0]["stages"]["start→end"] == pytest.approx(0.020)
@@ -89,6 +91,18 @@ def test_poll_times_forget_fetches_that_were_consumed() -> None:
     assert polls.polled_at(3, default=0.0) == 1.0
     assert polls.polled_at(5, default=0.0) == 2.0
     assert polls.polled_at(10, default=7.0) == 7.0
+
+
+def test_poll_times_of_lanes_are_kept_until_forgotten() -> None:
+    """Lanes finish out of order: a later batch must not make an earlier one's poll time
+    unknown; the executor forgets below its committable offset."""
+    polls = PollTimes(in_order=False)
+    polls._fetches.extend([(4, 1.0), (9, 2.0)])
+    assert polls.polled_at(7, default=0.0) == 2.0
+    assert polls.polled_at(10, default=0.0) == 0.0
+    assert polls.polled_at(2, default=0.0) == 1.0, "still known after a later offset"
+    polls.forget_before(5)
+    assert polls.polled_at(2, default=0.5) == 2.0, "forgotten: the next fetch's time"
 
 
 def test_stamp_must_be_a_bool() -> None:

@@ -39,6 +39,7 @@ from conveyor.processing.snapshot import LaneState
 from conveyor.processing.strategies import RETRY
 from conveyor.processing.virtual.lanes import LaneAssigner
 from conveyor.processing.virtual.tracker import OffsetTracker
+from conveyor.tracing.latency import PollTimes
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
@@ -179,6 +180,7 @@ class VirtualPartitionExecutor(PartitionExecutor):
         self._linger_due = 0.0
         self.lanes = [Lane(self, index) for index in range(count)]
         self.tracker = OffsetTracker()
+        self.polls = PollTimes(in_order=False)  # lanes finish out of order
         consumer_class = route.consumer_class
         self.asynchronous = consumer_class is not None and inspect.iscoroutinefunction(
             consumer_class.consume
@@ -591,6 +593,7 @@ class VirtualPartitionExecutor(PartitionExecutor):
         committable = tracker.committable()
         if committable is not None and (self.marked is None or committable > self.marked):
             self.marked = committable
+            self.polls.forget_before(committable)
 
     # -- failures -------------------------------------------------------------------------------
 

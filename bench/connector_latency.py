@@ -1,0 +1,336 @@
+"""Connector latency: 2,400 msgs/s into the Broadcast sink with 100 WebSocket clients (10 per
+key's channel, 10 keys, in a process of their own) and into the Webhook sink (a local
+Starlette endpoint, also in its own process), beside a bare confluent-kafka -> httpx loop in
+the same run.
+
+Per variant: in-connector latency, polled -> acknowledged by the sink (``app.latency``'s
+``poll→end``; for the bare loop, its poll to the POST's answer), p50 / p99 / p99.9; and end
+to end, produce -> received by a client, p50 / p99. Variants: lanes 1, 8 and 64 with
+ordering "key", lanes 8 with ordering "none", lanes 8 with batch_interval 20 ms, the webhook
+with 8 lanes. Per-key order is checked at every client in every run (ordering "none" may
+break it and says so). Targets (issue 16, in-connector, ordering "key"): p50 <= 1 ms,
+p99 <= 5 ms. The study's connector: p50 < 1.5 ms, p99 ~10 ms, order lost.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer as BareConsumer
+from confluent_kafka import Producer as BareProducer
+
+from conveyor import App
+from conveyor.connect.sinks import Broadcast, Webhook
+from harness import Bench, Figure, percentile
+
+HERE = Path(__file__).parent
+RATE = 2_400
+KEYS = 10
+CLIENTS_PER_KEY = 10
+ENDPOINT = """
+import json, sys, time
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+samples = []
+async def hook(request):
+    body = json.loads(await request.body())
+    samples.append((time.time() - body["payload"]["sent"]) * 1000)
+    return Response(status_code=204)
+async def report(request):
+    text = json.dumps(samples); samples.clear(); return Response(text)
+app = Starlette(routes=[Route("/hook", hook, methods=["POST"]), Route("/report", report)])
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+def free_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def send_steadily(bootstrap: str, topic: str, seconds: float) -> int:
+    """RATE msgs/s over KEYS keys for ``seconds``; returns how many were sent."""
+    producer = BareProducer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    count = int(seconds * RATE)
+    started = time.perf_counter()
+    for index in range(count):
+        pause = started + index / RATE - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        body = json.dumps({"seq": index // KEYS, "sent": time.time()}).encode()
+        producer.produce(topic, body, f"k{index % KEYS}".encode())
+        producer.poll(0)
+    producer.flush(30)
+    return count
+
+
+def wait_assigned(app: App) -> None:
+    assigned = threading.Event()
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
+    return assigned  # type: ignore[return-value]
+
+
+def run_broadcast(
+    bench: Bench, seconds: float, lanes: int, ordering: str, interval: float
+) -> dict[str, Any]:
+    topic = bench.create_topic()
+    sink = Broadcast(port=0, queue_size=100_000)
+    app = new_app(bench.bootstrap)
+    app.routes.sink(topic, sink, lanes=lanes, ordering=ordering, batch_interval=interval)
+    assigned = wait_assigned(app)
+    app.latency.enable(stamp=False)
+    app.start()
+    try:
+        if not assigned.wait(60):  # type: ignore[attr-defined]
+            raise RuntimeError("no partition assigned")
+        expected = int(seconds * RATE) // KEYS
+        clients = subprocess.Popen(
+            [sys.executable, str(HERE / "_ws_clients.py"), f"ws://127.0.0.1:{sink.port}/ws",
+             str(KEYS), str(CLIENTS_PER_KEY), str(expected)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert clients.stdout is not None
+        if clients.stdout.readline().strip() != "ready":
+            raise RuntimeError("the WebSocket clients did not start")
+        time.sleep(0.5)
+        send_steadily(bench.bootstrap, topic, seconds)
+        report = json.loads(clients.stdout.readline())
+        clients.wait(30)
+        clients.stdout.close()
+        connector = app.latency.histogram(topic, "poll→end")
+    finally:
+        app.stop_and_wait()
+    if report["errors"]:
+        raise RuntimeError(f"client errors: {report['errors']}")
+    return {"connector": connector, "e2e": report["samples"], "violations": report["violations"]}
+
+
+def run_webhook(bench: Bench, seconds: float, lanes: int) -> dict[str, Any]:
+    topic = bench.create_topic()
+    port = free_port()
+    endpoint = subprocess.Popen([sys.executable, "-c", ENDPOINT, str(port)])
+    try:
+        wait_http(port)
+        app = new_app(bench.bootstrap)
+        app.routes.sink(
+            topic, Webhook(f"http://127.0.0.1:{port}/hook", concurrency=lanes), lanes=lanes
+        )
+        assigned = wait_assigned(app)
+        app.latency.enable(stamp=False)
+        app.start()
+        try:
+            if not assigned.wait(60):  # type: ignore[attr-defined]
+                raise RuntimeError("no partition assigned")
+            time.sleep(0.5)
+            count = send_steadily(bench.bootstrap, topic, seconds)
+            samples = collect(port, count)
+            connector = app.latency.histogram(topic, "poll→end")
+        finally:
+            app.stop_and_wait()
+    finally:
+        endpoint.terminate()
+        endpoint.wait(30)
+    return {"connector": connector, "e2e": samples, "violations": 0}
+
+
+def run_bare(bench: Bench, seconds: float) -> dict[str, Any]:
+    """confluent-kafka poll -> httpx POST per message, in order, one thread."""
+    import httpx  # noqa: PLC0415
+
+    topic = bench.create_topic()
+    port = free_port()
+    endpoint = subprocess.Popen([sys.executable, "-c", ENDPOINT, str(port)])
+    connector: list[float] = []
+    try:
+        wait_http(port)
+        consumer = BareConsumer(
+            {
+                "bootstrap.servers": bench.bootstrap,
+                "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "fetch.queue.backoff.ms": 10,
+            }
+        )
+        consumer.subscribe([topic])
+        stop = threading.Event()
+
+        def loop() -> None:
+            with httpx.Client() as client:
+                while not stop.is_set():
+                    message = consumer.poll(0.1)
+                    if message is None or message.error() is not None:
+                        continue
+                    polled = time.perf_counter()
+                    record = {"key": message.key().decode(), "payload": json.loads(message.value())}
+                    client.post(f"http://127.0.0.1:{port}/hook", content=json.dumps(record))
+                    connector.append((time.perf_counter() - polled) * 1000)
+
+        reader = threading.Thread(target=loop, daemon=True)
+        reader.start()
+        time.sleep(3)  # the group join
+        count = send_steadily(bench.bootstrap, topic, seconds)
+        samples = collect(port, count)
+        stop.set()
+        reader.join(10)
+        consumer.close()
+    finally:
+        endpoint.terminate()
+        endpoint.wait(30)
+    return {"connector": connector, "e2e": samples, "violations": 0}
+
+
+def wait_http(port: int) -> None:
+    import httpx  # noqa: PLC0415
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/report", timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)  # the endpoint's process is starting
+    raise RuntimeError("the HTTP endpoint did not start")
+
+
+def collect(port: int, count: int) -> list[float]:
+    import httpx  # noqa: PLC0415
+
+    samples: list[float] = []
+    deadline = time.monotonic() + 60
+    while len(samples) < count and time.monotonic() < deadline:
+        samples.extend(httpx.get(f"http://127.0.0.1:{port}/report", timeout=10).json())
+        time.sleep(0.2)
+    return samples
+
+
+def new_app(bootstrap: str) -> App:
+    return App(
+        client_id="bench",
+        kafka={
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+        },
+        concurrency=8,
+        max_wait_time=0.5,
+    )
+
+
+def arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--seconds", type=float, default=10.0, help="length of each run at 2,400 msgs/s"
+    )
+    parser.add_argument(
+        "--only", help="run only the variants whose name contains one of these (comma-separated)"
+    )
+
+
+def main() -> None:
+    bench = Bench(
+        "connector_latency",
+        __doc__ or "",
+        arguments,
+    )
+    seconds: float = bench.args.seconds
+    variants: dict[str, Any] = {
+        "broadcast, 1 lane, key": lambda: run_broadcast(bench, seconds, 1, "key", 0.0),
+        "broadcast, 8 lanes, key": lambda: run_broadcast(bench, seconds, 8, "key", 0.0),
+        "broadcast, 64 lanes, key": lambda: run_broadcast(bench, seconds, 64, "key", 0.0),
+        "broadcast, 8 lanes, none": lambda: run_broadcast(bench, seconds, 8, "none", 0.0),
+        "broadcast, 8 lanes, key, 20 ms batches": lambda: run_broadcast(
+            bench, seconds, 8, "key", 0.02
+        ),
+        "webhook, 8 lanes, key": lambda: run_webhook(bench, seconds, 8),
+        "bare confluent-kafka -> httpx": lambda: run_bare(bench, seconds),
+    }
+    if bench.args.only:
+        wanted = [part.strip() for part in bench.args.only.split(",")]
+        variants = {
+            name: run
+            for name, run in variants.items()
+            if name.startswith("bare") or any(part in name for part in wanted)
+        }
+    figures: dict[str, dict[str, list[float]]] = {
+        name: {"p50": [], "p99": [], "p999": [], "e2e50": [], "e2e99": []} for name in variants
+    }
+    for attempt in range(1, bench.repeats + 1):
+        for name, run in variants.items():
+            result = run()
+            connector = result["connector"]
+            if isinstance(connector, list):  # the bare loop's own samples
+                p50, p99, p999 = (percentile(connector, q) for q in (0.5, 0.99, 0.999))
+            else:
+                p50, p99, p999 = (connector.quantile(q) * 1000 for q in (0.5, 0.99, 0.999))
+            e2e = result["e2e"]
+            row = figures[name]
+            row["p50"].append(p50)
+            row["p99"].append(p99)
+            row["p999"].append(p999)
+            row["e2e50"].append(percentile(e2e, 0.5))
+            row["e2e99"].append(percentile(e2e, 0.99))
+            if result["violations"] and "none" not in name:
+                raise SystemExit(f"{name}: {result['violations']} messages out of order per key")
+            bench.console.print(
+                f"  {name} run {attempt}/{bench.repeats}: in-connector p50 {p50:.2f} ms, p99 "
+                f"{p99:.2f} ms, p99.9 {p999:.2f} ms; end to end p50 {row['e2e50'][-1]:.2f} ms, "
+                f"p99 {row['e2e99'][-1]:.2f} ms; order violations {result['violations']}",
+                highlight=False,
+            )
+    bare = figures["bare confluent-kafka -> httpx"]  # always run: every ratio needs it
+    for name, row in figures.items():
+        target = " (target <= 1 ms)" if "key" in name and "20 ms" not in name else ""
+        baseline = [] if name.startswith("bare") else bare["p50"]
+        bench.record(
+            Figure(
+                bench.name,
+                f"{name}: in-connector p50{target}",
+                "ms",
+                row["p50"],
+                baseline,
+                higher_is_better=False,
+            )
+        )
+        target = " (target <= 5 ms)" if target else ""
+        baseline = [] if name.startswith("bare") else bare["p99"]
+        bench.record(
+            Figure(
+                bench.name,
+                f"{name}: in-connector p99{target}",
+                "ms",
+                row["p99"],
+                baseline,
+                higher_is_better=False,
+            )
+        )
+        bench.record(
+            Figure(
+                bench.name, f"{name}: in-connector p99.9", "ms", row["p999"], higher_is_better=False
+            )
+        )
+        bench.record(
+            Figure(
+                bench.name, f"{name}: end to end p50", "ms", row["e2e50"], higher_is_better=False
+            )
+        )
+        bench.record(
+            Figure(
+                bench.name, f"{name}: end to end p99", "ms", row["e2e99"], higher_is_better=False
+            )
+        )
+    bench.report()
+
+
+if __name__ == "__main__":
+    main()
