@@ -233,7 +233,7 @@ def arguments(parser: Any) -> None:
         "--seconds", type=float, default=10.0, help="length of each run at 2,400 msgs/s"
     )
     parser.add_argument(
-        "--only", help="run only the variants whose name contains one of these (comma-separated)"
+        "--only", help="run only the variants whose name contains one of these (separated by |)"
     )
 
 
@@ -256,7 +256,7 @@ def main() -> None:
         "bare confluent-kafka -> httpx": lambda: run_bare(bench, seconds),
     }
     if bench.args.only:
-        wanted = [part.strip() for part in bench.args.only.split(",")]
+        wanted = [part.strip() for part in bench.args.only.split("|")]
         variants = {
             name: run
             for name, run in variants.items()

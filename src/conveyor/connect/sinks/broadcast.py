@@ -99,7 +99,16 @@ class Broadcast:
 
         # uvicorn's legacy websockets protocol warns that it is deprecated; use its successor
         ws = "websockets-sansio" if "websockets-sansio" in WS_PROTOCOLS else "websockets"
-        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", ws=ws)
+        # Compressing each message for each client (permessage-deflate) cost more CPU than
+        # anything else in the fan-out; records are small JSON texts.
+        config = uvicorn.Config(
+            app,
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            ws=ws,
+            ws_per_message_deflate=False,
+        )
         self._server = uvicorn.Server(config)
         ready = threading.Event()
         self._ready = ready
