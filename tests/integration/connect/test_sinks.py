@@ -4,6 +4,7 @@ key, 5xx answers retried, 4xx answers sent to the dead letter queue with the rea
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -228,3 +229,40 @@ def test_a_failing_sink_pauses_its_partition_and_memory_stays_flat(
     print(f"RSS {early / 2**20:.0f} MB after 3 s of the outage, {late / 2**20:.0f} MB at its end")
     assert growth < 20, f"memory grew {growth:.0f} MB during the outage"
     assert sorted(set(sink.delivered.items)) == list(range(total)), "then everything, once resumed"
+
+
+def test_an_async_sink_opens_delivers_and_closes_on_the_event_loop(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    total = produce_keyed(kafka_bootstrap, topic, keys=20, sequences=10)
+    calls: list[str] = []
+    delivered: list[tuple[str, int]] = []
+    loops: set[int] = set()
+    done = Record()
+
+    class AsyncCollecting:
+        async def open(self) -> None:
+            loops.add(id(asyncio.get_running_loop()))
+            calls.append("open")
+
+        async def deliver(self, records: Any) -> None:
+            loops.add(id(asyncio.get_running_loop()))
+            await asyncio.sleep(0.001)
+            delivered.extend((record.key, record.payload["seq"]) for record in records)
+            done.add(len(records))
+
+        async def flush(self) -> None:
+            calls.append("flush")
+
+        async def close(self) -> None:
+            loops.add(id(asyncio.get_running_loop()))
+            calls.append("close")
+
+    app = make_app(kafka_bootstrap, concurrency=1)
+    app.routes.sink(topic, AsyncCollecting(), lanes=8)
+    with running(app):
+        assert done.wait_for(lambda counts: sum(counts) >= total, timeout=60)
+    assert calls == ["open", "flush", "close"]
+    assert len(loops) == 1, "open, deliver and close ran on one loop"
+    in_order(delivered, 20, 10)
