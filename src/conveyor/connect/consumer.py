@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ __all__ = ["SinkBinding", "SinkNotDelivered", "sink_consumer"]
 
 _log = logging.getLogger("conveyor.connect")
 _rejected = RateLimitedLog(_log)
+_traces = RateLimitedLog(_log)
 
 
 class SinkNotDelivered(Exception):
@@ -103,6 +105,48 @@ def _act(consumer: Consumer, records: Sequence[Message], results: Any, rejectabl
         raise SinkNotDelivered(f"offset {records[index].offset}: {reason}")
 
 
+class _SinkTrace:
+    """With tracing on: the spans of one batch handed to a sink (``queued``, ``published``)."""
+
+    def __init__(self, consumer: Consumer, sink: Any) -> None:
+        lane = consumer._executor
+        executor = getattr(lane, "executor", lane)  # a lane stands in for its partition
+        self.tracing = executor.context.tracing
+        self.polls = executor.polls
+        self.group = executor.group_id
+        self.sink = type(sink).__name__
+        self.handed = time.time()
+
+    @staticmethod
+    def of(consumer: Consumer, sink: Any) -> _SinkTrace | None:
+        lane = consumer._executor
+        executor = getattr(lane, "executor", lane)
+        tracing = executor.context.tracing
+        return _SinkTrace(consumer, sink) if tracing is not None and tracing.enabled else None
+
+    def done(self, records: Sequence[Message], results: Any, error: Exception | None) -> None:
+        acknowledged = time.time()
+        if error is not None:
+            failures = dict.fromkeys(range(len(records)), (type(error).__name__, str(error)))
+        else:
+            failures = {
+                index: (type(result).__name__, getattr(result, "reason", repr(result)))
+                for index, result in enumerate(results or ())
+                if result is not None
+            }
+        tracing = self.tracing
+        assert tracing is not None
+        raws = [record._raw for record in records]
+        polled = [self.polls.polled_at(raw.offset(), self.handed) for raw in raws]
+        try:
+            tracing.sink_delivered(
+                raws[0].topic(), self.group, self.sink, raws, polled, self.handed, acknowledged,
+                failures,
+            )  # fmt: skip
+        except Exception as trace_error:  # tracing never stops a sink
+            _traces.log(logging.ERROR, "sink", "could not record sink spans (%r)", trace_error)
+
+
 def sink_consumer(binding: SinkBinding, rejectable: bool) -> type[Consumer]:
     """The consumer class of a sink route (``rejectable``: the route has a DLQ topic, so a
     rejected record goes there; without one it is retried like any failure)."""
@@ -113,7 +157,16 @@ def sink_consumer(binding: SinkBinding, rejectable: bool) -> type[Consumer]:
             async def consume(self) -> None:
                 await binding.open_async()
                 records = list(self.messages)
-                _act(self, records, await binding.sink.deliver(records), rejectable)
+                trace = _SinkTrace.of(self, binding.sink)
+                try:
+                    results = await binding.sink.deliver(records)
+                except Exception as error:
+                    if trace is not None:
+                        trace.done(records, None, error)
+                    raise
+                if trace is not None:
+                    trace.done(records, results, None)
+                _act(self, records, results, rejectable)
 
         AsyncSinkConsumer.__name__ = AsyncSinkConsumer.__qualname__ = (
             f"{type(binding.sink).__name__}Consumer"
@@ -123,7 +176,16 @@ def sink_consumer(binding: SinkBinding, rejectable: bool) -> type[Consumer]:
     class SinkConsumer(Consumer):
         def consume(self) -> None:
             records = list(self.messages)
-            _act(self, records, binding.sink.deliver(records), rejectable)
+            trace = _SinkTrace.of(self, binding.sink)
+            try:
+                results = binding.sink.deliver(records)
+            except Exception as error:
+                if trace is not None:
+                    trace.done(records, None, error)
+                raise
+            if trace is not None:
+                trace.done(records, results, None)
+            _act(self, records, results, rejectable)
 
     SinkConsumer.__name__ = SinkConsumer.__qualname__ = f"{type(binding.sink).__name__}Consumer"
     return SinkConsumer

@@ -337,6 +337,59 @@ class Tracing:
                     make_context(trace_id, span_id, is_remote=True, trace_flags=flags(trace_flags))
                 )
 
+    # -- sinks ------------------------------------------------------------------------------------
+
+    def sink_delivered(
+        self,
+        topic: str,
+        group: str,
+        sink: str,
+        batch: Sequence[Any],
+        polled: Sequence[float],
+        handed: float,
+        acknowledged: float,
+        failures: dict[int, tuple[str, str]],
+    ) -> None:
+        """Per record of a sink's batch, children of its creation context: ``queued {topic}``
+        (polled → handed to the sink) and ``published {topic}`` (handed → acknowledged, with
+        ``error.type`` when the sink did not deliver it: ``failures`` maps a position to its
+        error type and message). Times are
+        wall-clock seconds; ``polled`` per record."""
+        api = self._api
+        if api is None or not self.enabled:
+            return
+        tracer = self._tracer
+        handed_ns, acknowledged_ns = int(handed * 1e9), int(acknowledged * 1e9)
+        for index, raw in enumerate(batch):
+            parent = self.context_of(raw)
+            attributes: dict[str, Any] = {
+                sc.SYSTEM: sc.KAFKA,
+                sc.DESTINATION: topic,
+                sc.PARTITION: str(raw.partition()),
+                sc.OFFSET: raw.offset(),
+                sc.CONSUMER_GROUP: group,
+                "conveyor.sink": sink,
+            }
+            queued = tracer.start_span(
+                f"queued {topic}",
+                context=parent,
+                kind=api.SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=min(int(polled[index] * 1e9), handed_ns),
+            )
+            queued.end(end_time=handed_ns)
+            published = tracer.start_span(
+                f"published {topic}",
+                context=parent,
+                kind=api.SpanKind.PRODUCER,
+                attributes=attributes,
+                start_time=handed_ns,
+            )
+            failure = failures.get(index)
+            if failure is not None:
+                _mark_failed(api, published, *failure)
+            published.end(end_time=acknowledged_ns)
+
     # -- settling ---------------------------------------------------------------------------------
 
     def _settled(self, event: Event) -> None:

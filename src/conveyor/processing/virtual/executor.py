@@ -199,9 +199,11 @@ class VirtualPartitionExecutor(PartitionExecutor):
             if self.revoked or self.stopped:
                 return
             self.high_watermark = high_watermark
-            latency = self.context.latency
-            if latency is not None and latency.active:
-                self.polls.fetched(raws[-1].offset())
+            latency, tracing = self.context.latency, self.context.tracing
+            if (latency is not None and latency.active) or (
+                tracing is not None and tracing.enabled
+            ):
+                self.polls.fetched(raws[-1].offset())  # (sink spans start at the poll)
             if self.first_fetched is None:
                 self.first_fetched = raws[0].offset()
             self.pending.extend(raws)
