@@ -98,7 +98,8 @@ def run_broadcast(
         expected = int(seconds * RATE) // KEYS
         clients = subprocess.Popen(
             [sys.executable, str(HERE / "_ws_clients.py"), f"ws://127.0.0.1:{sink.port}/ws",
-             str(KEYS), str(CLIENTS_PER_KEY), str(expected)],
+             str(KEYS), str(bench.args.clients_per_key), str(expected),
+             "batch" if bench.args.batch_frames else "single"],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert clients.stdout is not None
@@ -231,6 +232,15 @@ def new_app(bootstrap: str) -> App:
 def arguments(parser: Any) -> None:
     parser.add_argument(
         "--seconds", type=float, default=10.0, help="length of each run at 2,400 msgs/s"
+    )
+    parser.add_argument(
+        "--clients-per-key", type=int, default=CLIENTS_PER_KEY, help="WebSocket clients per key"
+    )
+    parser.add_argument(
+        "--single-frames",
+        dest="batch_frames",
+        action="store_false",
+        help="clients take one WebSocket message per record (default: batched frames)",
     )
     parser.add_argument(
         "--only", help="run only the variants whose name contains one of these (separated by |)"

@@ -223,3 +223,39 @@ def test_garbage_is_a_protocol_error_and_an_unknown_channel_is_silent(
             assert json.loads(events[0][6:])["payload"] == {"n": 1}
     finally:
         loop.close()
+
+
+def test_a_batch_client_gets_waiting_records_as_arrays_in_order(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    sink = Broadcast(port=0)
+    app = make_app(kafka_bootstrap, topic, sink, lanes=4)
+    loop = ClientLoop()
+    try:
+        with running(app):
+            url = f"ws://127.0.0.1:{sink.port}/ws"
+
+            async def batch_client() -> Any:
+                socket_ = await websockets.connect(url)
+                await socket_.send(json.dumps({"subscribe": ["k0"], "batch": True}))
+                assert json.loads(await socket_.recv()) == {"subscribed": ["k0"]}
+                return socket_
+
+            client = loop.run(batch_client())
+
+            async def read_all(count: int) -> list[list[dict[str, Any]]]:
+                messages: list[list[dict[str, Any]]] = []
+                while sum(len(m) for m in messages) < count:
+                    messages.append(json.loads(await client.recv()))
+                return messages
+
+            waiting = loop.start(read_all(2_000))
+            produce_keyed(kafka_bootstrap, topic, keys=1, sequences=2_000)
+            messages = waiting.result(60)
+            loop.run(client.close())
+    finally:
+        loop.close()
+    assert all(isinstance(message, list) for message in messages), "records come in arrays"
+    seqs = [record["payload"]["seq"] for message in messages for record in message]
+    assert seqs == list(range(2_000))
