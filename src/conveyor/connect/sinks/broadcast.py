@@ -243,16 +243,16 @@ class Broadcast:
 
     async def _send(self, websocket: Any, subscriber: _Subscriber) -> None:
         queue = subscriber.queue
+        held: Any = None  # taken from the queue while batching, sent next, in its turn
         try:
             while True:
-                text = await queue.get()
+                text = held if held is not None else await queue.get()
+                held = None
                 if text is _DROPPED:
                     await websocket.close(TRY_AGAIN_LATER, "too slow")
                     return
-                if not subscriber.batch or isinstance(text, _Control) or queue.empty():
-                    await websocket.send_text(
-                        text if not subscriber.batch or isinstance(text, _Control) else f"[{text}]"
-                    )
+                if isinstance(text, _Control) or not subscriber.batch:
+                    await websocket.send_text(text)
                     continue
                 # Everything waiting, as one message: a frame per record per client was the
                 # fan-out's cost at tens of thousands of records a second.
@@ -260,7 +260,7 @@ class Broadcast:
                 while len(texts) < _BATCH_LIMIT and not queue.empty():
                     following = queue.get_nowait()
                     if following is _DROPPED or isinstance(following, _Control):
-                        queue.put_nowait(following)  # (room: one was just taken)
+                        held = following
                         break
                     texts.append(following)
                 await websocket.send_text("[" + ",".join(texts) + "]")
