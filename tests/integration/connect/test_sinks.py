@@ -105,15 +105,15 @@ class Endpoint:
                 self.changed.notify_all()
             return JSONResponse({"ok": True})
 
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        # listening before uvicorn serves: requests wait in the backlog, no start-up to poll
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
         config = uvicorn.Config(
             Starlette(routes=[Route("/hook", receive, methods=["POST"])]),
-            host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
+            log_level="warning", lifespan="off",
         )  # fmt: skip
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, args=([self.listener],), daemon=True)
 
     @property
     def url(self) -> str:
@@ -121,15 +121,12 @@ class Endpoint:
 
     def __enter__(self) -> Endpoint:
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.02)  # uvicorn offers no event to wait on
-        assert self.server.started
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+        self.listener.close()
 
     def wait_for(self, count: int, timeout: float = 60) -> bool:
         with self.changed:
@@ -177,6 +174,7 @@ class Outage:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.down_since: float | None = None
+        self.down = threading.Event()
         self.delivered = Record()
 
     def open(self) -> None: ...
@@ -185,6 +183,7 @@ class Outage:
         now = time.monotonic()
         if self.down_since is None:
             self.down_since = now
+            self.down.set()
         if now - self.down_since < self.seconds:
             raise ConnectionError("the sink is down")
         self.delivered.add(*(record.offset for record in records))
@@ -211,9 +210,7 @@ def test_a_failing_sink_pauses_its_partition_and_memory_stays_flat(
     app.routes.sink(topic, sink, lanes=4)
     paused = Record()
     with running(app):
-        deadline = time.monotonic() + 30
-        while sink.down_since is None and time.monotonic() < deadline:
-            time.sleep(0.05)  # the first delivery attempt starts the outage
+        assert sink.down.wait(30), "the first delivery attempt starts the outage"
         assert sink.down_since is not None
         time.sleep(3)  # librdkafka's prefetch and the partition's bound fill, then hold
         early = rss_bytes()

@@ -20,8 +20,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -122,24 +122,25 @@ class Broadcast:
             ws=ws,
             ws_per_message_deflate=False,
         )
+        # Bound and listening here, so that the port is known (port=0: the one chosen) and a
+        # bind error surfaces now; clients that connect before uvicorn serves wait in the backlog.
+        try:
+            listener = socket.create_server((self.host, self.port), backlog=1024)
+        except OSError as error:
+            raise ConfigurationError(
+                f"the Broadcast sink could not listen on {self.host}:{self.port}: {error}", "port"
+            ) from error
+        self.port = listener.getsockname()[1]
         self._server = uvicorn.Server(config)
         ready = threading.Event()
         self._ready = ready
         self._thread = threading.Thread(
-            target=self._server.run, name="conveyor-broadcast", daemon=True
+            target=self._server.run, args=([listener],), name="conveyor-broadcast", daemon=True
         )
         self._thread.start()
-        ready.wait(30)
-        server = self._server
-        deadline = time.monotonic() + 30
-        while not server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)  # uvicorn sets a flag once its sockets listen; it has no event
-        if not server.started or self._loop is None:
+        if not ready.wait(30):  # the lifespan's startup: the loop runs and takes deliveries
             self._server.should_exit = True
-            raise ConfigurationError(
-                f"the Broadcast sink could not listen on {self.host}:{self.port}", "port"
-            )
-        self.port = server.servers[0].sockets[0].getsockname()[1]  # port=0: the one chosen
+            raise ConfigurationError("the Broadcast sink's server did not start in 30 s", "sink")
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Any) -> AsyncIterator[None]:
