@@ -35,9 +35,20 @@ class Deserializers:
         self.headers = headers or _headers_dict
 
     def __repr__(self) -> str:
-        return (
-            f"Deserializers(payload={self.payload!r}, key={self.key!r}, headers={self.headers!r})"
+        names = ", ".join(
+            f"{part}={_callable_name(getattr(self, part))}"
+            for part in ("payload", "key", "headers")
         )
+        return f"Deserializers({names})"
+
+
+def _callable_name(function: Any) -> str:
+    """A deserializer as a person reads it: the defaults by what they decode, others by name
+    (a memory address says nothing on the web UI's Routing page)."""
+    for known, name in ((json_loads, "JSON"), (_utf8, "UTF-8"), (_headers_dict, "dict")):
+        if function is known:
+            return name
+    return getattr(function, "__qualname__", None) or type(function).__qualname__
 
 
 def _utf8(raw: bytes) -> str:
