@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer as BareConsumer
@@ -34,6 +35,7 @@ HERE = Path(__file__).parent
 RATE = 2_400
 KEYS = 10
 CLIENTS_PER_KEY = 10
+WARM_UP = 2.0  # seconds at RATE before every measured run, on every variant alike
 ENDPOINT = """
 import json, sys, time
 import uvicorn
@@ -43,7 +45,9 @@ from starlette.routing import Route
 samples = []
 async def hook(request):
     body = json.loads(await request.body())
-    samples.append((time.time() - body["payload"]["sent"]) * 1000)
+    now = time.time()
+    for record in body if isinstance(body, list) else [body]:
+        samples.append((now - record["payload"]["sent"]) * 1000)
     return Response(status_code=204)
 async def report(request):
     text = json.dumps(samples); samples.clear(); return Response(text)
@@ -60,19 +64,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def send_steadily(bootstrap: str, topic: str, seconds: float) -> int:
-    """RATE msgs/s over KEYS keys for ``seconds``; returns how many were sent."""
-    producer = BareProducer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    count = int(seconds * RATE)
-    started = time.perf_counter()
-    for index in range(count):
-        pause = started + index / RATE - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
-        body = json.dumps({"seq": index // KEYS, "sent": time.time()}).encode()
-        producer.produce(topic, body, f"k{index % KEYS}".encode())
-        producer.poll(0)
-    producer.flush(30)
+def send_steadily(bootstrap: str, topic: str, seconds: float, first: int = 0) -> int:
+    """RATE msgs/s over KEYS keys for ``seconds``, from a process of its own (the connector's
+    process holds the connector only), numbered from message ``first``; returns how many."""
+    done = subprocess.run(
+        [sys.executable, str(HERE / "_steady_producer.py"), bootstrap, topic, str(seconds),
+         str(RATE), str(KEYS), str(first)],
+        capture_output=True, text=True, timeout=seconds + 60, check=True,
+    )  # fmt: skip
+    return int(done.stdout)
+
+
+def warm_up(bootstrap: str, topic: str, forget: Callable[[], object]) -> int:
+    """WARM_UP seconds at the same rate (connections, lanes, caches and the broker's fetch
+    sessions settle), then ``forget`` what was measured; returns how many were sent."""
+    count = send_steadily(bootstrap, topic, WARM_UP)
+    time.sleep(0.5)  # the last of them on their way
+    forget()
     return count
 
 
@@ -95,18 +103,18 @@ def run_broadcast(
     try:
         if not assigned.wait(60):  # type: ignore[attr-defined]
             raise RuntimeError("no partition assigned")
-        expected = int(seconds * RATE) // KEYS
+        warm, measured = int(WARM_UP * RATE), int(seconds * RATE)
         clients = subprocess.Popen(
             [sys.executable, str(HERE / "_ws_clients.py"), f"ws://127.0.0.1:{sink.port}/ws",
-             str(KEYS), str(bench.args.clients_per_key), str(expected),
-             "batch" if bench.args.batch_frames else "single"],
+             str(KEYS), str(bench.args.clients_per_key), str((warm + measured) // KEYS),
+             str(warm // KEYS), "batch" if bench.args.batch_frames else "single"],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert clients.stdout is not None
         if clients.stdout.readline().strip() != "ready":
             raise RuntimeError("the WebSocket clients did not start")
-        time.sleep(0.5)
-        send_steadily(bench.bootstrap, topic, seconds)
+        first = warm_up(bench.bootstrap, topic, app.latency.reset)
+        send_steadily(bench.bootstrap, topic, seconds, first)
         report = json.loads(clients.stdout.readline())
         clients.wait(30)
         clients.stdout.close()
@@ -118,7 +126,7 @@ def run_broadcast(
     return {"connector": connector, "e2e": report["samples"], "violations": report["violations"]}
 
 
-def run_webhook(bench: Bench, seconds: float, lanes: int) -> dict[str, Any]:
+def run_webhook(bench: Bench, seconds: float, lanes: int, batch: bool) -> dict[str, Any]:
     topic = bench.create_topic()
     port = free_port()
     endpoint = subprocess.Popen([sys.executable, "-c", ENDPOINT, str(port)])
@@ -126,7 +134,8 @@ def run_webhook(bench: Bench, seconds: float, lanes: int) -> dict[str, Any]:
         wait_http(port)
         app = new_app(bench.bootstrap)
         app.routes.sink(
-            topic, Webhook(f"http://127.0.0.1:{port}/hook", concurrency=lanes), lanes=lanes
+            topic, Webhook(f"http://127.0.0.1:{port}/hook", batch=batch, concurrency=lanes),
+            lanes=lanes,
         )
         assigned = wait_assigned(app)
         app.latency.enable(stamp=False)
@@ -134,8 +143,9 @@ def run_webhook(bench: Bench, seconds: float, lanes: int) -> dict[str, Any]:
         try:
             if not assigned.wait(60):  # type: ignore[attr-defined]
                 raise RuntimeError("no partition assigned")
-            time.sleep(0.5)
-            count = send_steadily(bench.bootstrap, topic, seconds)
+            first = warm_up(bench.bootstrap, topic, lambda: collect(port, int(WARM_UP * RATE)))
+            app.latency.reset()
+            count = send_steadily(bench.bootstrap, topic, seconds, first)
             samples = collect(port, count)
             connector = app.latency.histogram(topic, "poll→end")
         finally:
@@ -180,8 +190,9 @@ def run_bare(bench: Bench, seconds: float) -> dict[str, Any]:
 
         reader = threading.Thread(target=loop, daemon=True)
         reader.start()
-        time.sleep(3)  # the group join
-        count = send_steadily(bench.bootstrap, topic, seconds)
+        first = warm_up(bench.bootstrap, topic, lambda: collect(port, int(WARM_UP * RATE)))
+        connector.clear()
+        count = send_steadily(bench.bootstrap, topic, seconds, first)
         samples = collect(port, count)
         stop.set()
         reader.join(10)
@@ -262,7 +273,10 @@ def main() -> None:
         "broadcast, 8 lanes, key, 20 ms batches": lambda: run_broadcast(
             bench, seconds, 8, "key", 0.02
         ),
-        "webhook, 8 lanes, key": lambda: run_webhook(bench, seconds, 8),
+        "webhook, 8 lanes, key": lambda: run_webhook(bench, seconds, 8, batch=False),
+        "webhook, 8 lanes, key, a request per lane batch": lambda: run_webhook(
+            bench, seconds, 8, batch=True
+        ),
         "bare confluent-kafka -> httpx": lambda: run_bare(bench, seconds),
     }
     if bench.args.only:
