@@ -20,12 +20,11 @@ import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer as BareConsumer
-from confluent_kafka import Producer as BareProducer
 
 from conveyor import App
 from conveyor.connect.sinks import Broadcast, Webhook
@@ -134,7 +133,8 @@ def run_webhook(bench: Bench, seconds: float, lanes: int, batch: bool) -> dict[s
         wait_http(port)
         app = new_app(bench.bootstrap)
         app.routes.sink(
-            topic, Webhook(f"http://127.0.0.1:{port}/hook", batch=batch, concurrency=lanes),
+            topic,
+            Webhook(f"http://127.0.0.1:{port}/hook", batch=batch, concurrency=lanes),
             lanes=lanes,
         )
         assigned = wait_assigned(app)
