@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from conveyor.admin import Admin
+from conveyor.connect.consumer import SinkBinding
 from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.instrumentation import LoggingListener, Monitor
@@ -206,7 +207,7 @@ class App:
             raise
         self._started_at = time.time()
         try:
-            self._open_sinks(routes)
+            self._open_sinks(routes, self._runner.event_loop)
         except BaseException:  # a sink that cannot open: nothing runs
             self._runner.discard()
             self._runner = None
@@ -296,23 +297,29 @@ class App:
             self.monitor.instrument(ev.APP_STOPPED, app=self, clean=clean and self.crash is None)
         self._stopped.set()
 
-    def _open_sinks(self, routes: list[Topic]) -> None:
+    def _open_sinks(self, routes: list[Topic], event_loop: EventLoopThread) -> None:
+        """Open the sinks of ``routes`` before anything is consumed (an async one on the
+        event loop its lanes run on); one that cannot open closes the ones opened before."""
         names = {route.name for route in routes}
         opened = []
         try:
             for binding in self.routes.sinks:
                 if binding.topic in names:
-                    binding.open()
+                    if binding.asynchronous:  # on the loop its lanes will run on
+                        event_loop.call(binding.open_async(), timeout=60)
+                    else:
+                        binding.open()
                     opened.append(binding)
         except BaseException:
-            for binding in opened:
-                binding.close()
+            self._close_sinks(event_loop, opened)
             raise
 
-    def _close_sinks(self, event_loop: EventLoopThread) -> None:
+    def _close_sinks(
+        self, event_loop: EventLoopThread, bindings: Iterable[SinkBinding] | None = None
+    ) -> None:
         """After the consumers stopped: flush and close every sink (an async one on the
         event loop its lanes ran on); a sink that fails to close is logged."""
-        for binding in self.routes.sinks:
+        for binding in self.routes.sinks if bindings is None else bindings:
             try:
                 if binding.asynchronous:
                     if binding.opened:

@@ -41,7 +41,7 @@ class SinkBinding:
         self._async_open: asyncio.Lock | None = None
 
     def open(self) -> None:
-        """Open a synchronous sink (an async one opens on the event loop, on first use)."""
+        """Open a synchronous sink (an async one: :meth:`open_async`, on the event loop)."""
         if self.asynchronous:
             return
         with self._open_lock:

@@ -68,6 +68,7 @@ class Runner:
         for listener in self.listeners:
             listener.close()
         self.pool.stop(1.0)
+        self.event_loop.stop(1.0)  # started when an async sink tried to open
 
     def start(self) -> None:
         """Start every listener (each subscribes or assigns, then polls on its own thread)."""

@@ -263,3 +263,48 @@ def test_an_async_sink_opens_delivers_and_closes_on_the_event_loop(
     assert calls == ["open", "flush", "close"]
     assert len(loops) == 1, "open, deliver and close ran on one loop"
     in_order(delivered, 20, 10)
+
+
+class Opening:
+    """An async sink that records its life and, with ``fail``, cannot open."""
+
+    def __init__(self, name: str, life: list[str], fail: bool = False) -> None:
+        self.name, self.life, self.fail = name, life, fail
+
+    async def open(self) -> None:
+        self.life.append(f"{self.name} open")
+        if self.fail:
+            raise OSError(f"{self.name}: no route to the sink")
+
+    async def deliver(self, records: Any) -> None:
+        self.life.append(f"{self.name} deliver")
+
+    async def flush(self) -> None:
+        self.life.append(f"{self.name} flush")
+
+    async def close(self) -> None:
+        self.life.append(f"{self.name} close")
+
+
+def test_an_async_sink_is_open_when_start_returns_and_one_that_cannot_open_fails_the_start(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    first, second = new_topic(partitions=1), new_topic(partitions=1)
+    life: list[str] = []
+    app = make_app(kafka_bootstrap)
+    app.routes.sink(first, Opening("a", life))
+    app.start()
+    try:
+        assert life == ["a open"], "open before anything is consumed (a server must listen)"
+    finally:
+        app.stop_and_wait()
+    assert life == ["a open", "a flush", "a close"]
+
+    life.clear()
+    failing = make_app(kafka_bootstrap)
+    failing.routes.sink(first, Opening("a", life))
+    failing.routes.sink(second, Opening("b", life, fail=True))
+    with pytest.raises(OSError, match="b: no route to the sink"):
+        failing.start()
+    assert life == ["a open", "b open", "a flush", "a close"], "the one opened is closed"
+    assert failing.state == "idle"

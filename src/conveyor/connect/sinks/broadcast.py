@@ -68,7 +68,12 @@ _BATCH_LIMIT = 1_000  # records per batched WebSocket message, at most
 
 
 class Broadcast:
-    """Pushes records to subscribed WebSocket and SSE clients (see the module)."""
+    """Pushes records to subscribed WebSocket and SSE clients (see the module).
+
+    The server runs on a thread of its own; ``deliver`` only encodes each record and queues it
+    for that thread, so it never blocks: an app whose sink routes are Broadcasts needs no
+    more worker threads than cores (``App(concurrency=...)``; more only add GIL hand-overs —
+    lanes are not threads and may be many)."""
 
     def __init__(
         self,
@@ -97,17 +102,14 @@ class Broadcast:
         try:
             import uvicorn  # noqa: PLC0415 - optional dependencies
             from starlette.applications import Starlette  # noqa: PLC0415
-            from starlette.routing import Route, WebSocketRoute  # noqa: PLC0415
+            from starlette.routing import Route  # noqa: PLC0415
         except ImportError as error:
             raise ConfigurationError(
                 "the Broadcast sink needs starlette, uvicorn and websockets: "
                 "pip install 'conveyor[broadcast]'",
                 "sink",
             ) from error
-        app = Starlette(
-            routes=[WebSocketRoute("/ws", self._websocket), Route("/sse", self._sse)],
-            lifespan=self._lifespan,
-        )
+        self._starlette = Starlette(routes=[Route("/sse", self._sse)], lifespan=self._lifespan)
         from uvicorn.config import WS_PROTOCOLS  # noqa: PLC0415
 
         # uvicorn's legacy websockets protocol warns that it is deprecated; use its successor
@@ -115,7 +117,8 @@ class Broadcast:
         # Compressing each message for each client (permessage-deflate) cost more CPU than
         # anything else in the fan-out; records are small JSON texts.
         config = uvicorn.Config(
-            app,
+            self._asgi,
+            interface="asgi3",  # a bound method: uvicorn's guess would take it for ASGI 2
             host=self.host,
             port=self.port,
             log_level="warning",
@@ -217,18 +220,36 @@ class Broadcast:
 
     # -- the endpoints --------------------------------------------------------------------------
 
-    async def _websocket(self, websocket: Any) -> None:
-        from starlette.websockets import WebSocketDisconnect  # noqa: PLC0415
+    async def _asgi(self, scope: Any, receive: Any, send: Any) -> None:
+        """``/ws`` straight on ASGI (a record goes to a client once per subscriber: Starlette's
+        WebSocket wrapper and its exception middleware around every send were a third of the
+        fan-out's cost); the rest (``/sse``, lifespan, unknown paths) through Starlette."""
+        if scope["type"] == "websocket" and scope["path"] == "/ws":
+            await self._websocket(receive, send)
+        else:
+            await self._starlette(scope, receive, send)
 
-        await websocket.accept()
+    async def _websocket(self, receive: Any, send: Any) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
         subscriber = _Subscriber(self.queue_size)
-        sender = asyncio.create_task(self._send(websocket, subscriber))
+        sender = asyncio.create_task(self._send(send, subscriber))
         try:
             while True:
-                text = await websocket.receive_text()
-                request = _parse(text)
-                if request is None:
-                    await websocket.close(PROTOCOL_ERROR, 'send {"subscribe": [channels]}')
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                request = None if text is None else _parse(text)
+                if request is None:  # not JSON, not a subscription, or binary
+                    await send(
+                        {
+                            "type": "websocket.close",
+                            "code": PROTOCOL_ERROR,
+                            "reason": 'send {"subscribe": [channels]}',
+                        }
+                    )
                     return
                 if "batch" in request:
                     subscriber.batch = bool(request.pop("batch"))
@@ -236,13 +257,13 @@ class Broadcast:
                     self._subscribe(subscriber, channels, on=action == "subscribe")
                     # in the queue, so it comes after everything sent before the change
                     subscriber.queue.put_nowait(_Control(json.dumps({f"{action}d": channels})))
-        except (WebSocketDisconnect, RuntimeError, KeyError):
-            return  # gone (or sent binary: receive_text's KeyError)
+        except OSError:
+            return  # gone meanwhile (uvicorn's ClientDisconnected)
         finally:
             self._forget(subscriber)
             sender.cancel()
 
-    async def _send(self, websocket: Any, subscriber: _Subscriber) -> None:
+    async def _send(self, send: Any, subscriber: _Subscriber) -> None:
         queue = subscriber.queue
         held: Any = None  # taken from the queue while batching, sent next, in its turn
         try:
@@ -250,10 +271,12 @@ class Broadcast:
                 text = held if held is not None else await queue.get()
                 held = None
                 if text is _DROPPED:
-                    await websocket.close(TRY_AGAIN_LATER, "too slow")
+                    await send(
+                        {"type": "websocket.close", "code": TRY_AGAIN_LATER, "reason": "too slow"}
+                    )
                     return
                 if isinstance(text, _Control) or not subscriber.batch:
-                    await websocket.send_text(text)
+                    await send({"type": "websocket.send", "text": text})
                     continue
                 # Everything waiting, as one message: a frame per record per client was the
                 # fan-out's cost at tens of thousands of records a second.
@@ -264,7 +287,7 @@ class Broadcast:
                         held = following
                         break
                     texts.append(following)
-                await websocket.send_text("[" + ",".join(texts) + "]")
+                await send({"type": "websocket.send", "text": "[" + ",".join(texts) + "]"})
         except Exception:  # the client went away meanwhile
             return
 

@@ -1,0 +1,146 @@
+"""The Webhook sink's connection pool against a real local HTTP server (the standard library's,
+so that each test controls keep-alive and timing): kept-alive connections the server closed
+are replaced without a retry, timeouts and refused connections are retries, bad settings are
+refused when the sink is built."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from conveyor.connect import Retry
+from conveyor.connect.sinks import Webhook
+from conveyor.errors import ConfigurationError
+from conveyor.messages import Deserializers, Message
+from unit.processing.fakes import FakeRaw
+
+
+def records(*offsets: int) -> list[Message]:
+    return [Message(FakeRaw(o, key=b"k", value=b'{"n": 1}'), Deserializers()) for o in offsets]
+
+
+class Server(ThreadingHTTPServer):
+    """Answers 204 to every POST after ``delay`` seconds; counts requests and connections and
+    signals each connection it closed. Idle connections are closed after ``idle`` seconds."""
+
+    daemon_threads = True
+
+    def __init__(self, idle: float = 30.0, delay: float = 0.0) -> None:
+        self.requests = 0
+        self.connections = 0
+        self.closed = threading.Semaphore(0)
+        self.release = threading.Event()  # ends a delayed answer early (at teardown)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive
+            timeout = idle
+
+            def setup(self) -> None:
+                super().setup()
+                server.connections += 1
+
+            def finish(self) -> None:
+                super().finish()
+                server.closed.release()
+
+            def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+                self.rfile.read(int(self.headers["content-length"]))
+                server.requests += 1
+                if delay:
+                    server.release.wait(delay)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    made: list[Server] = []
+    yield made
+    for server in made:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_kept_alive_connection_is_reused(servers: list[Server]) -> None:
+    server = Server()
+    servers.append(server)
+    sink = Webhook(server.url)
+    sink.open()
+    for offset in range(5):
+        assert sink.deliver(records(offset)) == [None]
+    sink.close()
+    assert (server.requests, server.connections) == (5, 1)
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_not_retried(
+    servers: list[Server],
+) -> None:
+    server = Server(idle=0.1)
+    servers.append(server)
+    sink = Webhook(server.url)
+    sink.open()
+    assert sink.deliver(records(0)) == [None]
+    assert server.closed.acquire(timeout=10), "the server closes the idle connection"
+    assert sink.deliver(records(1)) == [None], "delivered on a new connection, no Retry"
+    sink.close()
+    assert (server.requests, server.connections) == (2, 2)
+
+
+def test_a_timeout_is_a_retry(servers: list[Server]) -> None:
+    server = Server(delay=5.0)
+    servers.append(server)
+    sink = Webhook(server.url, timeout=0.2)
+    sink.open()
+    [result] = sink.deliver(records(0))
+    assert isinstance(result, Retry)
+    assert "timed out" in result.reason
+    sink.close()
+
+
+def test_a_refused_connection_is_a_retry_and_so_are_the_records_after_it() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sink = Webhook(f"http://127.0.0.1:{port}/hook")
+    sink.open()
+    first, second = sink.deliver(records(0, 1))
+    assert isinstance(first, Retry)
+    assert "ConnectionRefusedError" in first.reason
+    assert isinstance(second, Retry)
+    sink.close()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "setting"),
+    [
+        ({"url": "ftp://example.com/hook"}, "url"),
+        ({"url": "http:///hook"}, "url"),
+        ({"url": "http://example.com:99999/hook"}, "url"),
+        ({"url": "http://example.com/hook", "concurrency": 0}, "concurrency"),
+        ({"url": "http://example.com/hook", "timeout": 0}, "timeout"),
+    ],
+)
+def test_bad_settings_are_refused_when_the_sink_is_built(
+    arguments: dict[str, Any], setting: str
+) -> None:
+    url = arguments.pop("url")
+    with pytest.raises(ConfigurationError) as refused:
+        Webhook(url, **arguments)
+    assert refused.value.setting == setting
