@@ -49,7 +49,7 @@ class Server(ThreadingHTTPServer):
                 super().finish()
                 server.closed.release()
 
-            def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["content-length"]))
                 server.requests += 1
                 if delay:
