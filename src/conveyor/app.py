@@ -8,12 +8,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from conveyor.admin import Admin
 from conveyor.connect.consumer import SinkBinding
 from conveyor.consumer import Consumer
-from conveyor.errors import ConfigurationError, ConveyorError
+from conveyor.errors import ConfigurationError, ConveyorError, NotAssignedError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
@@ -259,6 +260,76 @@ class App:
         if ev.APP_QUIETING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_QUIETING, app=self)
 
+    # -- steering one partition (the web UI's and `conveyor ctl`'s commands) --------------------
+
+    def pause(self, topic: str, partition: int, *, until: datetime | None = None) -> None:
+        """Stop processing ``topic``/``partition`` in this process (it stays assigned): until
+        the aware datetime ``until``, or until :meth:`resume`. It goes on from the message
+        after the last one marked as consumed.
+
+        Raises:
+            NotAssignedError: this process does not have the partition.
+            ConfigurationError: ``until`` is not an aware datetime.
+        """
+        timeout = None
+        if until is not None:
+            timeout = max(0.0, _aware("until", until).timestamp() - time.time())
+        self._partition_command(
+            topic, partition, lambda executor, _listener: executor.request_pause(None, timeout)
+        )
+
+    def resume(self, topic: str, partition: int) -> None:
+        """Resume a partition paused by :meth:`pause` (or by a consumer's ``pause()``).
+
+        Raises:
+            NotAssignedError: this process does not have the partition.
+        """
+        self._partition_command(
+            topic, partition, lambda executor, _listener: executor.request_resume()
+        )
+
+    def seek(self, topic: str, partition: int, to: int | datetime) -> int:
+        """Continue ``topic``/``partition`` from offset ``to``, or from the first message at
+        or after the aware datetime ``to``; what was fetched and not yet processed is
+        dropped. The owning process seeks, so the group may stay active. Returns the offset.
+
+        Raises:
+            NotAssignedError: this process does not have the partition.
+            ConfigurationError: ``to`` is negative, past the partition's end, or a naive
+                datetime.
+        """
+        when: float | None = None
+        wanted = -1
+        if isinstance(to, datetime):
+            when = _aware("to", to).timestamp()
+        elif isinstance(to, int) and not isinstance(to, bool) and to >= 0:
+            wanted = to
+        else:
+            raise ConfigurationError(f"seek needs an offset >= 0 or a datetime, not {to!r}", "to")
+
+        def seek(executor: Any, listener: Any) -> int:
+            if when is not None:
+                offset = int(listener.offset_for_time(topic, partition, when))
+            else:
+                high = listener.high_watermark(topic, partition)
+                if wanted > high:
+                    raise ConfigurationError(
+                        f"offset {wanted} is past the end of {topic}/{partition} (next offset: "
+                        f"{high})",
+                        "to",
+                    )
+                offset = wanted
+            executor.request_seek(offset)
+            return offset
+
+        return int(self._partition_command(topic, partition, seek))
+
+    def _partition_command(self, topic: str, partition: int, action: Any) -> Any:
+        runner = self._runner
+        if runner is None or self.state not in ("running", "quiet"):
+            raise NotAssignedError(f"{topic}/{partition}: the app is not running ({self.state})")
+        return runner.on_partition(topic, partition, action)
+
     def stop_and_wait(self) -> None:
         """For apps started with :meth:`start`: stop gracefully and return once stopped."""
         self.stop()
@@ -384,3 +455,10 @@ class App:
         if ev.ERROR_OCCURRED in self.monitor.subscribed:
             self.monitor.instrument(ev.ERROR_OCCURRED, type="app.crash", error=error, where=where)
         self.stop()
+
+
+def _aware(name: str, value: Any) -> datetime:
+    """``value`` when it is a datetime with a time zone, else a ConfigurationError naming it."""
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ConfigurationError(f"{name} must be a datetime with a time zone, not {value!r}", name)
+    return value

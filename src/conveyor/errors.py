@@ -42,6 +42,7 @@ __all__ = [
     "DeserializationError",
     "InvalidMessageError",
     "KafkaError",
+    "NotAssignedError",
     "ProducerClosedError",
     "ProducerForkedError",
     "QueueFullError",
@@ -143,6 +144,10 @@ class DeserializationError(ConveyorError, ValueError):
 
 class WaitTimeoutError(ConveyorError, TimeoutError):
     """A wait reached its deadline. The awaited work (a delivery, say) may still complete."""
+
+
+class NotAssignedError(ConveyorError):
+    """A partition command (pause, resume, seek) for a partition this process does not own."""
 
 
 class QueueFullError(ConveyorError, BufferError):

@@ -32,7 +32,7 @@ from conveyor.driver.consumers import (
     raw_partition,
     raw_topic,
 )
-from conveyor.errors import KafkaError
+from conveyor.errors import KafkaError, NotAssignedError
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
 from conveyor.processing.executor import PartitionExecutor
@@ -242,6 +242,35 @@ class Listener:
             self._client.seek(executor.topic, executor.partition, offset)
 
         self._command(seek_now)
+
+    def call_with_executor(
+        self,
+        topic: str,
+        partition: int,
+        action: Callable[[PartitionExecutor, Listener], Any],
+        timeout: float,
+    ) -> tuple[Any] | None:
+        """Run ``action(executor, self)`` on this thread for an assigned partition (its
+        executor made now if nothing was fetched yet); ``(result,)``, or ``None`` when this
+        thread did not get to it in time. What ``action`` raises is raised here."""
+
+        def run() -> tuple[Any]:
+            executor = self._executor(topic, partition)
+            if executor is None or (topic, partition) not in self._assigned:
+                raise NotAssignedError(f"{topic}/{partition} is not assigned to this process")
+            return (action(executor, self),)
+
+        return self._call(run, timeout)  # type: ignore[no-any-return]
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """On this thread: the partition's next offset, asked of its leader."""
+        return self._client.query_watermarks(topic, partition)[1]
+
+    def offset_for_time(self, topic: str, partition: int, when: float) -> int:
+        """On this thread: the first offset at or after ``when`` (epoch seconds), or the
+        partition's end when nothing is that new."""
+        found = self._client.offset_for_time(topic, partition, int(when * 1000))
+        return found if found >= 0 else self._client.query_watermarks(topic, partition)[1]
 
     def commit_now(self, topic: str, partition: int, next_offset: int) -> bool:
         """Commit ``next_offset`` for the partition and wait; False when refused or not done."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from conveyor.errors import NotAssignedError, WaitTimeoutError
 from conveyor.processing.collector import raise_collection_threshold
 from conveyor.processing.event_loop import EventLoopThread
 from conveyor.processing.executor import PartitionExecutor
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from conveyor.routing.topic import Topic
 
 __all__ = ["Runner"]
+
+T = TypeVar("T")
 
 
 class Runner:
@@ -105,6 +108,35 @@ class Runner:
         self._timers.stop()
         self._restore_collector()
         return clean
+
+    # -- acting on one partition --------------------------------------------------------------
+
+    def on_partition(
+        self,
+        topic: str,
+        partition: int,
+        action: Callable[[PartitionExecutor, Listener], T],
+        timeout: float = 10.0,
+    ) -> T:
+        """Run ``action(executor, listener)`` on the thread of the listener that has
+        ``topic``/``partition`` assigned (librdkafka is only touched there) and return what it
+        returned.
+
+        Raises:
+            NotAssignedError: no listener of this process has the partition.
+            WaitTimeoutError: the listener did not get to it within ``timeout``.
+        """
+        for listener in self.listeners:
+            if (topic, partition) not in listener.assigned():
+                continue
+            done = listener.call_with_executor(topic, partition, action, timeout)
+            if done is None:
+                raise WaitTimeoutError(
+                    f"the listener of {topic}/{partition} did not act within {timeout:g} s"
+                )
+            result: T = done[0]
+            return result
+        raise NotAssignedError(f"{topic}/{partition} is not assigned to this process")
 
     # -- reading ------------------------------------------------------------------------------
 
