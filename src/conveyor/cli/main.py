@@ -11,6 +11,7 @@ from conveyor.cli.admin import cluster, configs, groups, topics
 from conveyor.cli.bench import bench
 from conveyor.cli.broker import broker
 from conveyor.cli.connect import connect
+from conveyor.cli.ctl import ctl
 from conveyor.cli.dlq import dlq
 from conveyor.cli.output import error_console
 from conveyor.cli.server import info, server
@@ -43,6 +44,7 @@ cli.add_command(server)
 cli.add_command(info)
 cli.add_command(web)
 cli.add_command(connect)
+cli.add_command(ctl)
 for _group in (topics, groups, configs, cluster, dlq):
     cli.add_command(_group)
 

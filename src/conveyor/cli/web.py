@@ -133,7 +133,7 @@ def reset(app_spec: str | None, replication_factor: int, yes: bool) -> None:
     app = load_app(app_spec)
     confirm(
         yes,
-        f"Delete {', '.join(app.web.topics.names)} (all reports, states, metrics and errors) and create them again?",
+        f"Delete {', '.join(app.web.topics.names)} (all reports, states, metrics, errors and commands) and create them again?",
     )
     _remove(app, "Reset: deleting")
     _apply(app, replication_factor, "Reset")

@@ -107,17 +107,9 @@ class WebData:
     def _tail(
         self, positions: list[tuple[str, int, int]], ends: dict[tuple[str, int], int]
     ) -> None:
-        settings = {
-            **{
-                k: v
-                for k, v in self.kafka.items()
-                if not k.startswith(("group.", "transactional.", "enable.auto."))
-            },
-            "group.id": "conveyor-web-reader",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-        }
-        client = ConsumerClient(settings, on_fetch_error=self._fetch_error)
+        client = ConsumerClient(
+            reader_settings(self.kafka, "conveyor-web-reader"), on_fetch_error=self._fetch_error
+        )
         client.assign(positions)
         waiting = dict(ends)
         if not waiting:
@@ -212,3 +204,18 @@ class WebData:
     @property
     def now(self) -> float:
         return time.time()
+
+
+def reader_settings(kafka: Mapping[str, Any], group_id: str) -> dict[str, Any]:
+    """The app's kafka settings for a reader that assigns partitions itself and never
+    commits (``group_id`` only names it in the broker's logs)."""
+    return {
+        **{
+            k: v
+            for k, v in kafka.items()
+            if not k.startswith(("group.", "transactional.", "enable.auto."))
+        },
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+    }

@@ -28,23 +28,26 @@ class WebTopics:
     """Compacted: the time-bucketed series, one key per resolution."""
     errors: str = "conveyor_errors"
     """Every error a process saw, with its traceback and context."""
+    commands: str = "conveyor_consumers_commands"
+    """Commands to processes (quiet, stop, probe, pause, resume, seek) and their results."""
     group: str = "conveyor_web"
     """The aggregators' consumer group."""
 
     @classmethod
     def prefixed(cls, prefix: str) -> WebTopics:
-        """All four topics and the group named ``{prefix}_...`` (two UIs on one cluster)."""
+        """All five topics and the group named ``{prefix}_...`` (two UIs on one cluster)."""
         return cls(
             reports=f"{prefix}_consumers_reports",
             states=f"{prefix}_consumers_states",
             metrics=f"{prefix}_consumers_metrics",
             errors=f"{prefix}_errors",
+            commands=f"{prefix}_consumers_commands",
             group=f"{prefix}_web",
         )
 
     @property
-    def names(self) -> tuple[str, str, str, str]:
-        return (self.reports, self.states, self.metrics, self.errors)
+    def names(self) -> tuple[str, ...]:
+        return (self.reports, self.states, self.metrics, self.errors, self.commands)
 
     def declared(self, replication_factor: int = 1) -> list[Topic]:
         """The topics as declarative routes (inactive), for ``plan`` / ``migrate``."""
@@ -67,6 +70,11 @@ class WebTopics:
                 "cleanup.policy": "delete",
                 "retention.ms": str(3 * _DAY_MS),
                 "max.message.bytes": str(1024 * 1024),
+            },
+            self.commands: {  # read from their end: a command is not replayed later
+                "cleanup.policy": "delete",
+                "retention.ms": str(_DAY_MS),
+                "max.message.bytes": str(8 * 1024 * 1024),  # a probe of many threads
             },
         }
         return [

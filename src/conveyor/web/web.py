@@ -9,6 +9,7 @@ from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
 from conveyor.validation import check_seconds
 from conveyor.web.aggregator import Aggregator
+from conveyor.web.commands import Commander, CommandHandler
 from conveyor.web.topics import WebTopics
 from conveyor.web.tracking import Tracker
 
@@ -35,6 +36,7 @@ class Web:
         self.enabled = False
         self.tracker: Tracker | None = None
         self.aggregator: Aggregator | None = None
+        self.commands: CommandHandler | None = None
         self._data: WebData | None = None
         self._lock = threading.Lock()
 
@@ -45,10 +47,13 @@ class Web:
         aggregate: bool = True,
         topics: WebTopics | None = None,
         forget_after: float = 3600.0,
+        commands: bool = True,
     ) -> None:
         """Report this process to the web UI every ``tracking_interval`` seconds while the app
         runs, and publish every error it sees; with ``aggregate`` (the default) this process
-        also takes part in the aggregating group ``conveyor_web``. Call before ``app.run()``.
+        also takes part in the aggregating group ``conveyor_web``; with ``commands`` (the
+        default) it carries out the commands sent to it (``conveyor ctl``, the web UI's
+        actions: quiet, stop, probe, pause, resume, seek). Call before ``app.run()``.
 
         Raises:
             ConfigurationError: a bad interval, or enabled twice.
@@ -59,6 +64,8 @@ class Web:
             raise ConfigurationError("tracking_interval must be above 0", "tracking_interval")
         if not isinstance(aggregate, bool):
             raise ConfigurationError("aggregate must be True or False", "aggregate")
+        if not isinstance(commands, bool):
+            raise ConfigurationError("commands must be True or False", "commands")
         with self._lock:
             if self.enabled:
                 raise ConfigurationError("app.web.enable() was called twice", "web")
@@ -67,12 +74,17 @@ class Web:
         self.tracking_interval = float(tracking_interval)
         self.tracker = Tracker(self.app, self.topics, self.tracking_interval)
         self.tracker.attach()
+        if commands:
+            self.commands = CommandHandler(self.app, self.topics, self.tracker.id)
+            self.commands.attach()
         if aggregate:
             self.aggregator = self.new_aggregator(forget_after=forget_after)
             self.app.monitor.subscribe(ev.APP_RUNNING, self._start_aggregator)
         self.app.add_closing_hook(self._close)
         if self.app.state == "running":
             self.tracker.start()
+            if self.commands is not None:
+                self.commands.start()
             if self.aggregator is not None:
                 self.aggregator.start()
 
@@ -93,10 +105,16 @@ class Web:
 
     def _close(self) -> None:
         """The app's consumers stopped; its producer is still open."""
+        if self.commands is not None:
+            self.commands.stop()
         if self.tracker is not None:
             self.tracker.stop()
         if self.aggregator is not None:
             self.aggregator.stop()
+
+    def commander(self) -> Commander:
+        """Sends commands to this app's processes and waits for their results."""
+        return Commander(self.app.settings.kafka, self.topics, self.app.producer)
 
     @property
     def data(self) -> WebData:

@@ -16,7 +16,7 @@ from conveyor.web import WebTopics
 
 @pytest.fixture
 def web_topics(kafka_admin: Admin) -> Iterator[WebTopics]:
-    """The four web topics, installed under a unique prefix; deleted (with the group) after."""
+    """The web UI's topics, installed under a unique prefix; deleted (with the group) after."""
     topics = WebTopics.prefixed(f"webtest-{uuid.uuid4().hex[:8]}")
     for change in migrate(kafka_admin, topics.declared()):
         assert change.applied, change

@@ -1,7 +1,8 @@
 """An app with the web UI enabled, for the web tests (run in-process or by `conveyor server`
 and `conveyor web`). Configured by the environment: KAFKA_BOOTSTRAP_SERVERS, TOPIC, GROUP,
 WEB_PREFIX (the web topics' and group's prefix), TRACKING_INTERVAL (seconds, default 0.5)
-and FAIL_OFFSET (the consumer raises ValueError once on this offset)."""
+FAIL_OFFSET (the consumer raises ValueError once on this offset) and PROCESSED_FILE (each
+processed message appends "partition offset" there)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from conveyor import App, Consumer
 from conveyor.web import WebTopics
 
 FAIL_OFFSET = int(os.environ.get("FAIL_OFFSET", "-1"))
+PROCESSED_FILE = os.environ.get("PROCESSED_FILE")
 _failed = threading.Event()
+_processed_lock = threading.Lock()
 
 
 class OrdersConsumer(Consumer):
@@ -21,6 +24,10 @@ class OrdersConsumer(Consumer):
             if message.offset == FAIL_OFFSET and not _failed.is_set():
                 _failed.set()
                 reject_order(message.offset)
+        if PROCESSED_FILE:
+            lines = "".join(f"{m.partition} {m.offset}\n" for m in self.messages)
+            with _processed_lock, open(PROCESSED_FILE, "a") as out:
+                out.write(lines)
 
 
 def reject_order(offset: int) -> None:

@@ -369,7 +369,7 @@ class Views:
         try:
             changes = plan(self.admin, self.app.web.topics.declared())
             check("Topics", not changes,
-                  "all four topics exist with their settings" if not changes else "; ".join(f"{c.topic}: {c.detail}" for c in changes),
+                  "all the web UI's topics exist with their settings" if not changes else "; ".join(f"{c.topic}: {c.detail}" for c in changes),
                   "run `conveyor web install --app ...` (or `conveyor web migrate` to fix settings)")  # fmt: skip
         except ConveyorError as exc:
             check(

@@ -1,0 +1,215 @@
+"""``conveyor ctl``: commands to running processes (those with ``app.web.enable()``) over the
+web UI's commands topic — quiet, stop, probe, and per partition pause, resume and seek."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+import click
+
+from conveyor.cli.loading import load_app
+from conveyor.cli.output import console, error_console, key_value_table, table
+from conveyor.web.commands import CommandResult
+
+__all__ = ["ctl"]
+
+_app_option = click.option(
+    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
+    help="The app whose kafka settings and web topics to use (default: $CONVEYOR_APP).",
+)  # fmt: skip
+_timeout_option = click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+    help="Seconds to wait for the process's answer.",
+)  # fmt: skip
+_process_option = click.option(
+    "--process", "process", default=None, metavar="ID",
+    help="The process (see `conveyor ctl list`); default: whichever has the partition.",
+)  # fmt: skip
+
+
+class _Time(click.ParamType[datetime]):
+    """An ISO 8601 time with a time zone (``2026-11-24T10:00:00+00:00``)."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 time (like 2026-11-24T10:00:00+00:00)")
+        if parsed.tzinfo is None:
+            self.fail(f"{value!r} needs a time zone (like +00:00)")
+        return parsed
+
+
+TIME = _Time()
+
+
+@click.group()
+def ctl() -> None:
+    """Commands to running processes (their app must call app.web.enable())."""
+
+
+@ctl.command("list")
+@_app_option
+def list_processes(app_spec: str | None) -> None:
+    """The processes the web UI knows, with their state and partitions."""
+    app = load_app(app_spec)
+    data = app.web.data
+    try:
+        data.wait_ready(30)
+        states = data.states()
+    finally:
+        data.stop()
+    now = time.time()
+    rows = []
+    for process_id, state in sorted(states.items()):
+        process = state.get("process", {})
+        partitions = ", ".join(
+            f"{entry['topic']}/{entry['partition']}" for entry in state.get("partitions", [])
+        )
+        seen = now - float(state.get("at", now))
+        rows.append(
+            (process_id, str(state.get("client_id", "")), str(process.get("state", "?")),
+             f"{seen:.0f} s ago", partitions or "-")
+        )  # fmt: skip
+    console.print(
+        table(
+            f"{len(rows)} process(es)",
+            ["process", "client", "state", "last report", "partitions"],
+            rows,
+        )
+    )
+
+
+def _send(app_spec: str | None, command: str, timeout: float, **arguments: Any) -> None:
+    app = load_app(app_spec)
+    try:
+        with console.status(f"{command}: waiting for the answer (up to {timeout:g} s)"):
+            result = app.web.commander().send(command, timeout=timeout, **arguments)
+    finally:
+        app.producer.close(5)
+    _show(result)
+    if not result.done:
+        raise SystemExit(1)
+
+
+def _show(result: CommandResult) -> None:
+    rows = [
+        ("command", result.command),
+        ("process", result.process or "-"),
+        ("status", result.status),
+    ]
+    if result.reason:
+        rows.append(("reason", result.reason))
+    for name, value in result.result.items():
+        if name != "threads":
+            rows.append((name, "-" if value is None else str(value)))
+    out = console if result.done else error_console
+    out.print(key_value_table(f"{result.command}: {result.status}", rows))
+    threads = result.result.get("threads")
+    if threads:
+        for thread in threads:
+            flags = " (daemon)" if thread.get("daemon") else ""
+            console.print(f"[bold]{thread['name']}[/]{flags}", highlight=False)
+            console.print(
+                thread.get("stack") or "  (no Python frames)", highlight=False, markup=False
+            )
+
+
+@ctl.command()
+@click.argument("process")
+@_app_option
+@_timeout_option
+def quiet(process: str, app_spec: str | None, timeout: float) -> None:
+    """Finish what runs, take no new batches, stay in the groups."""
+    _send(app_spec, "quiet", timeout, process=process)
+
+
+@ctl.command()
+@click.argument("process")
+@_app_option
+@_timeout_option
+def stop(process: str, app_spec: str | None, timeout: float) -> None:
+    """Stop the process gracefully (as SIGTERM does)."""
+    _send(app_spec, "stop", timeout, process=process)
+
+
+@ctl.command()
+@click.argument("process")
+@_app_option
+@_timeout_option
+def probe(process: str, app_spec: str | None, timeout: float) -> None:
+    """Print the stack of every thread of the process."""
+    _send(app_spec, "probe", timeout, process=process)
+
+
+@ctl.command()
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(min=0))
+@click.option("--until", type=TIME, default=None, help="Resume by itself at this time.")
+@_process_option
+@_app_option
+@_timeout_option
+def pause(
+    topic: str,
+    partition: int,
+    until: datetime | None,
+    process: str | None,
+    app_spec: str | None,
+    timeout: float,
+) -> None:
+    """Stop processing a partition (it stays assigned) until --until or `ctl resume`."""
+    _send(
+        app_spec, "pause", timeout, process=process, topic=topic, partition=partition, until=until
+    )
+
+
+@ctl.command()
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(min=0))
+@_process_option
+@_app_option
+@_timeout_option
+def resume(
+    topic: str, partition: int, process: str | None, app_spec: str | None, timeout: float
+) -> None:
+    """Resume a paused partition."""
+    _send(app_spec, "resume", timeout, process=process, topic=topic, partition=partition)
+
+
+@ctl.command()
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(min=0))
+@click.option("--offset", type=click.IntRange(min=0), default=None, help="Go on from this offset.")
+@click.option(
+    "--time",
+    "when",
+    type=TIME,
+    default=None,
+    help="Go on from the first message at or after this time.",
+)
+@_process_option
+@_app_option
+@_timeout_option
+def seek(
+    topic: str,
+    partition: int,
+    offset: int | None,
+    when: datetime | None,
+    process: str | None,
+    app_spec: str | None,
+    timeout: float,
+) -> None:
+    """Continue a partition from an offset or a time (the owning process seeks: the group
+    stays active)."""
+    if (offset is None) == (when is None):
+        raise click.UsageError("give --offset or --time (one of them)")
+    _send(
+        app_spec, "seek", timeout, process=process, topic=topic, partition=partition,
+        offset=offset, time=when,
+    )  # fmt: skip
