@@ -78,6 +78,38 @@ def servers() -> Iterator[list[Server]]:
         server.server_close()
 
 
+def test_the_request_carries_the_host_the_length_and_the_users_headers() -> None:
+    seen: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer_one() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b'"n": 1}' not in data:
+                data += conn.recv(4096)
+            seen.append(data)
+            conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    thread = threading.Thread(target=answer_one, daemon=True)
+    thread.start()
+    sink = Webhook(f"http://127.0.0.1:{port}/hook?x=1", headers={"Authorization": "Bearer t"})
+    sink.open()
+    assert sink.deliver(records(0)) == [None]
+    sink.close()
+    thread.join(5)
+    listener.close()
+    head, _, body = seen[0].partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /hook?x=1 HTTP/1.1"
+    assert f"Host: 127.0.0.1:{port}".encode() in lines
+    assert b"Authorization: Bearer t" in lines
+    assert b"content-type: application/json" in lines
+    assert f"Content-Length: {len(body)}".encode() in lines
+    assert b'"payload": {"n": 1}' in body
+
+
 def test_a_kept_alive_connection_is_reused(servers: list[Server]) -> None:
     server = Server()
     servers.append(server)
@@ -135,6 +167,9 @@ def test_a_refused_connection_is_a_retry_and_so_are_the_records_after_it() -> No
         ({"url": "http://example.com:99999/hook"}, "url"),
         ({"url": "http://example.com/hook", "concurrency": 0}, "concurrency"),
         ({"url": "http://example.com/hook", "timeout": 0}, "timeout"),
+        ({"url": "http://example.com/hook", "headers": {"Content-Length": "9"}}, "headers"),
+        ({"url": "http://example.com/hook", "headers": {"X-Id": "a\r\nX-Evil: 1"}}, "headers"),
+        ({"url": "http://example.com/hook", "headers": {"X-Name": "caf\u00e9 \u2615"}}, "headers"),
     ],
 )
 def test_bad_settings_are_refused_when_the_sink_is_built(

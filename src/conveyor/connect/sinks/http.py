@@ -1,12 +1,12 @@
 """``Webhook``: records POSTed as JSON over a pool of keep-alive HTTP/1.1 connections.
 
-The pool is the standard library's ``http.client``: at 2,400 requests a second on 2 cores,
-httpx spent 344 µs of CPU per request under the GIL against 120 µs here, and could not keep
-up with a record per request (see bench/connector_latency.py)."""
+The connections are Conveyor's own minimal HTTP/1.1 client (``http11``): at 2,400 requests a
+second on 2 cores httpx spent 344 µs of CPU per request under the GIL and the standard
+library's ``http.client`` ~170 µs (its header parsing), more than the rest of the connector
+per record (see bench/connector_latency.py)."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import select
 import ssl
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from conveyor.connect.sink import Reject, Result, Retry
+from conveyor.connect.sinks.http11 import Connection, StaleConnection
 from conveyor.connect.sinks.records import record_json
 from conveyor.errors import ConfigurationError
 
@@ -24,12 +25,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Webhook"]
 
-# A reused connection the server closed meanwhile fails with one of these before any byte of
-# the request was taken: sent again once on a fresh connection.
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+# Headers the client writes itself; a user's own would contradict them.
+_OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 
-def _origin(url: str) -> tuple[bool, str, int | None, str]:
+def _origin(url: str) -> tuple[bool, str, int, str]:
     """``url`` as (https, host, port, request target); a malformed one is refused, named."""
     try:
         parts = urlsplit(url)
@@ -41,7 +41,33 @@ def _origin(url: str) -> tuple[bool, str, int | None, str]:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(f"the webhook url must be http(s)://host/...: {url!r}", "url")
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return parts.scheme == "https", parts.hostname, port, target
+    https = parts.scheme == "https"
+    return https, parts.hostname, port or (443 if https else 80), target
+
+
+def _request_head(url: str, headers: Mapping[str, str]) -> bytes:
+    """The request line and headers of every POST to ``url``, up to the Content-Length value."""
+    https, host, port, target = _origin(url)
+    lines = [f"POST {target} HTTP/1.1"]
+    default_port = 443 if https else 80
+    authority = f"[{host}]" if ":" in host else host
+    lines.append(f"Host: {authority}" + ("" if port == default_port else f":{port}"))
+    for name, value in headers.items():
+        text = f"{name}{value}"
+        if any(c in text for c in "\r\n\0") or not name or ":" in name:
+            raise ConfigurationError(f"a malformed webhook header: {name!r}", "headers")
+        if name.lower() in _OWN_HEADERS:
+            raise ConfigurationError(
+                f"the webhook sets the {name} header itself; leave it out of headers", "headers"
+            )
+        lines.append(f"{name}: {value}")
+    lines.append("Content-Length: ")
+    try:
+        return "\r\n".join(lines).encode("latin-1")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            "webhook headers must be Latin-1 text (encode others yourself)", "headers"
+        ) from None
 
 
 class _Pool:
@@ -49,61 +75,42 @@ class _Pool:
     time (a thread waits on a semaphore while all are busy)."""
 
     def __init__(self, url: str, size: int, timeout: float) -> None:
-        self._https, self._host, self._port, self.target = _origin(url)
+        https, self._host, self._port, _ = _origin(url)
         self._timeout = timeout
-        self._context = ssl.create_default_context() if self._https else None
+        self._context = ssl.create_default_context() if https else None
         self._slots = threading.BoundedSemaphore(size)
-        self._idle: list[http.client.HTTPConnection] = []
+        self._idle: list[Connection] = []
         self._lock = threading.Lock()
 
-    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
-        """An idle connection that is still open (and True), else a new one (and False)."""
+    def _connection(self) -> Connection:
+        """An idle connection that is still open, else a new one (opened when used)."""
         while True:
             with self._lock:
                 connection = self._idle.pop() if self._idle else None
             if connection is None:
-                break
+                return Connection(self._host, self._port, self._timeout, self._context)
             sock = connection.sock
             # Readable while idle means the server closed it (or broke the protocol).
             if sock is not None and not select.select([sock], [], [], 0)[0]:
-                return connection, True
+                return connection
             connection.close()
-        if self._https:
-            return http.client.HTTPSConnection(
-                self._host, self._port, timeout=self._timeout, context=self._context
-            ), False
-        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout), False
 
-    def post(self, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
-        """POST ``body``; the status and the response body (raises ``OSError`` or
-        ``http.client.HTTPException`` when no answer came)."""
+    def post(self, head: bytes, body: bytes) -> tuple[int, bytes]:
+        """POST ``body`` after ``head`` (the request line and headers up to the
+        Content-Length value); the status and the response body (raises ``OSError`` when no
+        answer came)."""
+        request_head = head + str(len(body)).encode("ascii") + b"\r\n\r\n"
         with self._slots:
-            connection, reused = self._connection()
+            connection = self._connection()
             try:
-                try:
-                    return self._exchange(connection, body, headers)
-                except _STALE:
-                    if not reused:
-                        raise
-                    connection.close()
-                    connection, _ = self._connection()
-                    return self._exchange(connection, body, headers)
-            except BaseException:
-                connection.close()
-                raise
-
-    def _exchange(
-        self, connection: http.client.HTTPConnection, body: bytes, headers: Mapping[str, str]
-    ) -> tuple[int, bytes]:
-        connection.request("POST", self.target, body, dict(headers))
-        response = connection.getresponse()
-        data = response.read()
-        if response.will_close:
-            connection.close()
-        else:
-            with self._lock:
-                self._idle.append(connection)
-        return response.status, data
+                status, answer = connection.request(request_head, body)
+            except StaleConnection:  # closed by the server meanwhile: nothing was taken
+                connection = Connection(self._host, self._port, self._timeout, self._context)
+                status, answer = connection.request(request_head, body)
+            if connection.open:
+                with self._lock:
+                    self._idle.append(connection)
+            return status, answer
 
     def close(self) -> None:
         with self._lock:
@@ -144,6 +151,7 @@ class Webhook:
         self.concurrency = concurrency
         self.timeout = timeout
         self.headers = {"content-type": "application/json", **(headers or {})}
+        self._head = _request_head(url, self.headers)  # bad headers refused when built
         self._encode = encode
         self._pool: _Pool | None = None
 
@@ -174,8 +182,8 @@ class Webhook:
         pool = self._pool
         assert pool is not None, "the sink is not open"
         try:
-            status, answer = pool.post(body, self.headers)
-        except (OSError, http.client.HTTPException) as error:
+            status, answer = pool.post(self._head, body)
+        except OSError as error:  # HTTPError (a broken answer) too
             return Retry(f"{type(error).__name__}: {error}")
         if status < 300:
             return None
