@@ -25,8 +25,9 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.consumers import ask_watermarks
-from conveyor.driver.errors import configuration_error
+from conveyor.driver.errors import configuration_error, to_conveyor_error
 from conveyor.driver.handles import FutureHandle
+from conveyor.errors import KafkaError
 
 __all__ = ["AdminConnection"]
 
@@ -87,7 +88,10 @@ class AdminConnection:
     def metadata(self, topic: str | None, timeout: float) -> dict[str, Any]:
         """Cluster metadata as plain data: ``cluster_id``, ``controller_id``, ``brokers``
         (id -> "host:port"), ``topics`` (name -> {"error", "partitions": {id -> {...}}})."""
-        metadata = self._admin.list_topics(topic, timeout=timeout)
+        try:
+            metadata = self._admin.list_topics(topic, timeout=timeout)
+        except confluent_kafka.KafkaException as exc:  # the cluster did not answer in time
+            raise to_conveyor_error(exc, KafkaError, "cluster metadata: ") from None
         return {
             "cluster_id": metadata.cluster_id,
             "controller_id": metadata.controller_id,

@@ -76,7 +76,9 @@ def ask_watermarks(consumer: Any, topic: str, partition: int, timeout: float) ->
         except KafkaException as exc:
             code = exc.args[0].code() if exc.args else None
             if code not in _LEADERLESS or time.monotonic() + delay >= deadline:
-                raise
+                raise to_conveyor_error(
+                    exc, KafkaError, f"watermarks of {topic}/{partition}: "
+                ) from None
         pause.wait(delay)  # a retry of a remote read, not a local wait path
         delay = min(0.25, delay * 2)
 
@@ -238,7 +240,10 @@ class ConsumerClient:
 
     def partitions(self, topic: str, timeout: float = 10.0) -> list[int]:
         """The partition ids of ``topic`` (an empty list if it does not exist)."""
-        metadata = self._consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        try:
+            metadata = self._consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        except KafkaException as exc:  # the cluster did not answer in time
+            raise to_conveyor_error(exc, KafkaError, f"metadata of {topic}: ") from None
         if metadata is None or metadata.error is not None:
             return []
         return sorted(metadata.partitions)
@@ -253,9 +258,14 @@ class ConsumerClient:
         self, topic: str, partition: int, milliseconds: int, timeout: float = 10.0
     ) -> int:
         """The first offset at or after ``milliseconds`` (-1 when there is none)."""
-        [found] = self._consumer.offsets_for_times(
-            [TopicPartition(topic, partition, milliseconds)], timeout=timeout
-        )
+        try:
+            [found] = self._consumer.offsets_for_times(
+                [TopicPartition(topic, partition, milliseconds)], timeout=timeout
+            )
+        except KafkaException as exc:
+            raise to_conveyor_error(
+                exc, KafkaError, f"offset by time of {topic}/{partition}: "
+            ) from None
         return int(found.offset)
 
     def group_metadata(self) -> Any:
