@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from conveyor.driver.consumers import OFFSET_STORED, ConsumerClient
 from conveyor.errors import ConveyorError, KafkaError
@@ -13,9 +13,50 @@ from conveyor.instrumentation import events as ev
 if TYPE_CHECKING:
     from conveyor.app import App
 
-__all__ = ["replay_dead_letters"]
+__all__ = ["redrive_dead_letters", "replay_dead_letters", "restored"]
 
 _ORIGINAL_PREFIX = "original_"
+
+
+def restored(raw: Any, dlq_topic: str, to: str | None) -> dict[str, Any]:
+    """A dead letter (librdkafka's message) as the message to produce again: to ``to`` or its
+    ``original_topic``, with its key, payload and headers, the ``original_*`` ones dropped.
+
+    Raises:
+        ConveyorError: no ``to`` and no ``original_topic`` header.
+    """
+    headers = list(raw.headers() or [])
+    target = to or (dict(headers).get("original_topic") or b"").decode()
+    if not target:
+        raise ConveyorError(
+            f"{dlq_topic}/{raw.partition()}@{raw.offset()} has no original_topic header; "
+            "give the target with --to TOPIC"
+        )
+    kept = [(name, value) for name, value in headers if not name.startswith(_ORIGINAL_PREFIX)]
+    return {"topic": target, "payload": raw.value(), "key": raw.key(), "headers": kept}
+
+
+def _reader(app: App, group: str, monitor: Any) -> ConsumerClient:
+    kafka = {
+        k: v
+        for k, v in app.settings.kafka.items()
+        if not k.startswith(("transactional.", "group."))
+    }
+
+    def on_fetch_error(error: KafkaError) -> None:
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(ev.ERROR_OCCURRED, type="replay.fetch.error", error=error)
+
+    return ConsumerClient(
+        {
+            **kafka,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        },  # a read ends at the end, markers or not
+        on_fetch_error=on_fetch_error,
+    )
 
 
 def replay_dead_letters(
@@ -37,21 +78,7 @@ def replay_dead_letters(
     partitions = [p.partition for p in admin.topic_info(dlq_topic).partitions]
     ends = {p: admin.read_watermark_offsets(dlq_topic, p)[1] for p in partitions}
     group = f"{app.settings.client_id}-dlq-replay-{dlq_topic}"
-    kafka = {
-        k: v
-        for k, v in app.settings.kafka.items()
-        if not k.startswith(("transactional.", "group."))
-    }
-    monitor = app.monitor
-
-    def on_fetch_error(error: KafkaError) -> None:
-        if ev.ERROR_OCCURRED in monitor.subscribed:
-            monitor.instrument(ev.ERROR_OCCURRED, type="replay.fetch.error", error=error)
-
-    client = ConsumerClient(
-        {**kafka, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"},
-        on_fetch_error=on_fetch_error,
-    )
+    client = _reader(app, group, app.monitor)
     counts: dict[str, int] = {}
     done = 0
     positions: dict[int, int] = {}
@@ -77,22 +104,9 @@ def replay_dead_letters(
                     continue
                 if raw.offset() >= ends[raw.partition()]:
                     continue
-                headers = list(raw.headers() or [])
-                original = dict(headers)
-                target = to or (original.get("original_topic") or b"").decode()
-                if not target:
-                    raise ConveyorError(
-                        f"{dlq_topic}/{raw.partition()}@{raw.offset()} has no original_topic header; "
-                        "give the target with --to TOPIC"
-                    )
-                kept = [
-                    (name, value)
-                    for name, value in headers
-                    if not name.startswith(_ORIGINAL_PREFIX)
-                ]
-                messages.append(
-                    {"topic": target, "payload": raw.value(), "key": raw.key(), "headers": kept}
-                )
+                message = restored(raw, dlq_topic, to)
+                messages.append(message)
+                target = message["topic"]
                 counts[target] = counts.get(target, 0) + 1
                 positions[raw.partition()] = raw.offset()
             if messages:
@@ -104,3 +118,69 @@ def replay_dead_letters(
     finally:
         client.close()
     return counts
+
+
+def redrive_dead_letters(
+    app: App,
+    dlq_topic: str,
+    selection: Iterable[tuple[int, int]],
+    to: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Produce the dead letters at ``selection`` ((partition, offset) pairs) of ``dlq_topic``
+    again, as :func:`replay_dead_letters` does (to their ``original_topic`` or ``to``), and
+    leave the replay group's progress alone. Returns ``{"counts": {topic: n}, "missing":
+    [(partition, offset)]}`` (offsets that hold no message: deleted, compacted, past the end).
+    """
+    wanted: dict[int, set[int]] = {}
+    for partition, offset in selection:
+        wanted.setdefault(int(partition), set()).add(int(offset))
+    total = sum(len(offsets) for offsets in wanted.values())
+    counts: dict[str, int] = {}
+    missing: list[tuple[int, int]] = []
+    admin = app.admin
+    known = {p.partition for p in admin.topic_info(dlq_topic).partitions}
+    client = _reader(app, f"{app.settings.client_id}-dlq-redrive", app.monitor)
+    done = 0
+    try:
+        for partition in sorted(wanted):
+            offsets = sorted(wanted[partition])
+            if partition not in known:
+                missing.extend((partition, offset) for offset in offsets)
+                continue
+            low, high = admin.read_watermark_offsets(dlq_topic, partition)
+            present = [offset for offset in offsets if low <= offset < high]
+            missing.extend((partition, offset) for offset in offsets if not low <= offset < high)
+            if not present:
+                continue
+            client.assign([(dlq_topic, partition, present[0])])
+            left = set(present)
+            last = present[-1]
+            deadline = time.monotonic() + timeout
+            messages = []
+            position = present[0]
+            while left and position <= last and time.monotonic() < deadline:
+                for raw in client.poll_batch(0.5, 500):
+                    if raw.error() is not None:
+                        if client.fetch_error(raw):  # the end: what is left is not there
+                            position = last + 1
+                            break
+                        continue
+                    position = raw.offset() + 1
+                    if raw.offset() in left:
+                        left.discard(raw.offset())
+                        messages.append(restored(raw, dlq_topic, to))
+                    if position > last:
+                        break
+            missing.extend((partition, offset) for offset in sorted(left))
+            if messages:
+                app.producer.produce_many_sync(messages)
+                for message in messages:
+                    counts[message["topic"]] = counts.get(message["topic"], 0) + 1
+            done += len(offsets)
+            if on_progress is not None:
+                on_progress(done, total)
+    finally:
+        client.close()
+    return {"counts": counts, "missing": missing}

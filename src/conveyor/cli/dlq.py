@@ -5,9 +5,11 @@ from __future__ import annotations
 import click
 from rich.progress import Progress
 
-from conveyor.admin.replay import replay_dead_letters
+from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, error_console, table
+from conveyor.errors import ConfigurationError
+from conveyor.web.dead_letters import parse_refs
 
 __all__ = ["dlq"]
 
@@ -31,15 +33,37 @@ def dlq() -> None:
 @click.option(
     "--limit", type=click.IntRange(min=1), default=None, help="Replay at most this many messages."
 )
-def replay(app_spec: str | None, topic: str, target: str, limit: int | None) -> None:
-    """Produce the DLQ's messages again (key, payload, headers as they were) and report counts."""
+@click.option(
+    "--offset", "offsets", multiple=True, metavar="PARTITION:OFFSET",
+    help="Replay only these dead letters (repeatable); the replay progress is left alone.",
+)  # fmt: skip
+def replay(
+    app_spec: str | None, topic: str, target: str, limit: int | None, offsets: tuple[str, ...]
+) -> None:
+    """Produce the DLQ's messages again (key, payload, headers as they were) and report counts.
+
+    Without --offset, everything not replayed before (progress is kept in a consumer group);
+    with --offset, just those."""
+    try:
+        selection = parse_refs(list(offsets))
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--offset") from None
+    if selection and limit is not None:
+        raise click.UsageError("--limit and --offset do not go together")
     app = load_app(app_spec)
+    to = None if target == "original" else target
+    missing: list[tuple[int, int]] = []
     with Progress(console=error_console, transient=True) as progress:
         task = progress.add_task(f"replaying {topic}", total=None)
-        counts = replay_dead_letters(
-            app, topic, to=None if target == "original" else target, limit=limit,
-            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-        )  # fmt: skip
+
+        def step(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        if selection:
+            result = redrive_dead_letters(app, topic, selection, to=to, on_progress=step)
+            counts, missing = result["counts"], result["missing"]
+        else:
+            counts = replay_dead_letters(app, topic, to=to, limit=limit, on_progress=step)
     rows = [(name, f"{count:,}") for name, count in sorted(counts.items())]
     console.print(
         table(
@@ -48,3 +72,10 @@ def replay(app_spec: str | None, topic: str, target: str, limit: int | None) -> 
             rows,
         )
     )
+    if missing:
+        error_console.print(
+            "not found (deleted, compacted away or past the end): "
+            + ", ".join(f"{p}:{o}" for p, o in missing),
+            highlight=False,
+        )
+        raise SystemExit(1)

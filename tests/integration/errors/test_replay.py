@@ -56,5 +56,22 @@ def test_replay_moves_messages_back(
     assert "1 message(s)" in again.output
     total = sum(kafka_admin.read_watermark_offsets(orders, p)[1] for p in (0, 1))
     assert total == 4, "the second replay moved only the new message"
+
+    # chosen dead letters only (the web UI's redrive): offsets 0 and 2, one that is not there
+    chosen = CliRunner().invoke(
+        cli, ["dlq", "replay", "--app", f"{module}:app", "--topic", dlq,
+              "--offset", "0:0", "--offset", "0:2", "--offset", "0:99"],
+    )  # fmt: skip
+    assert chosen.exit_code == 1, chosen.output
+    assert "2 message(s)" in chosen.output
+    assert "not found" in chosen.output
+    assert "0:99" in chosen.output
+    moved = sorted(m.key() for m in read_messages(orders, 6))
+    assert moved == sorted([b"k0", b"k1", b"k2", b"late", b"k0", b"k2"])
+    bad = CliRunner().invoke(
+        cli, ["dlq", "replay", "--app", f"{module}:app", "--topic", dlq, "--offset", "zero"]
+    )
+    assert bad.exit_code == 2
+    assert "partition:offset" in bad.output
     for name in [m for m in sys.modules if m.startswith("replaying_")]:
         del sys.modules[name]
