@@ -3,7 +3,9 @@ uninstall) through the declarative-topics code."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import sys
 
 import click
@@ -35,6 +37,10 @@ _replication_option = click.option(
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=9000, show_default=True)
 @click.option("--no-aggregate", is_flag=True, help="Do not run an aggregator in this process.")
 @click.option(
+    "--read-only", is_flag=True,
+    help="Hide and refuse every action (republish, redrive, commands).",
+)  # fmt: skip
+@click.option(
     "--log-level", default="WARNING", show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
 )  # fmt: skip
@@ -45,9 +51,14 @@ def web(
     host: str,
     port: int,
     no_aggregate: bool,
+    read_only: bool,
     log_level: str,
 ) -> None:
-    """Serve the web UI of an app (subcommands manage its topics)."""
+    """Serve the web UI of an app (subcommands manage its topics).
+
+    A password login comes from the app (app.web.protect(password_hash=...)) or from
+    $CONVEYOR_WEB_PASSWORD_HASH (see `conveyor web hash-password`); $CONVEYOR_WEB_SECRET signs
+    the session cookies (random per start when not set)."""
     if ctx.invoked_subcommand is not None:
         return
     try:
@@ -60,6 +71,13 @@ def web(
         level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     app = load_app(app_spec)
+    _access_from_environment(app, read_only)
+    if not app.web.access.closed and host not in ("127.0.0.1", "localhost", "::1"):
+        error_console.print(
+            f"[yellow]warning:[/] the UI on {host} is open to anyone who reaches it, actions "
+            "included: set a password (conveyor web hash-password) or --read-only",
+            highlight=False,
+        )
     aggregator = None if no_aggregate else (app.web.aggregator or app.web.new_aggregator())
     if aggregator is not None:
         aggregator.start()
@@ -76,6 +94,33 @@ def web(
             aggregator.stop()
         app.web.data.stop()
         app.producer.close(5)
+
+
+def _access_from_environment(app: App, read_only: bool) -> None:
+    """--read-only, $CONVEYOR_WEB_PASSWORD_HASH and $CONVEYOR_WEB_SECRET over the app's own
+    access settings (a password only when the app set no login of its own)."""
+    access = app.web.access
+    changes: dict[str, object] = {}
+    if read_only:
+        changes["read_only"] = True
+    password_hash = os.environ.get("CONVEYOR_WEB_PASSWORD_HASH")
+    if password_hash and not access.closed:
+        changes["password_hash"] = password_hash
+    secret = os.environ.get("CONVEYOR_WEB_SECRET")
+    if secret:
+        changes["secret"] = secret.encode("utf-8")
+    if changes:
+        app.web.access = dataclasses.replace(access, **changes)  # type: ignore[arg-type]
+
+
+@web.command("hash-password")
+@click.password_option(help="The password (asked for when not given).")
+def hash_password_command(password: str) -> None:
+    """Print the hash of a password for app.web.protect(password_hash=...) or
+    $CONVEYOR_WEB_PASSWORD_HASH (scrypt, salted; the password itself is kept nowhere)."""
+    from conveyor.web.access import hash_password  # noqa: PLC0415
+
+    console.print(hash_password(password), highlight=False, soft_wrap=True)
 
 
 def _apply(app: App, replication_factor: int, title: str) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
 from conveyor.validation import check_seconds
+from conveyor.web.access import Access, Policy
 from conveyor.web.aggregator import Aggregator
 from conveyor.web.commands import Commander, CommandHandler
 from conveyor.web.topics import WebTopics
@@ -39,6 +41,8 @@ class Web:
         self.commands: CommandHandler | None = None
         self._data: WebData | None = None
         self._lock = threading.Lock()
+        self.access = Access()
+        """Who may do what in the UI (:meth:`protect`); open, with every action, by default."""
 
     def enable(
         self,
@@ -112,6 +116,35 @@ class Web:
         if self.aggregator is not None:
             self.aggregator.stop()
 
+    def protect(
+        self,
+        *,
+        password_hash: str | None = None,
+        user: str = "admin",
+        authenticate: Callable[[Any], str | None] | None = None,
+        read_only: bool = False,
+        policy: Policy | None = None,
+        secret: str | bytes | None = None,
+        session_seconds: float = 12 * 3600.0,
+    ) -> None:
+        """Who may use the UI and what they may do (see :class:`~conveyor.web.access.Access`):
+        a password login (``password_hash`` from ``conveyor web hash-password``), or the host
+        app's ``authenticate(request) -> user | None`` when the UI is mounted in one;
+        ``read_only`` hides and refuses every action; ``policy(user, action, target) -> bool``
+        decides each action; ``secret`` signs session cookies (random per process when not
+        given). Call before ``asgi()``.
+
+        Raises:
+            ConfigurationError: a malformed hash, both a password and ``authenticate``, a
+                secret shorter than 16 bytes.
+        """
+        key = secret.encode("utf-8") if isinstance(secret, str) else secret
+        self.access = Access(
+            password_hash=password_hash, user=user, authenticate=authenticate,
+            read_only=read_only, policy=policy, session_seconds=session_seconds,
+            **({"secret": key} if key is not None else {}),
+        )  # fmt: skip
+
     def commander(self) -> Commander:
         """Sends commands to this app's processes and waits for their results."""
         return Commander(self.app.settings.kafka, self.topics, self.app.producer)
@@ -138,4 +171,4 @@ class Web:
             raise ConfigurationError(
                 f"the web UI needs the web extra: pip install 'conveyor[web]' ({exc})", "web"
             ) from exc
-        return create_asgi(self.app, self.data)
+        return create_asgi(self.app, self.data, self.access)

@@ -46,8 +46,11 @@
   function refresh(main) {
     var seconds = parseFloat(main.dataset.refresh);
     if (!seconds) return;
-    window.setInterval(function () {
+    var timer = window.setInterval(function () {
       if (document.hidden || main.querySelector("th[aria-sort]")) return; // keep a sort the user chose
+      var active = document.activeElement;
+      if (active && main.contains(active) && active.matches("input, select, textarea")) return; // typing
+      if (main.querySelector("input[type=checkbox]:checked")) return; // a selection in progress
       fetch(window.location.href, { headers: { "X-Requested-With": "refresh" } })
         .then(function (response) { return response.ok ? response.text() : null; })
         .then(function (text) {
@@ -55,6 +58,7 @@
           var fresh = new DOMParser().parseFromString(text, "text/html").getElementById("content");
           if (!fresh) return;
           main.innerHTML = fresh.innerHTML;
+          if (!fresh.dataset.refresh) window.clearInterval(timer); // the page is final (a finished redrive)
           localTimes(main);
           sortable(main);
           main.dataset.refreshedAt = String(Date.now());
@@ -63,7 +67,16 @@
     }, seconds * 1000);
   }
 
+  function confirmations(root) {
+    root.addEventListener("submit", function (event) {
+      var button = event.submitter || event.target.querySelector("[data-confirm]");
+      var question = button && button.dataset ? button.dataset.confirm : null;
+      if (question && !window.confirm(question)) event.preventDefault();
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    confirmations(document);
     var main = document.getElementById("content");
     localTimes(document);
     sortable(document);

@@ -1,0 +1,74 @@
+"""The action pages render every shape of result they can be given (the templates are strict:
+a missing key would be a 500): commands done, refused and timed out, with and without
+threads; redrives running, done with offsets not found, failed; DLQ lists and pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conveyor.web.ui.explorer_views import Redrive
+from conveyor.web.ui.server import _environment
+
+PAGE: dict[str, Any] = {
+    "base": "", "title": "t", "client_id": "shop", "active": "", "csrf_field": "csrf_token",
+    "csrf_token": "tok", "user": None, "login": False, "read_only": False, "request": None,
+    "can": lambda *a: True,
+}  # fmt: skip
+
+
+def render(template: str, **data: Any) -> str:
+    return _environment().get_template(template).render(**PAGE, **data)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"status": "done", "reason": "", "result": {"state": "quiet"}},
+        {"status": "done", "reason": "", "result": {"threads": [{"name": "MainThread", "daemon": False, "stack": "  File x"}]}},
+        {"status": "refused", "reason": "orders/7 is not assigned to this process", "result": {}},
+        {"status": "timed out", "reason": "no answer from process p within 2 s", "result": {}, "process": None},
+        {"status": "done", "reason": "", "result": {"topic": "o", "partition": 0, "until": None}},
+    ],
+)  # fmt: skip
+def test_a_command_result_of_any_shape_renders(result: dict[str, Any]) -> None:
+    page = render(
+        "command_result.html", result={"id": "1", "command": "c", "process": "p", **result}
+    )
+    assert result["status"] in page
+    assert result["reason"] in page
+
+
+def test_a_redrive_renders_while_running_done_and_failed() -> None:
+    running = Redrive("1", "orders_dlq", "2 selected", None)
+    assert 'data-refresh="1"' in render("redrive.html", redrive=running.to_dict())
+    done = Redrive("2", "orders_dlq", "3 selected", "orders", total=3, done=3, state="done",
+                   counts={"orders": 2}, missing=[(0, 9)])  # fmt: skip
+    page = render("redrive.html", redrive=done.to_dict())
+    assert "data-refresh" not in page
+    assert "0:9" in page
+    failed = Redrive("3", "orders_dlq", "all", None, state="failed", error="KafkaError: gone")
+    assert "KafkaError: gone" in render("redrive.html", redrive=failed.to_dict())
+
+
+def test_dlq_pages_render_with_and_without_actions() -> None:
+    dlqs = [{"name": "orders_dlq", "sources": ["orders"], "by": "routes", "exists": True, "messages": 3},
+            {"name": "later_dlq", "sources": ["x"], "by": "routes", "exists": False, "messages": None}]  # fmt: skip
+    assert "not created yet" in render("dlqs.html", dlqs=dlqs)
+    page: dict[str, Any] = {
+        "topic": "orders_dlq", "entry": dlqs[0], "total": 1, "shown": 1, "complete": True,
+        "groups": [{"original_topic": "orders", "original_partition": 0, "error_class": "ValueError",
+                    "count": 1, "newest": None, "sample": "<b>boom</b>", "refs": ["0:0"]}],
+        "letters": [{"ref": "0:0", "partition": 0, "offset": 0, "timestamp": None, "original_topic": "",
+                     "original_partition": None, "original_offset": None, "error_class": "(none)",
+                     "error_message": "", "attempts": None, "key": None}],
+    }  # fmt: skip
+    with_actions = render("dlq.html", **page)
+    assert "redrive-selected" in with_actions
+    assert "<b>boom</b>" not in with_actions
+    without = (
+        _environment().get_template("dlq.html").render(**{**PAGE, "can": lambda *a: False}, **page)
+    )
+    for action in ("redrive-selected", "redrive-all", "redrive-group", 'name="refs"'):
+        assert action not in without

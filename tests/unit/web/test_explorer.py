@@ -1,0 +1,156 @@
+"""The explorer's pure parts: where a read starts (offset, time, newest) and what a form may
+say, the filters (key, header, payload text, JSON path and value), how a message is shown
+(JSON pretty-printed, text, binary as hex with its length) and exported (JSON lines), and
+that a payload is never turned into markup."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conveyor.errors import ConfigurationError
+from conveyor.web.explorer import (
+    Filters,
+    Start,
+    export_line,
+    message_view,
+    parse_json_path,
+    parse_time,
+)
+from conveyor.web.ui.server import _environment  # the UI's own Jinja environment
+from unit.processing.fakes import FakeRaw
+
+
+def test_a_start_is_one_of_offset_time_and_newest() -> None:
+    assert Start.parse(None, None, None) == Start("newest", 50)
+    assert Start.parse("12", "", None) == Start("offset", 12)
+    assert Start.parse(None, None, "5") == Start("newest", 5)
+    assert Start.parse(None, "2026-11-25T10:00:00+01:00", None) == Start(
+        "time", parse_time("2026-11-25T09:00:00Z").timestamp()
+    )
+    assert parse_time("2026-11-25T09:00:00") == parse_time("2026-11-25T09:00:00+00:00"), "UTC"
+
+
+@pytest.mark.parametrize(
+    ("offset", "when", "newest", "named"),
+    [
+        ("x", None, None, "offset"),
+        ("-1", None, None, "offset"),
+        (None, None, "0", "newest"),
+        (None, "yesterday", None, "time"),
+        (None, "2026-13-01T00:00:00Z", None, "time"),
+        ("1", None, "2", "offset"),
+    ],
+)
+def test_a_malformed_start_names_its_field(
+    offset: str | None, when: str | None, newest: str | None, named: str
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        Start.parse(offset, when, newest)
+    assert refused.value.setting == named
+
+
+ORDER = b'{"order": {"id": 7, "paid": true, "items": [{"sku": "A-1"}, {"sku": "B-2"}]}}'
+
+
+@pytest.mark.parametrize(
+    ("filters", "matches"),
+    [
+        ({}, True),
+        ({"key": "cust"}, True),
+        ({"key": "nobody"}, False),
+        ({"header": "source"}, True),
+        ({"header": "source", "header_value": "web"}, True),
+        ({"header": "source", "header_value": "app"}, False),
+        ({"header": "missing"}, False),
+        ({"contains": "B-2"}, True),
+        ({"contains": "C-3"}, False),
+        ({"json_path": "$.order.items[1].sku"}, True),
+        ({"json_path": "order.items.1.sku", "json_value": "B-2"}, True),
+        ({"json_path": "$.order.items[1].sku", "json_value": "A-1"}, False),
+        ({"json_path": "$.order.id", "json_value": "7"}, True),
+        ({"json_path": "$.order.id", "json_value": '"7"'}, False),
+        ({"json_path": "$.order.paid", "json_value": "true"}, True),
+        ({"json_path": "$.order.items[5]"}, False),
+        ({"json_path": '$["order"].id'}, True),
+        ({"key": "cust", "contains": "A-1", "json_path": "$.order.paid"}, True),
+    ],
+)
+def test_filters_match_key_header_payload_and_json_path(
+    filters: dict[str, str], matches: bool
+) -> None:
+    raw = FakeRaw(3, key=b"customer-9", value=ORDER, headers=[("source", b"web-shop")])
+    assert Filters.parse(filters).matches(raw) is matches
+
+
+def test_a_payload_that_is_not_json_never_matches_a_json_path() -> None:
+    raw = FakeRaw(3, value=b"\xff\x00binary")
+    assert not Filters.parse({"json_path": "$.a"}).matches(raw)
+    assert not Filters.parse({"contains": "x"}).matches(FakeRaw(4, value=None))
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"json_path": "$.a..b"}, "json_path"),
+        ({"json_path": "$"}, "json_path"),
+        ({"json_path": "a[x]"}, "json_path"),
+        ({"json_value": "1"}, "json_value"),
+        ({"header_value": "1"}, "header_value"),
+    ],
+)
+def test_a_malformed_filter_names_its_field(fields: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        Filters.parse(fields)
+    assert refused.value.setting == named
+
+
+def test_json_paths() -> None:
+    assert parse_json_path("$.a.b[0].c") == ("a", "b", 0, "c")
+    assert parse_json_path("a.b.0") == ("a", "b", 0)
+    assert parse_json_path('$["odd key"].x') == ("odd key", "x")
+
+
+def test_a_json_payload_is_pretty_printed_and_binary_is_hex_with_its_length() -> None:
+    shown = message_view(FakeRaw(5, key=b"k", value=ORDER, headers=[("h", b"\xff\xfe")]))
+    assert shown["payload"]["kind"] == "json"
+    assert json.loads(shown["payload"]["pretty"]) == json.loads(ORDER)
+    assert "\n  " in shown["payload"]["pretty"], "indented"
+    assert shown["headers"] == [
+        {"name": "h", "kind": "binary", "size": 2, "text": None, "hex": "ff fe", "truncated": False}
+    ]
+    binary = message_view(FakeRaw(6, value=bytes(range(256)) * 20))
+    assert binary["payload"]["kind"] == "binary"
+    assert binary["payload"]["size"] == 5120
+    assert binary["payload"]["hex"].startswith("00 01 02")
+    assert binary["payload"]["truncated"]
+    assert message_view(FakeRaw(7, value=None))["payload"]["kind"] == "null"
+    preview = message_view(FakeRaw(8, value=b"x" * 1000), full=False)["payload"]
+    assert (preview["kind"], len(preview["preview"]), preview["cut"]) == ("text", 160, True)
+
+
+def test_an_export_line_keeps_text_json_and_binary_apart() -> None:
+    line: dict[str, Any] = json.loads(
+        export_line(FakeRaw(9, key=b"\xff", value=ORDER, headers=[("h", b"v")]))
+    )
+    assert line["payload"] == {"json": json.loads(ORDER)}
+    assert line["key"] == {"base64": "/w=="}
+    assert line["headers"] == [["h", "v"]]
+    assert (line["partition"], line["offset"]) == (0, 9)
+    assert json.loads(export_line(FakeRaw(1, value=b"plain")))["payload"] == {"text": "plain"}
+
+
+def test_a_script_payload_is_escaped_on_the_message_page() -> None:
+    evil = b"<script>window.__pwned = 1</script>"
+    shown = message_view(FakeRaw(1, key=b"<b>k</b>", value=evil, headers=[("<i>", b"<u>")]))
+    page = _environment().get_template("explorer_message.html").render(
+        message=shown, topic="t", base="", title="m", client_id="c", active="explorer",
+        csrf_field="csrf_token", csrf_token="t", user=None, login=False, read_only=False,
+        can=lambda *a: True, request=None,
+    )  # fmt: skip
+    assert "<script>window.__pwned" not in page
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
+    assert "<b>k</b>" not in page
+    assert "<i>" not in page
