@@ -2,8 +2,7 @@
 request written with one ``sendall`` and the response parsed from the socket's bytes.
 
 The standard library's ``http.client`` parses every response's headers with the ``email``
-package: at 2,400 requests a second that was ~170 µs of CPU per request under the GIL, more
-than the whole consumer engine spends on a record. This reads what a webhook needs (the
+package (~88 µs of CPU per request here, against ~32 µs for this client). This reads what a webhook needs (the
 status, the body by ``Content-Length``, chunked or until close, ``Connection: close``) and
 skips interim ``1xx`` answers; anything else malformed is an ``HTTPError`` and the connection
 is not reused."""
