@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from conveyor.cli.main import cli
+from conveyor.web.access import verify_password
 from conveyor.web.ui.explorer_views import Redrive
 from conveyor.web.ui.server import _environment
 
@@ -72,3 +75,24 @@ def test_dlq_pages_render_with_and_without_actions() -> None:
     )
     for action in ("redrive-selected", "redrive-all", "redrive-group", 'name="refs"'):
         assert action not in without
+
+
+def test_a_sensitive_config_is_masked_on_the_topic_page() -> None:
+    page = render(
+        "topic.html", name="t", skew=0.0, bars=[], partitions=[],
+        configs=[{"name": "sasl.jaas.config", "value": "password=hunter2", "source": "DYNAMIC_TOPIC_CONFIG",
+                  "default": False, "sensitive": True, "read_only": False},
+                 {"name": "retention.ms", "value": "604800000", "source": "DEFAULT_CONFIG",
+                  "default": True, "sensitive": False, "read_only": False}],
+    )  # fmt: skip
+    assert "hunter2" not in page
+    assert "(masked)" in page
+    assert "604800000" in page
+
+
+def test_hash_password_prints_a_hash_of_the_password_and_never_the_password() -> None:
+    result = CliRunner().invoke(cli, ["web", "hash-password"], input="pa55word\npa55word\n")
+    assert result.exit_code == 0, result.output
+    printed = result.output.strip().splitlines()[-1]
+    assert "pa55word" not in printed
+    assert verify_password("pa55word", printed)
