@@ -262,10 +262,13 @@ class App:
 
     # -- steering one partition (the web UI's and `conveyor ctl`'s commands) --------------------
 
-    def pause(self, topic: str, partition: int, *, until: datetime | None = None) -> None:
+    def pause(
+        self, topic: str, partition: int, *, until: datetime | None = None, group: str | None = None
+    ) -> None:
         """Stop processing ``topic``/``partition`` in this process (it stays assigned): until
         the aware datetime ``until``, or until :meth:`resume`. It goes on from the message
-        after the last one marked as consumed.
+        after the last one marked as consumed. ``group`` picks the consumer group when more
+        than one of this app's groups reads the topic (default: the first that has it).
 
         Raises:
             NotAssignedError: this process does not have the partition.
@@ -275,20 +278,25 @@ class App:
         if until is not None:
             timeout = max(0.0, _aware("until", until).timestamp() - time.time())
         self._partition_command(
-            topic, partition, lambda executor, _listener: executor.request_pause(None, timeout)
+            topic,
+            partition,
+            lambda executor, _listener: executor.request_pause(None, timeout),
+            group,
         )
 
-    def resume(self, topic: str, partition: int) -> None:
+    def resume(self, topic: str, partition: int, *, group: str | None = None) -> None:
         """Resume a partition paused by :meth:`pause` (or by a consumer's ``pause()``).
 
         Raises:
             NotAssignedError: this process does not have the partition.
         """
         self._partition_command(
-            topic, partition, lambda executor, _listener: executor.request_resume()
+            topic, partition, lambda executor, _listener: executor.request_resume(), group
         )
 
-    def seek(self, topic: str, partition: int, to: int | datetime) -> int:
+    def seek(
+        self, topic: str, partition: int, to: int | datetime, *, group: str | None = None
+    ) -> int:
         """Continue ``topic``/``partition`` from offset ``to``, or from the first message at
         or after the aware datetime ``to``; what was fetched and not yet processed is
         dropped. The owning process seeks, so the group may stay active. Returns the offset.
@@ -322,13 +330,15 @@ class App:
             executor.request_seek(offset)
             return offset
 
-        return int(self._partition_command(topic, partition, seek))
+        return int(self._partition_command(topic, partition, seek, group))
 
-    def _partition_command(self, topic: str, partition: int, action: Any) -> Any:
+    def _partition_command(
+        self, topic: str, partition: int, action: Any, group: str | None = None
+    ) -> Any:
         runner = self._runner
         if runner is None or self.state not in ("running", "quiet"):
             raise NotAssignedError(f"{topic}/{partition}: the app is not running ({self.state})")
-        return runner.on_partition(topic, partition, action)
+        return runner.on_partition(topic, partition, action, group=group)
 
     def stop_and_wait(self) -> None:
         """For apps started with :meth:`start`: stop gracefully and return once stopped."""

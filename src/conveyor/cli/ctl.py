@@ -27,6 +27,10 @@ _process_option = click.option(
     "--process", "process", default=None, metavar="ID",
     help="The process (see `conveyor ctl list`); default: whichever has the partition.",
 )  # fmt: skip
+_group_option = click.option(
+    "--group", "group", default=None, metavar="GROUP",
+    help="The consumer group, when more than one reads the topic (default: every owner acts).",
+)  # fmt: skip
 
 
 class _Time(click.ParamType[datetime]):
@@ -153,6 +157,7 @@ def probe(process: str, app_spec: str | None, timeout: float) -> None:
 @click.argument("partition", type=click.IntRange(min=0))
 @click.option("--until", type=TIME, default=None, help="Resume by itself at this time.")
 @_process_option
+@_group_option
 @_app_option
 @_timeout_option
 def pause(
@@ -160,26 +165,37 @@ def pause(
     partition: int,
     until: datetime | None,
     process: str | None,
+    group: str | None,
     app_spec: str | None,
     timeout: float,
 ) -> None:
     """Stop processing a partition (it stays assigned) until --until or `ctl resume`."""
     _send(
-        app_spec, "pause", timeout, process=process, topic=topic, partition=partition, until=until
-    )
+        app_spec, "pause", timeout, process=process, topic=topic, partition=partition,
+        until=until, group=group,
+    )  # fmt: skip
 
 
 @ctl.command()
 @click.argument("topic")
 @click.argument("partition", type=click.IntRange(min=0))
 @_process_option
+@_group_option
 @_app_option
 @_timeout_option
 def resume(
-    topic: str, partition: int, process: str | None, app_spec: str | None, timeout: float
+    topic: str,
+    partition: int,
+    process: str | None,
+    group: str | None,
+    app_spec: str | None,
+    timeout: float,
 ) -> None:
     """Resume a paused partition."""
-    _send(app_spec, "resume", timeout, process=process, topic=topic, partition=partition)
+    _send(
+        app_spec, "resume", timeout, process=process, topic=topic, partition=partition,
+        group=group,
+    )  # fmt: skip
 
 
 @ctl.command()
@@ -194,6 +210,7 @@ def resume(
     help="Go on from the first message at or after this time.",
 )
 @_process_option
+@_group_option
 @_app_option
 @_timeout_option
 def seek(
@@ -202,6 +219,7 @@ def seek(
     offset: int | None,
     when: datetime | None,
     process: str | None,
+    group: str | None,
     app_spec: str | None,
     timeout: float,
 ) -> None:
@@ -211,5 +229,5 @@ def seek(
         raise click.UsageError("give --offset or --time (one of them)")
     _send(
         app_spec, "seek", timeout, process=process, topic=topic, partition=partition,
-        offset=offset, time=when,
+        offset=offset, time=when, group=group,
     )  # fmt: skip

@@ -53,6 +53,8 @@ def replay(
     app = load_app(app_spec)
     to = None if target == "original" else target
     missing: list[tuple[int, int]] = []
+    unroutable: list[tuple[int, int]] = []
+    timed_out: list[tuple[int, int]] = []
     with Progress(console=error_console, transient=True) as progress:
         task = progress.add_task(f"replaying {topic}", total=None)
 
@@ -61,7 +63,9 @@ def replay(
 
         if selection:
             result = redrive_dead_letters(app, topic, selection, to=to, on_progress=step)
-            counts, missing = result["counts"], result["missing"]
+            counts = result["counts"]
+            missing = result["missing"]
+            unroutable, timed_out = result["unroutable"], result["timed_out"]
         else:
             counts = replay_dead_letters(app, topic, to=to, limit=limit, on_progress=step)
     rows = [(name, f"{count:,}") for name, count in sorted(counts.items())]
@@ -72,10 +76,15 @@ def replay(
             rows,
         )
     )
-    if missing:
-        error_console.print(
-            "not found (deleted, compacted away or past the end): "
-            + ", ".join(f"{p}:{o}" for p, o in missing),
-            highlight=False,
-        )
+    problems = [
+        ("not found (deleted, compacted away or past the end)", missing),
+        ("not sent, no original_topic header (give --to)", unroutable),
+        ("not reached in time (run again)", timed_out),
+    ]
+    for what, found in problems:
+        if found:
+            error_console.print(
+                f"{what}: " + ", ".join(f"{p}:{o}" for p, o in found), highlight=False
+            )
+    if any(found for _, found in problems):
         raise SystemExit(1)

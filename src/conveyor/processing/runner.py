@@ -117,16 +117,19 @@ class Runner:
         partition: int,
         action: Callable[[PartitionExecutor, Listener], T],
         timeout: float = 10.0,
+        group: str | None = None,
     ) -> T:
         """Run ``action(executor, listener)`` on the thread of the listener that has
-        ``topic``/``partition`` assigned (librdkafka is only touched there) and return what it
-        returned.
+        ``topic``/``partition`` assigned (librdkafka is only touched there), of consumer group
+        ``group`` when given, and return what it returned.
 
         Raises:
             NotAssignedError: no listener of this process has the partition.
             WaitTimeoutError: the listener did not get to it within ``timeout``.
         """
         for listener in self.listeners:
+            if group is not None and listener.group_id != group:
+                continue
             if (topic, partition) not in listener.assigned():
                 continue
             done = listener.call_with_executor(topic, partition, action, timeout)
@@ -136,7 +139,8 @@ class Runner:
                 )
             result: T = done[0]
             return result
-        raise NotAssignedError(f"{topic}/{partition} is not assigned to this process")
+        where = f" in group {group}" if group is not None else ""
+        raise NotAssignedError(f"{topic}/{partition} is not assigned to this process{where}")
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -177,25 +177,27 @@ class Sessions:
         self._secret = secret
 
     def _sign(self, body: bytes) -> str:
-        return base64.urlsafe_b64encode(
-            hmac.new(self._secret, body, hashlib.sha256).digest()
-        ).decode("ascii")
+        return _b64(hmac.new(self._secret, body, hashlib.sha256).digest())
 
     def dump(self, session: Session) -> str:
-        body = base64.urlsafe_b64encode(
-            json.dumps({"u": session.user, "c": session.csrf, "e": session.expires}).encode()
-        )
-        return f"{body.decode('ascii')}.{self._sign(body)}"
+        """The cookie value: base64url (no padding, so no quoting) of the session, a dot, and
+        its signature."""
+        payload = {"u": session.user, "c": session.csrf, "e": session.expires}
+        body = _b64(json.dumps(payload).encode())
+        return f"{body}.{self._sign(body.encode('ascii'))}"
 
     def load(self, value: str | None, now: float | None = None) -> Session | None:
         if not value or "." not in value:
             return None
         body_text, _, signature = value.rpartition(".")
-        body = body_text.encode("ascii", "replace")
-        if not hmac.compare_digest(self._sign(body), signature):
+        try:
+            body, given = body_text.encode("ascii"), signature.encode("ascii")
+        except UnicodeEncodeError:
+            return None
+        if not hmac.compare_digest(self._sign(body).encode("ascii"), given):
             return None
         try:
-            fields = json.loads(base64.urlsafe_b64decode(body))
+            fields = json.loads(base64.urlsafe_b64decode(body + b"=" * (-len(body) % 4)))
             session = Session(fields["u"], str(fields["c"]), float(fields["e"]))
         except (ValueError, KeyError, TypeError):
             return None
@@ -204,3 +206,7 @@ class Sessions:
         if session.expires < (time.time() if now is None else now):
             return None
         return session
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")

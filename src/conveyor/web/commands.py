@@ -98,6 +98,13 @@ def check_command(command: str, process: str | None, args: Mapping[str, Any]) ->
             f"{command} needs a partition >= 0, not {partition!r}", "partition"
         )
     checked: dict[str, Any] = {"topic": topic, "partition": partition}
+    group = args.get("group")
+    if group is not None:
+        if not isinstance(group, str) or not group:
+            raise ConfigurationError(
+                f"group must be a consumer group's name, not {group!r}", "group"
+            )
+        checked["group"] = group
     if command == "pause" and args.get("until") is not None:
         checked["until"] = _time(args["until"], "until").isoformat()
     if command == "seek":
@@ -346,23 +353,30 @@ class CommandHandler:
             return {"state": "stopping"}
         if command == "probe":
             return {"threads": thread_stacks()}
-        topic, partition = checked["topic"], checked["partition"]
+        topic, partition, group = checked["topic"], checked["partition"], checked.get("group")
         if command == "pause":
             until = checked.get("until")
-            app.pause(topic, partition, until=None if until is None else _time(until, "until"))
+            app.pause(
+                topic,
+                partition,
+                until=None if until is None else _time(until, "until"),
+                group=group,
+            )
             return {"topic": topic, "partition": partition, "until": until}
         if command == "resume":
-            app.resume(topic, partition)
+            app.resume(topic, partition, group=group)
             return {"topic": topic, "partition": partition}
         to: int | datetime = (
             checked["offset"] if "offset" in checked else _time(checked["time"], "time")
         )
-        offset = app.seek(topic, partition, to)
+        offset = app.seek(topic, partition, to, group=group)
         return {"topic": topic, "partition": partition, "offset": offset}
 
 
 def _describe(args: Mapping[str, Any]) -> str:
     if "topic" not in args:
         return ""
-    extra = "".join(f" {name} {args[name]}" for name in ("until", "offset", "time") if name in args)
+    extra = "".join(
+        f" {name} {args[name]}" for name in ("group", "until", "offset", "time") if name in args
+    )
     return f"{args['topic']}/{args['partition']}{extra}"

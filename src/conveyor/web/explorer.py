@@ -355,11 +355,15 @@ class Explorer:
         kafka: Mapping[str, Any],
         scan_limit: int = 20_000,
         timeout: float = 10.0,
+        export_scan_limit: int = 1_000_000,
+        export_timeout: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kafka = dict(kafka)
         self.scan_limit = scan_limit
         self.timeout = timeout
+        self.export_scan_limit = export_scan_limit
+        self.export_timeout = export_timeout
         self._clock = clock
 
     def _client(self) -> ConsumerClient:
@@ -509,10 +513,15 @@ class Explorer:
         limit: int = 10_000,
     ) -> Iterator[bytes]:
         """The matching messages as JSON lines, partition after partition, at most ``limit``
-        (a generator: streamed as read; the topic is checked before the first line).
+        (a generator, streamed as read; the topic, partitions and start are checked before
+        it is returned). A read is bounded: ``export_scan_limit`` messages scanned and
+        ``export_timeout`` seconds in all; one cut short ends with a line
+        ``{"export": {"complete": false, "reason": ...}}``. The generator also yields empty
+        chunks while it scans without a match, so that a server notices a client that left.
 
         Raises:
-            ConfigurationError: no such topic, a partition it does not have, or a bad limit.
+            ConfigurationError: no such topic, a partition it does not have, an offset past
+                the end, or a bad limit.
         """
         if not 1 <= limit <= MAX_LIMIT:
             raise ConfigurationError(f"limit must be 1 to {MAX_LIMIT:,}, not {limit}", "limit")
@@ -531,29 +540,39 @@ class Explorer:
                 _low, high, first = self._first(client, topic, partition, start)
                 if first < high:
                     ranges.append((topic, partition, first, high))
-        except BaseException:
+        finally:
             client.close()
-            raise
-        return self._export_lines(client, ranges, filters, limit)
+        return self._export_lines(ranges, filters, limit)
 
     def _export_lines(
-        self,
-        client: ConsumerClient,
-        ranges: list[tuple[str, int, int, int]],
-        filters: Filters,
-        limit: int,
+        self, ranges: list[tuple[str, int, int, int]], filters: Filters, limit: int
     ) -> Iterator[bytes]:
-        written = 0
+        written = scanned = 0
+        deadline = self._clock() + self.export_timeout
+        client = self._client()  # opened by the first next(): a response never sent leaks none
         try:
-            for one in ranges:  # one partition at a time: the lines in offset order
-                for raw, _end in self._read(client, [one], per_read_timeout=True):
+            for topic, partition, first, end in ranges:  # one at a time: lines in offset order
+                for raw, _end in self._read(client, [(topic, partition, first, end)], deadline):
                     if raw is None:
+                        if not _end:
+                            yield _cut_short(f"the export's {self.export_timeout:g} s ran out "
+                                             f"in {topic}/{partition}")  # fmt: skip
+                            return
                         break
+                    scanned += 1
                     if filters.matches(raw):
                         yield export_line(raw)
                         written += 1
                         if written >= limit:
                             return
+                    elif scanned % 500 == 0:
+                        yield b""  # a chance for the server to see that the client left
+                    if scanned >= self.export_scan_limit:
+                        yield _cut_short(
+                            f"{scanned:,} messages scanned (the limit), stopped in "
+                            f"{topic}/{partition} at offset {raw.offset()}"
+                        )
+                        return
         finally:
             client.close()
 
@@ -561,34 +580,42 @@ class Explorer:
         self,
         client: ConsumerClient,
         ranges: list[tuple[str, int, int, int]],
-        per_read_timeout: bool = False,
+        deadline: float | None = None,
     ) -> Iterator[tuple[Any, bool]]:
         """(message, False) for each message of the ranges (topic, partition, first, end)
         in order, then ``(None, True)`` when all ends were reached, or ``(None, False)`` at
-        the deadline (restarted by every message with ``per_read_timeout``)."""
+        the deadline (``timeout`` from now unless given). A partition ends at its ``end``,
+        at its EOF, or at the first message past ``end`` (its last offsets may hold no
+        message: transaction markers, compacted away)."""
         pending = {(t, p): end for t, p, first, end in ranges if first < end}
         if not pending:
             yield None, True
             return
         client.assign([(t, p, first) for t, p, first, end in ranges if first < end])
-        deadline = self._clock() + self.timeout
+        if deadline is None:
+            deadline = self._clock() + self.timeout
         while pending:
             left = deadline - self._clock()
             if left <= 0:
                 yield None, False
                 return
             for raw in client.poll_batch(min(left, 0.5), 500):
+                where = (raw.topic(), raw.partition())
                 if raw.error() is not None:
                     client.fetch_error(raw)  # raises KafkaError unless it marks the end
-                    pending.pop((raw.topic(), raw.partition()), None)
+                    pending.pop(where, None)
                     continue
-                where = (raw.topic(), raw.partition())
                 end = pending.get(where)
-                if end is None or raw.offset() >= end:
+                if end is None:
                     continue
-                if per_read_timeout:
-                    deadline = self._clock() + self.timeout
+                if raw.offset() >= end:
+                    del pending[where]
+                    continue
                 yield raw, False
                 if raw.offset() >= end - 1:
                     del pending[where]
         yield None, True
+
+
+def _cut_short(reason: str) -> bytes:
+    return json.dumps({"export": {"complete": False, "reason": reason}}).encode() + b"\n"

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from starlette.testclient import TestClient
 
 from conveyor import App, Consumer, Producer
+from conveyor.web.explorer import Explorer, Filters, Start
 from helpers import running
 
 T0 = 1_760_000_000_000  # ms: the produced messages' timestamps are T0 + offset seconds
@@ -124,6 +125,22 @@ def test_the_explorer_reads_filters_exports_shows_and_republishes(
         assert len(bounded.text.splitlines()) == 7
         both = client.get(f"/explorer/{topic}/export", params={"partition": "all", "offset": 0, "json_path": "$.n", "limit": 1000})  # fmt: skip
         assert len(both.text.splitlines()) == 58 + 5, "every JSON message of both partitions"
+
+        # an export that scans more than its bound ends with a line that says so
+        bounded_scan = Explorer(app.settings.kafka, export_scan_limit=10)
+        lines = list(
+            bounded_scan.export(topic, [0], Start("offset", 0), Filters.parse({"key": "none"}))
+        )
+        assert [json.loads(line) for line in lines if line] == [
+            {"export": {"complete": False, "reason": f"10 messages scanned (the limit), stopped in {topic}/0 at offset 9"}}
+        ]  # fmt: skip
+        exported = client.get(
+            f"/explorer/{topic}/export", params={"partition": "all", "time": at, "limit": 1000}
+        )
+        assert [json.loads(line)["offset"] for line in exported.text.splitlines()][:2] == [
+            11,
+            12,
+        ], "a time start is a time on every partition"
 
         # one message: decoded and raw
         shown = client.get(f"{base}/0/13").json()["message"]

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 from conveyor import App
 from conveyor.errors import ConfigurationError
 from conveyor.web.access import Access, Session, Sessions, hash_password, verify_password
+from conveyor.web.ui.guard import is_open, route_path
 
 PASSWORD = "correct horse battery staple"
 HASH = hash_password(PASSWORD)
@@ -155,7 +156,7 @@ def test_the_policy_is_asked_with_the_user_the_action_and_the_target() -> None:
     assert ("admin", "stop", "host:1:ab") in asked
     refused = client.post("/dlq/orders_dlq/redrive", data={"all": "1", "csrf_token": token})
     assert refused.status_code == 403
-    assert ("admin", "redrive", "orders_dlq") in asked
+    assert ("admin", "redrive", "orders_dlq -> original") in asked
 
 
 def test_a_policy_that_raises_refuses() -> None:
@@ -192,3 +193,110 @@ def test_bad_access_settings_are_refused_when_given() -> None:
     with pytest.raises(ConfigurationError) as refused:
         app.web.protect(secret="short")
     assert refused.value.setting == "secret"
+
+
+def test_an_async_host_check_is_awaited_and_a_wrong_answer_signs_nobody_in() -> None:
+    async def host_user(request: Any) -> str | None:
+        return request.headers.get("x-user")
+
+    app = new_app()
+    app.web.protect(authenticate=host_user)
+    client = TestClient(app.web.asgi(), follow_redirects=False)
+    assert client.get("/dlq").status_code == 401, "a coroutine is not a user"
+    assert client.get("/login", headers={"x-user": "ana"}).status_code == 303
+
+    app = new_app()
+    app.web.protect(authenticate=lambda request: 42)  # type: ignore[arg-type,return-value]
+    assert TestClient(app.web.asgi()).get("/dlq").status_code == 401
+
+
+def test_a_host_users_session_and_token_are_their_own() -> None:
+    app = new_app()
+    app.web.protect(authenticate=lambda request: request.headers.get("x-user"))
+    client = TestClient(app.web.asgi(), follow_redirects=False)
+    first = client.get("/login")  # anonymous: a session of its own
+    anonymous = Sessions(app.web.access.secret).load(first.cookies.get(Sessions.COOKIE))
+    assert anonymous is not None
+    assert anonymous.user is None
+    signed_in = client.get("/login", headers={"x-user": "ana"})
+    session = Sessions(app.web.access.secret).load(signed_in.cookies.get(Sessions.COOKIE))
+    assert session is not None
+    assert session.user == "ana"
+    assert session.csrf != anonymous.csrf, "a planted anonymous token is no use once signed in"
+
+
+def test_only_the_login_page_static_files_and_metrics_are_open() -> None:
+    app = new_app()
+    app.web.protect(password_hash=HASH)
+    client = TestClient(app.web.asgi(), follow_redirects=False)
+    for path in ("/explorer/logins", "/explorer/static", "/loginx", "/api/login"):
+        assert client.get(path).status_code in (303, 401), path
+    assert client.get("/static/conveyor.css").status_code == 200
+    assert client.get("/metrics").status_code == 404, "open (and not enabled here)"
+    scope = {"type": "http", "path": "/explorer/logins", "root_path": "/conveyor"}
+    assert route_path(scope) == "/explorer/logins", "a root path not in front is left alone"
+    assert route_path({**scope, "path": "/conveyor/login"}) == "/login"
+    assert not is_open(route_path(scope))
+
+
+def test_a_mangled_cookie_reads_as_no_session() -> None:
+    sessions = Sessions(b"k" * 32)
+    assert sessions.load("e30=.\u00e9t\u00e9") is None
+    client = TestClient(new_app().web.asgi())
+    mangled = f"{Sessions.COOKIE}=abc.d\u00e9f".encode("latin-1")
+    assert client.get("/login", headers={"cookie": mangled}).status_code == 200
+
+
+def test_sign_in_attempts_are_limited_per_client() -> None:
+    app = new_app()
+    app.web.protect(password_hash=HASH)
+    client = TestClient(app.web.asgi(), follow_redirects=False)
+    token = csrf_of(client.get("/login").text)
+    codes = [
+        client.post("/login", data={"password": "guess", "csrf_token": token}).status_code
+        for _ in range(11)
+    ]
+    assert codes == [401] * 10 + [429]
+    right = client.post("/login", data={"password": PASSWORD, "csrf_token": token})
+    assert right.status_code == 429, "even the right password waits out the minute"
+
+
+def test_messages_are_never_sent_into_the_uis_own_or_internal_topics() -> None:
+    app = new_app()
+    client = TestClient(app.web.asgi())
+    token = csrf_of(client.get("/login").text)
+    for topic in (app.web.topics.commands, "__consumer_offsets"):
+        refused = client.post(
+            "/api/explorer/orders/0/1/republish",
+            json={"to": topic},
+            headers={"X-CSRF-Token": token},
+        )
+        assert refused.status_code == 400, topic
+        assert "internal" in refused.json()["error"]
+        refused = client.post(
+            "/api/dlq/orders_dlq/redrive", json={"all": True, "to": topic},
+            headers={"X-CSRF-Token": token},
+        )  # fmt: skip
+        assert refused.status_code == 400, topic
+
+
+def test_the_policy_sees_where_messages_go() -> None:
+    asked: list[str] = []
+
+    def policy(user: str | None, action: str, target: str) -> bool:
+        asked.append(target)
+        return False
+
+    app = new_app()
+    app.web.protect(policy=policy)
+    client = TestClient(app.web.asgi())
+    token = csrf_of(client.get("/login").text)
+    client.post(
+        "/api/explorer/orders/0/1/republish", json={"to": "audit"}, headers={"X-CSRF-Token": token}
+    )
+    client.post("/api/dlq/orders_dlq/redrive", json={"all": True}, headers={"X-CSRF-Token": token})
+    client.post(
+        "/api/commands", json={"command": "seek", "process": "h:1:a", "topic": "orders",
+                               "partition": 2, "offset": 5}, headers={"X-CSRF-Token": token},
+    )  # fmt: skip
+    assert asked == ["orders/0@1 -> audit", "orders_dlq -> original", "orders/2 in h:1:a"]

@@ -12,6 +12,7 @@ import pytest
 
 from conveyor.errors import ConfigurationError
 from conveyor.web.explorer import (
+    Explorer,
     Filters,
     Start,
     export_line,
@@ -154,3 +155,33 @@ def test_a_script_payload_is_escaped_on_the_message_page() -> None:
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
     assert "<b>k</b>" not in page
     assert "<i>" not in page
+
+
+class FakeClient:
+    """What Explorer._read uses of a consumer: assign, then polls that hand out ``raws``."""
+
+    def __init__(self, raws: list[Any], now: list[float]) -> None:
+        self.raws = list(raws)
+        self.assigned: list[Any] = []
+        self.now = now
+
+    def assign(self, positions: list[Any]) -> None:
+        self.assigned = positions
+
+    def poll_batch(self, timeout: float, limit: int) -> list[Any]:
+        batch, self.raws = self.raws[:limit], self.raws[limit:]
+        self.now[0] += timeout if not batch else 0.001  # an empty poll waits its timeout
+        return batch
+
+    def fetch_error(self, raw: Any) -> bool:
+        return True
+
+
+def test_a_read_ends_at_the_first_message_past_its_end_not_at_the_deadline() -> None:
+    # offsets 0-2, a transaction marker at 3 (no message), then messages that came later
+    now = [0.0]
+    client = FakeClient([FakeRaw(o) for o in (0, 1, 2, 4, 5)], now)
+    explorer = Explorer({"bootstrap.servers": "x"}, clock=lambda: now[0])
+    read = list(explorer._read(client, [("orders", 0, 0, 4)]))  # type: ignore[arg-type]
+    assert [raw.offset() for raw, _ in read if raw is not None] == [0, 1, 2]
+    assert read[-1] == (None, True), "ended, not timed out"

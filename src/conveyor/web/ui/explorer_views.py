@@ -9,6 +9,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
@@ -40,6 +41,8 @@ class Redrive:
     state: str = "running"
     counts: dict[str, int] = field(default_factory=dict)
     missing: list[tuple[int, int]] = field(default_factory=list)
+    unroutable: list[tuple[int, int]] = field(default_factory=list)
+    timed_out: list[tuple[int, int]] = field(default_factory=list)
     error: str | None = None
     started_at: float = field(default_factory=time.time)
     ended_at: float | None = None
@@ -49,7 +52,9 @@ class Redrive:
             "id": self.id, "topic": self.topic, "what": self.what, "to": self.to,
             "total": self.total, "done": self.done, "state": self.state,
             "counts": dict(self.counts), "moved": sum(self.counts.values()),
-            "missing": [f"{p}:{o}" for p, o in self.missing], "error": self.error,
+            "missing": [f"{p}:{o}" for p, o in self.missing],
+            "unroutable": [f"{p}:{o}" for p, o in self.unroutable],
+            "timed_out": [f"{p}:{o}" for p, o in self.timed_out], "error": self.error,
             "started_at": self.started_at, "ended_at": self.ended_at,
         }  # fmt: skip
 
@@ -63,7 +68,12 @@ class Redrives:
         self._keep = keep
 
     def start(self, job: Redrive, run: Callable[[Redrive], None]) -> Redrive:
+        """Run ``job`` on a thread of its own; while another redrive of the same DLQ runs,
+        that one is returned instead (two at once would move the same dead letters twice)."""
         with self._lock:
+            for other in self._jobs.values():
+                if other.topic == job.topic and other.state == "running":
+                    return other
             self._jobs[job.id] = job
             while len(self._jobs) > self._keep:
                 self._jobs.popitem(last=False)
@@ -119,7 +129,8 @@ class ExplorerViews:
         read_page = self.explorer.browse(name, partition, start, limit, filters)
         return Page(f"Explorer: {name}", {
             "topic": name, "partitions": partitions, "partition": partition,
-            "start": {"kind": start.kind, "value": start.value, "text": start.describe()},
+            "start": {"kind": start.kind, "value": start.value, "text": start.describe(),
+                      "iso": datetime.fromtimestamp(start.value, UTC).isoformat() if start.kind == "time" else None},
             "filters": filters.as_query(), "filtered": filters.active, "limit": limit,
             "low": read_page.low, "high": read_page.high, "first": read_page.first,
             "scanned": read_page.scanned, "next_offset": read_page.next_offset,
@@ -207,14 +218,17 @@ class ExplorerViews:
 
         def run(job: Redrive) -> None:
             if everything:
-                job.counts = replay_dead_letters(self.app, name, to=target, on_progress=progress)
+                replay_dead_letters(
+                    self.app, name, to=target, on_progress=progress, counts=job.counts
+                )
                 job.done = sum(job.counts.values())
             else:
                 job.total = len(selection)
                 result = redrive_dead_letters(
-                    self.app, name, selection, to=target, on_progress=progress
+                    self.app, name, selection, to=target, on_progress=progress, counts=job.counts
                 )
-                job.counts, job.missing = result["counts"], result["missing"]
+                job.missing, job.unroutable = result["missing"], result["unroutable"]
+                job.timed_out = result["timed_out"]
 
         return self.redrives.start(job, run)
 

@@ -6,11 +6,16 @@ CSRF token before it runs."""
 from __future__ import annotations
 
 import hmac
+import inspect
 import logging
+import threading
+import time
+from collections import deque
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -19,11 +24,30 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conveyor.web.access import Access, Session, Sessions, verify_password
 
-__all__ = ["Guard", "form_of", "safe_next"]
+__all__ = ["Guard", "body_of", "form_of", "is_open", "route_path", "safe_next", "same_token"]
 
 _log = logging.getLogger("conveyor.web.access")
 
-_OPEN_PATHS = ("/login", "/static/")
+_OPEN_EXACT = frozenset({"/login", "/metrics"})
+_OPEN_PREFIX = "/static/"
+
+
+def route_path(scope: Scope) -> str:
+    """The path inside the UI: without the ``root_path`` it is mounted under, when the server
+    put that in front (as Starlette's own routing reads it)."""
+    path: str = scope.get("path", "") or "/"
+    root: str = scope.get("root_path", "") or ""
+    if root and (path == root or path.startswith(root + "/")):
+        path = path[len(root) :]
+    return path or "/"
+
+
+def is_open(path: str) -> bool:
+    """Pages anyone may see on a closed UI: the login page, the static files and the
+    Prometheus metrics (which hold no secrets and are scraped without a session)."""
+    return path in _OPEN_EXACT or path.startswith(_OPEN_PREFIX)
+
+
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 
@@ -35,6 +59,7 @@ class Guard:
     def __init__(self, access: Access) -> None:
         self.access = access
         self.sessions = Sessions(access.secret)
+        self._attempts = _Attempts()
 
     # -- every request ------------------------------------------------------------------------
 
@@ -52,17 +77,15 @@ class Guard:
                 session = Session.new(None, guard.access.session_seconds)
             user = session.user if guard.access.login else None
             if guard.access.authenticate is not None:
-                try:
-                    user = guard.access.authenticate(request)
-                except Exception:  # a failing host check signs nobody in
-                    _log.exception("the host app's authenticate() failed")
-                    user = None
+                user = await guard._host_user(request)
+                if user != session.user:  # a new session (and CSRF token) for whoever it is now
+                    session, fresh = Session.new(user, guard.access.session_seconds), True
             state = scope.setdefault("state", {})
             state["session"] = session
             state["user"] = user
             state["guard"] = guard
-            path = scope.get("path", "")[len(scope.get("root_path", "")) :] or "/"
-            if guard.access.closed and user is None and not path.startswith(_OPEN_PATHS):
+            path = route_path(scope)
+            if guard.access.closed and user is None and not is_open(path):
                 response = guard._sign_in_first(request, path)
                 if fresh:
                     guard.set_cookie(response, request, session)
@@ -83,6 +106,21 @@ class Guard:
             await app(scope, receive, send_with_cookie)
 
         return gate
+
+    async def _host_user(self, request: Request) -> str | None:
+        """The host app's signed-in user (its ``authenticate`` may be a coroutine function)."""
+        assert self.access.authenticate is not None
+        try:
+            user = self.access.authenticate(request)
+            if inspect.isawaitable(user):
+                user = await user
+        except Exception:  # a failing host check signs nobody in
+            _log.exception("the host app's authenticate() failed")
+            return None
+        if user is not None and not isinstance(user, str):
+            _log.error("authenticate() must return a user name or None, not %r", type(user))
+            return None
+        return user or None
 
     def _sign_in_first(self, request: Request, path: str) -> Response:
         base = request.scope.get("root_path", "")
@@ -142,7 +180,7 @@ class Guard:
         fields: FormData | dict[str, Any] = body if body is not None else await form_of(request)
         token = request.headers.get(CSRF_HEADER) or fields.get(CSRF_FIELD)
         expected = self.session(request).csrf
-        if not isinstance(token, str) or not _same(token, expected):
+        if not isinstance(token, str) or not same_token(token, expected):
             _log.warning("refused %s on %s: no valid CSRF token", action, target)
             raise HTTPException(
                 403, "This action needs the page's CSRF token: reload the page and try again."
@@ -161,22 +199,29 @@ class Guard:
 
     async def login(self, request: Request, next_path: str) -> Response | None:
         """Check a login form; the response that signs the user in, or ``None`` (wrong
-        password: the form again, with the reason)."""
+        password: the form again, with the reason). A client with too many failed attempts
+        in a minute is refused (429) before its password is even hashed."""
         form = await form_of(request)
         token = form.get(CSRF_FIELD)
-        if not isinstance(token, str) or not _same(token, self.session(request).csrf):
+        if not isinstance(token, str) or not same_token(token, self.session(request).csrf):
             raise HTTPException(403, "The login form expired: reload the page and try again.")
+        client = request.client.host if request.client else "?"
+        if not self._attempts.allowed(client):
+            raise HTTPException(429, "Too many failed sign-ins: wait a minute and try again.")
         password = form.get("password")
         assert self.access.password_hash is not None
-        if not isinstance(password, str) or not verify_password(
-            password, self.access.password_hash
-        ):
-            _log.warning("a failed login from %s", request.client.host if request.client else "?")
+        hashed = self.access.password_hash
+        right = isinstance(password, str) and await run_in_threadpool(
+            verify_password, password, hashed
+        )  # scrypt takes tens of ms: not on the event loop
+        if not right:
+            self._attempts.failed(client)
+            _log.warning("a failed sign-in from %s", client)
             return None
         session = Session.new(self.access.user, self.access.session_seconds)
         response = RedirectResponse(safe_next(request, next_path), status_code=303)
         self.set_cookie(response, request, session)
-        _log.info("%s signed in", self.access.user)
+        _log.info("%s signed in from %s", self.access.user, client)
         return response
 
     def logout(self, request: Request) -> Response:
@@ -189,6 +234,23 @@ class Guard:
 _MAX_FORM = 1024 * 1024
 
 
+async def body_of(request: Request, limit: int = _MAX_FORM) -> bytes:
+    """The request's body, refused (413) as soon as it passes ``limit`` bytes."""
+    cached = request.scope.get("conveyor.body")
+    if isinstance(cached, bytes):
+        return cached
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(413, "The request is too large.")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    request.scope["conveyor.body"] = body
+    return body
+
+
 async def form_of(request: Request) -> FormData:
     """An URL-encoded form's fields (the UI posts no files; anything else reads as empty).
     Read once: later calls return the same fields."""
@@ -197,16 +259,43 @@ async def form_of(request: Request) -> FormData:
         return cached
     fields: list[tuple[str, str | UploadFile]] = []
     if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-        body = await request.body()
-        if len(body) > _MAX_FORM:
-            raise HTTPException(413, "The form is too large.")
+        body = await body_of(request)
         fields = list(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
     form = FormData(fields)
     request.scope["conveyor.form"] = form
     return form
 
 
-def _same(given: str, expected: str) -> bool:
+class _Attempts:
+    """Failed sign-ins per client over the last minute (at most ``limit``)."""
+
+    def __init__(self, limit: int = 10, window: float = 60.0) -> None:
+        self._limit = limit
+        self._window = window
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        failures = self._failures.setdefault(client, deque())
+        while failures and failures[0] < now - self._window:
+            failures.popleft()
+        return failures
+
+    def allowed(self, client: str) -> bool:
+        with self._lock:
+            return len(self._recent(client, time.monotonic())) < self._limit
+
+    def failed(self, client: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._recent(client, now).append(now)
+            if len(self._failures) > 10_000:  # forget the quiet ones
+                for name in [n for n, f in self._failures.items() if not f]:
+                    del self._failures[name]
+
+
+def same_token(given: str, expected: str) -> bool:
+    """Whether a submitted token is the session's (in constant time)."""
     return hmac.compare_digest(given.encode(), expected.encode())
 
 

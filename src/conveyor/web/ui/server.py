@@ -3,6 +3,7 @@ actions (republish, redrive, commands) behind :class:`~conveyor.web.ui.guard.Gua
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from conveyor.web.data import WebData
 from conveyor.web.explorer import Explorer, Filters, Start
 from conveyor.web.ui.charts import bar_chart, line_chart
 from conveyor.web.ui.explorer_views import ExplorerViews
-from conveyor.web.ui.guard import CSRF_FIELD, Guard, form_of, safe_next
+from conveyor.web.ui.guard import CSRF_FIELD, Guard, body_of, form_of, safe_next, same_token
 from conveyor.web.ui.views import NotFound, Page, Views
 
 if TYPE_CHECKING:
@@ -249,6 +250,15 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
         params = request.path_params
         return params["topic"], int(params["partition"]), int(params["offset"])
 
+    def explorer_home(request: Request) -> Response:
+        """The explorer's first page; its topic form lands here and goes on to the topic."""
+        topic = request.query_params.get("topic", "").strip()
+        if topic:
+            base = request.scope.get("root_path", "")
+            return RedirectResponse(f"{base}/explorer/{quote(topic, safe='')}", status_code=303)
+        return html(request, "explorer.html", explorer.index(), "explorer")
+
+    routes.append(Route("/explorer", explorer_home, name="explorer_home"))
     for pair in (
         page("explorer", "explorer.html", lambda r: explorer.index()),
         detail("explorer_topic", "explorer_topic.html", "/explorer/{topic}", explore, "explorer"),
@@ -268,7 +278,7 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
         """A JSON request's fields (``None`` for a form post)."""
         if request.headers.get("content-type", "").startswith("application/json"):
             try:
-                body = await request.json()
+                body = json.loads(await body_of(request))
             except ValueError:
                 raise ConfigurationError("the request body is not JSON", "body") from None
             if not isinstance(body, dict):
@@ -282,11 +292,20 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
             return JSONResponse(result, status_code=status)
         return html(request, template, Page(title, {"result": result}), active, status)
 
+    def writable(topic: str) -> None:
+        """Refuse to send messages into the web UI's own topics or Kafka's internal ones."""
+        if topic in app.web.topics.names or topic.startswith("__"):
+            raise ConfigurationError(f"{topic!r} is internal: messages are not sent there", "to")
+
     async def republish(request: Request) -> Response:
         topic, partition, offset = offset_params(request)
         body = await fields_of(request)
-        fields = await guard.authorize(request, "republish", f"{topic}/{partition}@{offset}", body)
+        fields = body if body is not None else await form_of(request)
         target = str(fields.get("to") or topic).strip()
+        await guard.authorize(
+            request, "republish", f"{topic}/{partition}@{offset} -> {target}", body
+        )
+        writable(target)
         raw = await run_in_threadpool(explorer.explorer.raw_message, topic, partition, offset)
         if raw is None:
             raise NotFound("message", f"{topic}/{partition}@{offset}")
@@ -303,7 +322,11 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
     async def redrive(request: Request) -> Response:
         topic = request.path_params["topic"]
         body = await fields_of(request)
-        fields = await guard.authorize(request, "redrive", topic, body)
+        fields = body if body is not None else await form_of(request)
+        to = str(fields.get("to") or "").strip() or None
+        await guard.authorize(request, "redrive", f"{topic} -> {to or 'original'}", body)
+        if to is not None:
+            writable(to)
         if body is not None:
             refs = [str(ref) for ref in body.get("refs") or []]
         else:
@@ -311,7 +334,6 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
                 [str(ref) for ref in fields.getlist("refs")] if hasattr(fields, "getlist") else []
             )
         everything = str(fields.get("all") or "") in ("1", "true", "True")
-        to = str(fields.get("to") or "").strip() or None
         job = await run_in_threadpool(explorer.redrive, topic, refs, everything, to)
         if body is not None:
             return JSONResponse(job.to_dict(), status_code=202)
@@ -337,13 +359,15 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
                 raise ConfigurationError(
                     "a partition command needs a partition number", "partition"
                 ) from None
-            for option in ("until", "offset", "time"):
+            for option in ("until", "offset", "time", "group"):
                 value = raw_fields.get(option)
                 if value not in (None, ""):
                     arguments[option] = (
                         int(str(value)) if option == "offset" and str(value).isdigit() else value
                     )
             target = f"{arguments['topic']}/{arguments['partition']}"
+            if process:
+                target += f" in {process}"
         else:
             target = process or ""
         await guard.authorize(request, name, target, body if body is not None else raw_fields)
@@ -397,7 +421,7 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
     async def logout(request: Request) -> Response:
         form = await form_of(request)
         token = form.get(CSRF_FIELD)
-        if not isinstance(token, str) or token != guard.session(request).csrf:
+        if not isinstance(token, str) or not same_token(token, guard.session(request).csrf):
             raise HTTPException(403, "The logout form expired: reload the page and try again.")
         return guard.logout(request)
 
