@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -191,6 +192,33 @@ def test_sign_in_explore_export_command_and_redrive_and_read_only_refuses(site: 
             assert any("MainThread" in name for name in threads), threads
             assert any("conveyor-web-commands" in name for name in threads), threads
             shot(page, "command-probe")
+
+            # per partition: pause until a time (no zone: UTC), resume, seek to an offset
+            page.goto(f"{site.url}/processes/{process['id']}")
+            ready(page)
+            row = page.locator("#partitions tbody tr").first
+            row.locator("input[name=until]").fill("2099-01-01T00:00:00")
+            row.locator(".command-pause").click()
+            ready(page)
+            assert page.locator("#command-status").inner_text() == "done"
+            assert "2099-01-01T00:00:00+00:00" in page.locator("#command-result").inner_text()
+            page.go_back()
+            ready(page)
+            row = page.locator("#partitions tbody tr").first
+            row.locator(".command-resume").click()
+            ready(page)
+            assert page.locator("#command-status").inner_text() == "done"
+            page.go_back()
+            ready(page)
+            row = page.locator("#partitions tbody tr").filter(  # partition 1: no dead letters
+                has=page.locator("td:nth-child(2)", has_text=re.compile(r"^1$"))
+            )
+            row.locator("input[name=to]").fill("0")
+            row.locator(".command-seek").click()
+            ready(page)
+            assert page.locator("#command-status").inner_text() == "done"
+            assert "offset" in page.locator("#command-result").inner_text()
+            shot(page, "command-seek")
             # redrive: the DLQ's group of three goes back, and the consumer takes them now
             page.goto(f"{site.url}/dlq")
             ready(page)

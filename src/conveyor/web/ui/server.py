@@ -33,7 +33,7 @@ from conveyor.metrics import CONTENT_TYPE
 from conveyor.web.access import Access
 from conveyor.web.commands import COMMANDS, PARTITION_COMMANDS
 from conveyor.web.data import WebData
-from conveyor.web.explorer import Explorer, Filters, Start
+from conveyor.web.explorer import Explorer, Filters, Start, parse_time
 from conveyor.web.ui.charts import bar_chart, line_chart
 from conveyor.web.ui.explorer_views import ExplorerViews
 from conveyor.web.ui.guard import CSRF_FIELD, Guard, body_of, form_of, safe_next, same_token
@@ -359,12 +359,19 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
                 raise ConfigurationError(
                     "a partition command needs a partition number", "partition"
                 ) from None
+            fields = dict(raw_fields)
+            to = str(fields.pop("to", "") or "").strip()  # the page's one seek field
+            if name == "seek" and to:
+                fields["offset" if to.isdigit() else "time"] = to
             for option in ("until", "offset", "time", "group"):
-                value = raw_fields.get(option)
-                if value not in (None, ""):
-                    arguments[option] = (
-                        int(str(value)) if option == "offset" and str(value).isdigit() else value
-                    )
+                value = fields.get(option)
+                if value in (None, ""):
+                    continue
+                if option == "offset" and str(value).isdigit():
+                    value = int(str(value))
+                elif option in ("until", "time") and isinstance(value, str):
+                    value = parse_time(value).isoformat()  # as in the explorer: no zone is UTC
+                arguments[option] = value
             target = f"{arguments['topic']}/{arguments['partition']}"
             if process:
                 target += f" in {process}"
