@@ -229,7 +229,9 @@ def test_a_batch_client_gets_waiting_records_as_arrays_in_order(
     kafka_bootstrap: str, new_topic
 ) -> None:
     topic = new_topic(partitions=1)
-    sink = Broadcast(port=0)
+    # Room for the whole burst: this is about arrays in order, not about dropping a slow
+    # client (a busy machine let 1,000 records queue up before the first frame went out).
+    sink = Broadcast(port=0, queue_size=5_000)
     app = make_app(kafka_bootstrap, topic, sink, lanes=4)
     loop = ClientLoop()
     try:
