@@ -235,6 +235,11 @@ class Tracing:
         except BaseException:
             span.end()
             raise
+        if not span.is_recording():
+            # Sampled out (or no SDK): nothing to record on the report, so it ends now and
+            # adds no callback of its own to the message.
+            span.end()
+            return carrier, None
 
         def delivered(error: Any, message: Any) -> None:
             if error is None:
