@@ -352,6 +352,30 @@ MUTATIONS = (
             "tests/integration/connect/test_sinks.py::test_a_webhook_gets_every_record_in_order_retries_5xx_and_dead_letters_4xx",
         ),
     ),
+    Mutation(
+        "transaction: marked offsets committed at once, outside the transaction",
+        "conveyor/consumer.py",
+        (
+            (
+                "        if scope is not None:\n            return scope.mark(message.offset + 1)\n        return self._executor.mark(message.offset + 1, sync=False)",
+                "        if scope is not None:\n            self._executor.mark(message.offset + 1, sync=True)\n            return scope.mark(message.offset + 1)\n        return self._executor.mark(message.offset + 1, sync=False)",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_exactly_once.py::test_outputs_are_exactly_once_under_repeated_sigkill_mid_transaction",
+        ),
+    ),
+    Mutation(
+        "transaction: outputs sent by the plain producer",
+        "conveyor/consumer.py",
+        (
+            (
+                "        if self._transaction is not None:\n            return self._executor.transactional_producer()\n",
+                "",
+            ),
+        ),
+        ("tests/integration/processing/test_exactly_once.py",),
+    ),
 )
 
 

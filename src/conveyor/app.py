@@ -152,11 +152,17 @@ class App:
 
     @property
     def transactional_producer(self) -> Producer:
-        """A transactional producer for transactional dead letter queues (created on first use)."""
+        """A transactional producer (created on first use): for consume-transform-produce
+        transactions (``with self.transaction():`` in a consumer) and transactional dead
+        letter queues."""
         with self._producer_lock:
             if self._transactional_producer is None:
                 settings = producer_settings(self.settings.kafka)
-                settings["transactional.id"] = f"{self.settings.client_id}-conveyor-{os.getpid()}"
+                # Unique per process, and the same for a process restarted in place (a pod's
+                # hostname and pid): its first transaction then fences the crashed one's.
+                settings["transactional.id"] = (
+                    f"{self.settings.client_id}-conveyor-{socket.gethostname()}-{os.getpid()}"
+                )
                 settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
                 self._transactional_producer = self._traced(
                     Producer(settings, monitor=self.monitor)

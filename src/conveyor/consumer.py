@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, TransactionError
 from conveyor.messages import Message, Messages, piped_message
 from conveyor.producer import BatchDeliveryHandle, DeliveryHandle, DeliveryReport, Producer
 
@@ -67,6 +68,7 @@ class Consumer:
     ``virtual_partitions``; ``None`` without them."""
     app: App
     _executor: PartitionExecutor
+    _transaction: _TransactionScope | None = None
 
     def consume(self) -> Awaitable[None] | None:
         """Handle ``self.messages``. Override this."""
@@ -92,15 +94,72 @@ class Consumer:
     # -- offsets ------------------------------------------------------------------------------
 
     def mark_as_consumed(self, message: Message) -> bool:
-        """Store ``message``'s offset as processed; it is committed asynchronously.
+        """Store ``message``'s offset as processed; it is committed asynchronously (inside
+        :meth:`transaction`: with the transaction).
 
         Returns False when this process no longer owns the partition.
         """
+        scope = self._transaction
+        if scope is not None:
+            return scope.mark(message.offset + 1)
         return self._executor.mark(message.offset + 1, sync=False)
 
     def mark_as_consumed_sync(self, message: Message) -> bool:
-        """Store and commit ``message``'s offset now; False if the partition was lost."""
+        """Store and commit ``message``'s offset now (inside :meth:`transaction`: with the
+        transaction, as :meth:`mark_as_consumed`); False if the partition was lost."""
+        scope = self._transaction
+        if scope is not None:
+            return scope.mark(message.offset + 1)
         return self._executor.mark(message.offset + 1, sync=True)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Producer]:
+        """Consume-transform-produce, exactly once: what the block produces (``produce_*``,
+        ``pipe_*`` of this consumer) and the offset it marks (``mark_as_consumed``) are
+        committed together in one Kafka transaction of the app's transactional producer, or
+        not at all.
+
+        An exception in the block aborts the transaction (nothing it produced is visible to
+        ``read_committed`` readers, its offset is not committed) and propagates, so the batch
+        is retried from the last committed mark as any failure is. A partition revoked while
+        the block ran aborts it too (the broker also refuses the offsets of a stale group
+        generation). Once a transaction marked an offset of this partition, its offsets are
+        committed by transactions only (see the README's "Exactly once"). Yields the
+        transactional producer.
+
+        Raises:
+            TransactionError: nested, the partition was revoked, or Kafka refused the
+                transaction (it was aborted).
+            ConfigurationError: on a route with virtual partitions (not supported).
+        """
+        if self._transaction is not None:
+            raise TransactionError("transactions do not nest: this consumer is already in one")
+        executor = self._executor
+        if not hasattr(executor, "offsets_in_transactions"):
+            raise ConfigurationError(
+                "transaction() is not available in virtual partitions' lanes", "virtual_partitions"
+            )
+        producer = executor.transactional_producer()
+        scope = _TransactionScope(executor)
+        with producer.transaction() as transactions:
+            self._transaction = scope
+            try:
+                yield producer
+                if scope.next_offset is not None:
+                    if executor.revoked:
+                        raise TransactionError(
+                            f"{self.topic}/{self.partition} was revoked during the transaction: "
+                            "aborted, its offset not committed"
+                        )
+                    executor.offsets_in_transactions()
+                    transactions.send_offsets(
+                        [(self.topic, self.partition, scope.next_offset)],
+                        executor.group_metadata(),
+                    )
+            finally:
+                self._transaction = None
+        if scope.next_offset is not None:  # committed: retries start after it
+            executor.mark(scope.next_offset, sync=False)
 
     @property
     def collapsed(self) -> bool:
@@ -131,24 +190,26 @@ class Consumer:
 
     @property
     def producer(self) -> Producer:
-        """The app's producer."""
+        """The app's producer (inside :meth:`transaction`: its transactional producer)."""
+        if self._transaction is not None:
+            return self._executor.transactional_producer()
         return self._executor.producer()
 
     @_same_as(Producer.produce_sync)
     def produce_sync(self, **message: Any) -> Any:
-        return self._executor.producer().produce_sync(**message)
+        return self.producer.produce_sync(**message)
 
     @_same_as(Producer.produce_async)
     def produce_async(self, **message: Any) -> Any:
-        return self._executor.producer().produce_async(**message)
+        return self.producer.produce_async(**message)
 
     @_same_as(Producer.produce_many_sync)
     def produce_many_sync(self, messages: Any, **options: Any) -> Any:
-        return self._executor.producer().produce_many_sync(messages, **options)
+        return self.producer.produce_many_sync(messages, **options)
 
     @_same_as(Producer.produce_many_async)
     def produce_many_async(self, messages: Any, **options: Any) -> Any:
-        return self._executor.producer().produce_many_async(messages, **options)
+        return self.producer.produce_many_async(messages, **options)
 
     # -- errors and dead letter queues --------------------------------------------------------
 
@@ -229,3 +290,20 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {getattr(self, 'topic', '?')}/{getattr(self, 'partition', '?')}>"
+
+
+class _TransactionScope:
+    """The offset one :meth:`Consumer.transaction` block marked (committed with it)."""
+
+    __slots__ = ("executor", "next_offset")
+
+    def __init__(self, executor: PartitionExecutor) -> None:
+        self.executor = executor
+        self.next_offset: int | None = None
+
+    def mark(self, next_offset: int) -> bool:
+        if self.executor.revoked:
+            return False
+        if self.next_offset is None or next_offset > self.next_offset:
+            self.next_offset = next_offset
+        return True

@@ -138,6 +138,7 @@ class PartitionExecutor:
         self.backpressure = False  # fetching paused in librdkafka while too much is pending
         self.eof = False
         self.marked: int | None = None  # the next offset to read, as last marked
+        self.transactional = False  # offsets committed by consume-transform-produce transactions
         self.high_watermark: int | None = None  # as of the latest fetch
         self.first_fetched: int | None = None  # where this process started reading
         self.attempt = 0  # failed attempts of the current batch so far
@@ -240,9 +241,10 @@ class PartitionExecutor:
         holds fetched messages (virtual partitions' lanes); ``seek``: they will be read again."""
 
     def committable(self) -> int | None:
-        """The offset to commit for this partition (``None``: nothing marked, or revoked):
-        the marked one, or the lowest offset whose copy is not acknowledged yet, if lower."""
-        if self.revoked:
+        """The offset to commit for this partition (``None``: nothing marked, revoked, or its
+        offsets go through transactions): the marked one, or the lowest offset whose copy is
+        not acknowledged yet, if lower."""
+        if self.revoked or self.transactional:
             return None
         return self._fence(self.marked)
 
@@ -760,6 +762,16 @@ class PartitionExecutor:
 
     def group_metadata(self) -> Any:
         return self.listener.group_metadata()
+
+    def transactional_producer(self) -> Producer:
+        """The app's transactional producer (consume-transform-produce transactions)."""
+        return self.context.transactional_producer()
+
+    def offsets_in_transactions(self) -> None:
+        """From now on this partition's offsets are committed by transactions only: the
+        listener no longer commits them (an older offset it committed could land after a
+        transaction's and move the group back)."""
+        self.transactional = True
 
     def enhance_dlq_message(self, dlq_message: dict[str, Any], message: Message) -> dict[str, Any]:
         enhanced = self._instance().enhance_dlq_message(dlq_message, message)

@@ -126,6 +126,7 @@ class Listener:
         )
         self.executors: dict[Partition, PartitionExecutor] = {}
         self._assigned: set[Partition] = set()
+        self._group_metadata: Any = None
         self._retiring: dict[Partition, PartitionExecutor] = {}
         self._commands: deque[Callable[[], None]] = deque()
         self._discarding: set[PartitionExecutor] = set()
@@ -286,8 +287,11 @@ class Listener:
         return bool(self._call(commit))
 
     def group_metadata(self) -> Any:
-        """The group's metadata, for committing offsets inside a producer's transaction."""
-        return self._call(self._client.group_metadata)
+        """The group's metadata, for committing offsets inside a producer's transaction: the
+        one taken at the last assignment (it changes only with the group's generation), else
+        asked of librdkafka on this listener's thread."""
+        cached = self._group_metadata
+        return cached if cached is not None else self._call(self._client.group_metadata)
 
     def over_limit(self, executor: PartitionExecutor) -> None:
         """A partition's backlog passed its high-water mark (called on this thread)."""
@@ -534,6 +538,10 @@ class Listener:
 
     def _on_assign(self, partitions: list[Partition]) -> None:
         self._assigned.update(partitions)
+        try:  # a new generation: transactions commit offsets with its metadata
+            self._group_metadata = self._client.group_metadata()
+        except Exception:  # a direct assignment has no group: asked when needed
+            self._group_metadata = None
         monitor = self.context.monitor
         if ev.REBALANCE_PARTITIONS_ASSIGNED in monitor.subscribed:
             monitor.instrument(
@@ -550,6 +558,7 @@ class Listener:
 
     def _lose(self, partitions: list[Partition], commit: bool) -> None:
         self._assigned.difference_update(partitions)
+        self._group_metadata = None  # the generation moves on
         monitor = self.context.monitor
         if commit:
             self._commit_marked(sync=True, only=set(partitions))  # what was processed until now

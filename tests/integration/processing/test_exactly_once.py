@@ -1,0 +1,194 @@
+"""Consume-transform-produce in one Kafka transaction (``with self.transaction():``), against
+the real broker: a read_committed reader sees every input's outputs exactly once — after a
+failure inside the block (aborted, retried), and after a `conveyor server` is killed with
+SIGKILL again and again mid-transaction (Jepsen's aborted reads and lost writes: no output of
+an aborted transaction is read, none of a committed one is missing)."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+import confluent_kafka
+
+from conveyor import Admin, App, Consumer, Producer
+from conveyor.errors import TransactionError
+from helpers import running
+from integration.processing.test_server import Server
+
+
+def produce_inputs(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": topic, "partition": n % partitions, "key": f"k{n}", "payload": f"{n}"}
+             for n in range(count)]
+        )  # fmt: skip
+
+
+def read_outputs(bootstrap: str, topic: str, isolation: str) -> list[tuple[str, bytes]]:
+    """Every output of ``topic`` as (input, payload), read to the end (the last stable offset
+    for read_committed) once."""
+    reader = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+    })  # fmt: skip
+    try:
+        metadata = reader.list_topics(topic, timeout=10).topics[topic]
+        partitions = sorted(metadata.partitions)
+        reader.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
+        ended: set[int] = set()
+        found: list[tuple[str, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(ended) < len(partitions) and time.monotonic() < deadline:
+            for message in reader.consume(500, 0.5):
+                error = message.error()
+                if error is not None:
+                    assert error.code() == confluent_kafka.KafkaError._PARTITION_EOF, error
+                    ended.add(message.partition())
+                    continue
+                found.append((dict(message.headers())["input"].decode(), message.value()))
+        assert len(ended) == len(partitions), "read to the end"
+        return found
+    finally:
+        reader.close()
+
+
+def committed_outputs(bootstrap: str, topic: str, expected: int) -> list[tuple[str, bytes]]:
+    """read_committed outputs once ``expected`` are visible: a crashed producer's open
+    transaction holds back the last stable offset until the broker aborts it."""
+    deadline = time.monotonic() + 60
+    while True:
+        outputs = read_outputs(bootstrap, topic, "read_committed")
+        if len(outputs) >= expected or time.monotonic() > deadline:
+            return outputs
+        threading.Event().wait(1.0)  # the broker's transaction timeout: nothing to wait on
+
+
+def assert_exactly_once(outputs: list[tuple[str, bytes]], inputs: list[str]) -> None:
+    counts = Counter(outputs)
+    expected = Counter({(where, kind): 1 for where in inputs for kind in (b"a", b"b")})
+    missing = expected - counts
+    extra = counts - expected
+    assert not missing, f"lost writes: {sorted(missing)[:10]}"
+    assert not extra, f"seen more than once (or from an aborted transaction): {sorted(extra)[:10]}"
+
+
+class FailsOnceInside(Consumer):
+    """Fails once, inside the transaction, after producing the outputs of offset 5."""
+
+    failed = threading.Event()
+    output = ""
+
+    def consume(self) -> None:
+        with self.transaction():
+            for message in self.messages:
+                where = f"{message.partition}:{message.offset}".encode()
+                for kind in (b"a", b"b"):  # sync: on the broker before the failure
+                    self.produce_sync(topic=self.output, payload=kind, headers=[("input", where)])
+                if message.partition == 0 and message.offset == 5 and not self.failed.is_set():
+                    self.failed.set()
+                    raise RuntimeError("fails inside the transaction")
+            self.mark_as_consumed(self.messages.last)
+
+
+def test_a_failure_inside_the_transaction_aborts_it_and_the_retry_commits_once(
+    kafka_bootstrap: str, new_topic, kafka_admin: Admin
+) -> None:
+    inputs, outputs = new_topic(partitions=2), new_topic(partitions=2)
+    produce_inputs(kafka_bootstrap, inputs, 40, 2)
+    FailsOnceInside.failed.clear()
+    FailsOnceInside.output = outputs
+    group = f"eos-{uuid.uuid4().hex[:8]}"
+    app = App(
+        client_id="eos",
+        kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group},
+        max_wait_time=0.2,
+        pause_timeout=0.2,
+    )
+    app.routes.topic(inputs, FailsOnceInside)
+    with running(app):
+        committed = committed_outputs(kafka_bootstrap, outputs, 80)
+        deadline = time.monotonic() + 30
+        while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < 40:
+            assert time.monotonic() < deadline, kafka_admin.read_lags([group])
+            threading.Event().wait(0.1)  # committed by transactions: the broker is the witness
+    assert FailsOnceInside.failed.is_set()
+    assert_exactly_once(committed, [f"{n % 2}:{n // 2}" for n in range(40)])
+    everything = read_outputs(kafka_bootstrap, outputs, "read_uncommitted")
+    assert len(everything) > 80, "the aborted transaction's outputs exist, unread"
+    assert {(lag.partition, lag.committed) for lag in kafka_admin.read_lags([group])} == {
+        (0, 20),
+        (1, 20),
+    }, "the offsets were committed with the transactions"
+
+
+def test_transactions_do_not_nest_and_a_plain_app_refuses_nothing(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    class Nests(Consumer):
+        def consume(self) -> None:
+            with self.transaction():
+                try:
+                    with self.transaction():
+                        pass
+                except TransactionError as error:
+                    errors.append(error)
+                self.mark_as_consumed(self.messages.last)
+            done.set()
+
+    app = App(kafka={"bootstrap.servers": kafka_bootstrap, "group.id": f"n-{uuid.uuid4().hex}"},
+              max_wait_time=0.2)  # fmt: skip
+    app.routes.topic(topic, Nests)
+    with running(app):
+        produce_inputs(kafka_bootstrap, topic, 1, 1)
+        assert done.wait(30)
+    assert len(errors) == 1
+    assert "do not nest" in str(errors[0])
+
+
+def test_outputs_are_exactly_once_under_repeated_sigkill_mid_transaction(
+    kafka_bootstrap: str, new_topic, kafka_admin: Admin
+) -> None:
+    count = 400
+    inputs, outputs = new_topic(partitions=2), new_topic(partitions=2)
+    produce_inputs(kafka_bootstrap, inputs, count, 2)
+    group = f"eos-{uuid.uuid4().hex[:8]}"
+    extra: dict[str, Any] = {"OUTPUT": outputs}
+    rng = random.Random(7)
+    kills = 0
+    for _ in range(6):
+        server = Server(inputs, group, kafka_bootstrap, slow=0.004, app="eos_app:app", **extra)
+        try:
+            # wait for a committed batch, then kill it at a random moment (mostly inside one)
+            assert server.wait_for(
+                lambda lines: any(line.startswith("batch") for line in lines), 60
+            )
+            threading.Event().wait(rng.uniform(0.1, 0.6))
+        finally:
+            server.stop(signal.SIGKILL)
+        kills += 1
+        if sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) >= count:
+            break
+    final = Server(inputs, group, kafka_bootstrap, slow=0.004, app="eos_app:app", **extra)
+    try:
+        deadline = time.monotonic() + 120
+        while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < count:
+            assert time.monotonic() < deadline, kafka_admin.read_lags([group])
+            assert final.process.poll() is None, final.lines[-20:]
+            threading.Event().wait(0.2)  # another process commits: the broker is the witness
+    finally:
+        assert final.stop(signal.SIGTERM) == 0
+    assert kills >= 3
+    committed = committed_outputs(kafka_bootstrap, outputs, 2 * count)
+    assert_exactly_once(committed, [f"{n % 2}:{n // 2}" for n in range(count)])
+    everything = read_outputs(kafka_bootstrap, outputs, "read_uncommitted")
+    assert len(everything) > 2 * count, "kills landed inside transactions (their outputs exist)"
