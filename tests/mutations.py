@@ -353,6 +353,12 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "routing patterns: a topic is found by its name only",
+        "conveyor/processing/listener.py",
+        (("if route is not None or not self._patterns:", "if True:"),),
+        ("tests/integration/processing/test_patterns.py",),
+    ),
+    Mutation(
         "transaction: marked offsets committed at once, outside the transaction",
         "conveyor/consumer.py",
         (

@@ -52,6 +52,8 @@ class Change:
 def _declared(routes: Iterable[Topic]) -> list[Topic]:
     seen: dict[str, Topic] = {}
     for route in routes:
+        if route.pattern is not None:  # names no one topic: nothing to declare
+            continue
         if route.name not in seen:
             seen[route.name] = route
     return list(seen.values())

@@ -167,7 +167,8 @@ def info(app_spec: str | None) -> None:
     app = load_app(app_spec)
     rows = [
         (
-            route.consumer_group, route.subscription_group, route.name,
+            route.consumer_group, route.subscription_group,
+            f"{route.name} (pattern)" if route.pattern is not None else route.name,
             route.consumer_class.__name__ if route.consumer_class else "-",
             "yes" if route.active else "no",
             ",".join(map(str, route.assign)) if route.assign else "subscribe",

@@ -118,10 +118,11 @@ class PartitionExecutor:
         context: ProcessingContext,
         policy: FailurePolicy,
         timers: Timers,
+        topic: str | None = None,
     ) -> None:
         self.listener = listener
         self.route = route
-        self.topic = route.name
+        self.topic = topic or route.name  # a pattern route serves topics of other names
         self.partition = partition
         self.context = context
         self.policy = policy

@@ -76,6 +76,8 @@ class Listener:
         self.name = name
         self._group_id = group_id
         self.routes = {route.name: route for route in routes}
+        self._patterns = [route for route in routes if route.pattern is not None]
+        self._resolved: dict[str, Topic | None] = {}  # topic name -> its route (patterns)
         self.submit = submit
         self._submit_coroutine = submit_coroutine
         self._timers = timers
@@ -109,6 +111,10 @@ class Listener:
             # revocation and at shutdown; librdkafka never commits on its own.
             "enable.auto.commit": False,
         }
+        if any(route.pattern is not None for route in routes):
+            # New topics that match a pattern join at the next metadata refresh (librdkafka:
+            # every 5 min): sooner, unless the app chose.
+            config.setdefault("topic.metadata.refresh.interval.ms", 10_000)
         # The route's initial_offset wins; without one the app's own auto.offset.reset holds
         # (librdkafka's name, honoured), and Conveyor's default is to read from the start.
         initial = routes[0].initial_offset
@@ -437,7 +443,7 @@ class Listener:
                 return
         count = len(batch)
         partitions = list(map(raw_partition, batch))
-        if len(self.routes) == 1:
+        if len(self.routes) == 1 and not self._patterns:
             [topic] = self.routes
             first = partitions[0]
             if partitions.count(first) == count:
@@ -500,19 +506,29 @@ class Listener:
         key = (topic, partition)
         executor = self.executors.get(key)
         if executor is None:
-            route = self.routes.get(topic)
+            route = self.route_of(topic)
             if route is None:
                 return None
             kind = (
                 PartitionExecutor if route.virtual_partitions is None else VirtualPartitionExecutor
             )
             executor = self.executors[key] = kind(
-                self, route, partition, self.context, self._policies[topic], self._timers
-            )
+                self, route, partition, self.context, self._policies[route.name], self._timers,
+                topic,
+            )  # fmt: skip
             predecessor = self._retiring.pop(key, None)
             if predecessor is not None:
                 executor.follow(predecessor)
         return executor
+
+    def route_of(self, topic: str) -> Topic | None:
+        """The route that reads ``topic``: by its name, else the first pattern it matches."""
+        route = self.routes.get(topic)
+        if route is not None or not self._patterns:
+            return route
+        if topic not in self._resolved:
+            self._resolved[topic] = next((r for r in self._patterns if r.matches(topic)), None)
+        return self._resolved[topic]
 
     def _wait_for_room(self) -> None:
         with self._room:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
+import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +122,42 @@ class Routes:
         )
         self._topics.append(topic)
         return topic
+
+    def pattern(
+        self, regex: str | re.Pattern[str], consumer_class: type[Consumer], **options: Any
+    ) -> Topic:
+        """Route every topic whose name matches ``regex`` to ``consumer_class`` — those that
+        exist at start and those created later (librdkafka's regex subscription: a new topic
+        is picked up at the next metadata refresh, ``topic.metadata.refresh.interval.ms``,
+        which Conveyor sets to 10 s for a listener with a pattern unless the app sets it).
+        Takes :meth:`topic`'s options except the declarative ones and ``assign``. A topic
+        routed by name in the same consumer group is read by that route instead.
+
+        Raises:
+            ConfigurationError: a malformed expression, or an option a pattern cannot take.
+        """
+        text = regex.pattern if isinstance(regex, re.Pattern) else regex
+        if not isinstance(text, str) or not text.strip("^$"):
+            raise ConfigurationError(
+                f"routes.pattern needs a regular expression, got {regex!r}", "pattern"
+            )
+        if not text.startswith("^"):  # librdkafka takes a subscription as a regex by its ^
+            text = "^" + text
+        try:
+            compiled = re.compile(text)
+        except re.error as error:
+            raise ConfigurationError(
+                f"routes.pattern({text!r}) is not a regular expression: {error}", "pattern"
+            ) from None
+        for option in ("assign", "partitions", "replication_factor", "config"):
+            if options.get(option) is not None:
+                raise ConfigurationError(
+                    f"routes.pattern({text!r}) cannot take {option}: it names no one topic", option
+                )
+        route = self.topic(text, consumer_class, **options)
+        routed = dataclasses.replace(route, pattern=compiled)
+        self._topics[self._topics.index(route)] = routed
+        return routed
 
     def rpc(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -54,6 +55,13 @@ class Topic:
     dead_letter_queue: DeadLetterQueue | None = None
     virtual_partitions: VirtualPartitions | None = None
     """Run each partition's messages in parallel lanes by key (order kept per key)."""
+    pattern: re.Pattern[str] | None = None
+    """For ``app.routes.pattern(...)``: the regular expression (``name`` is its text, which
+    librdkafka subscribes to); every topic it matches is read with this route."""
+
+    def matches(self, topic: str) -> bool:
+        """Whether this route reads ``topic`` (its name, or a match of its pattern)."""
+        return topic == self.name if self.pattern is None else bool(self.pattern.match(topic))
 
     @property
     def direct(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -36,3 +37,35 @@ def test_bad_route_options_are_named(options: dict[str, Any], named: str) -> Non
     with pytest.raises(ConfigurationError) as raised:
         routes().topic("orders", Noop, **options)
     assert raised.value.setting == named
+
+
+def test_a_pattern_route_matches_topics_by_regex() -> None:
+    app = App(kafka={"bootstrap.servers": "127.0.0.1:1"})
+    route = app.routes.pattern(r"orders\..+", Noop)  # the ^ librdkafka needs is added
+    assert route.name == r"^orders\..+"
+    assert route.matches("orders.eu")
+    assert not route.matches("old-orders.eu")
+    assert not route.matches("orders")
+    assert app.routes.topic("payments", Noop).matches("payments")
+    compiled = app.routes.pattern(re.compile(r"^audit-\d+$"), Noop)
+    assert compiled.matches("audit-7")
+
+
+@pytest.mark.parametrize(
+    ("regex", "options", "named"),
+    [
+        ("orders(", {}, "pattern"),
+        ("^$", {}, "pattern"),
+        (r"orders\..+", {"assign": [0]}, "assign"),
+        (r"orders\..+", {"partitions": 3}, "partitions"),
+        (r"orders\..+", {"config": {"retention.ms": "1"}}, "config"),
+        (r"orders\..+", {"max_messages": 0}, "max_messages"),
+    ],
+)
+def test_a_bad_pattern_route_is_refused_and_named(
+    regex: str, options: dict[str, Any], named: str
+) -> None:
+    app = App(kafka={"bootstrap.servers": "127.0.0.1:1"})
+    with pytest.raises(ConfigurationError) as refused:
+        app.routes.pattern(regex, Noop, **options)
+    assert refused.value.setting == named

@@ -167,8 +167,9 @@ class VirtualPartitionExecutor(PartitionExecutor):
         context: ProcessingContext,
         policy: FailurePolicy,
         timers: Timers,
+        topic: str | None = None,
     ) -> None:
-        super().__init__(listener, route, partition, context, policy, timers)
+        super().__init__(listener, route, partition, context, policy, timers, topic)
         settings = route.virtual_partitions
         assert settings is not None
         count = settings.max_partitions or context.settings.concurrency
