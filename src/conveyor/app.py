@@ -14,6 +14,7 @@ from typing import Any
 from conveyor.admin import Admin
 from conveyor.connect.consumer import SinkBinding
 from conveyor.consumer import Consumer
+from conveyor.driver.clients import check_settings
 from conveyor.errors import ConfigurationError, ConveyorError, NotAssignedError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
@@ -233,6 +234,11 @@ class App:
     ) -> list[Topic]:
         self.routes.validate()
         chosen = self.routes.active()
+        for route in chosen:  # a route's own settings with the app's, as its listener has them
+            if route.kafka:
+                check_settings(
+                    {**self.settings.kafka, **route.kafka, "enable.auto.commit": False}, "consumer"
+                )
         for name, wanted, attribute in (
             ("consumer group", consumer_groups, "consumer_group"),
             ("subscription group", subscription_groups, "subscription_group"),

@@ -139,6 +139,12 @@ class Consumer:
             raise ConfigurationError(
                 "transaction() is not available in virtual partitions' lanes", "virtual_partitions"
             )
+        own_cluster = self.route.kafka.get("bootstrap.servers")
+        if own_cluster and own_cluster != executor.context.settings.kafka.get("bootstrap.servers"):
+            raise TransactionError(
+                f"{self.topic} is read from another cluster ({own_cluster}) than the app's "
+                "transactional producer writes to: a transaction cannot commit its offsets"
+            )
         producer = executor.transactional_producer()
         scope = _TransactionScope(executor)
         with producer.transaction() as transactions:

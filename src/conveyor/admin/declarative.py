@@ -54,6 +54,8 @@ def _declared(routes: Iterable[Topic]) -> list[Topic]:
     for route in routes:
         if route.pattern is not None:  # names no one topic: nothing to declare
             continue
+        if route.kafka.get("bootstrap.servers"):  # on a cluster of its own, not this admin's
+            continue
         if route.name not in seen:
             seen[route.name] = route
     return list(seen.values())

@@ -105,6 +105,7 @@ class Listener:
             # fills the queue in bursts, and the full second showed as a 4x throughput loss.
             "fetch.queue.backoff.ms": 10,
             **settings.kafka,
+            **routes[0].kafka,  # the listener's routes share their own settings (see the runner)
             "group.id": group_id,
             "client.id": f"{settings.client_id}-{name}",
             # Offsets are committed by the listener: what workers marked, every interval, at

@@ -8,9 +8,10 @@ through the context's one ``on_crash``.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from conveyor.errors import NotAssignedError, WaitTimeoutError
 from conveyor.processing.collector import raise_collection_threshold
@@ -230,19 +231,23 @@ class Runner:
 def _subscription_groups(
     routes: list[Topic], default_initial: str
 ) -> list[tuple[str, str, list[Topic]]]:
-    """One listener per (consumer group, subscription group, assignment kind, initial offset):
-    its name, its group id and its routes. A route without ``initial_offset`` starts where the
-    app's ``auto.offset.reset`` says (``default_initial``)."""
-    groups: dict[tuple[str, str, bool, str], list[Topic]] = {}
+    """One listener per (consumer group, subscription group, assignment kind, initial offset,
+    the route's own kafka settings): its name, its group id and its routes. A route without
+    ``initial_offset`` starts where the app's ``auto.offset.reset`` says (``default_initial``)."""
+    groups: dict[tuple[str, str, bool, str, tuple[tuple[str, Any], ...]], list[Topic]] = {}
     for route in routes:
         initial = route.initial_offset or default_initial
-        key = (route.consumer_group, route.subscription_group, route.direct, initial)
+        own = tuple(sorted(route.kafka.items()))
+        key = (route.consumer_group, route.subscription_group, route.direct, initial, own)
         groups.setdefault(key, []).append(route)
     named = []
-    for (group, subscription, direct, initial), members in groups.items():
+    for (group, subscription, direct, initial, own), members in groups.items():
         name = subscription if not direct else f"{subscription}-assigned"
         if initial != default_initial:
             name = f"{name}-{initial}"
+        if own:
+            digest = hashlib.sha1(repr(own).encode(), usedforsecurity=False).hexdigest()[:6]
+            name = f"{name}-{digest}"
         named.append((name, group, members))
     return named
 

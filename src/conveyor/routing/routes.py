@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import Consumer
+from conveyor.driver.clients import check_settings
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Deserializers
 from conveyor.routing.dead_letter_queue import parse_dead_letter_queue
@@ -26,9 +27,15 @@ _OPTIONS = frozenset(
         "active", "partitions", "replication_factor", "config", "deserializers", "max_messages",
         "max_wait_time", "initial_offset", "assign", "manual_offset_management", "dead_letter_queue",
         "long_running_job", "pause_timeout", "pause_max_timeout", "pause_with_exponential_backoff",
-        "virtual_partitions",
+        "virtual_partitions", "kafka",
     }
 )  # fmt: skip
+_NOT_PER_ROUTE = {
+    "group.id": "name the group with consumer_group (app.routes.consumer_group(...))",
+    "enable.auto.commit": "Conveyor's listener commits what the consumers mark",
+    "enable.auto.offset.store": "Conveyor's listener commits what the consumers mark",
+    "auto.offset.reset": "use the route's initial_offset",
+}
 
 
 class Routes:
@@ -119,6 +126,7 @@ class Routes:
             ),
             dead_letter_queue=parse_dead_letter_queue(name, options.get("dead_letter_queue")),
             virtual_partitions=parse_virtual_partitions(name, options.get("virtual_partitions")),
+            kafka=_kafka(name, options.get("kafka")),
         )
         self._topics.append(topic)
         return topic
@@ -247,6 +255,31 @@ class Routes:
                 "no active routes: declare at least one with app.routes.topic(name, ConsumerClass)",
                 "routes",
             )
+
+
+def _kafka(topic: str, value: Any) -> dict[str, Any]:
+    """A route's own librdkafka settings, checked by librdkafka now (with the app's, again,
+    when the app starts)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): kafka must be a dict of librdkafka settings", "kafka"
+        )
+    for name, why in _NOT_PER_ROUTE.items():
+        if name in value:
+            raise ConfigurationError(
+                f"routes.topic({topic!r}): {name} cannot be set per route: {why}", name
+            )
+    for name, setting in value.items():
+        if not isinstance(setting, str | int | float | bool):
+            raise ConfigurationError(
+                f"routes.topic({topic!r}): kafka[{name!r}] must be a string, number or bool "
+                f"(callbacks are the app's), got {type(setting).__name__}",
+                name,
+            )
+    check_settings({**value, "enable.auto.commit": False}, "consumer")
+    return dict(value)
 
 
 def _positive_int(topic: str, option: str, value: Any, allow_none: bool = False) -> int | None:

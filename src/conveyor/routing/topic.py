@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from conveyor.messages import Deserializers
 from conveyor.routing.dead_letter_queue import DeadLetterQueue
@@ -55,6 +55,9 @@ class Topic:
     dead_letter_queue: DeadLetterQueue | None = None
     virtual_partitions: VirtualPartitions | None = None
     """Run each partition's messages in parallel lanes by key (order kept per key)."""
+    kafka: Mapping[str, Any] = field(default_factory=dict)
+    """The route's own librdkafka settings, over the app's (another cluster with its own
+    ``bootstrap.servers``, or any consumer setting): such routes get listeners of their own."""
     pattern: re.Pattern[str] | None = None
     """For ``app.routes.pattern(...)``: the regular expression (``name`` is its text, which
     librdkafka subscribes to); every topic it matches is read with this route."""

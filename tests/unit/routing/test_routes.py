@@ -69,3 +69,29 @@ def test_a_bad_pattern_route_is_refused_and_named(
     with pytest.raises(ConfigurationError) as refused:
         app.routes.pattern(regex, Noop, **options)
     assert refused.value.setting == named
+
+
+@pytest.mark.parametrize(
+    ("kafka", "named"),
+    [
+        ({"fetch.wait.max.msx": 10}, "fetch.wait.max.msx"),
+        ({"group.id": "other"}, "group.id"),
+        ({"enable.auto.commit": True}, "enable.auto.commit"),
+        ({"auto.offset.reset": "latest"}, "auto.offset.reset"),
+        ({"error_cb": print}, "error_cb"),
+        ({"session.timeout.ms": "soon"}, "session.timeout.ms"),
+        ("isolation.level=read_uncommitted", "kafka"),
+    ],
+)
+def test_a_routes_own_kafka_settings_are_checked_when_declared(kafka: Any, named: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        routes().topic("orders", Noop, kafka=kafka)
+    assert refused.value.setting == named
+
+
+def test_a_routes_own_settings_are_checked_with_the_apps_when_it_starts() -> None:
+    app = App(kafka={"bootstrap.servers": "127.0.0.1:1", "message.max.bytes": 2_000_000})
+    app.routes.topic("orders", Noop, kafka={"fetch.max.bytes": 1_500_000})  # fine alone
+    with pytest.raises(ConfigurationError) as refused:
+        app.start()
+    assert "fetch.max.bytes" in str(refused.value)
