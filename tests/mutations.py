@@ -353,6 +353,18 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "a route's own kafka settings left out of its listener",
+        "conveyor/processing/listener.py",
+        (("            **routes[0].kafka,", ""),),
+        ("tests/integration/processing/test_route_kafka.py",),
+    ),
+    Mutation(
+        "routes with their own kafka settings share the group's listener",
+        "conveyor/processing/runner.py",
+        (("own = tuple(sorted(route.kafka.items()))", "own = ()"),),
+        ("tests/integration/processing/test_route_kafka.py",),
+    ),
+    Mutation(
         "routing patterns: a topic is found by its name only",
         "conveyor/processing/listener.py",
         (("if route is not None or not self._patterns:", "if True:"),),
