@@ -365,6 +365,22 @@ MUTATIONS = (
         ("tests/integration/processing/test_route_kafka.py",),
     ),
     Mutation(
+        "filters: a held partition wakes at once and checks again",
+        "conveyor/processing/executor.py",
+        (("call_later(seconds, self.request_resume)", "call_later(0.0, self.request_resume)"),),
+        (
+            "tests/integration/processing/test_filters.py::test_a_throttle_holds_the_rate_and_idles_between_intervals",
+        ),
+    ),
+    Mutation(
+        "filters: delay hands every message on",
+        "conveyor/processing/filters.py",
+        (("if age is not None and age < self.delay_by:", "if age is not None and age < 0:"),),
+        (
+            "tests/integration/processing/test_filters.py::test_a_delay_never_hands_a_message_over_early",
+        ),
+    ),
+    Mutation(
         "routing patterns: a topic is found by its name only",
         "conveyor/processing/listener.py",
         (("if route is not None or not self._patterns:", "if True:"),),

@@ -32,6 +32,7 @@ from conveyor.errors import (
 from conveyor.instrumentation import Event, LoggingListener, Monitor
 from conveyor.iterator import Iterator
 from conveyor.messages import Deserializers, Message, Messages
+from conveyor.processing.filters import Delay, Expire, Filter, Throttle, Verdict
 from conveyor.producer import Producer, Variant
 
 __all__ = [
@@ -42,12 +43,15 @@ __all__ = [
     "ConfigurationError",
     "Consumer",
     "ConveyorError",
+    "Delay",
     "DeliveryError",
     "DeliveryHandle",
     "DeliveryReport",
     "DeserializationError",
     "Deserializers",
     "Event",
+    "Expire",
+    "Filter",
     "InvalidMessageError",
     "Iterator",
     "KafkaError",
@@ -63,8 +67,10 @@ __all__ = [
     "RemoteError",
     "RpcClientClosedError",
     "RpcTimeoutError",
+    "Throttle",
     "TransactionError",
     "Variant",
+    "Verdict",
     "WaitTimeoutError",
     "__version__",
 ]

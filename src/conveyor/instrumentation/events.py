@@ -125,6 +125,14 @@ VIRTUAL_PARTITIONS_COLLAPSED = "virtual_partitions.collapsed"
 VIRTUAL_PARTITIONS_RESTORED = "virtual_partitions.restored"
 """A collapsed partition passed ``until`` and runs in its lanes again: ``topic``, ``partition``,
 ``until``."""
+FILTER_DROPPED = "filter.dropped"
+"""A route's filter dropped messages before ``consume()`` (marked as consumed): ``filter``,
+``reason`` (``expired``, ``dropped`` or the filter's own), ``topic``, ``partition``, ``count``,
+``first_offset``, ``last_offset``."""
+FILTER_PAUSED = "filter.paused"
+"""A route's filter made a partition wait: ``filter``, ``reason`` (``throttled``,
+``delayed`` or the filter's own), ``topic``, ``partition``, ``offset`` (the first that
+waits), ``count`` (how many wait), ``seconds``."""
 APP_RUNNING = "app.running"
 """The app started consuming: ``app``."""
 APP_QUIETING = "app.quieting"

@@ -24,6 +24,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, Messages
 from conveyor.processing.backlog import Backlog
+from conveyor.processing.filters import Filtered, apply_filters
 from conveyor.processing.snapshot import LaneState
 from conveyor.processing.workers import run_hook
 from conveyor.tracing.latency import PollTimes
@@ -376,6 +377,17 @@ class PartitionExecutor:
         return consumer
 
     def _process(self, batch: list[Any]) -> None:
+        first, through = batch[0].offset(), batch[-1].offset() + 1
+        hold: tuple[Any, str, float] | None = None
+        if self.route.filters:
+            filtered = self._filter(batch)
+            batch, through, hold = filtered.keep, filtered.through, filtered.hold
+            if not batch:  # all dropped (marked as consumed) or waiting
+                if through > first:
+                    self.mark(through, sync=False)
+                if hold is not None:
+                    self._hold(hold[2])
+                return
         consumer = self._instance()
         self.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
         self._abort_batch = False
@@ -387,8 +399,46 @@ class PartitionExecutor:
             return
         self.attempt = 0
         if not self._abort_batch and not self.route.manual_offset_management:
-            self.mark(batch[-1].offset() + 1, sync=False)
+            self.mark(through, sync=False)
         self._consumed(consumer, batch, started)
+        if hold is not None and not self._abort_batch:
+            self._hold(hold[2])
+
+    def _filter(self, batch: list[Any]) -> Filtered:
+        """The route's filters over ``batch``: what they drop is reported (and marked with the
+        rest), what they hold goes back to the backlog to wait."""
+        filtered = apply_filters(self.route.filters, batch, self.route.deserializers, time.time())
+        monitor = self.context.monitor
+        if filtered.dropped and ev.FILTER_DROPPED in monitor.subscribed:
+            for chosen, reason, raws in filtered.dropped:
+                monitor.instrument(
+                    ev.FILTER_DROPPED, filter=chosen, reason=reason, topic=self.topic,
+                    partition=self.partition, count=len(raws), first_offset=raws[0].offset(),
+                    last_offset=raws[-1].offset(),
+                )  # fmt: skip
+        if filtered.held:
+            with self.lock:
+                if not (self.revoked or self.stopped):
+                    self.pending.put_back(filtered.held)
+            if filtered.hold is not None and ev.FILTER_PAUSED in monitor.subscribed:
+                chosen, reason, seconds = filtered.hold
+                monitor.instrument(
+                    ev.FILTER_PAUSED, filter=chosen, reason=reason, topic=self.topic,
+                    partition=self.partition, offset=filtered.held[0].offset(),
+                    count=len(filtered.held), seconds=seconds,
+                )  # fmt: skip
+        return filtered
+
+    def _hold(self, seconds: float) -> None:
+        """A filter made the partition wait: fetch nothing, and run what waits (the backlog)
+        again ``seconds`` from now (a timer; nothing polls meanwhile)."""
+        with self.lock:
+            if self.revoked or self.stopped:
+                return
+            self.held = True
+            self._cancel_resume_timer()
+            self._resume_timer = self._timers.call_later(seconds, self.request_resume)
+        self.listener.pause(self.topic, self.partition)
 
     def _consume(
         self,

@@ -27,7 +27,7 @@ _OPTIONS = frozenset(
         "active", "partitions", "replication_factor", "config", "deserializers", "max_messages",
         "max_wait_time", "initial_offset", "assign", "manual_offset_management", "dead_letter_queue",
         "long_running_job", "pause_timeout", "pause_max_timeout", "pause_with_exponential_backoff",
-        "virtual_partitions", "kafka",
+        "virtual_partitions", "kafka", "filters",
     }
 )  # fmt: skip
 _NOT_PER_ROUTE = {
@@ -127,6 +127,7 @@ class Routes:
             dead_letter_queue=parse_dead_letter_queue(name, options.get("dead_letter_queue")),
             virtual_partitions=parse_virtual_partitions(name, options.get("virtual_partitions")),
             kafka=_kafka(name, options.get("kafka")),
+            filters=_filters(name, options.get("filters"), options.get("virtual_partitions")),
         )
         self._topics.append(topic)
         return topic
@@ -255,6 +256,28 @@ class Routes:
                 "no active routes: declare at least one with app.routes.topic(name, ConsumerClass)",
                 "routes",
             )
+
+
+def _filters(topic: str, value: Any, virtual_partitions: Any) -> tuple[Any, ...]:
+    """A route's filters: objects with ``apply(messages, now) -> Verdict``."""
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): filters must be a list of filters", "filters"
+        )
+    for item in value:
+        if not callable(getattr(item, "apply", None)):
+            raise ConfigurationError(
+                f"routes.topic({topic!r}): {item!r} is not a filter (it needs "
+                "apply(messages, now) -> Verdict)",
+                "filters",
+            )
+    if value and virtual_partitions is not None:
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): filters do not go with virtual_partitions yet", "filters"
+        )
+    return tuple(value)
 
 
 def _kafka(topic: str, value: Any) -> dict[str, Any]:

@@ -55,6 +55,8 @@ class Topic:
     dead_letter_queue: DeadLetterQueue | None = None
     virtual_partitions: VirtualPartitions | None = None
     """Run each partition's messages in parallel lanes by key (order kept per key)."""
+    filters: tuple[Any, ...] = ()
+    """Objects that see each batch before ``consume()`` (see :mod:`conveyor.processing.filters`)."""
     kafka: Mapping[str, Any] = field(default_factory=dict)
     """The route's own librdkafka settings, over the app's (another cluster with its own
     ``bootstrap.servers``, or any consumer setting): such routes get listeners of their own."""
