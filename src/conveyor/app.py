@@ -22,6 +22,7 @@ from conveyor.iterator import Iterator
 from conveyor.metrics import Metrics
 from conveyor.processing import ProcessingContext, Runner
 from conveyor.processing.event_loop import EventLoopThread
+from conveyor.processing.liveness import Liveness
 from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
@@ -118,6 +119,8 @@ class App:
         """Per-stage latency histograms: ``app.latency.enable()``, ``app.latency.snapshot()``."""
         self.metrics = Metrics(self)
         """Prometheus metrics: ``app.metrics.enable()``, ``app.metrics.serve(9464)``."""
+        self.liveness = Liveness(self)
+        """``GET /healthz`` for orchestrators: ``app.liveness.serve(9091)``, ``check()``."""
 
     # -- admin and producer -------------------------------------------------------------------
 

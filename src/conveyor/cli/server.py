@@ -50,6 +50,14 @@ def _names(value: str | None) -> list[str] | None:
     "--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."
 )
 @click.option(
+    "--liveness-port",
+    type=click.IntRange(0, 65535),
+    help="Answer GET /healthz on this port: 200 while listeners poll and no batch is stuck.",
+)
+@click.option(
+    "--liveness-host", default="127.0.0.1", show_default=True, help="Address for --liveness-port."
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -65,6 +73,8 @@ def server(
     exclude_topics: str | None,
     metrics_port: int | None,
     metrics_host: str,
+    liveness_port: int | None,
+    liveness_host: str,
     log_level: str,
 ) -> None:
     """Run the app's consumers until SIGINT/SIGTERM (a second one forces); SIGTSTP quiets.
@@ -95,6 +105,9 @@ def server(
     if metrics_port is not None:
         port = app.metrics.serve(metrics_port, metrics_host)
         metrics = f"  metrics on http://{metrics_host}:{port}/metrics\n"
+    if liveness_port is not None:
+        port = app.liveness.serve(liveness_port, liveness_host)
+        metrics += f"  liveness on http://{liveness_host}:{port}/healthz\n"
     versions = client_versions()
     error_console.print(
         f"[bold]Conveyor {__version__}[/] (confluent-kafka {versions['confluent-kafka']}, librdkafka "
