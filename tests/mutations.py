@@ -381,6 +381,32 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "scheduled messages: a cancellation is ignored",
+        "conveyor/schedules/dispatcher.py",
+        (
+            (
+                "                    pending.pop(schedule_id, None)\n                    continue",
+                "                    continue",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_scheduled_messages.py::test_scheduled_messages_arrive_on_time_and_cancelled_ones_never",
+        ),
+    ),
+    Mutation(
+        "scheduled messages: the offset is committed past schedules still pending",
+        "conveyor/schedules/dispatcher.py",
+        (
+            (
+                "target = min((e.offset for e in pending.values()), default=last + 1)",
+                "target = last + 1",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_scheduled_messages.py::test_a_schedule_outlives_the_process_that_loaded_it",
+        ),
+    ),
+    Mutation(
         "routing patterns: a topic is found by its name only",
         "conveyor/processing/listener.py",
         (("if route is not None or not self._patterns:", "if True:"),),

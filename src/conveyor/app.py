@@ -26,6 +26,7 @@ from conveyor.processing.liveness import Liveness
 from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
+from conveyor.schedules.dispatcher import Schedules
 from conveyor.settings import AppSettings, build_app_settings, producer_settings
 from conveyor.tracing import Latency, Tracing
 from conveyor.web import Web
@@ -119,6 +120,8 @@ class App:
         """Per-stage latency histograms: ``app.latency.enable()``, ``app.latency.snapshot()``."""
         self.metrics = Metrics(self)
         """Prometheus metrics: ``app.metrics.enable()``, ``app.metrics.serve(9464)``."""
+        self.schedules = Schedules(self)
+        """Scheduled messages: ``app.schedules.enable()`` dispatches ``producer.produce_at``."""
         self.liveness = Liveness(self)
         """``GET /healthz`` for orchestrators: ``app.liveness.serve(9091)``, ``check()``."""
 

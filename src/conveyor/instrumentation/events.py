@@ -133,6 +133,9 @@ FILTER_PAUSED = "filter.paused"
 """A route's filter made a partition wait: ``filter``, ``reason`` (``throttled``,
 ``delayed`` or the filter's own), ``topic``, ``partition``, ``offset`` (the first that
 waits), ``count`` (how many wait), ``seconds``."""
+SCHEDULE_DISPATCHED = "schedule.dispatched"
+"""A scheduled message was sent to its topic: ``id``, ``topic``, ``late`` (seconds after its
+time)."""
 APP_RUNNING = "app.running"
 """The app started consuming: ``app``."""
 APP_QUIETING = "app.quieting"

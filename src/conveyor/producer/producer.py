@@ -16,6 +16,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -56,6 +57,7 @@ from conveyor.producer.settings import (
     build_settings,
 )
 from conveyor.producer.transactions import Transactions
+from conveyor.schedules.wire import DEFAULT_TOPIC, cancel_message, schedule_message
 from conveyor.serialization import Serializer
 
 __all__ = ["Producer", "SendHook", "Variant"]
@@ -703,6 +705,41 @@ class Producer(_Dispatcher):
             if finish is not None:
                 finishers.append(finish)
         return headers, _Hooked(callback, tuple(finishers)) if finishers else None
+
+    # -- scheduled messages -------------------------------------------------------------------
+
+    def produce_at(
+        self,
+        when: datetime | float,
+        *,
+        topic: str,
+        payload: Any = None,
+        key: str | bytes | None = None,
+        headers: Any = None,
+        partition: int | None = None,
+        id: str | None = None,
+        schedules_topic: str = DEFAULT_TOPIC,
+    ) -> str:
+        """Send a message to ``topic`` at ``when`` (an aware datetime or epoch seconds), through
+        the schedules topic that an app with ``app.schedules.enable()`` dispatches; returns the
+        schedule's id (``id``, or a new one), for :meth:`cancel_scheduled`. A second schedule
+        with the same id replaces the first. Returns once the schedule is stored.
+
+        Raises:
+            ConfigurationError: a naive datetime, no topic, or a ``conveyor-schedule-*`` header.
+            DeliveryError: the schedules topic did not take it.
+        """
+        schedule_id, message = schedule_message(
+            when, topic=topic, payload=payload, key=key, headers=headers, partition=partition,
+            id=id, schedules_topic=schedules_topic,
+        )  # fmt: skip
+        self.produce_sync(**message)
+        return schedule_id
+
+    def cancel_scheduled(self, schedule_id: str, schedules_topic: str = DEFAULT_TOPIC) -> None:
+        """Cancel a scheduled message (a no-op if it was sent already). Returns once the
+        cancellation is stored."""
+        self.produce_sync(**cancel_message(schedule_id, schedules_topic))
 
     # -- transactions -------------------------------------------------------------------------
 

@@ -1,0 +1,257 @@
+"""Scheduled messages: ``producer.produce_at(when, topic=..., ...)`` and their dispatcher.
+
+A scheduled message waits in a schedules topic (``conveyor_schedules``, compacted), keyed by
+its schedule id, with its destination in ``conveyor-schedule-*`` headers. An app that runs
+``app.schedules.enable()`` reads that topic in its consumer group and sends each message to
+its topic when its time comes, then writes a tombstone for its id; ``cancel_scheduled(id)``
+writes a tombstone first. The schedules partition's offset is committed only up to the
+oldest schedule not yet sent or cancelled, so a restart loads what is still pending.
+Delivery is at least once: a crash between sending a message and writing its tombstone
+sends it again after the restart.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from conveyor.consumer import Consumer
+from conveyor.errors import ConfigurationError
+from conveyor.instrumentation import events as ev
+from conveyor.schedules.wire import AT, DEFAULT_TOPIC, KEY, OURS, PARTITION, STATE, TOPIC
+
+if TYPE_CHECKING:
+    from conveyor.app import App
+    from conveyor.processing.executor import PartitionExecutor
+
+__all__ = ["Schedules"]
+
+_log = logging.getLogger("conveyor.schedules")
+
+
+@dataclass
+class _Entry:
+    id: str
+    partition: int
+    offset: int
+    at: float  # epoch seconds
+    raw: Any
+
+
+class Schedules:
+    """Dispatches scheduled messages for an app (``app.schedules``).
+
+    Example::
+
+        app.schedules.enable()                        # before app.run()
+        producer.produce_at(datetime.now(UTC) + timedelta(minutes=5), topic="reminders",
+                            payload=b"...", key="user-7")
+    """
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.topic = DEFAULT_TOPIC
+        self.enabled = False
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._pending: dict[int, dict[str, _Entry]] = {}
+        self._executors: dict[int, PartitionExecutor] = {}
+        self._last_seen: dict[int, int] = {}
+        self._caught_up: set[int] = set()
+        self._heap: list[tuple[float, int, int, str]] = []
+        self._sequence = itertools.count()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def enable(
+        self,
+        *,
+        topic: str = DEFAULT_TOPIC,
+        partitions: int = 3,
+        replication_factor: int | None = None,
+    ) -> None:
+        """Read ``topic`` (declared compacted, with ``partitions``, for ``conveyor topics
+        migrate``) in the app's default consumer group and send each scheduled message when
+        its time comes. Call before ``app.run()``.
+
+        Raises:
+            ConfigurationError: enabled twice, or a bad topic.
+        """
+        if self.enabled:
+            raise ConfigurationError("app.schedules.enable() was called twice", "schedules")
+        schedules = self
+
+        class ScheduledMessages(Consumer):
+            """Loads the schedules of its partition (built in: ``app.schedules``)."""
+
+            def consume(self) -> None:
+                schedules._load(self._executor, list(self.messages))
+
+            def eofed(self) -> None:
+                schedules._caught_up_with(self._executor)
+
+            def revoked(self) -> None:
+                schedules._forget(self.partition)
+
+            def shutdown(self) -> None:
+                schedules._forget(self.partition)
+
+        self.app.routes.topic(
+            topic, ScheduledMessages, partitions=partitions,
+            replication_factor=replication_factor,
+            config={"cleanup.policy": "compact"}, manual_offset_management=True,
+            initial_offset="earliest", kafka={"enable.partition.eof": True},
+        )  # fmt: skip
+        self.topic = topic
+        self.enabled = True
+        self.app.monitor.subscribe(ev.APP_RUNNING, lambda _event: self._start())
+        self.app.add_closing_hook(self._stop)
+
+    # -- loading (worker threads) -------------------------------------------------------------
+
+    def _load(self, executor: PartitionExecutor, batch: list[Any]) -> None:
+        partition = executor.partition
+        with self._changed:
+            self._executors[partition] = executor
+            pending = self._pending.setdefault(partition, {})
+            for message in batch:
+                raw = message._raw
+                schedule_id = (raw.key() or b"").decode("utf-8", "replace")
+                self._last_seen[partition] = raw.offset()
+                if raw.value() is None:  # cancelled, or sent before
+                    pending.pop(schedule_id, None)
+                    continue
+                headers = dict(raw.headers() or ())
+                try:
+                    at = int(headers[AT]) / 1000
+                    headers[TOPIC].decode()
+                except (KeyError, ValueError, AttributeError):
+                    _log.error(
+                        "%s/%s@%s is not a scheduled message (no %s / %s header): skipped",
+                        raw.topic(), partition, raw.offset(), AT, TOPIC,
+                    )  # fmt: skip
+                    continue
+                entry = _Entry(schedule_id, partition, raw.offset(), at, raw)
+                pending[schedule_id] = entry  # a later one with the same id replaces it
+                heapq.heappush(self._heap, (at, next(self._sequence), partition, schedule_id))
+            high = executor.high_watermark
+            last = self._last_seen.get(partition)
+            if high is not None and last is not None and last + 1 >= high:
+                # Read to the end as of this fetch: a schedule sent before a restart has its
+                # tombstone behind it, so nothing is sent before the partition got this far.
+                self._caught_up.add(partition)
+            self._changed.notify_all()
+        self._mark(partition)
+
+    def _caught_up_with(self, executor: PartitionExecutor) -> None:
+        with self._changed:
+            self._executors[executor.partition] = executor
+            self._pending.setdefault(executor.partition, {})
+            self._caught_up.add(executor.partition)
+            self._changed.notify_all()
+
+    def _forget(self, partition: int) -> None:
+        with self._changed:
+            self._pending.pop(partition, None)
+            self._executors.pop(partition, None)
+            self._caught_up.discard(partition)
+            self._last_seen.pop(partition, None)
+            self._changed.notify_all()
+
+    def _mark(self, partition: int) -> None:
+        """Commit the partition up to its oldest pending schedule (or all it read)."""
+        with self._lock:
+            executor = self._executors.get(partition)
+            pending = self._pending.get(partition, {})
+            last = self._last_seen.get(partition)
+            if executor is None or last is None:
+                return
+            target = min((e.offset for e in pending.values()), default=last + 1)
+        executor.mark(target, sync=False)
+
+    def pending(self) -> int:
+        """How many schedules this process holds, not yet sent."""
+        with self._lock:
+            return sum(len(entries) for entries in self._pending.values())
+
+    # -- dispatching (a thread of its own) ----------------------------------------------------
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="conveyor-schedules", daemon=True
+            )
+            self._thread.start()
+
+    def _stop(self) -> None:
+        self._stopped.set()
+        with self._changed:
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _due(self) -> _Entry | float | None:
+        """The entry to send now, else the seconds until the next (``None``: none)."""
+        now = time.time()
+        while self._heap:
+            at, _, partition, schedule_id = self._heap[0]
+            entry = self._pending.get(partition, {}).get(schedule_id)
+            if entry is None or entry.at != at or partition not in self._caught_up:
+                if entry is None or entry.at != at:
+                    heapq.heappop(self._heap)  # sent, cancelled or replaced
+                    continue
+                return 1.0  # loaded but not caught up: look again when it is
+            if at > now:
+                return at - now
+            heapq.heappop(self._heap)
+            return entry
+        return None
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            with self._changed:
+                due = self._due()
+                if not isinstance(due, _Entry):
+                    self._changed.wait(timeout=due)  # woken by new schedules, or at the time
+                    continue
+            self._send(due)
+
+    def _send(self, entry: _Entry) -> None:
+        raw = entry.raw
+        headers = raw.headers() or []
+        own = dict(headers)
+        target = own[TOPIC].decode()
+        partition = int(own[PARTITION]) if PARTITION in own else None
+        try:
+            self.app.producer.produce_sync(
+                topic=target, payload=raw.value(), key=own.get(KEY),
+                headers=[(n, v) for n, v in headers if n not in OURS], partition=partition,
+            )  # fmt: skip
+            self.app.producer.produce_sync(
+                topic=self.topic, key=entry.id, payload=None, headers=[(STATE, "dispatched")],
+                partition=entry.partition,
+            )  # fmt: skip
+        except Exception as error:  # sent again after a pause: nothing is dropped
+            _log.error("could not send scheduled %s to %s (%r); trying again in 1 s",
+                       entry.id, target, error)  # fmt: skip
+            with self._changed:
+                entry.at = time.time() + 1.0
+                heapq.heappush(
+                    self._heap, (entry.at, next(self._sequence), entry.partition, entry.id)
+                )
+            return
+        with self._changed:
+            pending = self._pending.get(entry.partition, {})
+            if pending.get(entry.id) is entry:
+                del pending[entry.id]
+        self._mark(entry.partition)
+        if ev.SCHEDULE_DISPATCHED in self.app.monitor.subscribed:
+            self.app.monitor.instrument(
+                ev.SCHEDULE_DISPATCHED, id=entry.id, topic=target,
+                late=max(0.0, time.time() - entry.at),
+            )  # fmt: skip

@@ -1,0 +1,85 @@
+"""The wire format of scheduled messages: what ``producer.produce_at`` writes into the
+schedules topic, and the tombstone that cancels one (see :mod:`conveyor.schedules.dispatcher`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from conveyor.errors import ConfigurationError
+
+__all__ = ["DEFAULT_TOPIC", "cancel_message", "schedule_message"]
+
+DEFAULT_TOPIC = "conveyor_schedules"
+AT = "conveyor-schedule-at"  # epoch milliseconds
+TOPIC = "conveyor-schedule-topic"
+KEY = "conveyor-schedule-key"
+PARTITION = "conveyor-schedule-partition"
+STATE = "conveyor-schedule-state"  # on tombstones: cancelled or dispatched
+OURS = (AT, TOPIC, KEY, PARTITION, STATE)
+
+
+def _epoch_ms(when: datetime | float) -> int:
+    if isinstance(when, datetime):
+        if when.tzinfo is None:
+            raise ConfigurationError(
+                f"when must be a datetime with a time zone, got {when!r}", "when"
+            )
+        return int(when.timestamp() * 1000)
+    if isinstance(when, bool) or not isinstance(when, int | float):
+        raise ConfigurationError(f"when must be a datetime or epoch seconds, got {when!r}", "when")
+    return int(when * 1000)
+
+
+def _bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def schedule_message(
+    when: datetime | float,
+    *,
+    topic: str,
+    payload: Any = None,
+    key: str | bytes | None = None,
+    headers: Any = None,
+    partition: int | None = None,
+    id: str | None = None,
+    schedules_topic: str = DEFAULT_TOPIC,
+) -> tuple[str, dict[str, Any]]:
+    """The schedule id, and the message to produce into the schedules topic.
+
+    Raises:
+        ConfigurationError: a naive datetime, no topic, or a header name Conveyor uses.
+    """
+    if not isinstance(topic, str) or not topic:
+        raise ConfigurationError("a scheduled message needs a topic", "topic")
+    schedule_id = id if id is not None else uuid.uuid4().hex
+    if not isinstance(schedule_id, str) or not schedule_id:
+        raise ConfigurationError(f"id must be a non-empty string, got {id!r}", "id")
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers or ())
+    if any(name in OURS for name, _ in pairs):
+        raise ConfigurationError("headers named conveyor-schedule-* are Conveyor's", "headers")
+    ours: list[tuple[str, Any]] = [(AT, str(_epoch_ms(when))), (TOPIC, topic)]
+    if key is not None:
+        ours.append((KEY, _bytes(key)))
+    if partition is not None:
+        ours.append((PARTITION, str(int(partition))))
+    message = {
+        "topic": schedules_topic,
+        "key": schedule_id,
+        "payload": payload,
+        "headers": ours + pairs,
+    }
+    return schedule_id, message
+
+
+def cancel_message(schedule_id: str, schedules_topic: str = DEFAULT_TOPIC) -> dict[str, Any]:
+    """The tombstone that cancels schedule ``schedule_id``."""
+    return {
+        "topic": schedules_topic,
+        "key": schedule_id,
+        "payload": None,
+        "headers": [(STATE, "cancelled")],
+    }

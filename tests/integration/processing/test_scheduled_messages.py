@@ -1,0 +1,96 @@
+"""Scheduled messages against the real broker: a message produced for later arrives within a
+second of its time (key and headers kept), a cancelled one never, one whose time has passed
+at once; a schedule outlives the app that loaded it (a new process picks it up and sends it
+on time, once)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import ClassVar
+
+from conveyor import Admin, App, Consumer, Producer
+from helpers import running
+
+
+class Arrivals(Consumer):
+    got: ClassVar[list[tuple[float, str, bytes | None, dict[str, bytes]]]] = []
+    changed: ClassVar[threading.Condition] = threading.Condition()
+
+    def consume(self) -> None:
+        now = time.time()
+        with self.changed:
+            for m in self.messages:
+                self.got.append((now, m.raw_payload.decode(), m.raw_key, dict(m.raw_headers)))
+            self.changed.notify_all()
+
+
+def wait_for(
+    payload: str, timeout: float = 30
+) -> tuple[float, str, bytes | None, dict[str, bytes]]:
+    with Arrivals.changed:
+        assert Arrivals.changed.wait_for(
+            lambda: any(p == payload for _, p, _, _ in Arrivals.got), timeout
+        ), Arrivals.got
+        return next(item for item in Arrivals.got if item[1] == payload)
+
+
+def new_app(bootstrap: str, group: str, target: str, schedules: str) -> App:
+    app = App(client_id="sched", kafka={"bootstrap.servers": bootstrap, "group.id": group},
+              max_wait_time=0.2)  # fmt: skip
+    app.routes.topic(target, Arrivals)
+    app.schedules.enable(topic=schedules, partitions=2)
+    return app
+
+
+def test_scheduled_messages_arrive_on_time_and_cancelled_ones_never(
+    kafka_bootstrap: str, new_topic, kafka_admin: Admin
+) -> None:
+    target = new_topic()
+    schedules = new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    Arrivals.got = []
+    app = new_app(kafka_bootstrap, f"g-{uuid.uuid4().hex[:8]}", target, schedules)
+    with running(app), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        now = time.time()
+        on_time = now + 2.0
+        producer.produce_at(on_time, topic=target, payload=b"on time", key="k1",
+                            headers=[("trace", b"t1")], schedules_topic=schedules)  # fmt: skip
+        cancelled = producer.produce_at(now + 2.5, topic=target, payload=b"cancelled",
+                                        schedules_topic=schedules)  # fmt: skip
+        producer.produce_at(now - 60, topic=target, payload=b"overdue", schedules_topic=schedules)
+        producer.cancel_scheduled(cancelled, schedules_topic=schedules)
+        producer.produce_at(now + 3.5, topic=target, payload=b"after", schedules_topic=schedules)
+        overdue = wait_for("overdue")
+        arrived, _, key, headers = wait_for("on time")
+        wait_for("after")
+    assert overdue[0] - now < 5, "an overdue one goes at once"
+    assert on_time <= arrived + 0.005, "not before its time"
+    assert arrived - on_time < 1.0, f"{arrived - on_time:.3f} s late"
+    assert key == b"k1"
+    assert headers == {"trace": b"t1"}, "its own headers, none of the schedule's"
+    assert not any(p == "cancelled" for _, p, _, _ in Arrivals.got)
+    assert [p for _, p, _, _ in Arrivals.got].count("on time") == 1
+
+
+def test_a_schedule_outlives_the_process_that_loaded_it(kafka_bootstrap: str, new_topic) -> None:
+    target = new_topic()
+    schedules = new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    Arrivals.got = []
+    first = new_app(kafka_bootstrap, group, target, schedules)
+    with running(first), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        at = time.time() + 6.0
+        producer.produce_at(at, topic=target, payload=b"later", schedules_topic=schedules)
+        deadline = time.monotonic() + 30
+        while first.schedules.pending() < 1:  # loaded by the first process
+            assert time.monotonic() < deadline
+            threading.Event().wait(0.05)
+    assert not Arrivals.got, "not sent by the first process: it stopped before the time"
+    second = new_app(kafka_bootstrap, group, target, schedules)
+    with running(second):
+        arrived, _, _, _ = wait_for("later")
+        threading.Event().wait(1.0)  # room for a duplicate to show
+    assert at <= arrived + 0.005
+    assert arrived - at < 1.0, f"{arrived - at:.3f} s late"
+    assert [p for _, p, _, _ in Arrivals.got] == ["later"]
