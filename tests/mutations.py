@@ -407,6 +407,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "recurring tasks: every process runs them, not only the owner of the partition",
+        "conveyor/schedules/recurring.py",
+        (
+            (
+                "                if not self._leading:\n                    self._changed.wait(",
+                "                if False:\n                    self._changed.wait(",
+            ),
+        ),
+        ("tests/integration/processing/test_recurring.py",),
+    ),
+    Mutation(
         "routing patterns: a topic is found by its name only",
         "conveyor/processing/listener.py",
         (("if route is not None or not self._patterns:", "if True:"),),

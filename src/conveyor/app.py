@@ -27,6 +27,8 @@ from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
 from conveyor.schedules.dispatcher import Schedules
+from conveyor.schedules.recurring import DEFAULT_TOPIC as RECURRING_TOPIC
+from conveyor.schedules.recurring import RecurringTasks
 from conveyor.settings import AppSettings, build_app_settings, producer_settings
 from conveyor.tracing import Latency, Tracing
 from conveyor.web import Web
@@ -120,10 +122,36 @@ class App:
         """Per-stage latency histograms: ``app.latency.enable()``, ``app.latency.snapshot()``."""
         self.metrics = Metrics(self)
         """Prometheus metrics: ``app.metrics.enable()``, ``app.metrics.serve(9464)``."""
+        self._recurring: RecurringTasks | None = None
         self.schedules = Schedules(self)
         """Scheduled messages: ``app.schedules.enable()`` dispatches ``producer.produce_at``."""
         self.liveness = Liveness(self)
         """``GET /healthz`` for orchestrators: ``app.liveness.serve(9091)``, ``check()``."""
+
+    def recurring(
+        self,
+        cron: str,
+        task: Callable[[], Any],
+        *,
+        name: str | None = None,
+        topic: str = RECURRING_TOPIC,
+    ) -> None:
+        """Run ``task()`` on the ``cron`` schedule (five fields, or six with seconds first;
+        UTC) once per slot across every process of the app's consumer group: the process
+        that owns the one partition of ``topic`` runs it, on a thread of its own. Call before
+        ``app.run()``; the first call declares ``topic`` as a route.
+
+        Raises:
+            ConfigurationError: a malformed cron expression, a task that is not callable, a
+                name used twice, or another topic than the first call's.
+        """
+        if self._recurring is None:
+            self._recurring = RecurringTasks(self, topic)
+        elif self._recurring.topic != topic:
+            raise ConfigurationError(
+                f"recurring tasks already use the topic {self._recurring.topic!r}", "topic"
+            )
+        self._recurring.add(cron, task, name)
 
     # -- admin and producer -------------------------------------------------------------------
 

@@ -136,6 +136,9 @@ waits), ``count`` (how many wait), ``seconds``."""
 SCHEDULE_DISPATCHED = "schedule.dispatched"
 """A scheduled message was sent to its topic: ``id``, ``topic``, ``late`` (seconds after its
 time)."""
+RECURRING_RAN = "recurring.ran"
+"""A recurring task ran: ``task``, ``slot`` (the scheduled time, epoch seconds), ``late``
+(seconds after the slot it started), ``duration``."""
 APP_RUNNING = "app.running"
 """The app started consuming: ``app``."""
 APP_QUIETING = "app.quieting"
