@@ -418,6 +418,25 @@ MUTATIONS = (
         ("tests/integration/processing/test_recurring.py",),
     ),
     Mutation(
+        "rpc: no reply cache (a retried request runs its handler again)",
+        "conveyor/rpc/handlers.py",
+        (("            cached = replies.get(call_id)", "            cached = None"),),
+        ("tests/integration/rpc/test_rpc_production.py",),
+    ),
+    Mutation(
+        "rpc: arguments not checked against the handler's type hints",
+        "conveyor/rpc/handlers.py",
+        (
+            (
+                "                if checker is not None:\n                    args, kwargs = checker.check(args, kwargs)",
+                "                pass",
+            ),
+        ),
+        (
+            "tests/integration/rpc/test_rpc_production.py::test_arguments_authorization_retries_and_events",
+        ),
+    ),
+    Mutation(
         "routing patterns: a topic is found by its name only",
         "conveyor/processing/listener.py",
         (("if route is not None or not self._patterns:", "if True:"),),

@@ -174,17 +174,35 @@ class Routes:
         handlers: Any,
         results_topic: str,
         codec: Any = None,
+        authorize: Any = None,
+        reply_cache_ttl: float = 600.0,
         **options: Any,
     ) -> Topic:
         """Answer RPC requests on ``commands_topic`` with ``handlers`` (a
         :class:`conveyor.rpc.Handlers`); replies go to ``results_topic`` (declared inactive, so
         that ``conveyor topics migrate`` creates it). ``codec`` encodes requests and replies
-        (:data:`conveyor.rpc.JSON` by default); the clients must use the same one."""
-        from conveyor.rpc.handlers import JSON, responder_for  # noqa: PLC0415 - rpc builds on routing
+        (:data:`conveyor.rpc.JSON` by default); the clients must use the same one.
+        ``authorize(request, headers) -> bool`` decides each request before its handler runs;
+        a request id answered in the last ``reply_cache_ttl`` seconds gets the same reply
+        again (a client's retry runs nothing twice)."""
+        from conveyor.rpc.handlers import JSON, ReplyCache, responder_for  # noqa: PLC0415 - rpc builds on routing
 
-        route = self.topic(
-            commands_topic, responder_for(handlers, results_topic, codec or JSON), **options
+        if authorize is not None and not callable(authorize):
+            raise ConfigurationError(
+                "authorize must be callable (request, headers) -> bool", "authorize"
+            )
+        if (
+            isinstance(reply_cache_ttl, bool)
+            or not isinstance(reply_cache_ttl, int | float)
+            or reply_cache_ttl < 0
+        ):
+            raise ConfigurationError(
+                f"reply_cache_ttl must be seconds >= 0, got {reply_cache_ttl!r}", "reply_cache_ttl"
+            )
+        responder = responder_for(
+            handlers, results_topic, codec or JSON, authorize, ReplyCache(float(reply_cache_ttl))
         )
+        route = self.topic(commands_topic, responder, **options)
         if not self.find(results_topic):
             self.topic(results_topic, None, active=False, partitions=options.get("partitions"))
         return route

@@ -12,7 +12,9 @@ from typing import Any
 
 from conveyor.admin import Admin
 from conveyor.app import App
-from conveyor.errors import RemoteError, RpcClientClosedError, RpcTimeoutError
+from conveyor.errors import ConfigurationError, RemoteError, RpcClientClosedError, RpcTimeoutError
+from conveyor.instrumentation import Monitor
+from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
 from conveyor.messages import Message
 from conveyor.producer import Producer
@@ -31,7 +33,10 @@ class Client:
     completes each pending call's Future (the caller wakes at once; no polling). A call that
     times out leaves the registry; its late reply is discarded and counted. With
     ``reply_partition`` the client reads (and asks for replies on) one partition only, so
-    many clients need not all read every reply.
+    many clients need not all read every reply. ``headers`` go with every request (for the
+    server's ``authorize``). With ``retries``, :meth:`call` sends a request again with the
+    same id when an attempt hears nothing (each attempt waits its share of ``timeout``); the
+    server answers a repeated id from its reply cache, so the handler runs once.
 
     Example::
 
@@ -47,17 +52,28 @@ class Client:
         results_topic: str,
         reply_partition: int | None = None,
         codec: Codec = JSON,
+        headers: Mapping[str, str | bytes] | None = None,
+        retries: int = 0,
+        monitor: Monitor | None = None,
     ) -> None:
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigurationError(
+                f"retries must be a whole number >= 0, got {retries!r}", "retries"
+            )
         self._tracing: Tracing | None = None
         if isinstance(app_or_kafka, App):
             kafka = dict(app_or_kafka.settings.kafka)
             self._producer = app_or_kafka.producer
             self._owns_producer = False
             self._tracing = app_or_kafka.tracing
+            self.monitor = monitor or app_or_kafka.monitor
         else:
             kafka = dict(app_or_kafka)
             self._producer = Producer(kafka)
             self._owns_producer = True
+            self.monitor = monitor or Monitor()
+        self.headers = list((headers or {}).items())
+        self.retries = retries
         self.codec = codec
         self.commands_topic = commands_topic
         self.results_topic = results_topic
@@ -65,6 +81,7 @@ class Client:
         self.discarded = 0
         """Replies that came after their call had timed out (or were not ours)."""
         self._pending: dict[str, concurrent.futures.Future[Any]] = {}
+        self._names: dict[str, tuple[str, float]] = {}  # call id -> (command, sent at)
         # call id -> (its span, when to give up on it), while tracing
         self._spans: dict[str, tuple[Any, float]] = {}
         self._lock = threading.Lock()
@@ -82,18 +99,27 @@ class Client:
     def call_async(
         self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any
     ) -> concurrent.futures.Future[Any]:
-        """Send the call and return a Future of its result (or of RemoteError)."""
+        """Send the call and return a Future of its result (or of RemoteError); sent once
+        (``retries`` are :meth:`call`'s)."""
+        return self._start(name, args, kwargs, timeout)[2]
+
+    def _start(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float
+    ) -> tuple[str, bytes, concurrent.futures.Future[Any]]:
+        """Register and send a call: its id, its encoded request (for retries), its Future."""
         if self._closed:
             raise RpcClientClosedError("the RPC client is closed")
         call_id = uuid.uuid4().hex
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self._lock:
             self._pending[call_id] = future
+            self._names[call_id] = (name, time.perf_counter())
         request = {
             "id": call_id, "name": name, "args": list(args), "kwargs": kwargs,
             "reply_to": self.results_topic, "reply_partition": self.reply_partition,
             "deadline": int((time.time() + timeout) * 1000),
         }  # fmt: skip
+        payload = self.codec.encode(request)
         tracing = self._tracing
         token = None
         if tracing is not None and tracing.enabled:  # one trace: this call, the handler, the reply
@@ -101,19 +127,18 @@ class Client:
             with self._lock:
                 self._spans[call_id] = (span, time.monotonic() + timeout)
         try:
-            self._producer.produce_async(
-                topic=self.commands_topic, payload=self.codec.encode(request), key=call_id
-            )
+            self._send(call_id, name, payload, 1)
         except BaseException as exc:
             with self._lock:
                 self._pending.pop(call_id, None)
+                self._names.pop(call_id, None)
             self._end_span(call_id, None, exc)
             raise
         finally:
             if token is not None:
                 assert tracing is not None
                 tracing.detach(token)
-        return future
+        return call_id, payload, future
 
     def call(self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any) -> Any:
         """Call ``name`` remotely and return its result.
@@ -123,19 +148,37 @@ class Client:
             RpcTimeoutError: no reply within ``timeout`` seconds.
             RpcClientClosedError: the client was closed meanwhile.
         """
-        future = self.call_async(name, *args, timeout=timeout, **kwargs)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            timed_out = None
-            with self._lock:
-                for call_id, pending in list(self._pending.items()):
-                    if pending is future:
-                        del self._pending[call_id]
-                        timed_out = call_id
-            error = RpcTimeoutError(f"no reply to {name!r} within {timeout:.3f} s")
-            self._end_span(timed_out, None, error)
-            raise error from None
+        call_id, payload, future = self._start(name, args, kwargs, timeout)
+        attempts = self.retries + 1
+        share = timeout / attempts
+        deadline = time.monotonic() + timeout
+        for attempt in range(1, attempts + 1):
+            wait = share if attempt < attempts else max(0.0, deadline - time.monotonic())
+            try:
+                return future.result(wait)
+            except concurrent.futures.TimeoutError:
+                if attempt < attempts:  # the same id: a server that ran it answers from cache
+                    self._send(call_id, name, payload, attempt + 1)
+        with self._lock:
+            self._pending.pop(call_id, None)
+            self._names.pop(call_id, None)
+        if ev.RPC_CALL_TIMED_OUT in self.monitor.subscribed:
+            self.monitor.instrument(
+                ev.RPC_CALL_TIMED_OUT, id=call_id, command=name, attempts=attempts
+            )
+        error = RpcTimeoutError(
+            f"no reply to {name!r} within {timeout:.3f} s"
+            + (f" ({attempts} attempts)" if attempts > 1 else "")
+        )
+        self._end_span(call_id, None, error)
+        raise error from None
+
+    def _send(self, call_id: str, name: str, payload: bytes, attempt: int) -> None:
+        self._producer.produce_async(
+            topic=self.commands_topic, payload=payload, key=call_id, headers=self.headers or None
+        )
+        if ev.RPC_CALL_SENT in self.monitor.subscribed:
+            self.monitor.instrument(ev.RPC_CALL_SENT, id=call_id, command=name, attempt=attempt)
 
     def pending(self) -> int:
         """Calls waiting for their reply."""
@@ -157,9 +200,17 @@ class Client:
                 continue
             with self._lock:
                 future = self._pending.pop(call_id, None)
+                named = self._names.pop(call_id, None)
             if future is None:
                 self.discarded += 1
+                if ev.RPC_REPLY_DISCARDED in self.monitor.subscribed:
+                    self.monitor.instrument(ev.RPC_REPLY_DISCARDED, id=call_id)
                 continue
+            if named is not None and ev.RPC_CALL_REPLIED in self.monitor.subscribed:
+                self.monitor.instrument(
+                    ev.RPC_CALL_REPLIED, id=call_id, command=named[0], ok="error" not in reply,
+                    duration=time.perf_counter() - named[1],
+                )  # fmt: skip
             if "error" in reply:
                 error = reply["error"] or {}
                 failure = RemoteError(str(error.get("type")), str(error.get("message")))

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from conveyor.consumer import Consumer
+from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
 from conveyor.processing.workers import run_hook
+from conveyor.rpc.arguments import ArgumentChecker, InvalidArguments
 from conveyor.serialization import json_dumps, json_loads
 
-__all__ = ["JSON", "Codec", "Handlers", "responder_for"]
+__all__ = ["JSON", "Authorize", "Codec", "Handlers", "ReplyCache", "responder_for"]
 
 
 class Codec(Protocol):
@@ -52,12 +56,18 @@ class Handlers:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Callable[..., Any]] = {}
+        self._checkers: dict[str, ArgumentChecker] = {}
 
     def register(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register the decorated function as handler ``name``; each request's arguments are
+        checked against its signature and type hints before it runs (see
+        :mod:`conveyor.rpc.arguments`)."""
+
         def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._handlers:
                 raise ValueError(f"an RPC handler named {name!r} is already registered")
             self._handlers[name] = function
+            self._checkers[name] = ArgumentChecker(function)
             return function
 
         return decorate
@@ -65,22 +75,72 @@ class Handlers:
     def get(self, name: str) -> Callable[..., Any] | None:
         return self._handlers.get(name)
 
+    def checker(self, name: str) -> ArgumentChecker | None:
+        return self._checkers.get(name)
+
     def __contains__(self, name: object) -> bool:
         return name in self._handlers
 
 
-def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -> type[Consumer]:
+class ReplyCache:
+    """Recent replies by request id (a retried request is answered from here instead of
+    running its handler again): at most ``size``, each for ``ttl`` seconds."""
+
+    def __init__(self, ttl: float = 600.0, size: int = 10_000) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._replies: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, call_id: str) -> bytes | None:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._replies.get(call_id)
+            if entry is None or entry[1] < now:
+                return None
+            return entry[0]
+
+    def put(self, call_id: str, payload: bytes) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._replies[call_id] = (payload, now + self.ttl)
+            self._replies.move_to_end(call_id)
+            while self._replies and (
+                len(self._replies) > self.size or next(iter(self._replies.values()))[1] < now
+            ):
+                self._replies.popitem(last=False)
+
+
+Authorize = Callable[[dict[str, Any], dict[str, bytes]], bool]
+"""``authorize(request, headers) -> bool``: the decoded request (``id``, ``name``, ``args``,
+``kwargs``) and the message's headers (name -> bytes)."""
+
+
+def responder_for(
+    handlers: Handlers,
+    results_topic: str,
+    codec: Codec = JSON,
+    authorize: Authorize | None = None,
+    cache: ReplyCache | None = None,
+) -> type[Consumer]:
     """A consumer class that answers the requests of a commands topic with ``handlers``.
 
     A handler runs once per request: whatever fails after it (a result the codec cannot
     encode, a reply that could not be sent and is retried) never runs it again, and every
-    failure reaches the caller as an error reply."""
+    failure reaches the caller as an error reply. A request whose id was answered in the last
+    ``cache.ttl`` seconds (a client's retry, a redelivery after a crash of the reply's
+    producer) gets that reply again. Arguments that do not fit the handler's signature and
+    type hints get an ``InvalidArguments`` error reply; a request ``authorize`` refuses an
+    ``Unauthorized`` one; neither runs the handler."""
+    replies = cache or ReplyCache()
 
     class Responder(Consumer):
         expired = 0
         """Requests skipped because their caller's deadline had passed."""
         malformed = 0
         """Messages on the commands topic that were not requests (dropped, logged)."""
+        duplicates = 0
+        """Requests answered from the reply cache (their handler had run already)."""
 
         def consume(self) -> None:
             answered: dict[int, _Reply | None] = self.__dict__.setdefault("_answered", {})
@@ -97,10 +157,15 @@ def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -
                 else:
                     self._respond(message, answered)
 
+        def _event(self, event: str, **fields: Any) -> None:
+            app = getattr(self, "app", None)
+            if app is not None and event in app.monitor.subscribed:
+                app.monitor.instrument(event, topic=self.topic, **fields)
+
         def _respond(self, message: Message, answered: dict[int, _Reply | None]) -> None:
             offset = message.offset
             if offset not in answered:  # a retry re-sends the reply, never re-runs
-                answered[offset] = self._answer(message.raw_payload)
+                answered[offset] = self._answer(message.raw_payload, message.raw_headers)
             reply = answered[offset]
             if reply is not None:
                 topic, partition, payload, key = reply
@@ -109,7 +174,7 @@ def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -
             del answered[offset]
             self.mark_as_consumed(message)
 
-        def _answer(self, raw: bytes | None) -> _Reply | None:
+        def _answer(self, raw: bytes | None, raw_headers: Any) -> _Reply | None:
             try:
                 request = codec.decode(raw or b"")
                 if not isinstance(request, dict):
@@ -122,6 +187,7 @@ def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -
                     raise TypeError(f"reply_partition must be an integer, not {partition!r}")
             except Exception as exc:
                 Responder.malformed += 1
+                self._event(ev.RPC_REQUEST_MALFORMED, error=exc)
                 _warnings.warning(
                     f"{self.topic}:malformed",
                     "%s: dropping a message that is not an RPC request (%r)",
@@ -130,26 +196,63 @@ def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -
                 )
                 return None
             reply_to = str(request.get("reply_to") or results_topic)
+            name = request.get("name", "")
+            cached = replies.get(call_id)
+            if cached is not None:
+                Responder.duplicates += 1
+                self._event(ev.RPC_REQUEST_DUPLICATE, id=call_id, command=name)
+                return reply_to, partition, cached, call_id
             deadline = request.get("deadline")
             if isinstance(deadline, int | float) and time.time() * 1000 > deadline:
                 Responder.expired += 1
+                self._event(ev.RPC_REQUEST_EXPIRED, id=call_id, command=name)
                 return None  # the caller gave up already
-            name = request.get("name", "")
+            started = time.perf_counter()
+            body = self._run(call_id, name, request, raw_headers)
+            failed = "error" in body
+            self._event(
+                ev.RPC_REQUEST_HANDLED, id=call_id, command=name, ok=not failed,
+                error_type=body["error"]["type"] if failed else None,
+                duration=time.perf_counter() - started,
+            )  # fmt: skip
+            payload = self._encode(call_id, body)
+            if payload is None:
+                return None
+            replies.put(call_id, payload)
+            return reply_to, partition, payload, call_id
+
+        def _run(
+            self, call_id: str, name: Any, request: dict[str, Any], raw_headers: Any
+        ) -> dict[str, Any]:
             handler = handlers.get(name) if isinstance(name, str) else None
             if handler is None:
-                body: dict[str, Any] = _error(
-                    call_id, "UnknownCommand", f"no handler named {name!r}"
-                )
-            else:
+                return _error(call_id, "UnknownCommand", f"no handler named {name!r}")
+            if authorize is not None:
+                headers = {n: v for n, v in raw_headers or () if v is not None}
                 try:
-                    result = run_hook(
-                        handler(*request.get("args", ()), **request.get("kwargs", {}))
-                    )
-                    body = {"id": call_id, "ok": result}
-                except Exception as exc:
-                    body = _error(call_id, type(exc).__name__, str(exc))
+                    allowed = bool(authorize(request, headers))
+                except Exception as exc:  # a failing check refuses
+                    _log.exception("%s: authorize() failed for %s", self.topic, call_id)
+                    allowed = False
+                    del exc
+                if not allowed:
+                    self._event(ev.RPC_REQUEST_REFUSED, id=call_id, command=name)
+                    return _error(call_id, "Unauthorized", f"not allowed to call {name!r}")
+            checker = handlers.checker(name)
             try:
-                payload = codec.encode(body)
+                args, kwargs = request.get("args", ()), request.get("kwargs", {})
+                if checker is not None:
+                    args, kwargs = checker.check(args, kwargs)
+            except InvalidArguments as exc:
+                return _error(call_id, "InvalidArguments", f"{name}: {exc}")
+            try:
+                return {"id": call_id, "ok": run_hook(handler(*args, **kwargs))}
+            except Exception as exc:
+                return _error(call_id, type(exc).__name__, str(exc))
+
+        def _encode(self, call_id: str, body: dict[str, Any]) -> bytes | None:
+            try:
+                return codec.encode(body)
             except Exception as exc:
                 _warnings.warning(
                     f"{self.topic}:encode",
@@ -159,7 +262,7 @@ def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -
                     exc,
                 )
                 try:
-                    payload = codec.encode(
+                    return codec.encode(
                         _error(
                             call_id,
                             type(exc).__name__,
@@ -169,7 +272,6 @@ def responder_for(handlers: Handlers, results_topic: str, codec: Codec = JSON) -
                 except Exception:
                     _log.exception("%s: the codec cannot encode an error reply", self.topic)
                     return None
-            return reply_to, partition, payload, call_id
 
     return Responder
 

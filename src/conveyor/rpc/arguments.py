@@ -1,0 +1,109 @@
+"""Checking an RPC request's arguments against its handler's signature and type hints, so
+that a call with wrong arguments is an error reply (``InvalidArguments``) and the handler
+never runs with them.
+
+The checks follow what a JSON codec can carry: ``int`` (not ``bool``), ``float`` (an ``int``
+too), ``str``, ``bool``, ``None``, ``list[T]`` / ``tuple[T, ...]`` / ``Sequence[T]``,
+``dict[str, T]`` / ``Mapping``, unions (``X | None``), ``Literal[...]``, ``Any`` and
+unannotated parameters (anything). Other annotations (a dataclass, a custom class) are
+checked with ``isinstance`` when they are classes and passed through otherwise.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ArgumentChecker", "InvalidArguments"]
+
+
+class InvalidArguments(TypeError):
+    """The request's arguments do not fit the handler (the message names the parameter)."""
+
+
+def _describe(hint: Any) -> str:
+    if typing.get_origin(hint) is None and getattr(hint, "__name__", None):
+        return str(hint.__name__)
+    return str(hint).replace("typing.", "").replace("collections.abc.", "")
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    if hint is Any or hint is inspect.Parameter.empty or hint is object:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, option) for option in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable):
+        if not isinstance(value, list | tuple):
+            return False
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        if origin is tuple and len(args) > 1:
+            return len(value) == len(args) and all(
+                _fits(v, a) for v, a in zip(value, args, strict=True)
+            )
+        return not args or all(_fits(item, args[0]) for item in value)
+    if origin in (dict, collections.abc.Mapping):
+        if not isinstance(value, dict):
+            return False
+        pair = typing.get_args(hint)
+        if not pair:
+            return True
+        key_hint, value_hint = pair
+        return all(_fits(k, key_hint) and _fits(v, value_hint) for k, v in value.items())
+    if hint in (list, tuple):
+        return isinstance(value, list | tuple)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True  # an annotation these checks do not know: passed through
+
+
+class ArgumentChecker:
+    """The signature and type hints of one handler, checked per request."""
+
+    def __init__(self, handler: Callable[..., Any]) -> None:
+        self.signature = inspect.signature(handler)
+        try:
+            self.hints = typing.get_type_hints(handler)
+        except Exception:  # unresolvable annotations: check the arity only
+            self.hints = {}
+
+    def check(self, args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
+        """The arguments to call the handler with.
+
+        Raises:
+            InvalidArguments: the wrong number, an unknown name, or a value of the wrong type.
+        """
+        if not isinstance(args, list | tuple):
+            raise InvalidArguments(f"args must be a list, not {type(args).__name__}")
+        if not isinstance(kwargs, dict):
+            raise InvalidArguments(f"kwargs must be a mapping, not {type(kwargs).__name__}")
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise InvalidArguments(str(error)) from None
+        for name, value in bound.arguments.items():
+            parameter = self.signature.parameters[name]
+            hint = self.hints.get(name, inspect.Parameter.empty)
+            if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+                bad = [v for v in value if not _fits(v, hint)]
+            elif parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                bad = [v for v in value.values() if not _fits(v, hint)]
+            else:
+                bad = [] if _fits(value, hint) else [value]
+            if bad:
+                raise InvalidArguments(
+                    f"{name} must be {_describe(hint)}, not {type(bad[0]).__name__} ({bad[0]!r})"
+                )
+        return list(args), dict(kwargs)

@@ -1,0 +1,72 @@
+"""An RPC request's arguments checked against its handler's signature and type hints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import pytest
+
+from conveyor.rpc.arguments import ArgumentChecker, InvalidArguments
+
+
+def handler(
+    count: int,
+    ratio: float,
+    name: str,
+    tags: list[str],
+    scores: dict[str, float],
+    mode: Literal["fast", "safe"] = "safe",
+    note: str | None = None,
+    *extra: int,
+    anything: Any = None,
+    untyped=None,
+    pair: tuple[int, str] = (0, ""),
+    items: Sequence[int] = (),
+    table: Mapping[str, list[int]] | None = None,
+) -> None:
+    pass
+
+
+GOOD = {"count": 1, "ratio": 2, "name": "x", "tags": ["a"], "scores": {"a": 1.5}}
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        ([], GOOD),
+        ([1, 0.5, "x", [], {}], {}),
+        ([1, 0.5, "x", [], {}, "fast", None, 7, 8], {}),
+        ([], {**GOOD, "anything": object(), "untyped": [1], "pair": [1, "a"], "items": [1, 2],
+              "table": {"k": [1]}}),
+    ],
+)  # fmt: skip
+def test_fitting_arguments_pass(args: list[Any], kwargs: dict[str, Any]) -> None:
+    assert ArgumentChecker(handler).check(args, kwargs) == (args, kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({**GOOD, "count": "1"}, "count must be int, not str"),
+        ({**GOOD, "count": True}, "count must be int, not bool"),
+        ({**GOOD, "ratio": "0.5"}, "ratio must be float"),
+        ({**GOOD, "tags": ["a", 2]}, "tags must be list[str]"),
+        ({**GOOD, "scores": {"a": "high"}}, "scores must be dict[str, float]"),
+        ({**GOOD, "mode": "reckless"}, "mode must be Literal"),
+        ({**GOOD, "note": 5}, "note must be"),
+        ({**GOOD, "pair": [1, 2]}, "pair must be tuple[int, str]"),
+        ({**GOOD, "colour": "red"}, "unexpected keyword argument 'colour'"),
+        ({"count": 1}, "missing a required argument: 'ratio'"),
+    ],
+)
+def test_arguments_that_do_not_fit_name_the_parameter(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidArguments, match=message.replace("[", r"\[").replace("]", r"\]")):
+        ArgumentChecker(handler).check([], kwargs)
+
+
+def test_extra_positional_arguments_are_checked_too() -> None:
+    with pytest.raises(InvalidArguments, match="extra must be int"):
+        ArgumentChecker(handler).check([1, 0.5, "x", [], {}, "fast", None, 7, "eight"], {})
+    with pytest.raises(InvalidArguments, match="args must be a list"):
+        ArgumentChecker(handler).check("1", {})
