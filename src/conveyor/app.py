@@ -268,6 +268,7 @@ class App:
     ) -> list[Topic]:
         self.routes.validate()
         chosen = self.routes.active()
+        _check_patterns(chosen)
         for route in chosen:  # a route's own settings with the app's, as its listener has them
             if route.kafka:
                 check_settings(
@@ -518,3 +519,29 @@ def _aware(name: str, value: Any) -> datetime:
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise ConfigurationError(f"{name} must be a datetime with a time zone, not {value!r}", name)
     return value
+
+
+def _check_patterns(routes: list[Topic]) -> None:
+    """A pattern and a route by name of one consumer group must share a listener when the
+    pattern matches the name: two librdkafka consumers of one group subscribed to the same
+    topic would split its partitions between the two routes.
+
+    Raises:
+        ConfigurationError: such a pair (naming both).
+    """
+    for pattern in (route for route in routes if route.pattern is not None):
+        for named in routes:
+            if (
+                named.pattern is None
+                and named.consumer_group == pattern.consumer_group
+                and pattern.matches(named.name)
+                and (named.subscription_group, named.initial_offset, dict(named.kafka))
+                != (pattern.subscription_group, pattern.initial_offset, dict(pattern.kafka))
+            ):
+                raise ConfigurationError(
+                    f"routes.pattern({pattern.name!r}) matches topic {named.name!r}, routed by "
+                    "name in the same consumer group but read by another listener (another "
+                    "subscription group, initial_offset or kafka settings): give them the same "
+                    "ones, or another consumer group",
+                    "pattern",
+                )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -134,6 +135,12 @@ class Consumer:
         """
         if self._transaction is not None:
             raise TransactionError("transactions do not nest: this consumer is already in one")
+        if _on_event_loop():
+            raise ConfigurationError(
+                "transaction() is not available in async def consume(): transactions belong to "
+                "a thread, and async consumers share the event loop's",
+                "transaction",
+            )
         executor = self._executor
         if not hasattr(executor, "offsets_in_transactions"):
             raise ConfigurationError(
@@ -158,10 +165,14 @@ class Consumer:
                             "aborted, its offset not committed"
                         )
                     executor.offsets_in_transactions()
-                    transactions.send_offsets(
-                        [(self.topic, self.partition, scope.next_offset)],
-                        executor.group_metadata(),
-                    )
+                    try:
+                        transactions.send_offsets(
+                            [(self.topic, self.partition, scope.next_offset)],
+                            executor.group_metadata(),
+                        )
+                    except TransactionError:
+                        executor.forget_group_metadata()  # a new generation: ask again
+                        raise
             finally:
                 self._transaction = None
         if scope.next_offset is not None:  # committed: retries start after it
@@ -273,6 +284,11 @@ class Consumer:
         broker acknowledged the copy (even when the batch is marked as consumed meanwhile),
         and a copy that fails is sent again after the topic's back-off: a crash reads the
         message again instead of losing it."""
+        if at_least_once and self._transaction is not None:
+            raise TransactionError(
+                "pipe_async(at_least_once=True) inside transaction(): the transaction already "
+                "commits the copy with the offset, or aborts both"
+            )
         piped = self._pipe_message(topic, message)
         producer = self.producer
         handle = producer.produce_async(**piped)
@@ -313,3 +329,11 @@ class _TransactionScope:
         if self.next_offset is None or next_offset > self.next_offset:
             self.next_offset = next_offset
         return True
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

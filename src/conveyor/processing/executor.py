@@ -77,6 +77,8 @@ class ListenerActions(Protocol):
 
     def group_metadata(self) -> Any: ...
 
+    def forget_group_metadata(self) -> None: ...
+
     def over_limit(self, executor: PartitionExecutor) -> None: ...
 
     def drained(self, executor: PartitionExecutor) -> None: ...
@@ -141,6 +143,7 @@ class PartitionExecutor:
         self.eof = False
         self.marked: int | None = None  # the next offset to read, as last marked
         self.transactional = False  # offsets committed by consume-transform-produce transactions
+        self._filter_held = False  # a route filter made the partition wait (until its timer)
         self.high_watermark: int | None = None  # as of the latest fetch
         self.first_fetched: int | None = None  # where this process started reading
         self.attempt = 0  # failed attempts of the current batch so far
@@ -339,7 +342,7 @@ class PartitionExecutor:
                 if eof:
                     self._call("eofed", ev.CONSUMER_EOFED)
         finally:
-            if long_running and not self.revoked:
+            if long_running and not self.revoked and not self._filter_held:
                 listener.resume(self.topic, self.partition)
             listener.job_finished()
 
@@ -380,10 +383,14 @@ class PartitionExecutor:
         first, through = batch[0].offset(), batch[-1].offset() + 1
         hold: tuple[Any, str, float] | None = None
         if self.route.filters:
-            filtered = self._filter(batch)
+            try:
+                filtered = self._filter(batch)
+            except Exception as exc:  # a filter's failure is the batch's: retry, DLQ, ...
+                self._failed(batch, exc, time.perf_counter())
+                return
             batch, through, hold = filtered.keep, filtered.through, filtered.hold
             if not batch:  # all dropped (marked as consumed) or waiting
-                if through > first:
+                if through > first and not self.route.manual_offset_management:
                     self.mark(through, sync=False)
                 if hold is not None:
                     self._hold(hold[2])
@@ -436,9 +443,21 @@ class PartitionExecutor:
             if self.revoked or self.stopped:
                 return
             self.held = True
+            self._filter_held = True
             self._cancel_resume_timer()
-            self._resume_timer = self._timers.call_later(seconds, self.request_resume)
-        self.listener.pause(self.topic, self.partition)
+        self.listener.pause(self.topic, self.partition)  # queued before the timer's resume
+        with self.lock:
+            if self._filter_held and not (self.revoked or self.stopped):
+                self._resume_timer = self._timers.call_later(seconds, self._end_hold)
+
+    def _end_hold(self) -> None:
+        """A filter's wait is over: resume, unless someone paused the partition meanwhile."""
+        with self.lock:
+            if not self._filter_held:
+                return
+            self._filter_held = False
+        if not self.listener.quieted:
+            self.request_resume()
 
     def _consume(
         self,
@@ -727,8 +746,8 @@ class PartitionExecutor:
             return False
         if self.marked is None or next_offset > self.marked:
             self.marked = next_offset
-        if not sync:
-            return True
+        if not sync or self.transactional:  # a transaction commits it
+            return not self.revoked
         target = self._fence(next_offset)
         assert target is not None
         committed = self.listener.commit_now(self.topic, self.partition, target)
@@ -821,8 +840,19 @@ class PartitionExecutor:
     def offsets_in_transactions(self) -> None:
         """From now on this partition's offsets are committed by transactions only: the
         listener no longer commits them (an older offset it committed could land after a
-        transaction's and move the group back)."""
+        transaction's and move the group back). The first time, what was marked before is
+        committed synchronously, behind any asynchronous commit still on its way."""
+        if self.transactional:
+            return
+        marked = self.committable()
+        if marked is not None:
+            self.listener.commit_now(self.topic, self.partition, marked)
         self.transactional = True
+
+    def forget_group_metadata(self) -> None:
+        """A transaction's offsets were refused: ask librdkafka for the group's metadata again
+        (the generation may have moved on without an assignment)."""
+        self.listener.forget_group_metadata()
 
     def enhance_dlq_message(self, dlq_message: dict[str, Any], message: Message) -> dict[str, Any]:
         enhanced = self._instance().enhance_dlq_message(dlq_message, message)
@@ -843,6 +873,7 @@ class PartitionExecutor:
     def request_pause(self, offset: int | None, timeout: float | None) -> None:
         with self.lock:
             self.held = True
+            self._filter_held = False  # the user's pause wins over a filter's wait
             waiting = self.pending.first()
             first = waiting.offset() if waiting is not None else None
             self.pending.clear()

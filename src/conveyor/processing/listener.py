@@ -138,7 +138,8 @@ class Listener:
         self._commands: deque[Callable[[], None]] = deque()
         self._discarding: set[PartitionExecutor] = set()
         """Executors sought since the last poll: what that poll fetched for them is stale."""
-        self._commit_interval = float(settings.kafka.get("auto.commit.interval.ms", 5000)) / 1000
+        interval = config.get("auto.commit.interval.ms", 5000)  # the route's own, else the app's
+        self._commit_interval = float(interval) / 1000
         self._next_commit = time.monotonic() + self._commit_interval
         self._committed: dict[Partition, int] = {}
         self._stopping = threading.Event()
@@ -292,6 +293,10 @@ class Listener:
             return done
 
         return bool(self._call(commit))
+
+    def forget_group_metadata(self) -> None:
+        """Drop the cached metadata: the next transaction asks librdkafka again."""
+        self._group_metadata = None
 
     def group_metadata(self) -> Any:
         """The group's metadata, for committing offsets inside a producer's transaction: the

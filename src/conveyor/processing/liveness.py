@@ -3,7 +3,8 @@
 ``app.liveness.check()`` reads ``app.snapshot()``: the app must be running (or quiet), every
 listener must have polled within ``polling_ttl`` (librdkafka's ``max.poll.interval.ms`` by
 default: past it the group has already given its partitions away) and no batch may have run
-longer than ``consuming_ttl`` (a consumer stuck on a call that never returns). ``serve(port)``
+longer than ``consuming_ttl`` (a consumer stuck on a call that never returns; routes with
+``long_running_job`` are left out). ``serve(port)``
 answers ``GET /healthz`` with 200 and ``ok``, or 500 and the reasons, one per line (the
 standard library's HTTP server on a thread of its own).
 """
@@ -80,7 +81,10 @@ class Liveness:
                         f"listener {listener.name} has not polled for {silent:.0f} s "
                         f"(limit {self.polling_ttl:g} s)"
                     )
+        long_running = {r.name for r in self.app.routes if r.long_running_job}
         for job in snapshot.jobs:
+            if job.topic in long_running:  # meant to outlast max.poll.interval.ms
+                continue
             running = now - job.started_at
             if running > self.consuming_ttl:
                 reasons.append(

@@ -176,9 +176,9 @@ class FailurePolicy:
             return
         offset = message.offset
         _per_message.warning(
-            f"skip:{self.topic}/{message.partition}",
+            f"skip:{message.topic}/{message.partition}",
             "%s/%s: skipping offset %s after %s attempt(s)",
-            self.topic,
+            message.topic,
             message.partition,
             offset,
             attempts,
@@ -186,7 +186,7 @@ class FailurePolicy:
         monitor = self._monitor
         if ev.DEAD_LETTER_QUEUE_SKIPPED in monitor.subscribed:
             monitor.instrument(
-                ev.DEAD_LETTER_QUEUE_SKIPPED, topic=self.topic, partition=message.partition,
+                ev.DEAD_LETTER_QUEUE_SKIPPED, topic=message.topic, partition=message.partition,
                 offset=offset, attempts=attempts, error=error,
             )  # fmt: skip
         partition.mark(offset + 1, sync=dlq.marking_method == "mark_as_consumed_sync")
@@ -212,7 +212,7 @@ class FailurePolicy:
             with producer.transaction():
                 producer.produce_async(**copy)
                 producer.transactions.send_offsets(
-                    [(self.topic, message.partition, offset + 1)], metadata
+                    [(message.topic, message.partition, offset + 1)], metadata
                 )
             partition.mark(offset + 1, sync=False)
         else:
@@ -234,7 +234,7 @@ class FailurePolicy:
         monitor = self._monitor
         if ev.DEAD_LETTER_QUEUE_DISPATCHED in monitor.subscribed:
             monitor.instrument(
-                ev.DEAD_LETTER_QUEUE_DISPATCHED, topic=self.topic, partition=message.partition,
+                ev.DEAD_LETTER_QUEUE_DISPATCHED, topic=message.topic, partition=message.partition,
                 offset=offset, dlq_topic=dlq_topic, attempts=attempts, error=error,
             )  # fmt: skip
 

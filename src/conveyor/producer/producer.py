@@ -729,6 +729,14 @@ class Producer(_Dispatcher):
             ConfigurationError: a naive datetime, no topic, or a ``conveyor-schedule-*`` header.
             DeliveryError: the schedules topic did not take it.
         """
+        core = self._core
+        if core.middleware:  # the target topic's middleware (a schema serializer, say) now
+            shaped = core._apply_middleware(
+                {"topic": topic, "payload": payload, "key": key, "headers": headers}
+            )
+            payload, key, headers = shaped.get("payload"), shaped.get("key"), shaped.get("headers")
+        if payload is not None and not isinstance(payload, bytes):
+            payload = encode_payload(payload, core._serializer, core._max_bytes)
         schedule_id, message = schedule_message(
             when, topic=topic, payload=payload, key=key, headers=headers, partition=partition,
             id=id, schedules_topic=schedules_topic,

@@ -35,6 +35,8 @@ _NOT_PER_ROUTE = {
     "enable.auto.commit": "Conveyor's listener commits what the consumers mark",
     "enable.auto.offset.store": "Conveyor's listener commits what the consumers mark",
     "auto.offset.reset": "use the route's initial_offset",
+    "partition.assignment.strategy": "one consumer group has one strategy: set it on the app",
+    "group.protocol": "one consumer group has one protocol: set it on the app",
 }
 
 
@@ -126,7 +128,7 @@ class Routes:
             ),
             dead_letter_queue=parse_dead_letter_queue(name, options.get("dead_letter_queue")),
             virtual_partitions=parse_virtual_partitions(name, options.get("virtual_partitions")),
-            kafka=_kafka(name, options.get("kafka")),
+            kafka=_kafka(name, options.get("kafka"), options.get("dead_letter_queue")),
             filters=_filters(name, options.get("filters"), options.get("virtual_partitions")),
         )
         self._topics.append(topic)
@@ -163,6 +165,14 @@ class Routes:
                 raise ConfigurationError(
                     f"routes.pattern({text!r}) cannot take {option}: it names no one topic", option
                 )
+        dlq = options.get("dead_letter_queue")
+        dlq_topic = dlq.get("topic") if isinstance(dlq, Mapping) else None
+        if isinstance(dlq_topic, str) and compiled.match(dlq_topic):
+            raise ConfigurationError(
+                f"routes.pattern({text!r}): its dead letter queue {dlq_topic!r} matches the "
+                "pattern (it would read its own dead letters)",
+                "dead_letter_queue",
+            )
         route = self.topic(text, consumer_class, **options)
         routed = dataclasses.replace(route, pattern=compiled)
         self._topics[self._topics.index(route)] = routed
@@ -298,7 +308,7 @@ def _filters(topic: str, value: Any, virtual_partitions: Any) -> tuple[Any, ...]
     return tuple(value)
 
 
-def _kafka(topic: str, value: Any) -> dict[str, Any]:
+def _kafka(topic: str, value: Any, dead_letter_queue: Any = None) -> dict[str, Any]:
     """A route's own librdkafka settings, checked by librdkafka now (with the app's, again,
     when the app starts)."""
     if value is None:
@@ -320,6 +330,16 @@ def _kafka(topic: str, value: Any) -> dict[str, Any]:
                 name,
             )
     check_settings({**value, "enable.auto.commit": False}, "consumer")
+    if (
+        value.get("bootstrap.servers")
+        and isinstance(dead_letter_queue, Mapping)
+        and dead_letter_queue.get("transactional")
+    ):
+        raise ConfigurationError(
+            f"routes.topic({topic!r}): a transactional dead letter queue commits the offset "
+            "with the app's producer, on the app's cluster: not for a route on another one",
+            "transactional",
+        )
     return dict(value)
 
 

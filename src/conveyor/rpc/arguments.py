@@ -20,6 +20,10 @@ from typing import Any
 
 __all__ = ["ArgumentChecker", "InvalidArguments"]
 
+_WIRE_TYPES = (str, bool, dict, bytes)
+"""The classes a request's values arrive as (besides int, float, list, tuple and None,
+handled on their own)."""
+
 
 class InvalidArguments(TypeError):
     """The request's arguments do not fit the handler (the message names the parameter)."""
@@ -32,6 +36,13 @@ def _describe(hint: Any) -> str:
 
 
 def _fits(value: Any, hint: Any) -> bool:
+    try:
+        return _check(value, hint)
+    except TypeError:  # an annotation isinstance cannot take: passed through
+        return True
+
+
+def _check(value: Any, hint: Any) -> bool:
     if hint is Any or hint is inspect.Parameter.empty or hint is object:
         return True
     if hint is None or hint is type(None):
@@ -64,9 +75,11 @@ def _fits(value: Any, hint: Any) -> bool:
         return all(_fits(k, key_hint) and _fits(v, value_hint) for k, v in value.items())
     if hint in (list, tuple):
         return isinstance(value, list | tuple)
-    if isinstance(hint, type):
+    if hint in _WIRE_TYPES:
         return isinstance(value, hint)
-    return True  # an annotation these checks do not know: passed through
+    # A class a codec does not produce by itself (a datetime, a dataclass, an Enum: the handler
+    # converts it), a TypedDict or a Protocol: not checked here.
+    return True
 
 
 class ArgumentChecker:
@@ -96,6 +109,8 @@ class ArgumentChecker:
         for name, value in bound.arguments.items():
             parameter = self.signature.parameters[name]
             hint = self.hints.get(name, inspect.Parameter.empty)
+            if value is parameter.default:  # its own default (x: int = None) is always fine
+                continue
             if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
                 bad = [v for v in value if not _fits(v, hint)]
             elif parameter.kind is inspect.Parameter.VAR_KEYWORD:

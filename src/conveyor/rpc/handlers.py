@@ -14,7 +14,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
 from conveyor.processing.workers import run_hook
-from conveyor.rpc.arguments import ArgumentChecker, InvalidArguments
+from conveyor.rpc.arguments import ArgumentChecker
 from conveyor.serialization import json_dumps, json_loads
 
 __all__ = ["JSON", "Authorize", "Codec", "Handlers", "ReplyCache", "responder_for"]
@@ -197,7 +197,12 @@ def responder_for(
                 return None
             reply_to = str(request.get("reply_to") or results_topic)
             name = request.get("name", "")
-            cached = replies.get(call_id)
+            refusal = self._refused(call_id, name, request, raw_headers)
+            if refusal is not None:  # checked before the cache: a cached reply is no pass
+                payload = self._encode(call_id, refusal)
+                return None if payload is None else (reply_to, partition, payload, call_id)
+            cache_key = f"{name}\x00{call_id}"
+            cached = replies.get(cache_key)
             if cached is not None:
                 Responder.duplicates += 1
                 self._event(ev.RPC_REQUEST_DUPLICATE, id=call_id, command=name)
@@ -218,7 +223,7 @@ def responder_for(
             payload = self._encode(call_id, body)
             if payload is None:
                 return None
-            replies.put(call_id, payload)
+            replies.put(cache_key, payload)
             return reply_to, partition, payload, call_id
 
         def _run(
@@ -227,28 +232,34 @@ def responder_for(
             handler = handlers.get(name) if isinstance(name, str) else None
             if handler is None:
                 return _error(call_id, "UnknownCommand", f"no handler named {name!r}")
-            if authorize is not None:
-                headers = {n: v for n, v in raw_headers or () if v is not None}
-                try:
-                    allowed = bool(authorize(request, headers))
-                except Exception as exc:  # a failing check refuses
-                    _log.exception("%s: authorize() failed for %s", self.topic, call_id)
-                    allowed = False
-                    del exc
-                if not allowed:
-                    self._event(ev.RPC_REQUEST_REFUSED, id=call_id, command=name)
-                    return _error(call_id, "Unauthorized", f"not allowed to call {name!r}")
             checker = handlers.checker(name)
             try:
                 args, kwargs = request.get("args", ()), request.get("kwargs", {})
                 if checker is not None:
                     args, kwargs = checker.check(args, kwargs)
-            except InvalidArguments as exc:
+            except TypeError as exc:  # InvalidArguments, or a signature bind could not take
                 return _error(call_id, "InvalidArguments", f"{name}: {exc}")
             try:
                 return {"id": call_id, "ok": run_hook(handler(*args, **kwargs))}
             except Exception as exc:
                 return _error(call_id, type(exc).__name__, str(exc))
+
+        def _refused(
+            self, call_id: str, name: Any, request: dict[str, Any], raw_headers: Any
+        ) -> dict[str, Any] | None:
+            """The ``Unauthorized`` reply when ``authorize`` says no (or fails), else ``None``."""
+            if authorize is None:
+                return None
+            headers = {n: v for n, v in raw_headers or () if v is not None}
+            try:
+                allowed = bool(authorize(request, headers))
+            except Exception:  # a failing check refuses
+                _log.exception("%s: authorize() failed for %s", self.topic, call_id)
+                allowed = False
+            if allowed:
+                return None
+            self._event(ev.RPC_REQUEST_REFUSED, id=call_id, command=name)
+            return _error(call_id, "Unauthorized", f"not allowed to call {name!r}")
 
         def _encode(self, call_id: str, body: dict[str, Any]) -> bytes | None:
             try:

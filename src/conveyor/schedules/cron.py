@@ -101,7 +101,8 @@ class Cron:
         weekdays = frozenset(0 if day == 7 else day for day in weekdays)
         cron = cls(
             text, seconds, minutes, hours, days, months, weekdays,
-            any_day=parts[3] == "*", any_weekday=parts[5] == "*",
+            # as cron does: a field that starts with * (*/2 too) does not restrict the day
+            any_day=parts[3].startswith("*"), any_weekday=parts[5].startswith("*"),
         )  # fmt: skip
         if cron.next_after(datetime(2000, 1, 1, tzinfo=UTC)) is None:
             raise ConfigurationError(f"cron {text!r} never fires", "cron")
@@ -112,13 +113,9 @@ class Cron:
             return False
         day = moment.day in self.days
         weekday = (moment.isoweekday() % 7) in self.weekdays
-        if self.any_day and self.any_weekday:
-            return True
-        if self.any_day:
-            return weekday
-        if self.any_weekday:
-            return day
-        return day or weekday
+        if self.any_day or self.any_weekday:  # one of them starts with *: both must match
+            return day and weekday
+        return day or weekday  # both restricted: either (cron's rule)
 
     def next_after(self, moment: datetime) -> datetime | None:
         """The first time after ``moment`` (an aware datetime) that this expression fires,

@@ -23,7 +23,17 @@ from typing import TYPE_CHECKING, Any
 from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
-from conveyor.schedules.wire import AT, DEFAULT_TOPIC, KEY, OURS, PARTITION, STATE, TOPIC
+from conveyor.schedules.wire import (
+    AT,
+    DEFAULT_TOPIC,
+    KEY,
+    NULL,
+    OFFSET,
+    OURS,
+    PARTITION,
+    STATE,
+    TOPIC,
+)
 
 if TYPE_CHECKING:
     from conveyor.app import App
@@ -32,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["Schedules"]
 
 _log = logging.getLogger("conveyor.schedules")
+_MAX_WAIT = 60.0  # seconds the dispatcher sleeps at most between looks
 
 
 @dataclass
@@ -63,7 +74,7 @@ class Schedules:
         self._executors: dict[int, PartitionExecutor] = {}
         self._last_seen: dict[int, int] = {}
         self._caught_up: set[int] = set()
-        self._heap: list[tuple[float, int, int, str]] = []
+        self._heaps: dict[int, list[tuple[float, int, str]]] = {}  # per partition: (at, seq, id)
         self._sequence = itertools.count()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
@@ -96,10 +107,10 @@ class Schedules:
                 schedules._caught_up_with(self._executor)
 
             def revoked(self) -> None:
-                schedules._forget(self.partition)
+                schedules._forget(self._executor)
 
             def shutdown(self) -> None:
-                schedules._forget(self.partition)
+                schedules._forget(self._executor)
 
         self.app.routes.topic(
             topic, ScheduledMessages, partitions=partitions,
@@ -117,28 +128,38 @@ class Schedules:
     def _load(self, executor: PartitionExecutor, batch: list[Any]) -> None:
         partition = executor.partition
         with self._changed:
+            if executor.revoked or self._executors.get(partition, executor) is not executor:
+                return  # a batch that ran on after its partition was taken away
             self._executors[partition] = executor
             pending = self._pending.setdefault(partition, {})
+            heap = self._heaps.setdefault(partition, [])
             for message in batch:
                 raw = message._raw
                 schedule_id = (raw.key() or b"").decode("utf-8", "replace")
                 self._last_seen[partition] = raw.offset()
-                if raw.value() is None:  # cancelled, or sent before
-                    pending.pop(schedule_id, None)
-                    continue
                 headers = dict(raw.headers() or ())
+                if raw.value() is None:  # cancelled, or sent (then only that version of it)
+                    sent = headers.get(OFFSET)
+                    current = pending.get(schedule_id)
+                    if sent is None or (
+                        current is not None and str(current.offset).encode() == sent
+                    ):
+                        pending.pop(schedule_id, None)
+                    continue
                 try:
                     at = int(headers[AT]) / 1000
                     headers[TOPIC].decode()
-                except (KeyError, ValueError, AttributeError):
+                    if PARTITION in headers:
+                        int(headers[PARTITION])
+                except (KeyError, ValueError, AttributeError, TypeError):
                     _log.error(
-                        "%s/%s@%s is not a scheduled message (no %s / %s header): skipped",
-                        raw.topic(), partition, raw.offset(), AT, TOPIC,
+                        "%s/%s@%s is not a scheduled message (malformed %s headers): skipped",
+                        raw.topic(), partition, raw.offset(), "conveyor-schedule-*",
                     )  # fmt: skip
                     continue
                 entry = _Entry(schedule_id, partition, raw.offset(), at, raw)
                 pending[schedule_id] = entry  # a later one with the same id replaces it
-                heapq.heappush(self._heap, (at, next(self._sequence), partition, schedule_id))
+                heapq.heappush(heap, (at, next(self._sequence), schedule_id))
             high = executor.high_watermark
             last = self._last_seen.get(partition)
             if high is not None and last is not None and last + 1 >= high:
@@ -155,9 +176,13 @@ class Schedules:
             self._caught_up.add(executor.partition)
             self._changed.notify_all()
 
-    def _forget(self, partition: int) -> None:
+    def _forget(self, executor: PartitionExecutor) -> None:
+        partition = executor.partition
         with self._changed:
+            if self._executors.get(partition, executor) is not executor:
+                return  # the partition came back meanwhile: its new state stays
             self._pending.pop(partition, None)
+            self._heaps.pop(partition, None)
             self._executors.pop(partition, None)
             self._caught_up.discard(partition)
             self._last_seen.pop(partition, None)
@@ -196,30 +221,45 @@ class Schedules:
             self._thread.join(10)
 
     def _due(self) -> _Entry | float | None:
-        """The entry to send now, else the seconds until the next (``None``: none)."""
+        """The entry to send now, else the seconds until the next (``None``: none). Only
+        partitions read to their end count: one that is not does not hold back the others."""
         now = time.time()
-        while self._heap:
-            at, _, partition, schedule_id = self._heap[0]
-            entry = self._pending.get(partition, {}).get(schedule_id)
-            if entry is None or entry.at != at or partition not in self._caught_up:
-                if entry is None or entry.at != at:
-                    heapq.heappop(self._heap)  # sent, cancelled or replaced
-                    continue
-                return 1.0  # loaded but not caught up: look again when it is
-            if at > now:
-                return at - now
-            heapq.heappop(self._heap)
-            return entry
-        return None
+        best: tuple[float, int] | None = None
+        for partition in self._caught_up:
+            heap = self._heaps.get(partition)
+            pending = self._pending.get(partition, {})
+            while heap:
+                at, _, schedule_id = heap[0]
+                entry = pending.get(schedule_id)
+                if entry is not None and entry.at == at:
+                    break
+                heapq.heappop(heap)  # sent, cancelled or replaced
+            if heap and (best is None or heap[0][0] < best[0]):
+                best = (heap[0][0], partition)
+        if best is None:
+            return None
+        at, partition = best
+        if at > now:
+            return at - now
+        _, _, schedule_id = heapq.heappop(self._heaps[partition])
+        return self._pending[partition][schedule_id]
 
     def _run(self) -> None:
         while not self._stopped.is_set():
-            with self._changed:
-                due = self._due()
-                if not isinstance(due, _Entry):
-                    self._changed.wait(timeout=due)  # woken by new schedules, or at the time
-                    continue
-            self._send(due)
+            try:
+                with self._changed:
+                    due = self._due()
+                    if not isinstance(due, _Entry):
+                        # woken by new schedules, or at the time (capped: a schedule far off
+                        # must not overflow the wait)
+                        self._changed.wait(
+                            timeout=_MAX_WAIT if due is None else min(due, _MAX_WAIT)
+                        )
+                        continue
+                self._send(due)
+            except Exception:  # never let the dispatcher die: log and go on after a pause
+                _log.exception("the schedules dispatcher failed; going on in 1 s")
+                self._stopped.wait(1.0)
 
     def _send(self, entry: _Entry) -> None:
         raw = entry.raw
@@ -227,23 +267,23 @@ class Schedules:
         own = dict(headers)
         target = own[TOPIC].decode()
         partition = int(own[PARTITION]) if PARTITION in own else None
+        payload = None if NULL in own else raw.value()
         try:
             self.app.producer.produce_sync(
-                topic=target, payload=raw.value(), key=own.get(KEY),
+                topic=target, payload=payload, key=own.get(KEY),
                 headers=[(n, v) for n, v in headers if n not in OURS], partition=partition,
             )  # fmt: skip
             self.app.producer.produce_sync(
-                topic=self.topic, key=entry.id, payload=None, headers=[(STATE, "dispatched")],
-                partition=entry.partition,
+                topic=self.topic, key=entry.id, payload=None, partition=entry.partition,
+                headers=[(STATE, "dispatched"), (OFFSET, str(entry.offset))],
             )  # fmt: skip
         except Exception as error:  # sent again after a pause: nothing is dropped
             _log.error("could not send scheduled %s to %s (%r); trying again in 1 s",
                        entry.id, target, error)  # fmt: skip
             with self._changed:
                 entry.at = time.time() + 1.0
-                heapq.heappush(
-                    self._heap, (entry.at, next(self._sequence), entry.partition, entry.id)
-                )
+                heap = self._heaps.setdefault(entry.partition, [])
+                heapq.heappush(heap, (entry.at, next(self._sequence), entry.id))
             return
         with self._changed:
             pending = self._pending.get(entry.partition, {})

@@ -35,6 +35,8 @@ __all__ = ["DEFAULT_TOPIC", "RecurringTasks"]
 _log = logging.getLogger("conveyor.recurring")
 
 DEFAULT_TOPIC = "conveyor_recurring"
+_RECORD_TIMEOUT = 5.0  # seconds a slot's record may take (a rebalance waits for it)
+_IDLE = 60.0  # seconds the scheduler sleeps at most between looks
 
 
 @dataclass
@@ -147,48 +149,58 @@ class RecurringTasks:
 
     def _loop(self) -> None:
         while not self._stopped.is_set():
-            with self._changed:
-                check = self._assigned and self._check
-                self._check = False
-            if check:  # outside the lock: a call to the broker
-                try:
-                    high = self.app.admin.read_watermark_offsets(self.topic, 0)[1]
-                except Exception as error:
-                    _log.warning("recurring tasks: cannot read %s's end (%r)", self.topic, error)
-                    with self._changed:
-                        self._check = self._assigned
-                    self._stopped.wait(1.0)
-                    continue
+            try:
+                self._step()
+            except Exception:  # never let the scheduler die: log and go on after a pause
+                _log.exception("recurring tasks: the scheduler failed; going on in 1 s")
+                self._stopped.wait(1.0)
+
+    def _step(self) -> None:
+        """One round: learn where the partition ends, take the lead, run what is due."""
+        with self._changed:
+            check = self._assigned and self._check
+            self._check = False
+        if check:  # outside the lock: a call to the broker
+            try:
+                high = self.app.admin.read_watermark_offsets(self.topic, 0)[1]
+            except Exception as error:
+                _log.warning("recurring tasks: cannot read %s's end (%r)", self.topic, error)
                 with self._changed:
-                    if self._assigned:
-                        self._target = high
+                    self._check = self._assigned
+                self._stopped.wait(1.0)
+                return
             with self._changed:
-                target = self._target
-                if (
-                    not self._leading
-                    and self._assigned
-                    and target is not None
-                    and (self._loaded_to >= target)
-                ):
-                    self._leading = True
-                    now = time.time()
-                    for task in self.tasks.values():
-                        task.next_at = self._next(task, now)
-                    _log.info("recurring tasks: this process runs them now")
-                if not self._leading:
-                    self._changed.wait(timeout=0.5 if self._assigned else None)
-                    continue
-                due, wait = self._due(time.time())
-                if not due:
-                    self._changed.wait(timeout=wait)
-                    continue
-                for task, slot in due:  # recorded under the lock: a revocation waits for it
-                    self._record(task, slot)
-            for task, slot in due:
-                threading.Thread(
-                    target=self._run, args=(task, slot), name=f"conveyor-recurring-{task.name}",
-                    daemon=True,
-                ).start()  # fmt: skip
+                if self._assigned:
+                    self._target = high
+        with self._changed:
+            target = self._target
+            if (
+                not self._leading
+                and self._assigned
+                and target is not None
+                and (self._loaded_to >= target)
+            ):
+                self._leading = True
+                now = time.time()
+                for task in self.tasks.values():
+                    task.next_at = self._next(task, now)
+                _log.info("recurring tasks: this process runs them now")
+            if not self._leading:
+                self._changed.wait(timeout=0.5 if self._assigned else _IDLE)
+                return
+            due, wait = self._due(time.time())
+            if not due:
+                self._changed.wait(timeout=_IDLE if wait is None else min(wait, _IDLE))
+                return
+            recorded = []
+            for task, slot in due:  # recorded under the lock: a revocation waits for it
+                if self._record(task, slot):
+                    recorded.append((task, slot))
+        for task, slot in recorded:
+            threading.Thread(
+                target=self._run, args=(task, slot), name=f"conveyor-recurring-{task.name}",
+                daemon=True,
+            ).start()  # fmt: skip
 
     def _next(self, task: _Task, after: float) -> float:
         last = self.last_runs.get(task.name, 0.0)
@@ -209,11 +221,25 @@ class RecurringTasks:
             soonest = wait if soonest is None else min(soonest, wait)
         return due, soonest
 
-    def _record(self, task: _Task, slot: float) -> None:
-        self.app.producer.produce_sync(
-            topic=self.topic, partition=0, key=task.name, payload=json.dumps({"at": slot}).encode()
-        )
+    def _record(self, task: _Task, slot: float) -> bool:
+        """Write the slot before running it; False (the slot is skipped, logged) when the
+        broker did not take it in time."""
+        try:
+            self.app.producer.produce_sync(
+                topic=self.topic, partition=0, key=task.name,
+                payload=json.dumps({"at": slot}).encode(), timeout=_RECORD_TIMEOUT,
+            )  # fmt: skip
+        except Exception as error:
+            _log.error(
+                "recurring task %s: slot %s skipped, not recorded (%r)", task.name, slot, error
+            )
+            if ev.ERROR_OCCURRED in self.app.monitor.subscribed:
+                self.app.monitor.instrument(
+                    ev.ERROR_OCCURRED, type="recurring.record.error", error=error, task=task.name
+                )
+            return False
         self.last_runs[task.name] = slot
+        return True
 
     def _run(self, task: _Task, slot: float) -> None:
         started = time.time()

@@ -18,7 +18,10 @@ TOPIC = "conveyor-schedule-topic"
 KEY = "conveyor-schedule-key"
 PARTITION = "conveyor-schedule-partition"
 STATE = "conveyor-schedule-state"  # on tombstones: cancelled or dispatched
-OURS = (AT, TOPIC, KEY, PARTITION, STATE)
+OFFSET = "conveyor-schedule-offset"  # on a dispatched tombstone: the offset of what was sent
+NULL = "conveyor-schedule-null"  # the message to send has no payload (a tombstone of its own)
+OURS = (AT, TOPIC, KEY, PARTITION, STATE, OFFSET, NULL)
+_LATEST = 4102444800000  # 2100-01-01 in epoch milliseconds: later is surely a unit mistake
 
 
 def _epoch_ms(when: datetime | float) -> int:
@@ -27,10 +30,17 @@ def _epoch_ms(when: datetime | float) -> int:
             raise ConfigurationError(
                 f"when must be a datetime with a time zone, got {when!r}", "when"
             )
-        return int(when.timestamp() * 1000)
-    if isinstance(when, bool) or not isinstance(when, int | float):
+        milliseconds = int(when.timestamp() * 1000)
+    elif isinstance(when, bool) or not isinstance(when, int | float):
         raise ConfigurationError(f"when must be a datetime or epoch seconds, got {when!r}", "when")
-    return int(when * 1000)
+    else:
+        milliseconds = int(when * 1000)
+    if not 0 <= milliseconds <= _LATEST:
+        raise ConfigurationError(
+            f"when {when!r} is before 1970 or after 2100 (epoch seconds, not milliseconds?)",
+            "when",
+        )
+    return milliseconds
 
 
 def _bytes(value: str | bytes) -> bytes:
@@ -66,6 +76,9 @@ def schedule_message(
         ours.append((KEY, _bytes(key)))
     if partition is not None:
         ours.append((PARTITION, str(int(partition))))
+    if payload is None:  # stored as empty bytes: a null value would read as a cancellation
+        ours.append((NULL, b""))
+        payload = b""
     message = {
         "topic": schedules_topic,
         "key": schedule_id,

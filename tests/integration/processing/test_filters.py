@@ -11,7 +11,7 @@ import uuid
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from conveyor import Admin, App, Consumer, Delay, Expire, Producer, Throttle
+from conveyor import Admin, App, Consumer, Delay, Expire, Producer, Throttle, Verdict
 from helpers import running
 
 
@@ -110,3 +110,33 @@ def test_expire_skips_old_messages_counts_them_and_commits_past_them(
             threading.Event().wait(0.1)  # the listener commits on its interval
     assert [payload for _, _, payload in got] == [f"{n}" for n in range(30) if n % 3]
     assert sum(e["count"] for e in events if e["reason"] == "expired") == 10
+
+
+class FailsOnce:
+    """A filter with a bug on its first call."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def apply(self, messages: Any, now: float) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("a filter's bug")
+        return Verdict(messages)
+
+
+def test_a_filter_that_raises_is_a_failed_batch_retried_not_a_crash(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    flaky = FailsOnce()
+    app = new_app(kafka_bootstrap, topic, [flaky])
+    errors: list[Any] = []
+    app.monitor.subscribe("error.occurred", errors.append)
+    with running(app), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_sync(topic=topic, payload="kept")
+        got = wait_got(1, 30)
+        assert app.state == "running"
+    assert [payload for _, _, payload in got] == ["kept"]
+    assert flaky.calls >= 2
+    assert any(e["type"] == "consumer.consume.error" for e in errors)

@@ -95,3 +95,29 @@ def test_a_routes_own_settings_are_checked_with_the_apps_when_it_starts() -> Non
     with pytest.raises(ConfigurationError) as refused:
         app.start()
     assert "fetch.max.bytes" in str(refused.value)
+
+
+def test_a_pattern_may_not_read_its_own_dead_letters() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        routes().pattern(r"^orders\..+$", Noop, dead_letter_queue={"topic": "orders.dlq"})
+    assert refused.value.setting == "dead_letter_queue"
+
+
+def test_a_pattern_and_a_named_route_it_matches_must_share_a_listener() -> None:
+    app = App(kafka={"bootstrap.servers": "127.0.0.1:1"})
+    app.routes.pattern(r"^orders\..+$", Noop)
+    with app.routes.subscription_group("other"):
+        app.routes.topic("orders.eu", Noop)
+    with pytest.raises(ConfigurationError) as refused:
+        app.start()
+    assert refused.value.setting == "pattern"
+    assert "orders.eu" in str(refused.value)
+
+
+def test_a_transactional_dlq_stays_on_the_apps_cluster() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        routes().topic(
+            "clicks", Noop, kafka={"bootstrap.servers": "elsewhere:9092"},
+            dead_letter_queue={"topic": "clicks_dlq", "transactional": True},
+        )  # fmt: skip
+    assert refused.value.setting == "transactional"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, Literal, TypedDict
 
 import pytest
 
@@ -70,3 +71,22 @@ def test_extra_positional_arguments_are_checked_too() -> None:
         ArgumentChecker(handler).check([1, 0.5, "x", [], {}, "fast", None, 7, "eight"], {})
     with pytest.raises(InvalidArguments, match="args must be a list"):
         ArgumentChecker(handler).check("1", {})
+
+
+class Point(TypedDict):
+    x: int
+
+
+def converting(when: datetime, where: Point, count: int = None) -> None:  # type: ignore[assignment]  # noqa: RUF013
+    pass
+
+
+def test_what_a_codec_does_not_produce_is_left_to_the_handler() -> None:
+    checker = ArgumentChecker(converting)
+    assert checker.check(["2026-11-25T10:00:00Z", {"x": 1}], {}) == (
+        ["2026-11-25T10:00:00Z", {"x": 1}],
+        {},
+    ), "a datetime arrives as text; a TypedDict is not isinstance-able: both pass"
+    assert checker.check(["t", {}], {"count": None})[1] == {"count": None}, "its own default"
+    with pytest.raises(InvalidArguments, match="count must be int"):
+        checker.check(["t", {}], {"count": "3"})

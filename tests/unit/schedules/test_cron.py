@@ -29,6 +29,7 @@ def at(text: str) -> datetime:
         ("*/2 * * * * *", "2026-11-25T10:00:01", "2026-11-25T10:00:02"),
         ("10 * * * * *", "2026-11-25T10:00:10", "2026-11-25T10:01:10"),
         ("0 0 29 feb *", "2026-03-01T00:00:00", "2028-02-29T00:00:00"),
+        ("0 0 */2 * 1", "2026-11-25T00:00:00", "2026-12-07T00:00:00"),  # */2 restricts: AND
     ],
 )
 def test_the_next_time(expression: str, after: str, expected: str) -> None:
@@ -44,3 +45,14 @@ def test_a_malformed_expression_is_named(expression: str) -> None:
     with pytest.raises(ConfigurationError) as refused:
         Cron.parse(expression)
     assert refused.value.setting == "cron"
+
+
+def test_a_schedule_without_a_payload_and_one_in_milliseconds() -> None:
+    from conveyor.schedules.wire import NULL, schedule_message  # noqa: PLC0415
+
+    _id, message = schedule_message(1_800_000_000, topic="t")
+    assert message["payload"] == b""
+    assert (NULL, b"") in message["headers"], "not a null value: that would read as cancelled"
+    with pytest.raises(ConfigurationError) as refused:
+        schedule_message(1_800_000_000_000, topic="t")  # milliseconds given as seconds
+    assert refused.value.setting == "when"
