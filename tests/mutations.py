@@ -466,6 +466,24 @@ MUTATIONS = (
         ),
         ("tests/integration/processing/test_exactly_once.py",),
     ),
+    Mutation(
+        "swarm: a node's exit read as a stop signal",
+        "conveyor/swarm/supervisor.py",
+        (("        if signum != signal.SIGCHLD:", "        if True:"),),
+        ("tests/unit/swarm/test_supervisor.py",),
+    ),
+    Mutation(
+        "swarm: a dead node is not replaced",
+        "conveyor/swarm/supervisor.py",
+        (("        self._start(node.index)\n", ""),),
+        ("tests/unit/swarm/test_supervisor.py", "tests/integration/swarm/test_swarm.py"),
+    ),
+    Mutation(
+        "swarm: no heartbeat from the nodes",
+        "conveyor/swarm/heartbeat.py",
+        (("                os.write(fd, b\".\")\n", "                pass\n"),),
+        ("tests/integration/swarm/test_swarm.py",),
+    ),
 )
 
 

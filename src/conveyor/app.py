@@ -30,6 +30,7 @@ from conveyor.schedules.dispatcher import Schedules
 from conveyor.schedules.recurring import DEFAULT_TOPIC as RECURRING_TOPIC
 from conveyor.schedules.recurring import RecurringTasks
 from conveyor.settings import AppSettings, build_app_settings, producer_settings
+from conveyor.swarm.supervisor import NODE_ENV, SUPERVISOR_ENV
 from conveyor.tracing import Latency, Tracing
 from conveyor.web import Web
 
@@ -469,11 +470,14 @@ class App:
         moment: the process, each listener, each assigned partition (offsets, lag, paused,
         retrying), each running job and the worker pool's usage."""
         runner = self._runner
+        node, supervisor = os.environ.get(NODE_ENV), os.environ.get(SUPERVISOR_ENV)
         process = ProcessState(
             pid=os.getpid(),
             hostname=socket.gethostname(),
             started_at=self._started_at,
             state=self.state,
+            swarm_node=int(node) if node and node.isdigit() else None,
+            swarm_supervisor=int(supervisor) if supervisor and supervisor.isdigit() else None,
         )
         if runner is None:
             return Snapshot(time.time(), process, (), (), (), None)

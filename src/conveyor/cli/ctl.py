@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, error_console, key_value_table, table
+from conveyor.web.aggregation import process_status
 from conveyor.web.commands import CommandResult
+
+if TYPE_CHECKING:
+    from conveyor.app import App
 
 __all__ = ["ctl"]
 
@@ -62,29 +66,44 @@ def ctl() -> None:
 @_app_option
 def list_processes(app_spec: str | None) -> None:
     """The processes the web UI knows, with their state and partitions."""
-    app = load_app(app_spec)
+    show_processes(load_app(app_spec))
+
+
+def show_processes(app: App) -> None:
+    """Print the processes that report to ``app``'s web topics as a table, a swarm's nodes
+    together under their supervisor."""
     data = app.web.data
     try:
-        data.wait_ready(30)
-        states = data.states()
+        with console.status("reading the processes' reports"):
+            data.wait_ready(30)
+            states = data.states()
     finally:
         data.stop()
     now = time.time()
+
+    def order(item: tuple[str, dict[str, Any]]) -> tuple[str, int, int, str]:
+        state = item[1]
+        return (str(state.get("hostname") or ""), int(state.get("swarm_supervisor") or 0),
+                int(state.get("swarm_node") or 0), item[0])  # fmt: skip
+
     rows = []
-    for process_id, state in sorted(states.items()):
-        process = state.get("process", {})
+    for process_id, state in sorted(states.items(), key=order):
         partitions = ", ".join(
             f"{entry['topic']}/{entry['partition']}" for entry in state.get("partitions", [])
         )
-        seen = now - float(state.get("at", now))
+        node, supervisor = state.get("swarm_node"), state.get("swarm_supervisor")
+        reported = state.get("reported_at")
         rows.append(
-            (process_id, str(state.get("client_id", "")), str(process.get("state", "?")),
-             f"{seen:.0f} s ago", partitions or "-")
+            (process_id, str(state.get("client_id", "")),
+             f"{state.get('hostname', '?')} / {state.get('pid', '?')}",
+             f"supervisor {supervisor} · node {node}" if node is not None else "-",
+             process_status(state, now),
+             f"{now - float(reported):.0f} s ago" if reported else "-", partitions or "-")
         )  # fmt: skip
     console.print(
         table(
             f"{len(rows)} process(es)",
-            ["process", "client", "state", "last report", "partitions"],
+            ["process", "client", "host / pid", "swarm", "state", "last report", "partitions"],
             rows,
         )
     )

@@ -15,6 +15,7 @@ from conveyor.cli.ctl import ctl
 from conveyor.cli.dlq import dlq
 from conveyor.cli.output import error_console
 from conveyor.cli.server import info, server
+from conveyor.cli.swarm import swarm
 from conveyor.cli.web import web
 from conveyor.errors import ConveyorError
 
@@ -41,6 +42,7 @@ def cli() -> None:
 cli.add_command(broker)
 cli.add_command(bench)
 cli.add_command(server)
+cli.add_command(swarm)
 cli.add_command(info)
 cli.add_command(web)
 cli.add_command(connect)

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 import click
 
 from conveyor._version import __version__
+from conveyor.cli.ctl import show_processes
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, error_console, table
 from conveyor.driver import client_versions
+from conveyor.swarm.heartbeat import start_heartbeat
 
 if TYPE_CHECKING:
     from conveyor.app import App
@@ -154,6 +156,7 @@ def run_until_signalled(
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGTSTP, on_quiet)
+    start_heartbeat(app)  # a swarm node's beat to its supervisor (nothing otherwise)
     try:
         app.run(consumer_groups=groups, subscription_groups=subscriptions, topics=topics)
     except Exception as exc:
@@ -175,8 +178,11 @@ def _narrow(
 
 @click.command()
 @_app_option
-def info(app_spec: str | None) -> None:
-    """Show the app's routes as a table."""
+@click.option("--processes", is_flag=True,
+              help="Also list the running processes (a swarm's nodes under their supervisor); "
+                   "needs app.web.enable().")  # fmt: skip
+def info(app_spec: str | None, processes: bool) -> None:
+    """Show the app's routes as a table (and with --processes its running processes)."""
     app = load_app(app_spec)
     rows = [
         (
@@ -195,3 +201,5 @@ def info(app_spec: str | None) -> None:
         ["consumer group", "subscription group", "topic", "consumer", "active", "partitions", "max messages", "initial offset"],
         rows,
     ))  # fmt: skip
+    if processes:
+        show_processes(app)

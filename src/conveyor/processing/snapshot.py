@@ -30,6 +30,10 @@ class ProcessState:
     """When the app started consuming (``None`` before ``start()``)."""
     state: str
     """idle, starting, running, quiet, stopping or stopped."""
+    swarm_node: int | None = None
+    """Its node number in a swarm (``conveyor swarm``), ``None`` outside one."""
+    swarm_supervisor: int | None = None
+    """The pid of its swarm's supervisor."""
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,8 @@ class Aggregate:
             "received_at": received_at,
             "hostname": process.get("hostname"),
             "pid": process.get("pid"),
+            "swarm_node": process.get("swarm_node"),
+            "swarm_supervisor": process.get("swarm_supervisor"),
             "started_at": process.get("started_at"),
             "state": process.get("state", "running"),
             "rss": int(process.get("rss") or 0),

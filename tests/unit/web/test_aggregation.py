@@ -69,6 +69,8 @@ def report(
             "cpu": 0.1,
             "cpu_seconds": 1.0,
             "threads": 5,
+            "swarm_node": 2,
+            "swarm_supervisor": 700,
         },
         "counters": {"processed": processed, "batches": 0, "errors": errors, "busy_seconds": busy},
         "pool": {
@@ -109,6 +111,7 @@ def test_the_first_report_creates_the_state() -> None:
     assert state["reported_at"] == T0
     assert state["received_at"] == T0 + 0.5
     assert state["hostname"] == "box"
+    assert (state["swarm_node"], state["swarm_supervisor"]) == (2, 700)
     assert state["client_id"] == "shop"
     assert state["interval"] == 5.0
     assert state["lag"] == 7

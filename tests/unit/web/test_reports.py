@@ -154,6 +154,8 @@ def test_the_report_merges_the_snapshot_and_the_usage() -> None:
         "hostname": "box",
         "started_at": AT - 60,
         "state": "running",
+        "swarm_node": None,
+        "swarm_supervisor": None,
         "rss": USAGE.rss,
         "cpu": USAGE.cpu,
         "cpu_seconds": USAGE.cpu_seconds,

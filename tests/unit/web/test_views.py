@@ -72,9 +72,13 @@ def state(
     slowest: list[dict[str, Any]] | None = None,
     messages_per_second: float = 0.0,
     lag: int = 0,
+    swarm_node: int | None = None,
+    swarm_supervisor: int | None = None,
 ) -> dict[str, Any]:
     """A folded process state, as the aggregator publishes it."""
     return {
+        "swarm_node": swarm_node,
+        "swarm_supervisor": swarm_supervisor,
         "id": pid,
         "client_id": "t",
         "seq": 1,
@@ -172,6 +176,25 @@ def test_processes_lists_each_state_with_its_status() -> None:
     assert uptimes["b-running"] == 100.0
     assert uptimes["a-dead"] is None
     assert uptimes["c-stopped"] is None
+
+
+def test_a_swarms_nodes_are_listed_together_under_their_supervisor() -> None:
+    data = FakeData(
+        states={
+            "a-alone": state("a-alone"),
+            "b-node2": state("b-node2", swarm_node=2, swarm_supervisor=700),
+            "c-other": state("c-other", swarm_node=1, swarm_supervisor=800),
+            "d-node1": state("d-node1", swarm_node=1, swarm_supervisor=700),
+        }
+    )
+    rows = views(data).processes().data["processes"]
+    assert [(r["id"], r["swarm"]) for r in rows] == [
+        ("a-alone", None),
+        ("d-node1", "supervisor 700 · node 01"),
+        ("b-node2", "supervisor 700 · node 02"),
+        ("c-other", "supervisor 800 · node 01"),
+    ]
+    assert views(data).process("b-node2").data["process"]["swarm"] == "supervisor 700 · node 02"
 
 
 def test_processes_are_paginated() -> None:

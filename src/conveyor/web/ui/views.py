@@ -26,6 +26,14 @@ RANGES = {"1h": ("minute", 3600), "24h": ("ten_minutes", 86400), "7d": ("hour", 
 """Dashboard ranges: the series each one reads and its span in seconds."""
 
 
+def swarm_label(state: dict[str, Any]) -> str | None:
+    """``supervisor 4211 · node 02`` for a swarm node's state, ``None`` outside a swarm."""
+    node, supervisor = state.get("swarm_node"), state.get("swarm_supervisor")
+    if node is None or supervisor is None:
+        return None
+    return f"supervisor {supervisor} · node {int(node):02d}"
+
+
 class NotFound(LookupError):
     """An unknown process, topic, error or broker in a URL."""
 
@@ -88,6 +96,7 @@ class Views:
                     "client_id": state.get("client_id"),
                     "hostname": state.get("hostname"),
                     "pid": state.get("pid"),
+                    "swarm": swarm_label(state),
                     "status": status,
                     "uptime": now - started
                     if started and status not in ("dead", "stopped")
@@ -103,7 +112,9 @@ class Views:
                     "messages_per_second": state.get("messages_per_second", 0.0),
                 }
             )
-        rows.sort(key=lambda r: (r["status"] in ("dead", "stopped"), str(r["id"])))
+        # a swarm's nodes together, in node order, under their supervisor
+        rows.sort(key=lambda r: (r["status"] in ("dead", "stopped"), str(r["hostname"]),
+                                 r["swarm"] or "", str(r["id"])))  # fmt: skip
         return rows
 
     def _live(self) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Fixtures of the web tests: the web UI's topics under a prefix of the test's own."""
+"""Fixtures of the integration tests: the web UI's topics under a prefix of the test's own."""
 
 from __future__ import annotations
 
