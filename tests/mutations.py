@@ -481,7 +481,7 @@ MUTATIONS = (
     Mutation(
         "swarm: no heartbeat from the nodes",
         "conveyor/swarm/heartbeat.py",
-        (("                os.write(fd, b\".\")\n", "                pass\n"),),
+        (('                os.write(fd, b".")\n', "                pass\n"),),
         ("tests/integration/swarm/test_swarm.py",),
     ),
 )

@@ -29,7 +29,12 @@ from conveyor.routing import Routes, Topic
 from conveyor.schedules.dispatcher import Schedules
 from conveyor.schedules.recurring import DEFAULT_TOPIC as RECURRING_TOPIC
 from conveyor.schedules.recurring import RecurringTasks
-from conveyor.settings import AppSettings, build_app_settings, producer_settings
+from conveyor.settings import (
+    AppSettings,
+    build_app_settings,
+    check_group_protocol,
+    producer_settings,
+)
 from conveyor.swarm.supervisor import NODE_ENV, SUPERVISOR_ENV
 from conveyor.tracing import Latency, Tracing
 from conveyor.web import Web
@@ -272,9 +277,9 @@ class App:
         _check_patterns(chosen)
         for route in chosen:  # a route's own settings with the app's, as its listener has them
             if route.kafka:
-                check_settings(
-                    {**self.settings.kafka, **route.kafka, "enable.auto.commit": False}, "consumer"
-                )
+                merged = {**self.settings.kafka, **route.kafka}
+                check_group_protocol(merged, f"routes.topic({route.name!r}) kafka")
+                check_settings({**merged, "enable.auto.commit": False}, "consumer")
         for name, wanted, attribute in (
             ("consumer group", consumer_groups, "consumer_group"),
             ("subscription group", subscription_groups, "subscription_group"),

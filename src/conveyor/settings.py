@@ -10,7 +10,24 @@ from conveyor.driver.clients import check_settings
 from conveyor.errors import ConfigurationError
 from conveyor.validation import check_count, check_seconds
 
-__all__ = ["AppSettings", "build_app_settings", "consumer_only", "producer_settings"]
+__all__ = [
+    "AppSettings",
+    "build_app_settings",
+    "check_group_protocol",
+    "consumer_only",
+    "producer_settings",
+]
+
+# What the new consumer group protocol (KIP-848, group.protocol=consumer) moves to the broker.
+_NOT_UNDER_CONSUMER_PROTOCOL = {
+    "session.timeout.ms": "the broker sets it (group.consumer.session.timeout.ms, or the "
+    "group's consumer.session.timeout.ms)",
+    "heartbeat.interval.ms": "the broker sets it (group.consumer.heartbeat.interval.ms, or the "
+    "group's consumer.heartbeat.interval.ms)",
+    "partition.assignment.strategy": "the broker assigns the partitions: pick its assignor with "
+    "group.remote.assignor (uniform or range)",
+    "group.protocol.type": "it belongs to the classic protocol",
+}
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,7 @@ def build_app_settings(
     if gc_threshold is not None:
         check_count("gc_threshold", gc_threshold, minimum=100)
     kafka = dict(kafka)
+    check_group_protocol(kafka)
     # librdkafka checks the settings now, as each client will see them, so that a misspelled
     # name or a bad value fails here and not in a listener thread at start.
     check_settings({**kafka, "enable.auto.commit": False}, "consumer")
@@ -130,3 +148,26 @@ def consumer_only(name: str) -> bool:
 def producer_settings(kafka: Mapping[str, Any]) -> dict[str, Any]:
     """The app's kafka settings as a producer (or an admin client) takes them."""
     return {key: value for key, value in kafka.items() if not consumer_only(key)}
+
+
+def check_group_protocol(kafka: Mapping[str, Any], where: str = "kafka") -> None:
+    """Refuse a ``group.protocol`` other than classic or consumer, and under the new consumer
+    group protocol (KIP-848) the settings it moves to the broker, each with what to do instead.
+
+    Raises:
+        ConfigurationError: names the setting.
+    """
+    protocol = kafka.get("group.protocol", "classic")
+    if protocol not in ("classic", "consumer"):
+        raise ConfigurationError(
+            f"{where}: group.protocol must be 'classic' or 'consumer' (KIP-848), got {protocol!r}",
+            "group.protocol",
+        )
+    if protocol != "consumer":
+        return
+    for name, why in _NOT_UNDER_CONSUMER_PROTOCOL.items():
+        if name in kafka:
+            raise ConfigurationError(
+                f"{where}: {name} is not a client setting under group.protocol=consumer: {why}",
+                name,
+            )

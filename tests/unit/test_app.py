@@ -37,6 +37,45 @@ def test_librdkafka_settings_are_checked_when_the_app_is_built(
     assert named in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("kafka", "named", "instead"),
+    [
+        ({"session.timeout.ms": 6000}, "session.timeout.ms", "group.consumer.session.timeout.ms"),
+        ({"heartbeat.interval.ms": 500}, "heartbeat.interval.ms", "heartbeat.interval.ms"),
+        ({"partition.assignment.strategy": "range"}, "partition.assignment.strategy",
+         "group.remote.assignor"),
+        ({"group.protocol.type": "consumer"}, "group.protocol.type", "classic protocol"),
+    ],
+)  # fmt: skip
+def test_the_new_group_protocol_refuses_what_it_moved_to_the_broker(
+    kafka: dict[str, Any], named: str, instead: str
+) -> None:
+    settings = {"bootstrap.servers": "127.0.0.1:1", "group.protocol": "consumer", **kafka}
+    with pytest.raises(ConfigurationError) as raised:
+        App(client_id="unit", kafka=settings)
+    assert raised.value.setting == named
+    assert "group.protocol=consumer" in str(raised.value)
+    assert instead in str(raised.value)
+    # the same settings are fine under the classic protocol
+    App(client_id="unit", kafka={**settings, "group.protocol": "classic"})
+
+
+def test_a_routes_own_settings_are_checked_with_the_apps_group_protocol() -> None:
+    app = App(
+        client_id="unit", kafka={"bootstrap.servers": "127.0.0.1:1", "group.protocol": "consumer"}
+    )
+    app.routes.topic("orders", Noop, kafka={"session.timeout.ms": 6000})
+    with pytest.raises(ConfigurationError, match=r"orders.*group\.protocol=consumer") as raised:
+        app.run()
+    assert raised.value.setting == "session.timeout.ms"
+
+
+def test_an_unknown_group_protocol_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="'classic' or 'consumer'") as raised:
+        App(client_id="unit", kafka={"bootstrap.servers": "127.0.0.1:1", "group.protocol": "next"})
+    assert raised.value.setting == "group.protocol"
+
+
 def test_good_settings_pass_without_a_broker() -> None:
     app = App(
         client_id="unit",

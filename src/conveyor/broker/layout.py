@@ -93,6 +93,12 @@ def render_server_properties(layout: BrokerLayout, port: int, controller_port: i
         "num.partitions": "1",
         # Groups form at once instead of waiting 3 s for more members.
         "group.initial.rebalance.delay.ms": "0",
+        # The new group protocol (KIP-848) takes these from the broker, not the client: a
+        # crashed member leaves in 10 s (not 45) and assignments travel on 1 s heartbeats.
+        "group.consumer.session.timeout.ms": "10000",
+        "group.consumer.min.session.timeout.ms": "6000",
+        "group.consumer.heartbeat.interval.ms": "1000",
+        "group.consumer.min.heartbeat.interval.ms": "500",
         # Conveyor creates the topics it needs explicitly.
         "auto.create.topics.enable": "false",
         "delete.topic.enable": "true",

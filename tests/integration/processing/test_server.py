@@ -1,5 +1,6 @@
 """`conveyor server` runs an app as a process: it survives a SIGKILL without losing a
-message, commits on a graceful stop, and shares partitions with a second process."""
+message, commits on a graceful stop, and shares partitions with a second process — under
+both consumer group protocols (classic, and KIP-848's consumer)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from conveyor import Admin, Producer
 
 HERE = Path(__file__).parent
+PROTOCOLS = pytest.mark.parametrize("protocol", ["classic", "consumer"])
 
 
 class Server:
@@ -102,10 +104,13 @@ def stream(kafka_bootstrap: str, new_topic) -> tuple[str, dict[int, int]]:
     return topic, {p: 2_000 for p in range(4)}
 
 
-def test_a_killed_server_loses_nothing_after_restart(kafka_bootstrap: str, stream) -> None:
+@PROTOCOLS
+def test_a_killed_server_loses_nothing_after_restart(
+    kafka_bootstrap: str, stream, protocol: str
+) -> None:
     topic, counts = stream
     group = f"crash-{uuid.uuid4().hex[:8]}"
-    first = Server(topic, group, kafka_bootstrap, slow=0.02)
+    first = Server(topic, group, kafka_bootstrap, slow=0.02, GROUP_PROTOCOL=protocol)
     try:
         assert first.wait_for(lambda lines: sum(line.startswith("batch") for line in lines) >= 8)
     finally:
@@ -114,7 +119,7 @@ def test_a_killed_server_loses_nothing_after_restart(kafka_bootstrap: str, strea
     first_batches = first.batches()
     assert not covers(first_batches, counts), "the kill came mid-stream"
 
-    second = Server(topic, group, kafka_bootstrap)
+    second = Server(topic, group, kafka_bootstrap, GROUP_PROTOCOL=protocol)
     assert second.wait_for(lambda _lines: covers(first_batches + second.batches(), counts))
     assert second.stop() == 0
     both = first_batches + second.batches()
@@ -132,17 +137,18 @@ def test_a_killed_server_loses_nothing_after_restart(kafka_bootstrap: str, strea
         assert resumed_at <= done_before + 1
 
 
+@PROTOCOLS
 def test_a_graceful_stop_commits_so_a_restart_reads_nothing_twice(
-    kafka_bootstrap: str, stream
+    kafka_bootstrap: str, stream, protocol: str
 ) -> None:
     topic, counts = stream
     group = f"graceful-{uuid.uuid4().hex[:8]}"
-    first = Server(topic, group, kafka_bootstrap)
+    first = Server(topic, group, kafka_bootstrap, GROUP_PROTOCOL=protocol)
     assert first.wait_for(lambda _lines: covers(first.batches(), counts))
     assert first.stop(signal.SIGTERM) == 0
     assert any(line.startswith("shutdown") for line in first.lines)
 
-    second = Server(topic, group, kafka_bootstrap)
+    second = Server(topic, group, kafka_bootstrap, GROUP_PROTOCOL=protocol)
     assert second.wait_for(lambda lines: any(line.startswith("assigned") for line in lines))
     with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
         marker = producer.produce_sync(topic=topic, payload=b"marker", partition=0)
@@ -151,18 +157,19 @@ def test_a_graceful_stop_commits_so_a_restart_reads_nothing_twice(
     assert second.batches() == [(0, marker.offset, marker.offset)]
 
 
+@PROTOCOLS
 def test_two_servers_share_partitions_and_the_survivor_takes_over(
-    kafka_bootstrap: str, stream
+    kafka_bootstrap: str, stream, protocol: str
 ) -> None:
     topic, _counts = stream
     group = f"share-{uuid.uuid4().hex[:8]}"
-    first = Server(topic, group, kafka_bootstrap, slow=0.05)
+    first = Server(topic, group, kafka_bootstrap, slow=0.05, GROUP_PROTOCOL=protocol)
     second = None
     try:
         assert first.wait_for(
             lambda lines: any(line == "assigned 0,1,2,3" or line.count(",") == 3 for line in lines)
         )
-        second = Server(topic, group, kafka_bootstrap, slow=0.05)
+        second = Server(topic, group, kafka_bootstrap, slow=0.05, GROUP_PROTOCOL=protocol)
         assert second.wait_for(
             lambda lines: any(
                 line.startswith("assigned ") and line != "assigned " for line in lines
@@ -177,16 +184,21 @@ def test_two_servers_share_partitions_and_the_survivor_takes_over(
             if p
         }
         assert 0 < len(assigned_to_second) < 4, "the partitions are shared"
+        before_leaving = len(first.lines)
         assert second.stop() == 0
         second = None
 
-        # The survivor gets the partitions of the one that left.
+        # The survivor gets the partitions of the one that left (all of them again under the
+        # classic protocol's eager rebalance, only the freed ones under KIP-848's incremental one)
         def took_over(lines: list[str]) -> bool:
-            assignments = [line for line in lines if line.startswith("assigned ")]
-            return (
-                len(assignments) >= 3
-                and {int(p) for p in assignments[-1].split()[1].split(",")} >= assigned_to_second
-            )
+            gained = {
+                int(p)
+                for line in lines[before_leaving:]
+                if line.startswith("assigned ")
+                for p in line.split()[1].split(",")
+                if p
+            }
+            return gained >= assigned_to_second
 
         assert first.wait_for(took_over)
     finally:

@@ -24,6 +24,7 @@ def test_server_properties_for_a_single_local_node(tmp_path: Path) -> None:
     assert settings["controller.quorum.voters"] == "1@127.0.0.1:19093"
     assert settings["auto.create.topics.enable"] == "false"
     assert settings["group.initial.rebalance.delay.ms"] == "0"
+    assert settings["group.consumer.session.timeout.ms"] == "10000"  # KIP-848 groups, 10 s
     assert settings["offsets.topic.replication.factor"] == "1"
     assert settings["transaction.state.log.replication.factor"] == "1"
     assert settings["log.dirs"] == str(tmp_path / "kraft")
