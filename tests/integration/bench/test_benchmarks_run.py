@@ -25,6 +25,7 @@ BENCH = Path(__file__).parents[3] / "bench"
         ("rpc", []),
         ("virtual_partitions", ["--scale", "0.1", "--seconds", "0.5", "--lanes", "1,4"]),
         ("connector_latency", ["--seconds", "0.5", "--only", "broadcast, 64 lanes"]),
+        ("scaling", ["--messages", "3000", "--nodes", "1,2"]),
     ],
 )
 def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstrap: str) -> None:
