@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BrokerLayout", "default_data_dir"]
+__all__ = ["BrokerLayout", "NodeRole", "default_data_dir"]
 
 MARKER_NAME = ".conveyor-broker"
 
@@ -68,28 +68,44 @@ class BrokerLayout:
         return self.logs_dir / "console.log"
 
 
-def render_server_properties(layout: BrokerLayout, port: int, controller_port: int) -> str:
-    """A single-node KRaft broker and controller on 127.0.0.1, tuned for one machine."""
+@dataclass(frozen=True)
+class NodeRole:
+    """One node's place in a local cluster: its id, the controller quorum's voters
+    (``1@127.0.0.1:19192,2@...``) and how many nodes there are (which sets the replication)."""
+
+    node_id: int
+    voters: str
+    nodes: int
+
+
+def render_server_properties(
+    layout: BrokerLayout, port: int, controller_port: int, role: NodeRole | None = None
+) -> str:
+    """A KRaft broker and controller on 127.0.0.1, tuned for one machine: a single node, or
+    with ``role`` one node of a local cluster (every node a voter of the controller quorum;
+    three replicas and two in sync for every topic, internal ones included)."""
+    replicas = min(3, role.nodes) if role else 1
+    in_sync = max(1, replicas - 1)
     settings = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "node.id": str(role.node_id if role else 1),
+        "controller.quorum.voters": role.voters if role else f"1@127.0.0.1:{controller_port}",
         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(layout.kraft_dir),
-        # One broker: every internal topic has one replica.
-        "offsets.topic.replication.factor": "1",
+        # One broker: one replica of everything; a cluster: three, two of them in sync.
+        "offsets.topic.replication.factor": str(replicas),
         "offsets.topic.num.partitions": "10",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(in_sync),
         "transaction.state.log.num.partitions": "10",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
+        "share.coordinator.state.topic.replication.factor": str(replicas),
+        "share.coordinator.state.topic.min.isr": str(in_sync),
+        "default.replication.factor": str(replicas),
+        "min.insync.replicas": str(in_sync),
         "num.partitions": "1",
         # Groups form at once instead of waiting 3 s for more members.
         "group.initial.rebalance.delay.ms": "0",
@@ -107,6 +123,10 @@ def render_server_properties(layout: BrokerLayout, port: int, controller_port: i
         "num.recovery.threads.per.data.dir": "1",
         "log.retention.hours": "168",
     }
+    if role:
+        # a restarted node catches up and leads its partitions again without a manual step
+        settings["auto.leader.rebalance.enable"] = "true"
+        settings["leader.imbalance.check.interval.seconds"] = "10"
     lines = ["# Written by `conveyor broker start`; rewritten on every start."]
     lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from conveyor.broker.layout import (
     BrokerLayout,
+    NodeRole,
     default_data_dir,
     render_log4j2,
     render_server_properties,
@@ -97,12 +98,21 @@ class DevelopmentBroker:
         data_dir: Path | str | None = None,
         port: int = DEFAULT_PORT,
         heap: str = DEFAULT_HEAP,
+        *,
+        role: NodeRole | None = None,
+        controller_port: int | None = None,
+        cluster_id: str | None = None,
     ) -> None:
+        """``role``, ``controller_port`` and ``cluster_id`` make it one node of a
+        :class:`~conveyor.broker.cluster.LocalCluster` (fixed ports, a shared cluster id)."""
         if not 0 < port < 65536:
             raise ValueError(f"port must be between 1 and 65535, got {port}")
         self.layout = BrokerLayout(Path(data_dir).expanduser() if data_dir else default_data_dir())
         self.port = port
         self.heap = heap
+        self.role = role
+        self.controller_port = controller_port
+        self.cluster_id = cluster_id
 
     @property
     def data_dir(self) -> Path:
@@ -157,29 +167,44 @@ class DevelopmentBroker:
             BrokerDataError: the data folder is corrupt or not Conveyor's.
             BrokerStartError: the JVM exited, or did not answer within ``timeout`` seconds.
         """
+        deadline = time.monotonic() + timeout
+        outcome = self.launch(on_progress)
+        if not outcome.already_running:
+            self.wait_until_ready(outcome.status, deadline - time.monotonic(), on_progress)
+        return outcome
+
+    def launch(self, on_progress: ProgressCallback | None = None) -> StartOutcome:
+        """Spawn the JVM unless it already runs, without waiting for it to answer (the nodes
+        of a cluster answer only once a majority of them runs); see :meth:`start`."""
         progress = on_progress or (lambda _message: None)
         self.layout.root.parent.mkdir(parents=True, exist_ok=True)
         lock_path = self.layout.root.parent / f".{self.layout.root.name}.lock"
         with open(lock_path, "w") as lock:
             # Two commands starting the same broker at once: the second finds it running.
             fcntl.flock(lock, fcntl.LOCK_EX)
-            return self._start_locked(timeout, progress)
+            existing = self.status()
+            if existing is not None:
+                return StartOutcome(existing, already_running=True)
+            return StartOutcome(self._launch_locked(progress), already_running=False)
 
-    def _start_locked(self, timeout: float, progress: ProgressCallback) -> StartOutcome:
-        existing = self.status()
-        if existing is not None:
-            return StartOutcome(existing, already_running=True)
-        deadline = time.monotonic() + timeout
-        java = find_java()
+    def check_ports_free(self) -> None:
+        """Raise :class:`BrokerPortBusyError` (naming the port and what holds it) when its
+        port, or its fixed controller port, is taken."""
         self._check_port_free(self.port)
+        if self.controller_port is not None:
+            self._check_port_free(self.controller_port)
+
+    def _launch_locked(self, progress: ProgressCallback) -> BrokerStatus:
+        java = find_java()
+        self.check_ports_free()
         libs = ensure_kafka_jars(progress)
         self._prepare_data_dir()
         if not self.layout.meta_properties.exists():
             progress(f"formatting KRaft storage in {self.layout.kraft_dir}")
             self._format_storage(java, libs)
-        controller_port = _free_port()
+        controller_port = self.controller_port or _free_port()
         self.layout.server_properties.write_text(
-            render_server_properties(self.layout, self.port, controller_port)
+            render_server_properties(self.layout, self.port, controller_port, self.role)
         )
         self.layout.log4j_config.write_text(render_log4j2(self.layout))
         progress(f"starting Kafka {KAFKA_VERSION} on {_HOST}:{self.port}")
@@ -193,13 +218,20 @@ class DevelopmentBroker:
             started_at=time.time(),
         )
         self.layout.state_file.write_text(json.dumps(asdict(status), indent=2) + "\n")
+        return status
+
+    def wait_until_ready(
+        self, status: BrokerStatus, timeout: float, on_progress: ProgressCallback | None = None
+    ) -> None:
+        """Wait until the launched broker answers with itself in the cluster's metadata; kill
+        it when it does not within ``timeout`` seconds or exits (the error says why)."""
+        progress = on_progress or (lambda _message: None)
         try:
-            self._wait_until_ready(status, deadline, progress)
+            self._wait_until_ready(status, time.monotonic() + timeout, progress)
         except BaseException:
-            self._kill(pid)
+            self._kill(status.pid)
             self.layout.state_file.unlink(missing_ok=True)
             raise
-        return StartOutcome(status, already_running=False)
 
     def _check_port_free(self, port: int) -> None:
         if _port_is_free(port):
@@ -242,10 +274,14 @@ class DevelopmentBroker:
             )
 
     def _format_storage(self, java: Path, libs: Path) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = self.cluster_id or new_cluster_id()
         config = self.layout.server_properties
         # The formatter reads the same properties the broker will run with.
-        config.write_text(render_server_properties(self.layout, self.port, _free_port()))
+        config.write_text(
+            render_server_properties(
+                self.layout, self.port, self.controller_port or _free_port(), self.role
+            )
+        )
         self.layout.log4j_config.write_text(render_log4j2(self.layout))
         command = [
             str(java),
@@ -430,6 +466,11 @@ class DevelopmentBroker:
         except OSError:
             return False
         return b"kafka.Kafka" in args and str(self.layout.server_properties).encode() in args
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, base64url without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 def min_heap(heap: str) -> str:

@@ -8,12 +8,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from conveyor.broker import KAFKA_VERSION, DevelopmentBroker, ensure_kafka_jars
+from conveyor.broker.cluster import DEFAULT_CLUSTER_PORT, MAX_NODES, LocalCluster
 from conveyor.broker.process import DEFAULT_HEAP, DEFAULT_PORT, BrokerStatus
-from conveyor.cli.output import console, error_console, key_value_table, progress
+from conveyor.cli.output import console, error_console, key_value_table, progress, table
 from conveyor.errors import BrokerNotRunningError
 
 __all__ = ["broker"]
@@ -47,13 +49,43 @@ def broker() -> None:
     """The development broker: a real Apache Kafka (KRaft) in a background JVM."""
 
 
+_node_option = click.option(
+    "--node", type=click.IntRange(1, MAX_NODES), default=None,
+    help="Only this node of the local cluster (see --nodes).",
+)  # fmt: skip
+
+
 @broker.command()
-@_port_option
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=None,
+    help=f"Port of the PLAINTEXT listener on 127.0.0.1 [default: {DEFAULT_PORT}; for a cluster "
+    f"{DEFAULT_CLUSTER_PORT}, node k on port + k - 1]",
+)  # fmt: skip
 @_data_dir_option
 @_timeout_option
 @click.option("--heap", default=DEFAULT_HEAP, show_default=True, help="Maximum JVM heap (-Xmx).")
-def start(port: int, data_dir: Path | None, timeout: float, heap: str) -> None:
-    """Start the broker (fetching Kafka with Maven the first time) and wait until it answers."""
+@click.option(
+    "--nodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
+    help="More than one: a local cluster (3: three replicas, min.insync.replicas=2), in "
+    "~/.local/share/conveyor/cluster unless --data-dir.",
+)  # fmt: skip
+@_node_option
+def start(
+    port: int | None,
+    data_dir: Path | None,
+    timeout: float,
+    heap: str,
+    nodes: int,
+    node: int | None,
+) -> None:
+    """Start the broker (fetching Kafka with Maven the first time) and wait until it answers.
+
+    With --nodes 3, a local cluster of three brokers; with --node K, node K of that cluster
+    again (after `conveyor broker stop --node K`)."""
+    if nodes > 1 or node is not None:
+        _start_cluster(data_dir, nodes, port, timeout, heap, node)
+        return
+    port = port or DEFAULT_PORT
     development_broker = DevelopmentBroker(data_dir, port=port, heap=heap)
     with progress(f"Kafka {KAFKA_VERSION} development broker") as report:
         outcome = development_broker.start(timeout=timeout, on_progress=report)
@@ -84,8 +116,19 @@ def start(port: int, data_dir: Path | None, timeout: float, heap: str) -> None:
     show_default=True,
     help="Seconds to wait for a graceful exit before killing the JVM.",
 )
-def stop(data_dir: Path | None, wipe: bool, timeout: float) -> None:
-    """Stop the broker and wait for it to exit; data stays unless --wipe."""
+@click.option(
+    "--cluster", "whole_cluster", is_flag=True, help="Stop every node of the local cluster."
+)
+@_node_option
+def stop(
+    data_dir: Path | None, wipe: bool, timeout: float, whole_cluster: bool, node: int | None
+) -> None:
+    """Stop the broker and wait for it to exit; data stays unless --wipe.
+
+    --cluster stops every node of the local cluster, --node K only node K (the others go on)."""
+    if whole_cluster or node is not None:
+        _stop_cluster(data_dir, wipe, timeout, node)
+        return
     development_broker = DevelopmentBroker(data_dir)
     with progress("Stopping the development broker"):
         stopped = development_broker.stop(timeout=timeout, wipe=wipe)
@@ -104,53 +147,66 @@ def stop(data_dir: Path | None, wipe: bool, timeout: float) -> None:
 @_data_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def status(data_dir: Path | None, as_json: bool) -> None:
-    """Show address, pid, version, data folder and uptime (exit code 3 when not running)."""
+    """Show address, pid, version, data folder and uptime, and a local cluster's nodes as a
+    table (exit code 3 when nothing runs)."""
+    cluster = LocalCluster(data_dir)
+    cluster_part: dict[str, Any] | None = None
+    if cluster.exists():
+        cluster_part = _cluster_status(cluster)
+        if not as_json:
+            _print_cluster(cluster, cluster_part)
+    cluster_running = bool(cluster_part and any(n["running"] for n in cluster_part["nodes"]))
+    if data_dir is not None and cluster_part is not None:  # the folder is a cluster's
+        if as_json:
+            click.echo(json.dumps({"running": cluster_running, "cluster": cluster_part}))
+        sys.exit(0 if cluster_running else 3)
     development_broker = DevelopmentBroker(data_dir)
     current = development_broker.status()
-    if current is None:
-        if as_json:
-            click.echo(json.dumps({"running": False, "data_dir": str(development_broker.data_dir)}))
-        else:
-            console.print(
-                f"The development broker is not running (data folder "
-                f"{development_broker.data_dir}).",
-                highlight=False,
-            )
-        sys.exit(3)
-    metadata = development_broker.metadata()
+    metadata = development_broker.metadata() if current is not None else None
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "running": True,
-                    "bootstrap_servers": current.bootstrap_servers,
-                    "pid": current.pid,
-                    "version": current.version,
-                    "data_dir": current.data_dir,
-                    "uptime_seconds": round(current.uptime, 1),
-                    "answering": metadata is not None,
-                    "cluster_id": metadata.cluster_id if metadata else None,
-                }
+        document: dict[str, Any] = {"running": current is not None}
+        if current is None:
+            document["data_dir"] = str(development_broker.data_dir)
+        else:
+            document.update(
+                bootstrap_servers=current.bootstrap_servers,
+                pid=current.pid,
+                version=current.version,
+                data_dir=current.data_dir,
+                uptime_seconds=round(current.uptime, 1),
+                answering=metadata is not None,
+                cluster_id=metadata.cluster_id if metadata else None,
+            )
+        if cluster_part is not None:
+            document["cluster"] = cluster_part
+        click.echo(json.dumps(document))
+    elif current is None:
+        console.print(
+            f"The development broker is not running (data folder {development_broker.data_dir}).",
+            highlight=False,
+        )
+    else:
+        console.print(
+            key_value_table(
+                "Development broker",
+                [
+                    ("address", current.bootstrap_servers),
+                    (
+                        "state",
+                        "[green]answering[/]"
+                        if metadata
+                        else "[yellow]running, not answering yet[/]",
+                    ),
+                    ("pid", str(current.pid)),
+                    ("version", f"Apache Kafka {current.version} (KRaft)"),
+                    ("cluster id", (metadata.cluster_id or "-") if metadata else "-"),
+                    ("data folder", current.data_dir),
+                    ("uptime", _duration(current.uptime)),
+                ],
             )
         )
-        return
-    console.print(
-        key_value_table(
-            "Development broker",
-            [
-                ("address", current.bootstrap_servers),
-                (
-                    "state",
-                    "[green]answering[/]" if metadata else "[yellow]running, not answering yet[/]",
-                ),
-                ("pid", str(current.pid)),
-                ("version", f"Apache Kafka {current.version} (KRaft)"),
-                ("cluster id", (metadata.cluster_id or "-") if metadata else "-"),
-                ("data folder", current.data_dir),
-                ("uptime", _duration(current.uptime)),
-            ],
-        )
-    )
+    if current is None and not cluster_running:
+        sys.exit(3)
 
 
 @broker.command()
@@ -219,6 +275,85 @@ def exec_(port: int, data_dir: Path | None, timeout: float, command: tuple[str, 
             with progress("Stopping the development broker this command started"):
                 development_broker.stop()
     sys.exit(code)
+
+
+def _start_cluster(
+    data_dir: Path | None, nodes: int, port: int | None, timeout: float, heap: str, node: int | None
+) -> None:
+    if node is not None:
+        cluster = LocalCluster(data_dir, heap=heap)
+        with progress(f"Node {node} of the local cluster") as report:
+            started = cluster.start_node(node, timeout=timeout, on_progress=report)
+        console.print(
+            f"Node {node} is ready at [bold]{started.bootstrap_servers}[/] (pid {started.pid}).",
+            highlight=False,
+        )
+        return
+    cluster = LocalCluster(data_dir, nodes=nodes, port=port or DEFAULT_CLUSTER_PORT, heap=heap)
+    with progress(f"Kafka {KAFKA_VERSION} local cluster of {nodes} nodes") as report:
+        cluster.start(timeout=max(timeout, 60.0 * nodes), on_progress=report)
+    _print_cluster(cluster, _cluster_status(cluster))
+    console.print(f"export {BOOTSTRAP_ENV}={cluster.shape.bootstrap_servers}", highlight=False)
+
+
+def _stop_cluster(data_dir: Path | None, wipe: bool, timeout: float, node: int | None) -> None:
+    cluster = LocalCluster(data_dir)
+    if not cluster.exists():
+        console.print(f"There is no local cluster in {cluster.root}.", highlight=False)
+        return
+    if node is not None:
+        if wipe:
+            raise click.UsageError("--wipe deletes a whole cluster: use it with --cluster")
+        with progress(f"Stopping node {node} of the local cluster"):
+            stopped = cluster.stop_node(node, timeout=timeout)
+        console.print(
+            f"Stopped node {node} at {stopped.bootstrap_servers} (pid {stopped.pid}); the "
+            "others go on."
+            if stopped
+            else f"Node {node} of the local cluster is not running.",
+            highlight=False,
+        )
+        return
+    with progress("Stopping the local cluster"):
+        stopped_nodes = cluster.stop(timeout=timeout, wipe=wipe)
+    console.print(f"Stopped {len(stopped_nodes)} node(s) of the local cluster.", highlight=False)
+    if wipe:
+        console.print(f"Deleted {cluster.root}.", highlight=False)
+
+
+def _cluster_status(cluster: LocalCluster) -> dict[str, Any]:
+    """The cluster's shape and each node's state, as ``status --json`` prints it."""
+    shape = cluster.shape
+    return {
+        "data_dir": str(cluster.root),
+        "cluster_id": shape.cluster_id,
+        "bootstrap_servers": shape.bootstrap_servers,
+        "nodes": [
+            {
+                "node": number,
+                "running": node is not None,
+                "address": f"127.0.0.1:{shape.broker_port(number)}",
+                "controller_port": shape.controller_port(number),
+                "pid": node.pid if node else None,
+                "uptime_seconds": round(node.uptime, 1) if node else None,
+            }
+            for number, node in cluster.nodes()
+        ],
+    }
+
+
+def _print_cluster(cluster: LocalCluster, part: dict[str, Any]) -> None:
+    rows = [
+        (str(node["node"]), node["address"],
+         "[green]running[/]" if node["running"] else "[red]stopped[/]",
+         str(node["pid"] or "-"), str(node["controller_port"]),
+         _duration(node["uptime_seconds"]) if node["running"] else "-")
+        for node in part["nodes"]
+    ]  # fmt: skip
+    console.print(table(
+        f"Local cluster {part['cluster_id']} ({cluster.root})",
+        ["node", "address", "state", "pid", "controller port", "uptime"], rows,
+    ))  # fmt: skip
 
 
 def _duration(seconds: float) -> str:

@@ -69,7 +69,10 @@ def test_scheduled_messages_arrive_on_time_and_cancelled_ones_never(
         wait_for("after")
     order = [p for _, p, _, _ in Arrivals.got]
     late = f"on time came {arrived - on_time:.3f} s after its time"
-    assert order == ["overdue", "on time", "after"], (order, late)  # overdue at once, each by its own time
+    assert order == ["overdue", "on time", "after"], (
+        order,
+        late,
+    )  # overdue at once, each by its own time
     assert on_time <= arrived + 0.005, "not before its time"
     assert key == b"k1"
     assert headers == {"trace": b"t1"}, "its own headers, none of the schedule's"

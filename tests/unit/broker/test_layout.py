@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from conveyor.broker.layout import BrokerLayout, default_data_dir, render_server_properties
+from conveyor.broker.cluster import ClusterShape
+from conveyor.broker.layout import (
+    BrokerLayout,
+    NodeRole,
+    default_data_dir,
+    render_server_properties,
+)
 from conveyor.broker.process import min_heap
 
 
@@ -44,3 +50,30 @@ def test_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_p
 )
 def test_initial_heap_is_a_quarter_of_the_maximum(heap: str, initial: str) -> None:
     assert min_heap(heap) == initial
+
+
+def test_a_cluster_node_votes_in_the_quorum_and_keeps_three_replicas(tmp_path: Path) -> None:
+    voters = "1@127.0.0.1:19192,2@127.0.0.1:19193,3@127.0.0.1:19194"
+    text = render_server_properties(
+        BrokerLayout(tmp_path), port=19093, controller_port=19193, role=NodeRole(2, voters, 3)
+    )
+    settings = _properties(text)
+    assert settings["node.id"] == "2"
+    assert settings["controller.quorum.voters"] == voters
+    assert settings["listeners"] == "PLAINTEXT://127.0.0.1:19093,CONTROLLER://127.0.0.1:19193"
+    for name in (
+        "default.replication.factor",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+    ):
+        assert settings[name] == "3", name
+    assert settings["min.insync.replicas"] == "2"
+    assert settings["transaction.state.log.min.isr"] == "2"
+
+
+def test_a_cluster_shape_places_each_node_on_its_ports() -> None:
+    shape = ClusterShape(nodes=3, port=19092, cluster_id="x")
+    assert [shape.broker_port(n) for n in (1, 2, 3)] == [19092, 19093, 19094]
+    assert [shape.controller_port(n) for n in (1, 2, 3)] == [19192, 19193, 19194]
+    assert shape.voters == "1@127.0.0.1:19192,2@127.0.0.1:19193,3@127.0.0.1:19194"
+    assert shape.bootstrap_servers == "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"

@@ -1,0 +1,255 @@
+"""A local cluster of three brokers (`conveyor broker start --nodes 3`): each node is shown
+and stopped and started on its own, new topics get three replicas with two in sync, and an
+app keeps producing (acks=all, idempotent) and consuming while one broker is stopped and
+started again — no acknowledged message lost, none written twice, each partition in order.
+
+Marked ``cluster`` (``pytest -m cluster`` runs them apart); ``make test`` runs them too."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from conveyor import Admin, App, Consumer, Producer
+from conveyor.broker.cluster import CONTROLLER_OFFSET, LocalCluster
+from conveyor.driver.handles import DeliveryHandle
+
+pytestmark = pytest.mark.cluster
+
+PARTITIONS = 3
+
+
+def conveyor(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "conveyor", *map(str, args)],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False,
+        env=dict(os.environ, COLUMNS="200"),
+    )  # fmt: skip
+
+
+def free_base(nodes: int = 3) -> int:
+    """A port from which ``nodes`` broker ports and their controller ports are free."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            base = int(sock.getsockname()[1])
+        if base + CONTROLLER_OFFSET + nodes > 65535:
+            continue
+        wanted = [base + n for n in range(nodes)] + [
+            base + CONTROLLER_OFFSET + n for n in range(nodes)
+        ]
+        if all(port_free(port) for port in wanted):
+            return base
+    raise RuntimeError("no free ports for a cluster")
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    root = tmp_path_factory.mktemp("cluster") / "data"
+    started = conveyor("broker", "start", "--nodes", "3", "--port", free_base(),
+                       "--data-dir", root, "--heap", "384m")  # fmt: skip
+    local = LocalCluster(root)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert f"export KAFKA_BOOTSTRAP_SERVERS={local.shape.bootstrap_servers}" in started.stdout
+        yield local
+    finally:
+        stopped = conveyor("broker", "stop", "--cluster", "--wipe", "--data-dir", root)
+        assert stopped.returncode == 0, stopped.stderr
+        assert not root.exists()
+
+
+def running(pid: int) -> bool:
+    """Whether a process runs: an exited one that nobody reaped yet (a zombie) does not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def status(cluster: LocalCluster) -> dict[int, dict[str, object]]:
+    shown = conveyor("broker", "status", "--json", "--data-dir", cluster.root)
+    return {node["node"]: node for node in json.loads(shown.stdout)["cluster"]["nodes"]}
+
+
+def test_status_shows_each_node_and_one_node_stops_and_starts(cluster: LocalCluster) -> None:
+    table = conveyor("broker", "status", "--data-dir", cluster.root)
+    assert table.returncode == 0, table.stderr
+    for number in (1, 2, 3):
+        assert f"127.0.0.1:{cluster.shape.broker_port(number)}" in table.stdout
+    assert table.stdout.count("running") == 3
+    pid = status(cluster)[2]["pid"]
+    assert isinstance(pid, int)
+
+    stopped = conveyor("broker", "stop", "--node", "2", "--data-dir", cluster.root)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "the others go on" in stopped.stdout
+    nodes = status(cluster)
+    assert [nodes[n]["running"] for n in (1, 2, 3)] == [True, False, True]
+    assert not running(pid), "the node's JVM has exited"
+
+    started = conveyor("broker", "start", "--node", "2", "--data-dir", cluster.root)
+    assert started.returncode == 0, started.stderr
+    assert all(node["running"] for node in status(cluster).values())
+
+
+def test_new_topics_have_three_replicas_two_of_them_in_sync(cluster: LocalCluster) -> None:
+    with Admin({"bootstrap.servers": cluster.shape.bootstrap_servers}) as admin:
+        admin.create_topic("replicated", 1, replication_factor=-1)  # the cluster's default
+        info = admin.topic_info("replicated")
+        assert len(info.partitions[0].replicas) == 3
+        configs = admin.describe_configs("topic", "replicated")
+        assert configs["min.insync.replicas"].value == "2"
+
+
+class Seen(Consumer):
+    """Records what it processes, for the test to read."""
+
+    seen: ClassVar[list[tuple[int, int, bytes]]] = []
+    changed: ClassVar[threading.Condition] = threading.Condition()
+
+    def consume(self) -> None:
+        with Seen.changed:
+            Seen.seen.extend((m.partition, m.offset, m.raw_payload or b"") for m in self.messages)
+            Seen.changed.notify_all()
+
+
+class Steady:
+    """Produces ``<partition>:<seq>`` round the partitions every few ms until stopped, and keeps
+    the handle of each, to know what Kafka acknowledged."""
+
+    def __init__(self, producer: Producer, topic: str) -> None:
+        self.producer, self.topic = producer, topic
+        self.handles: list[tuple[bytes, DeliveryHandle]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        seq = 0
+        while not self._stop.wait(0.004):  # a steady trickle, ~250 messages a second
+            partition = seq % PARTITIONS
+            payload = f"{partition}:{seq}".encode()
+            handle = self.producer.produce_async(
+                topic=self.topic, payload=payload, partition=partition
+            )
+            self.handles.append((payload, handle))
+            seq += 1
+
+    def wait_acknowledged(self, count: int, timeout: float = 120) -> None:
+        """Until the first ``count`` messages are produced and acknowledged."""
+        deadline = time.monotonic() + timeout
+        while len(self.handles) < count:  # the producer thread adds one every few ms
+            assert time.monotonic() < deadline, f"only {len(self.handles)} produced"
+            self._stop.wait(0.05)
+        for _, handle in list(self.handles)[:count]:
+            handle.wait(max(0.1, deadline - time.monotonic()))
+
+    def stop(self) -> list[bytes]:
+        """Stop producing; the payloads Kafka acknowledged."""
+        self._stop.set()
+        self._thread.join(10)
+        self.producer.flush(120)
+        acknowledged = []
+        for payload, handle in self.handles:
+            try:
+                handle.wait(60)
+                acknowledged.append(payload)
+            except Exception:  # not acknowledged: the test may not count on it
+                pass
+        return acknowledged
+
+
+def test_producing_and_consuming_go_on_while_a_broker_stops_and_starts(
+    cluster: LocalCluster,
+) -> None:
+    bootstrap = cluster.shape.bootstrap_servers
+    topic = f"survive-{os.getpid()}-{time.monotonic_ns()}"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topic(topic, PARTITIONS, replication_factor=3)
+    Seen.seen = []
+    app = App(
+        client_id="cluster-test",
+        kafka={"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+               "auto.offset.reset": "earliest", "session.timeout.ms": 10_000},
+        max_wait_time=0.2,
+    )  # fmt: skip
+    app.routes.topic(topic, Seen)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 2})  # fmt: skip
+    app.start()
+    steady = Steady(producer, topic)
+    try:
+        steady.wait_acknowledged(300)
+        cluster.stop_node(2)
+        before = len(steady.handles)
+        steady.wait_acknowledged(before + 500)  # acks=all goes on with two of three in sync
+        cluster.start_node(2)
+        steady.wait_acknowledged(len(steady.handles) + 300)
+    finally:
+        acknowledged = steady.stop()
+        producer.close(30)
+    try:
+        expected = set(acknowledged)
+        with Seen.changed:
+            assert Seen.changed.wait_for(
+                lambda: expected <= {payload for _, _, payload in Seen.seen}, 120
+            ), len(expected - {payload for _, _, payload in Seen.seen})
+    finally:
+        app.stop_and_wait()
+    assert len(acknowledged) >= 1100
+
+    # the log itself: every acknowledged message once (idempotence), each partition in order
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        logged = [
+            message.raw_payload or b""
+            for partition in range(PARTITIONS)
+            for message in admin.read_topic(topic, partition, 100_000, start_offset=0)
+        ]
+    assert len(logged) == len(set(logged)), "a message written twice"
+    assert set(acknowledged) <= set(logged)
+    # the consumer saw each partition in order (first sightings; a redelivery may repeat)
+    for partition in range(PARTITIONS):
+        sequence: list[int] = []
+        for seen_partition, _offset, payload in Seen.seen:
+            number = int(payload.split(b":")[1])
+            if seen_partition == partition and number not in sequence:
+                sequence.append(number)
+        assert sequence == sorted(sequence), f"partition {partition} out of order"
+
+
+def test_a_cluster_start_with_a_port_taken_says_which(tmp_path: Path) -> None:
+    base = free_base()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", base + 1))  # node 2's port
+        holder.listen()
+        started = conveyor("broker", "start", "--nodes", "3", "--port", base,
+                           "--data-dir", tmp_path / "c", "--heap", "256m")  # fmt: skip
+    try:
+        assert started.returncode != 0
+        assert f"Port {base + 1}" in started.stderr, started.stderr
+        assert "Traceback" not in started.stderr
+        nothing = conveyor("broker", "status", "--json", "--data-dir", tmp_path / "c")
+        assert not any(n["running"] for n in json.loads(nothing.stdout)["cluster"]["nodes"])
+    finally:
+        conveyor("broker", "stop", "--cluster", "--wipe", "--data-dir", tmp_path / "c")
