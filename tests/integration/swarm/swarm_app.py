@@ -3,7 +3,8 @@ to PROCESSED_DIR/<pid>.txt (flushed before the batch is marked); a message whose
 ``leak`` makes the node hold LEAK_MB megabytes for good; the first ``hang`` never returns.
 
 Configured by the environment: TOPIC, GROUP, KAFKA_BOOTSTRAP_SERVERS, PROCESSED_DIR, LEAK_MB,
-CONSUMING_TTL (liveness), and WEB_PREFIX (the nodes report to the web UI's topics under that prefix).
+CONSUMING_TTL (liveness), GROUP_PROTOCOL (with ``consumer`` the app's own session.timeout.ms
+is refused: the bad-input test) and WEB_PREFIX (the nodes report to the web UI's topics under that prefix).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ app = App(
         "group.id": os.environ["GROUP"],
         "session.timeout.ms": 6_000,
         "auto.commit.interval.ms": 200,
+        "group.protocol": os.environ.get("GROUP_PROTOCOL", "classic"),
     },
     concurrency=2,
     max_messages=20,

@@ -232,15 +232,17 @@ def test_a_stuck_node_stops_beating_and_is_replaced(
 
 
 def test_bad_input_is_refused_with_a_message(kafka_bootstrap: str) -> None:
-    for args, message in (
-        (["--nodes", "0"], "at least one node"),
-        (["--memory-limit", "lots"], "is not a size"),
+    for args, protocol, code, message in (
+        (["--nodes", "0"], "classic", 2, "at least one node"),  # a usage error
+        (["--memory-limit", "lots"], "classic", 2, "is not a size"),
+        ([], "consumer", 1, "session.timeout.ms is not a client setting"),  # the app's own
     ):
         done = subprocess.run(
             [sys.executable, "-m", "conveyor", "swarm", "--app", "swarm_app:app", *args],
             cwd=HERE, capture_output=True, text=True, timeout=60, check=False,
             env=dict(os.environ, TOPIC="t", GROUP="g", KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
-                     PROCESSED_DIR="/tmp", PYTHONPATH=str(HERE)),
+                     PROCESSED_DIR="/tmp", PYTHONPATH=str(HERE), GROUP_PROTOCOL=protocol),
         )  # fmt: skip
-        assert done.returncode == 2, done.stderr
+        assert done.returncode == code, done.stderr
         assert message in done.stderr
+        assert "Traceback" not in done.stderr
