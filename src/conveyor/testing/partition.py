@@ -1,0 +1,355 @@
+"""A consumer under test: built from its route, fed messages, run, and watched.
+
+:class:`TestPartition` stands where the engine's partition executor stands for a consumer.
+It records what the consumer asks of its partition (marks, pauses, resumes, seeks, dead
+letters) instead of doing it, and hands out the app's producers, which
+:func:`~conveyor.testing.capture` made capture what they are given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from conveyor.consumer import Consumer
+from conveyor.errors import ConfigurationError
+from conveyor.messages import Message, Messages, dead_letter_message
+from conveyor.producer.messages import (
+    encode_headers,
+    encode_key,
+    encode_payload,
+    encode_timestamp,
+)
+from conveyor.testing.capture import capture
+from conveyor.testing.records import Record, as_bytes, raw_headers
+
+if TYPE_CHECKING:
+    from conveyor.app import App
+    from conveyor.producer import Producer
+    from conveyor.routing.topic import Topic
+
+__all__ = [
+    "DeadLetter",
+    "Mark",
+    "Pause",
+    "Recorded",
+    "TestPartition",
+    "consume",
+    "consumer_for",
+    "produce",
+    "recorded",
+    "revoke",
+]
+
+_NO_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class Mark:
+    """``mark_as_consumed`` (``sync=False``) or ``mark_as_consumed_sync``: ``offset`` is the
+    one Kafka would hold next, one past the marked message."""
+
+    offset: int
+    sync: bool
+
+
+@dataclass(frozen=True)
+class Pause:
+    """``pause(offset, timeout)`` as the consumer called it."""
+
+    offset: int | None
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message the consumer moved to a dead letter queue (the copy is in ``produced``)."""
+
+    message: Message
+    topic: str
+    error: BaseException | None
+
+
+@dataclass
+class Recorded:
+    """What a consumer under test asked of its partition, in order."""
+
+    marks: list[Mark] = field(default_factory=list)
+    pauses: list[Pause] = field(default_factory=list)
+    resumes: int = 0
+    seeks: list[int] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    transactional: bool = False
+    """Whether a transaction committed an offset of the partition (then offsets are only
+    committed with transactions)."""
+
+    @property
+    def committed(self) -> int | None:
+        """The offset Kafka would hold for the group: the highest marked (``None``: none)."""
+        return max((mark.offset for mark in self.marks), default=None)
+
+
+@dataclass
+class _Context:
+    settings: Any
+
+
+class TestPartition:
+    """The partition a consumer under test serves (see the module's text)."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    def __init__(self, app: App, route: Topic, topic: str, partition: int) -> None:
+        self.app = app
+        self.route = route
+        self.topic = topic
+        self.partition = partition
+        self.context = _Context(app.settings)
+        self.recorded = Recorded()
+        self.attempt = 0
+        self.revoked = False
+        self.batch: list[Record] = []
+        self.next_offset = 0
+        self.consumer: Consumer | None = None
+
+    @property
+    def group_id(self) -> str:
+        return self.route.consumer_group
+
+    def producer(self) -> Producer:
+        return self.app.producer
+
+    def transactional_producer(self) -> Producer:
+        return self.app.transactional_producer
+
+    def mark(self, next_offset: int, sync: bool) -> bool:
+        if self.revoked:
+            return False
+        self.recorded.marks.append(Mark(next_offset, sync))
+        return True
+
+    def request_pause(self, offset: int | None, timeout: float | None) -> None:
+        self.recorded.pauses.append(Pause(offset, timeout))
+
+    def request_resume(self) -> None:
+        self.recorded.resumes += 1
+
+    def request_seek(self, offset: int) -> None:
+        self.recorded.seeks.append(offset)
+
+    def dispatch_to_dlq(
+        self, message: Message, dlq_topic: str, error: BaseException | None = None
+    ) -> None:
+        copy = dead_letter_message(message, dlq_topic, self.group_id, self.attempt, error)
+        if self.consumer is not None:
+            enhanced = self.consumer.enhance_dlq_message(copy, message)
+            copy = copy if enhanced is None else enhanced
+        self.producer().produce_sync(**copy)
+        self.recorded.dead_letters.append(DeadLetter(message, dlq_topic, error))
+        self.mark(message.offset + 1, sync=False)
+
+    def offsets_in_transactions(self) -> None:
+        self.recorded.transactional = True
+
+    def group_metadata(self) -> None:
+        return None
+
+    def forget_group_metadata(self) -> None:
+        return None
+
+    def messages(self) -> Messages:
+        return Messages(list(self.batch), self.route.deserializers, self.topic, self.partition, 0)
+
+
+def consumer_for(
+    app: App, topic: str, partition: int = 0, *, consumer_group: str | None = None
+) -> Consumer:
+    """A new instance of the consumer ``app`` routes ``topic`` to, serving ``partition``,
+    without a broker. Feed it with :func:`produce`, run it with :func:`consume` (or call its
+    ``consume()``), and read :func:`recorded` and :func:`~conveyor.testing.produced`.
+
+    The app's producers capture instead of sending from now on (:func:`capture`).
+
+    Raises:
+        ConfigurationError: the app does not consume ``topic`` (the message lists what it
+            consumes), or more than one consumer group does and ``consumer_group`` is missing.
+    """
+    routes = [
+        route
+        for route in app.routes
+        if route.consumer_class is not None
+        and (route.name == topic or (route.pattern is not None and route.matches(topic)))
+        and (consumer_group is None or route.consumer_group == consumer_group)
+    ]
+    if not routes:
+        known = ", ".join(sorted({route.name for route in app.routes})) or "nothing"
+        raise ConfigurationError(
+            f"the app does not consume {topic!r}"
+            + (f" in consumer group {consumer_group!r}" if consumer_group else "")
+            + f" (its routes: {known})",
+            "topic",
+        )
+    if len(routes) > 1:
+        groups = ", ".join(route.consumer_group for route in routes)
+        raise ConfigurationError(
+            f"{topic!r} is consumed by more than one consumer group ({groups}): "
+            "say which with consumer_group=...",
+            "consumer_group",
+        )
+    route = routes[0]
+    if not isinstance(partition, int) or partition < 0:
+        raise ConfigurationError(f"partition must be 0 or more, not {partition!r}", "partition")
+    capture(app)
+    assert route.consumer_class is not None
+    instance = route.consumer_class()
+    executor = TestPartition(app, route, topic, partition)
+    executor.consumer = instance
+    instance.topic = topic
+    instance.partition = partition
+    instance.route = route
+    instance.app = app
+    instance._executor = executor  # type: ignore[assignment]
+    instance.messages = executor.messages()
+    return instance
+
+
+def _partition_of(consumer: Consumer) -> TestPartition:
+    executor = getattr(consumer, "_executor", None)
+    if not isinstance(executor, TestPartition):
+        raise ConfigurationError(
+            f"{consumer!r} was not made by testing.consumer_for(app, topic)", "consumer"
+        )
+    return executor
+
+
+def produce(
+    consumer: Consumer,
+    payload: Any = None,
+    *,
+    key: Any = None,
+    headers: Any = None,
+    partition: int | None = None,
+    timestamp: datetime | int | None = None,
+    offset: int | None = None,
+) -> Message:
+    """Add a message to the batch ``consumer`` sees next, as Kafka would hand it over: the
+    payload serialized as the app's producer would (JSON for what is not bytes or text) and
+    decoded by the route's deserializers when the consumer reads it, so a deserializer is
+    tested too. ``payload`` may also be a :class:`~conveyor.Message` (one from
+    :func:`~conveyor.testing.produced`, say): its raw payload, key and headers are used.
+
+    Offsets follow on from the last one (``offset`` sets one, past the last); ``partition``
+    moves a consumer whose batch is empty to that partition; ``timestamp`` is an aware
+    datetime or milliseconds since the epoch (default: now). Returns the message.
+
+    Raises:
+        InvalidMessageError: the payload, key, headers or timestamp could not be produced.
+        ConfigurationError: a partition other than the batch's, or an offset not past the last.
+    """
+    executor = _partition_of(consumer)
+    if isinstance(payload, Message):
+        payload, key, headers = payload.raw_payload, payload.raw_key, payload.raw_headers
+    if partition is not None and partition != executor.partition:
+        if executor.batch:
+            raise ConfigurationError(
+                f"the batch holds messages of partition {executor.partition}: a batch is one "
+                "partition's (run it first, or make another consumer_for that partition)",
+                "partition",
+            )
+        executor.partition = consumer.partition = partition
+    if offset is not None and offset < executor.next_offset:
+        raise ConfigurationError(
+            f"offset {offset} is not past the last one ({executor.next_offset - 1})", "offset"
+        )
+    serializer = executor.app.producer.settings.serializer
+    value = encode_payload(payload, serializer, _NO_LIMIT)
+    raw_key = None if key is None else encode_key(key)
+    record = _record(executor, value, raw_key, headers, timestamp, offset)
+    executor.batch.append(record)
+    executor.next_offset = record.offset() + 1
+    consumer.messages = executor.messages()
+    return Message(record, executor.route.deserializers)
+
+
+def _record(
+    executor: TestPartition,
+    value: bytes | str | None,
+    key: bytes | str | None,
+    headers: Any,
+    timestamp: datetime | int | None,
+    offset: int | None,
+) -> Record:
+    checked = encode_headers(headers) if headers is not None else None
+    milliseconds = encode_timestamp(timestamp) or None
+    return Record(
+        executor.topic, executor.partition,
+        executor.next_offset if offset is None else offset,
+        as_bytes(value), as_bytes(key), raw_headers(checked), milliseconds,
+    )  # fmt: skip
+
+
+def consume(consumer: Consumer) -> None:
+    """Run ``consumer.consume()`` on the batch fed so far, as the engine does: an ``async def``
+    one on an event loop; when it returns, the batch's last offset is marked (unless the route
+    has ``manual_offset_management``) and the next :func:`produce` starts a new batch. When it
+    raises, the exception reaches the test and the batch stays, so running it again is the
+    retry (``consumer.attempt`` counts up, ``consumer.retrying`` is true).
+
+    Raises:
+        ConfigurationError: nothing was fed, or called inside a running event loop (there,
+            ``await consumer.consume()``).
+    """
+    executor = _partition_of(consumer)
+    if not executor.batch:
+        raise ConfigurationError(
+            "nothing to consume: feed the consumer with testing.produce(consumer, ...)", "messages"
+        )
+    consumer.messages = executor.messages()
+    try:
+        result = consumer.consume()
+        if inspect.isawaitable(result):
+            _run(result)
+    except BaseException:
+        executor.attempt += 1
+        raise
+    if not executor.route.manual_offset_management:
+        executor.mark(executor.batch[-1].offset() + 1, sync=False)
+    executor.batch.clear()
+    executor.attempt = 0
+
+
+def _run(awaitable: Any) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+
+        async def wrapped() -> None:
+            await awaitable
+
+        asyncio.run(wrapped())
+        return
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()  # never awaited: no warning about it
+    raise ConfigurationError(
+        "testing.consume() runs its own event loop: in an async test, await consumer.consume()",
+        "consume",
+    )
+
+
+def revoke(consumer: Consumer) -> None:
+    """Take the partition from ``consumer`` as a rebalance would: ``is_revoked()`` turns true,
+    marks are refused (they return False), and its ``revoked()`` hook runs."""
+    executor = _partition_of(consumer)
+    executor.revoked = True
+    result = consumer.revoked()
+    if inspect.isawaitable(result):
+        _run(result)
+
+
+def recorded(consumer: Consumer) -> Recorded:
+    """What ``consumer`` asked of its partition so far: marks, pauses, resumes, seeks and dead
+    letters (see :class:`Recorded`)."""
+    return _partition_of(consumer).recorded

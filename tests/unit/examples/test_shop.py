@@ -1,0 +1,69 @@
+"""The example shop's consumers, tested as a user would test them: ``conveyor.testing``
+builds each route's consumer, feeds it raw messages and captures what it produces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from conveyor import App, Consumer, testing
+
+
+def test_each_order_becomes_a_payment_keyed_like_the_order(
+    conveyor_app: App, conveyor_consumer: Callable[..., Consumer]
+) -> None:
+    orders = conveyor_consumer("shop-orders", partition=1)
+    testing.produce(orders, {"run": "r1", "order": 1, "quantity": 2}, key="customer-7")
+    testing.produce(orders, {"run": "r1", "order": 2, "quantity": 1}, key="customer-8")
+    testing.produce(orders, {"run": "r1", "order": 3, "quantity": 4}, key="customer-7")
+    testing.consume(orders)
+
+    payments = testing.produced(conveyor_app, "shop-payments")
+    assert [(p.key, p.payload["order"], p.payload["amount"]) for p in payments] == [
+        ("customer-7", 1, 19.0), ("customer-8", 2, 9.5), ("customer-7", 3, 38.0),
+    ]  # fmt: skip
+    # a customer's payments share a partition (of the three the route declares), in order
+    sevens = [p for p in payments if p.key == "customer-7"]
+    assert sevens[0].partition == sevens[1].partition
+    assert sevens[0].offset < sevens[1].offset
+    assert testing.recorded(orders).committed == 3, "the batch is marked after consume()"
+    assert isinstance(conveyor_app.producer, testing.CapturingProducer), "nothing was sent"
+
+
+def test_payments_are_totalled_per_run(conveyor_consumer: Callable[..., Consumer]) -> None:
+    from shop.app import ledger  # noqa: PLC0415
+
+    payments = conveyor_consumer("shop-payments")
+    for amount in (19.0, 9.5):
+        testing.produce(payments, {"run": "r-total", "order": 1, "amount": amount}, key="c")
+    testing.consume(payments)
+    assert ledger.payments["r-total"] == 2
+    assert ledger.amounts["r-total"] == 28.5
+
+
+def test_an_order_without_a_quantity_fails_the_batch_and_nothing_is_marked(
+    conveyor_app: App, conveyor_consumer: Callable[..., Consumer]
+) -> None:
+    orders = conveyor_consumer("shop-orders")
+    testing.produce(orders, {"run": "r2", "order": 1}, key="c")
+    with pytest.raises(KeyError, match="quantity"):
+        testing.consume(orders)
+    assert testing.recorded(orders).committed is None, "retried, not skipped"
+    assert orders.attempt == 2, "the next run is the retry"
+    assert testing.produced(conveyor_app) == []
+
+
+def test_a_payment_goes_on_to_the_payments_consumer(
+    conveyor_app: App, conveyor_consumer: Callable[..., Consumer]
+) -> None:
+    from shop.app import ledger  # noqa: PLC0415
+
+    orders = conveyor_consumer("shop-orders")
+    testing.produce(orders, {"run": "r3", "order": 9, "quantity": 1}, key="c-9")
+    testing.consume(orders)
+    [payment] = testing.produced(conveyor_app, "shop-payments")
+    payments = conveyor_consumer("shop-payments", partition=payment.partition)
+    testing.produce(payments, payment)  # the produced message itself, bytes as they were
+    testing.consume(payments)
+    assert ledger.payments["r3"] == 1
