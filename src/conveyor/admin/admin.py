@@ -388,6 +388,23 @@ class Admin:
         self._connection.set_group_offsets(name, offsets, self.timeout)
         return offsets
 
+    # -- users --------------------------------------------------------------------------------
+
+    def set_scram_credentials(
+        self, user: str, password: str, mechanism: str = "SCRAM-SHA-512", iterations: int = 8192
+    ) -> None:
+        """Create or change the SCRAM credentials ``user`` logs in with (``mechanism``:
+        ``SCRAM-SHA-256`` or ``SCRAM-SHA-512``). The password is sent to the broker, which keeps
+        only a salted hash.
+
+        Raises:
+            ConfigurationError: an unknown mechanism.
+            KafkaError: the broker refused (e.g. no SCRAM support, or not authorized).
+        """
+        self._connection.set_scram_credentials(
+            user, password, mechanism, iterations, self.timeout
+        ).wait(self.timeout + 5)
+
     def delete_consumer_group(self, name: str) -> None:
         self._connection.delete_group(name, self.timeout)
 

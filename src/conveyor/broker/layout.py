@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,22 +80,33 @@ class NodeRole:
 
 
 def render_server_properties(
-    layout: BrokerLayout, port: int, controller_port: int, role: NodeRole | None = None
+    layout: BrokerLayout,
+    port: int,
+    controller_port: int,
+    role: NodeRole | None = None,
+    secure: Mapping[str, int] | None = None,
+    secure_settings: Mapping[str, str] | None = None,
 ) -> str:
     """A KRaft broker and controller on 127.0.0.1, tuned for one machine: a single node, or
     with ``role`` one node of a local cluster (every node a voter of the controller quorum;
-    three replicas and two in sync for every topic, internal ones included)."""
+    three replicas and two in sync for every topic, internal ones included). ``secure`` adds
+    listeners (security protocol to port) configured by ``secure_settings`` (see
+    :mod:`conveyor.broker.security`)."""
     replicas = min(3, role.nodes) if role else 1
     in_sync = max(1, replicas - 1)
+    extra = dict(secure or {})
+    advertised = [f"PLAINTEXT://127.0.0.1:{port}"]
+    advertised += [f"{name}://127.0.0.1:{extra_port}" for name, extra_port in extra.items()]
+    protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", *(f"{n}:{n}" for n in extra)]
     settings = {
         "process.roles": "broker,controller",
         "node.id": str(role.node_id if role else 1),
         "controller.quorum.voters": role.voters if role else f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": ",".join([*advertised, f"CONTROLLER://127.0.0.1:{controller_port}"]),
+        "advertised.listeners": ",".join(advertised),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(protocols),
         "log.dirs": str(layout.kraft_dir),
         # One broker: one replica of everything; a cluster: three, two of them in sync.
         "offsets.topic.replication.factor": str(replicas),
@@ -123,6 +135,7 @@ def render_server_properties(
         "num.recovery.threads.per.data.dir": "1",
         "log.retention.hours": "168",
     }
+    settings.update(secure_settings or {})
     if role:
         # a restarted node catches up and leads its partitions again without a manual step
         settings["auto.leader.rebalance.enable"] = "true"

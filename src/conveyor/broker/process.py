@@ -29,6 +29,13 @@ from conveyor.broker.layout import (
 )
 from conveyor.broker.maven import KAFKA_VERSION, ensure_kafka_jars
 from conveyor.broker.probe import ClusterMetadata, ProbeError, probe_metadata
+from conveyor.broker.security import (
+    SECURITY_USER,
+    SecurityMaterial,
+    ensure_material,
+    security_ports,
+    security_properties,
+)
 from conveyor.broker.toolchain import find_java
 from conveyor.errors import (
     BrokerDataError,
@@ -58,6 +65,8 @@ class BrokerStatus:
     data_dir: str
     started_at: float
     """Wall-clock start time (seconds since the epoch)."""
+    secure_ports: dict[str, int] | None = None
+    """The secure listeners (protocol to port) when started with ``security=True``."""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -102,9 +111,11 @@ class DevelopmentBroker:
         role: NodeRole | None = None,
         controller_port: int | None = None,
         cluster_id: str | None = None,
+        security: bool = False,
     ) -> None:
         """``role``, ``controller_port`` and ``cluster_id`` make it one node of a
-        :class:`~conveyor.broker.cluster.LocalCluster` (fixed ports, a shared cluster id)."""
+        :class:`~conveyor.broker.cluster.LocalCluster` (fixed ports, a shared cluster id);
+        ``security`` adds SASL and TLS listeners (see :mod:`conveyor.broker.security`)."""
         if not 0 < port < 65536:
             raise ValueError(f"port must be between 1 and 65535, got {port}")
         self.layout = BrokerLayout(Path(data_dir).expanduser() if data_dir else default_data_dir())
@@ -113,6 +124,8 @@ class DevelopmentBroker:
         self.role = role
         self.controller_port = controller_port
         self.cluster_id = cluster_id
+        self.security = security
+        self._secure: tuple[dict[str, int], dict[str, str]] | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -189,23 +202,40 @@ class DevelopmentBroker:
 
     def check_ports_free(self) -> None:
         """Raise :class:`BrokerPortBusyError` (naming the port and what holds it) when its
-        port, or its fixed controller port, is taken."""
+        port, its fixed controller port or a secure listener's port is taken."""
         self._check_port_free(self.port)
         if self.controller_port is not None:
             self._check_port_free(self.controller_port)
+        if self.security:
+            for port in security_ports(self.port).values():
+                self._check_port_free(port)
+
+    @property
+    def security_folder(self) -> Path:
+        """Where ``security=True`` keeps its certificates and passwords."""
+        return self.layout.root / "security"
+
+    def security_material(self) -> SecurityMaterial | None:
+        """The certificates and passwords of the secure listeners (``None`` before the first
+        start with ``security=True``)."""
+        record = self.security_folder / "security.json"
+        if not record.exists():
+            return None
+        return SecurityMaterial(**json.loads(record.read_text()))
 
     def _launch_locked(self, progress: ProgressCallback) -> BrokerStatus:
         java = find_java()
         self.check_ports_free()
         libs = ensure_kafka_jars(progress)
         self._prepare_data_dir()
+        if self.security:
+            material = ensure_material(self.security_folder, java, progress)
+            self._secure = (security_ports(self.port), security_properties(material))
         if not self.layout.meta_properties.exists():
             progress(f"formatting KRaft storage in {self.layout.kraft_dir}")
             self._format_storage(java, libs)
         controller_port = self.controller_port or _free_port()
-        self.layout.server_properties.write_text(
-            render_server_properties(self.layout, self.port, controller_port, self.role)
-        )
+        self.layout.server_properties.write_text(self._properties(controller_port))
         self.layout.log4j_config.write_text(render_log4j2(self.layout))
         progress(f"starting Kafka {KAFKA_VERSION} on {_HOST}:{self.port}")
         pid = self._spawn(java, libs)
@@ -216,6 +246,7 @@ class DevelopmentBroker:
             version=KAFKA_VERSION,
             data_dir=str(self.layout.root),
             started_at=time.time(),
+            secure_ports=self._secure[0] if self._secure else None,
         )
         self.layout.state_file.write_text(json.dumps(asdict(status), indent=2) + "\n")
         return status
@@ -228,10 +259,22 @@ class DevelopmentBroker:
         progress = on_progress or (lambda _message: None)
         try:
             self._wait_until_ready(status, time.monotonic() + timeout, progress)
+            if status.secure_ports:
+                self._create_user(status, progress)
         except BaseException:
             self._kill(status.pid)
             self.layout.state_file.unlink(missing_ok=True)
             raise
+
+    def _create_user(self, status: BrokerStatus, progress: ProgressCallback) -> None:
+        """Store the SCRAM credential of the secure listeners' user (through PLAINTEXT)."""
+        from conveyor.admin import Admin  # noqa: PLC0415 - only brokers with security need it
+
+        material = self.security_material()
+        assert material is not None
+        progress(f"storing the SCRAM-SHA-512 credential of user {SECURITY_USER!r}")
+        with Admin({"bootstrap.servers": status.bootstrap_servers}, timeout=30) as admin:
+            admin.set_scram_credentials(SECURITY_USER, material.user_password)
 
     def _check_port_free(self, port: int) -> None:
         if _port_is_free(port):
@@ -277,11 +320,7 @@ class DevelopmentBroker:
         cluster_id = self.cluster_id or new_cluster_id()
         config = self.layout.server_properties
         # The formatter reads the same properties the broker will run with.
-        config.write_text(
-            render_server_properties(
-                self.layout, self.port, self.controller_port or _free_port(), self.role
-            )
-        )
+        config.write_text(self._properties(self.controller_port or _free_port()))
         self.layout.log4j_config.write_text(render_log4j2(self.layout))
         command = [
             str(java),
@@ -313,6 +352,12 @@ class DevelopmentBroker:
                 f"{self._data_dir_flag}` and start again, or use another `--data-dir`. "
                 "Kafka said:\n" + (result.stdout + result.stderr).strip()[-2000:]
             )
+
+    def _properties(self, controller_port: int) -> str:
+        ports, settings = self._secure or (None, None)
+        return render_server_properties(
+            self.layout, self.port, controller_port, self.role, ports, settings
+        )
 
     def _spawn(self, java: Path, libs: Path) -> int:
         argv = [

@@ -15,8 +15,10 @@ import click
 from conveyor.broker import KAFKA_VERSION, DevelopmentBroker, ensure_kafka_jars
 from conveyor.broker.cluster import DEFAULT_CLUSTER_PORT, MAX_NODES, LocalCluster
 from conveyor.broker.process import DEFAULT_HEAP, DEFAULT_PORT, BrokerStatus
+from conveyor.broker.security import SECURITY_USER, client_settings
 from conveyor.cli.output import console, error_console, key_value_table, progress, table
 from conveyor.errors import BrokerNotRunningError
+from conveyor.masking import mask
 
 __all__ = ["broker"]
 
@@ -70,6 +72,12 @@ _node_option = click.option(
     "~/.local/share/conveyor/cluster unless --data-dir.",
 )  # fmt: skip
 @_node_option
+@click.option(
+    "--security",
+    is_flag=True,
+    help="Also listen with SASL_PLAINTEXT (port + 1), SASL_SSL (port + 2) and SSL with client "
+    "certificates (port + 3); prints the client settings.",
+)
 def start(
     port: int | None,
     data_dir: Path | None,
@@ -77,16 +85,19 @@ def start(
     heap: str,
     nodes: int,
     node: int | None,
+    security: bool,
 ) -> None:
     """Start the broker (fetching Kafka with Maven the first time) and wait until it answers.
 
     With --nodes 3, a local cluster of three brokers; with --node K, node K of that cluster
-    again (after `conveyor broker stop --node K`)."""
+    again (after `conveyor broker stop --node K`). With --security, secure listeners too."""
     if nodes > 1 or node is not None:
+        if security:
+            raise click.UsageError("--security is for the single broker, not a local cluster")
         _start_cluster(data_dir, nodes, port, timeout, heap, node)
         return
     port = port or DEFAULT_PORT
-    development_broker = DevelopmentBroker(data_dir, port=port, heap=heap)
+    development_broker = DevelopmentBroker(data_dir, port=port, heap=heap, security=security)
     with progress(f"Kafka {KAFKA_VERSION} development broker") as report:
         outcome = development_broker.start(timeout=timeout, on_progress=report)
     status = outcome.status
@@ -104,6 +115,35 @@ def start(
             highlight=False,
         )
     console.print(f"export {BOOTSTRAP_ENV}={status.bootstrap_servers}", highlight=False)
+    if security and not status.secure_ports:
+        raise click.ClickException(
+            "the broker runs without the secure listeners (it was started without --security): "
+            "stop it with `conveyor broker stop` and start it again with --security"
+        )
+    if status.secure_ports:
+        _print_client_settings(development_broker, status)
+
+
+def _print_client_settings(development_broker: DevelopmentBroker, status: BrokerStatus) -> None:
+    """The secure listeners' client settings, secrets masked (in full in clients.json)."""
+    material = development_broker.security_material()
+    if material is None:
+        return
+    ways = client_settings(material, status.port)
+    saved = development_broker.security_folder / "clients.json"
+    saved.write_text(json.dumps(ways, indent=2) + "\n")
+    saved.chmod(0o600)
+    rows = [
+        (way, "\n".join(f"{name}={value}" for name, value in mask(settings).items()))
+        for way, settings in ways.items()
+    ]
+    console.print(table("Secure listeners: librdkafka settings", ["way in", "settings"], rows))
+    console.print(
+        f"User {SECURITY_USER!r} logs in with PLAIN or SCRAM-SHA-512; OAUTHBEARER takes any "
+        "unsecured JWT with a sub and an exp. The settings with their passwords: "
+        f"{saved}",
+        highlight=False,
+    )
 
 
 @broker.command()

@@ -21,13 +21,18 @@ from confluent_kafka.admin._config import (
     ConfigSource,
 )
 from confluent_kafka.admin._listoffsets import OffsetSpec
+from confluent_kafka.admin._scram import (
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.consumers import ask_watermarks
 from conveyor.driver.errors import configuration_error, to_conveyor_error
 from conveyor.driver.handles import FutureHandle
-from conveyor.errors import KafkaError
+from conveyor.errors import ConfigurationError, KafkaError
 
 __all__ = ["AdminConnection"]
 
@@ -72,6 +77,21 @@ class AdminConnection:
             [topic], operation_timeout=timeout, request_timeout=timeout
         )
         return FutureHandle(futures[name], f"create topic {name!r}")
+
+    def set_scram_credentials(
+        self, user: str, password: str, mechanism: str, iterations: int, timeout: float
+    ) -> FutureHandle[None]:
+        try:
+            kind = ScramMechanism[mechanism.replace("-", "_")]
+        except KeyError:
+            raise ConfigurationError(
+                f"mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512, not {mechanism!r}", "mechanism"
+            ) from None
+        upsert = UserScramCredentialUpsertion(
+            user, ScramCredentialInfo(kind, iterations), password.encode()
+        )
+        futures = self._admin.alter_user_scram_credentials([upsert], request_timeout=timeout)
+        return FutureHandle(futures[user], f"set the {mechanism} credentials of {user!r}")
 
     def delete_topic(self, name: str, timeout: float) -> FutureHandle[None]:
         futures = self._admin.delete_topics(

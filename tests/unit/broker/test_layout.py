@@ -14,6 +14,7 @@ from conveyor.broker.layout import (
     render_server_properties,
 )
 from conveyor.broker.process import min_heap
+from conveyor.broker.security import SecurityMaterial, security_ports, security_properties
 
 
 def _properties(text: str) -> dict[str, str]:
@@ -77,3 +78,22 @@ def test_a_cluster_shape_places_each_node_on_its_ports() -> None:
     assert [shape.controller_port(n) for n in (1, 2, 3)] == [19192, 19193, 19194]
     assert shape.voters == "1@127.0.0.1:19192,2@127.0.0.1:19193,3@127.0.0.1:19194"
     assert shape.bootstrap_servers == "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
+
+
+def test_secure_listeners_are_added_beside_plaintext(tmp_path: Path) -> None:
+    material = SecurityMaterial(str(tmp_path), "store-pw", "user-pw")
+    text = render_server_properties(
+        BrokerLayout(tmp_path), 29092, 29192, None, security_ports(29092),
+        security_properties(material),
+    )  # fmt: skip
+    lines = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    assert lines["advertised.listeners"] == (
+        "PLAINTEXT://127.0.0.1:29092,SASL_PLAINTEXT://127.0.0.1:29093,"
+        "SASL_SSL://127.0.0.1:29094,SSL://127.0.0.1:29095"
+    )
+    assert "CONTROLLER://127.0.0.1:29192" in lines["listeners"]
+    assert "SSL:SSL" in lines["listener.security.protocol.map"]
+    assert lines["inter.broker.listener.name"] == "PLAINTEXT"
+    assert lines["listener.name.ssl.ssl.client.auth"] == "required"
+    assert 'user_conveyor="user-pw"' in lines["listener.name.sasl_ssl.plain.sasl.jaas.config"]
+    assert lines["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-512,OAUTHBEARER"

@@ -1,0 +1,154 @@
+"""Secure connections against the development broker started with ``--security``: every
+client Conveyor makes (producer, the app's consumers, admin, iterator, RPC client) over
+SASL_SSL with SCRAM-SHA-512 and over SSL with a client certificate, and PLAIN over
+SASL_PLAINTEXT. The broker is one of the test's own, on free ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from conveyor import Admin, App, Consumer, Producer
+from conveyor.rpc import Client, Handlers
+
+pytestmark = pytest.mark.security
+
+
+def conveyor(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "conveyor", *map(str, args)],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False,
+        env=dict(os.environ, COLUMNS="200"),
+    )  # fmt: skip
+
+
+def free_block(size: int = 4) -> int:
+    """A port from which ``size`` ports in a row are free (the broker's and its secure ones)."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            base = int(sock.getsockname()[1])
+        if base + size < 65535 and all(port_free(base + n) for n in range(size)):
+            return base
+    raise RuntimeError("no free block of ports")
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The secured broker: ``plain`` (its PLAINTEXT bootstrap) and ``ways`` (client settings by
+    way in, from the clients.json that ``start --security`` writes)."""
+    root = tmp_path_factory.mktemp("secure") / "broker"
+    started = conveyor("broker", "start", "--security", "--port", free_block(),
+                       "--data-dir", root, "--heap", "384m")  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        ways = json.loads((root / "security" / "clients.json").read_text())
+        for settings in ways.values():
+            if "sasl.password" in settings:
+                assert settings["sasl.password"] not in started.stdout, "printed masked"
+        plain = started.stdout.split("KAFKA_BOOTSTRAP_SERVERS=")[1].split()[0]
+        yield {"plain": plain, "ways": ways}
+    finally:
+        conveyor("broker", "stop", "--wipe", "--data-dir", root)
+
+
+def new_topic(secure: dict[str, Any], partitions: int = 1) -> str:
+    name = f"secure-{uuid.uuid4().hex[:10]}"
+    with Admin({"bootstrap.servers": secure["plain"]}) as admin:
+        admin.create_topic(name, partitions)
+    return name
+
+
+class Collect(Consumer):
+    got: ClassVar[list[bytes]] = []
+    changed: ClassVar[threading.Condition] = threading.Condition()
+
+    def consume(self) -> None:
+        with Collect.changed:
+            Collect.got.extend(m.raw_payload or b"" for m in self.messages)
+            Collect.changed.notify_all()
+
+
+WAYS = ["SASL_SSL, SCRAM-SHA-512", "SSL, client certificate", "SASL_PLAINTEXT, PLAIN"]
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_producer_consumer_admin_and_iterator_over_a_secure_connection(
+    secure: dict[str, Any], way: str
+) -> None:
+    settings = secure["ways"][way]
+    topic = new_topic(secure, partitions=2)
+    with Admin(settings) as admin:  # the admin itself over the secure listener
+        assert topic in admin.list_topics()
+        assert admin.topic_info(topic).partition_count == 2
+    with Producer(settings) as producer:
+        reports = producer.produce_many_sync(
+            [{"topic": topic, "payload": f"m{n}".encode(), "key": f"k{n}"} for n in range(20)],
+            reports=True,
+        )
+    assert len(reports) == 20
+
+    Collect.got = []
+    app = App(client_id="secure", kafka={**settings, "group.id": f"g-{topic}",
+              "auto.offset.reset": "earliest"}, max_wait_time=0.1)  # fmt: skip
+    app.routes.topic(topic, Collect)
+    app.start()
+    try:
+        with Collect.changed:
+            assert Collect.changed.wait_for(lambda: len(Collect.got) >= 20, 60), Collect.got
+    finally:
+        app.stop_and_wait()
+    assert sorted(Collect.got) == sorted(f"m{n}".encode() for n in range(20))
+
+    read: list[bytes] = []
+    deadline = time.monotonic() + 60
+    with app.iterator({topic: {0: 0, 1: 0}}, yield_nil=True) as iterator:
+        for message in iterator:
+            if message is not None:
+                read.append(message.raw_payload or b"")
+            if len(read) >= 20 or time.monotonic() > deadline:
+                break
+    assert sorted(read) == sorted(Collect.got)
+
+
+def test_rpc_over_sasl_ssl(secure: dict[str, Any]) -> None:
+    settings = secure["ways"]["SASL_SSL, SCRAM-SHA-512"]
+    commands, results = new_topic(secure), new_topic(secure)
+    handlers = Handlers()
+
+    @handlers.register("add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    server = App(client_id="secure-rpc", kafka={**settings, "group.id": f"g-{commands}"},
+                 max_wait_time=0.05)  # fmt: skip
+    server.routes.rpc(commands, handlers, results_topic=results)
+    assigned = threading.Event()
+    server.monitor.subscribe("rebalance.partitions_assigned", lambda _e: assigned.set())
+    server.start()
+    try:
+        assert assigned.wait(60)
+        with Client(settings, commands_topic=commands, results_topic=results) as client:
+            assert client.call("add", 2, 3, timeout=30) == 5
+    finally:
+        server.stop_and_wait()
