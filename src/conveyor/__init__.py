@@ -12,6 +12,7 @@ from conveyor.app import App
 from conveyor.consumer import Consumer
 from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle, DeliveryReport
 from conveyor.errors import (
+    AuthenticationError,
     BatchDeliveryError,
     ConfigurationError,
     ConveyorError,
@@ -38,6 +39,7 @@ from conveyor.producer import Producer, Variant
 __all__ = [
     "Admin",
     "App",
+    "AuthenticationError",
     "BatchDeliveryError",
     "BatchDeliveryHandle",
     "ConfigurationError",

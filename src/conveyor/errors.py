@@ -30,6 +30,7 @@ Every message says what is wrong and what to do about it, in one paragraph.
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
     "BatchDeliveryError",
     "BrokerDataError",
     "BrokerError",
@@ -96,6 +97,12 @@ class KafkaError(ConveyorError):
         self.retriable = retriable
         self.fatal = fatal
         self.txn_requires_abort = txn_requires_abort
+
+
+class AuthenticationError(KafkaError):
+    """Kafka refused the client's credentials, or the TLS handshake failed (a certificate the
+    other side does not trust, or none where one is required). Raised at once, instead of
+    waiting for a timeout, by the client that met it; the message says what to check."""
 
 
 class DeliveryError(KafkaError):

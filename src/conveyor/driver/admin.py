@@ -30,9 +30,10 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.consumers import ask_watermarks
+from conveyor.driver.credentials import refusal, sliced_metadata
 from conveyor.driver.errors import configuration_error, to_conveyor_error
 from conveyor.driver.handles import FutureHandle
-from conveyor.errors import ConfigurationError, KafkaError
+from conveyor.errors import AuthenticationError, ConfigurationError, KafkaError
 
 __all__ = ["AdminConnection"]
 
@@ -52,12 +53,32 @@ class AdminConnection:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._config = dict(config)
-        settings = {**self._config, "logger": self._config.get("logger", LIBRDKAFKA_LOG)}
+        self.credentials_refused: AuthenticationError | None = None
+        settings = {
+            **self._config,
+            "logger": self._config.get("logger", LIBRDKAFKA_LOG),
+            "error_cb": self._error,
+        }
         try:
             self._admin = AdminClient(settings)
         except (confluent_kafka.KafkaException, ValueError, TypeError) as exc:
             raise configuration_error(exc, "admin client", config) from exc
         self._consumer: Any = None
+
+    def _error(self, error: Any) -> None:
+        failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
+        refused = refusal(failure, self._config, "admin client")
+        if refused is not None and self.credentials_refused is None:
+            self.credentials_refused = refused
+
+    def _refused_now(self) -> AuthenticationError | None:
+        """Serve the client's error events and say whether its credentials were refused."""
+        if self.credentials_refused is None:
+            self._admin.poll(0)
+        return self.credentials_refused
+
+    def _handle(self, future: Any, what: str) -> FutureHandle[Any]:
+        return FutureHandle(future, what, self._refused_now)
 
     def create_topic(
         self,
@@ -76,7 +97,7 @@ class AdminConnection:
         futures = self._admin.create_topics(
             [topic], operation_timeout=timeout, request_timeout=timeout
         )
-        return FutureHandle(futures[name], f"create topic {name!r}")
+        return self._handle(futures[name], f"create topic {name!r}")
 
     def set_scram_credentials(
         self, user: str, password: str, mechanism: str, iterations: int, timeout: float
@@ -91,25 +112,29 @@ class AdminConnection:
             user, ScramCredentialInfo(kind, iterations), password.encode()
         )
         futures = self._admin.alter_user_scram_credentials([upsert], request_timeout=timeout)
-        return FutureHandle(futures[user], f"set the {mechanism} credentials of {user!r}")
+        return self._handle(futures[user], f"set the {mechanism} credentials of {user!r}")
 
     def delete_topic(self, name: str, timeout: float) -> FutureHandle[None]:
         futures = self._admin.delete_topics(
             [name], operation_timeout=timeout, request_timeout=timeout
         )
-        return FutureHandle(futures[name], f"delete topic {name!r}")
+        return self._handle(futures[name], f"delete topic {name!r}")
 
     def create_partitions(self, name: str, total: int, timeout: float) -> FutureHandle[None]:
         futures = self._admin.create_partitions(
             [NewPartitions(name, total)], operation_timeout=timeout, request_timeout=timeout
         )
-        return FutureHandle(futures[name], f"grow topic {name!r} to {total} partitions")
+        return self._handle(futures[name], f"grow topic {name!r} to {total} partitions")
 
     def metadata(self, topic: str | None, timeout: float) -> dict[str, Any]:
         """Cluster metadata as plain data: ``cluster_id``, ``controller_id``, ``brokers``
         (id -> "host:port"), ``topics`` (name -> {"error", "partitions": {id -> {...}}})."""
         try:
-            metadata = self._admin.list_topics(topic, timeout=timeout)
+            metadata = sliced_metadata(
+                lambda seconds: self._admin.list_topics(topic, timeout=seconds),
+                timeout,
+                self._refused_now,
+            )
         except confluent_kafka.KafkaException as exc:  # the cluster did not answer in time
             raise to_conveyor_error(exc, KafkaError, "cluster metadata: ") from None
         return {
@@ -153,7 +178,7 @@ class AdminConnection:
         read_only, source, synonyms (names and values)."""
         resource = ConfigResource(_RESOURCE[kind], name)
         future = self._admin.describe_configs([resource], request_timeout=timeout)[resource]
-        entries = FutureHandle(future, f"describe {kind} {name} configs").wait(timeout + 5)
+        entries = self._handle(future, f"describe {kind} {name} configs").wait(timeout + 5)
         return [
             {
                 "name": entry.name,
@@ -185,19 +210,19 @@ class AdminConnection:
         future = self._admin.incremental_alter_configs([resource], request_timeout=timeout)[
             resource
         ]
-        FutureHandle(future, f"alter {kind} {name} configs").wait(timeout + 5)
+        self._handle(future, f"alter {kind} {name} configs").wait(timeout + 5)
 
     # -- consumer groups ------------------------------------------------------------------------
 
     def list_groups(self, timeout: float) -> list[str]:
-        result = FutureHandle(
+        result = self._handle(
             self._admin.list_consumer_groups(request_timeout=timeout), "list consumer groups"
         )
         return sorted(group.group_id for group in result.wait(timeout + 5).valid)
 
     def describe_group(self, name: str, timeout: float) -> dict[str, Any]:
         future = self._admin.describe_consumer_groups([name], request_timeout=timeout)[name]
-        group = FutureHandle(future, f"describe consumer group {name!r}").wait(timeout + 5)
+        group = self._handle(future, f"describe consumer group {name!r}").wait(timeout + 5)
         return {
             "name": group.group_id,
             "state": str(getattr(group.state, "name", group.state)),
@@ -220,7 +245,7 @@ class AdminConnection:
         future = self._admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(name)], request_timeout=timeout
         )[name]
-        result = FutureHandle(future, f"read offsets of group {name!r}").wait(timeout + 5)
+        result = self._handle(future, f"read offsets of group {name!r}").wait(timeout + 5)
         return {
             (tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0
         }
@@ -236,11 +261,11 @@ class AdminConnection:
             ],
         )
         future = self._admin.alter_consumer_group_offsets([request], request_timeout=timeout)[name]
-        FutureHandle(future, f"move offsets of group {name!r}").wait(timeout + 5)
+        self._handle(future, f"move offsets of group {name!r}").wait(timeout + 5)
 
     def delete_group(self, name: str, timeout: float) -> None:
         future = self._admin.delete_consumer_groups([name], request_timeout=timeout)[name]
-        FutureHandle(future, f"delete consumer group {name!r}").wait(timeout + 5)
+        self._handle(future, f"delete consumer group {name!r}").wait(timeout + 5)
 
     def offsets_for_time(
         self, partitions: list[tuple[str, int]], milliseconds: int, timeout: float
@@ -253,7 +278,7 @@ class AdminConnection:
         futures = self._admin.list_offsets(request, request_timeout=timeout)
         return {
             (tp.topic, tp.partition): int(
-                FutureHandle(future, "find offsets by time").wait(timeout + 5).offset
+                self._handle(future, "find offsets by time").wait(timeout + 5).offset
             )
             for tp, future in futures.items()
         }

@@ -16,8 +16,9 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.connection import ConnectionNews, ConnectionWatch
+from conveyor.driver.credentials import refusal, sliced_metadata
 from conveyor.driver.errors import ErrorCode, configuration_error, to_conveyor_error
-from conveyor.errors import KafkaError
+from conveyor.errors import AuthenticationError, KafkaError
 
 __all__ = [
     "OFFSET_BEGINNING",
@@ -98,6 +99,9 @@ class ConsumerClient:
     ) -> None:
         self._on_fetch_error = on_fetch_error
         self._on_error = on_error
+        self._config = config
+        self.credentials_refused: AuthenticationError | None = None
+        """Set when Kafka refused this client's credentials; polls then raise it."""
         self._watch = (
             ConnectionWatch(str(config.get("client.id", "consumer")), on_connection)
             if on_connection is not None
@@ -105,8 +109,7 @@ class ConsumerClient:
         )
         settings = dict(config)
         settings.setdefault("logger", LIBRDKAFKA_LOG)
-        if on_error is not None or on_connection is not None:
-            settings["error_cb"] = self._error
+        settings["error_cb"] = self._error  # refused credentials are always watched for
         if on_statistics is not None and "statistics.interval.ms" in config:
             settings["stats_cb"] = on_statistics
         try:
@@ -117,6 +120,13 @@ class ConsumerClient:
 
     def _error(self, error: Any) -> None:
         failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
+        refused = refusal(failure, self._config, "consumer")
+        if refused is not None:
+            if self.credentials_refused is None:  # told once, and raised by the next poll
+                self.credentials_refused = refused
+                if self._on_error is not None:
+                    self._on_error(refused)
+            return
         if self._watch is not None and self._watch.error(failure):
             return  # a lost connection is told once by the watch, not per reconnect
         if self._on_error is not None:
@@ -167,6 +177,8 @@ class ConsumerClient:
         """
         consume = self._consume
         batch = consume(1, timeout)
+        if self.credentials_refused is not None:
+            raise self.credentials_refused
         watch = self._watch
         if watch is not None and watch.down_since is not None:
             self._connection_check(bool(batch) and batch[0].error() is None)
@@ -241,12 +253,23 @@ class ConsumerClient:
     def partitions(self, topic: str, timeout: float = 10.0) -> list[int]:
         """The partition ids of ``topic`` (an empty list if it does not exist)."""
         try:
-            metadata = self._consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            metadata = sliced_metadata(
+                lambda seconds: self._consumer.list_topics(topic, timeout=seconds),
+                timeout,
+                self._refused_now,
+            ).topics.get(topic)
         except KafkaException as exc:  # the cluster did not answer in time
             raise to_conveyor_error(exc, KafkaError, f"metadata of {topic}: ") from None
         if metadata is None or metadata.error is not None:
             return []
         return sorted(metadata.partitions)
+
+    def _refused_now(self) -> AuthenticationError | None:
+        """Whether the credentials were refused, serving the client's events to find out when
+        nothing is assigned yet (a poll then cannot hand over a message, so none is lost)."""
+        if self.credentials_refused is None and not self._consumer.assignment():
+            self._consume(1, 0)
+        return self.credentials_refused
 
     def query_watermarks(
         self, topic: str, partition: int, timeout: float = 10.0

@@ -104,6 +104,10 @@ def _delivery_error(
     return failure
 
 
+EXPLAINED = frozenset({"_MSG_TIMED_OUT", "_PURGE_QUEUE", "_PURGE_INFLIGHT"})
+"""Delivery failures a producer may explain further (``explain``): a timeout, or messages
+purged because Kafka refused the producer's credentials."""
+
 _HINTS = {
     "UNKNOWN_TOPIC_OR_PART": "The topic does not exist and Conveyor's broker does not create topics "
     "on first use: create it first (or check its name).",
@@ -322,7 +326,7 @@ class DeliveryHandle:
         assert fields is not None
         topic, partition = fields[0], fields[1]
         failure = _delivery_error(self._error, topic, partition, self.label)
-        if failure.name == "_MSG_TIMED_OUT" and self._explain is not None:
+        if failure.name in EXPLAINED and self._explain is not None:
             failure = self._explain(failure)
         return failure
 
@@ -465,7 +469,7 @@ class BatchDeliveryHandle(_Waitable):
                 for error, message, label in self._errors
             ]
             if self._explain is not None:
-                failures = [self._explain(f) if f.name == "_MSG_TIMED_OUT" else f for f in failures]
+                failures = [self._explain(f) if f.name in EXPLAINED else f for f in failures]
             raise BatchDeliveryError(
                 f"{len(failures)} of {self.count} messages were not delivered; the first: {failures[0]}",
                 failures,
@@ -482,11 +486,19 @@ class FutureHandle(Generic[T]):
     """A handle over a ``concurrent.futures.Future`` (admin operations), with the same shape:
     ``wait(timeout)``, ``done()``, ``result()``; librdkafka errors come out as Conveyor's."""
 
-    __slots__ = ("_future", "_what")
+    __slots__ = ("_future", "_refused", "_what")
 
-    def __init__(self, future: concurrent.futures.Future[T], what: str) -> None:
+    def __init__(
+        self,
+        future: concurrent.futures.Future[T],
+        what: str,
+        refused: Callable[[], KafkaError | None] | None = None,
+    ) -> None:
         self._future = future
         self._what = what
+        self._refused = refused
+        """Says (serving the client's events) whether Kafka refused the client's credentials:
+        then waiting is over at once."""
 
     def done(self) -> bool:
         return self._future.done()
@@ -500,7 +512,9 @@ class FutureHandle(Generic[T]):
         """
         started = time.monotonic()
         try:
-            return self._future.result(timeout)
+            if self._refused is None:
+                return self._future.result(timeout)
+            return self._result_unless_refused(self._refused, started, timeout)
         except concurrent.futures.TimeoutError:
             raise WaitTimeoutError(
                 f"{self._what} did not finish within {time.monotonic() - started:.3f} s"
@@ -509,6 +523,22 @@ class FutureHandle(Generic[T]):
             raise
         except Exception as exc:
             raise to_conveyor_error(exc, KafkaError, context=f"{self._what} failed: ") from exc
+
+    def _result_unless_refused(
+        self, refused: Callable[[], KafkaError | None], started: float, timeout: float | None
+    ) -> T:
+        # A refusal is an event the client serves only when asked: ask every second.
+        deadline = None if timeout is None else started + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return self._future.result(1.0 if left is None else min(1.0, left))
+            except concurrent.futures.TimeoutError:
+                failure = refused()
+                if failure is not None:
+                    raise failure from None
+                if left is not None and left <= 1.0:
+                    raise
 
     def result(self) -> T:
         """The result if done; :class:`WaitTimeoutError` otherwise."""

@@ -17,10 +17,17 @@ from confluent_kafka import TopicPartition
 
 from conveyor.driver.clients import create_producer
 from conveyor.driver.connection import ConnectionNews, ConnectionWatch
+from conveyor.driver.credentials import refusal
 from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
 from conveyor.driver.handles import AcknowledgedHandle, DeliveryHandle
 from conveyor.driver.poller import Poller
-from conveyor.errors import DeliveryError, InvalidMessageError, KafkaError, TransactionError
+from conveyor.errors import (
+    AuthenticationError,
+    DeliveryError,
+    InvalidMessageError,
+    KafkaError,
+    TransactionError,
+)
 
 __all__ = ["PURGED", "ProducerClient"]
 
@@ -58,6 +65,10 @@ class ProducerClient:
         on_connection: Callable[[ConnectionNews], None] | None = None,
     ) -> None:
         self._on_error = on_error
+        self._config = config
+        self.credentials_refused: AuthenticationError | None = None
+        """Set when Kafka refused this client's credentials: what was queued has failed, and
+        nothing more is accepted (see :mod:`conveyor.driver.credentials`)."""
         self._watch = (
             ConnectionWatch(str(config.get("client.id", name)), on_connection)
             if on_connection is not None
@@ -108,6 +119,13 @@ class ProducerClient:
 
     def _error(self, error: Any) -> None:
         failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
+        refused = refusal(failure, self._config, "producer")
+        if refused is not None:
+            if self.credentials_refused is None:  # told once; librdkafka would go on trying
+                self.credentials_refused = refused
+                self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
+                self._on_error(refused)
+            return
         if failure.fatal:
             self.mark_fatal(failure)
             return

@@ -624,6 +624,8 @@ class Producer(_Dispatcher):
 
     def _active_client(self) -> ProducerClient:
         client = self._client
+        if client.credentials_refused is not None:
+            raise client.credentials_refused
         if client.fatal is not None:
             client = self._reload(client)
         return client
@@ -931,6 +933,17 @@ class Producer(_Dispatcher):
         return client
 
     def _explain(self, failure: DeliveryError) -> DeliveryError:
+        refused = self._client.credentials_refused
+        if refused is not None and failure.code in PURGED:
+            explained = DeliveryError(
+                f"not delivered to {failure.topic!r}: {refused}", code=refused.code,
+                name=refused.name,
+            )  # fmt: skip
+            explained.topic, explained.partition = failure.topic, failure.partition
+            explained.label = failure.label
+            return explained
+        if failure.name != "_MSG_TIMED_OUT":
+            return failure
         return self._client.explain_timeout(failure)
 
     def _observer(
@@ -1021,6 +1034,8 @@ class Variant(_Dispatcher):
         self.settings = dict(settings)
 
     def _active_client(self) -> ProducerClient:
+        if self._client.credentials_refused is not None:
+            raise self._client.credentials_refused
         if self._client.fatal is not None:
             raise self._client.fatal
         return self._client

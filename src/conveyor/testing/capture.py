@@ -127,6 +127,7 @@ class CaptureClient:
         self.captured = captured
         self.partitioner = partitioner
         self.fatal: Any = None
+        self.credentials_refused: Any = None
         self.poller = _Idle()
         self.plain_handle: type[DeliveryHandle] = DeliveryHandle
         self.acknowledged_handle: type[DeliveryHandle] = AcknowledgedHandle

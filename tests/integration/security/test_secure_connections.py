@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from conveyor import Admin, App, Consumer, Producer
+from conveyor import Admin, App, Consumer, KafkaError, Producer
 from conveyor.rpc import Client, Handlers
 
 pytestmark = pytest.mark.security
@@ -152,3 +152,53 @@ def test_rpc_over_sasl_ssl(secure: dict[str, Any]) -> None:
             assert client.call("add", 2, 3, timeout=30) == 5
     finally:
         server.stop_and_wait()
+
+
+class Idle(Consumer):
+    def consume(self) -> None:
+        return None
+
+
+def test_wrong_credentials_fail_fast_with_a_message_naming_authentication(
+    secure: dict[str, Any],
+) -> None:
+    topic = new_topic(secure)
+    wrong = {**secure["ways"]["SASL_SSL, SCRAM-SHA-512"], "sasl.password": "not-the-password"}
+    no_certificate = {
+        k: v for k, v in secure["ways"]["SSL, client certificate"].items()
+        if not k.startswith("ssl.keystore")
+    }  # fmt: skip
+
+    def produce(settings: dict[str, Any]) -> None:
+        with Producer(settings) as producer:
+            producer.produce_sync(topic=topic, payload=b"x")
+
+    def administer(settings: dict[str, Any]) -> None:
+        with Admin(settings, timeout=60) as admin:
+            admin.list_topics()
+
+    def iterate(settings: dict[str, Any]) -> None:
+        app = App(client_id="wrong", kafka={**settings, "group.id": "g"})
+        with app.iterator({topic: {0: 0}}) as iterator:
+            next(iter(iterator))
+
+    def serve(settings: dict[str, Any]) -> None:
+        app = App(client_id="wrong", kafka={**settings, "group.id": f"g-{topic}"})
+        app.routes.topic(topic, Idle)
+        crashed = threading.Event()
+        app.monitor.subscribe("error.occurred", lambda e: crashed.set())
+        app.start()
+        try:
+            assert crashed.wait(60), "the app goes on as if nothing were wrong"
+        finally:
+            app.stop_and_wait()
+        assert app.crash is not None
+        raise app.crash
+
+    for settings, what in ((wrong, "SASL_SSL"), (no_certificate, "SSL")):
+        for run in (produce, administer, iterate, serve):
+            started = time.monotonic()
+            with pytest.raises(KafkaError, match=f"refused the .* authentication over {what}"):
+                run(settings)
+            # a generous bound: librdkafka's own timeouts (30 s and more) would be past it
+            assert time.monotonic() - started < 10, f"{run.__name__} over {what} was slow"

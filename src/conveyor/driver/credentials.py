@@ -1,0 +1,82 @@
+"""Refused credentials: told at once, not after a timeout.
+
+librdkafka treats a refused login or a failed TLS handshake like any lost connection: it
+reports an error event and tries again, while a request waits for its timeout (300 s for a
+message). Each client Conveyor makes watches its error events for these and fails what waits
+with an :class:`~conveyor.errors.AuthenticationError` that says what to check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaException
+
+from conveyor.errors import AuthenticationError, KafkaError
+
+__all__ = ["refusal", "sliced_metadata"]
+
+T = TypeVar("T")
+
+_REFUSED = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL"})
+# A broker that wants a client certificate and gets none ends the handshake with an alert,
+# which librdkafka reports as a transport failure.
+_CERTIFICATE_ALERTS = ("alert bad certificate", "alert certificate required", "alert unknown ca")
+_SLICE = 1.0
+
+
+def refusal(
+    failure: KafkaError, config: Mapping[str, Any], client: str
+) -> AuthenticationError | None:
+    """The :class:`AuthenticationError` that ``failure`` (an error event of ``client``) means,
+    or ``None`` when it is not about credentials or TLS."""
+    text = str(failure)
+    if failure.name not in _REFUSED and not (
+        failure.name == "_TRANSPORT" and any(alert in text for alert in _CERTIFICATE_ALERTS)
+    ):
+        return None
+    protocol = str(config.get("security.protocol", "plaintext")).upper()
+    if "SASL" in protocol and failure.name != "_SSL" and "certificate" not in text:
+        check = (
+            f"check sasl.mechanism ({config.get('sasl.mechanism', 'GSSAPI')}), sasl.username "
+            "and sasl.password, or the token your oauth provider returns"
+        )
+    else:
+        check = (
+            "check ssl.ca.location (the CA that signed the broker's certificate) and, where the "
+            "broker wants one, the client certificate (ssl.keystore.location or "
+            "ssl.certificate.location and ssl.key.location)"
+        )
+    return AuthenticationError(
+        f"Kafka refused the {client}'s authentication over {protocol}: {text}; {check}",
+        code=failure.code,
+        name=failure.name,
+    )
+
+
+def sliced_metadata(
+    ask: Callable[[float], T],
+    timeout: float,
+    refused: Callable[[], AuthenticationError | None],
+) -> T:
+    """``ask(seconds)`` (a metadata request that blocks up to ``seconds``) within ``timeout``,
+    in slices of a second, so that a refusal noticed between slices (``refused()``, which may
+    serve the client's events) ends the wait at once.
+
+    Raises:
+        AuthenticationError: the credentials were refused meanwhile.
+        KafkaException: the last slice's failure, once ``timeout`` is spent.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            return ask(max(0.05, min(_SLICE, remaining)))
+        except KafkaException:
+            failure = refused()
+            if failure is not None:
+                raise failure from None
+            if time.monotonic() >= deadline:
+                raise
