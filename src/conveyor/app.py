@@ -61,6 +61,10 @@ class App:
             50,000; Python's is 700, which cost a third of the consume throughput here: see
             :mod:`conveyor.processing.collector`); ``None`` leaves the collector alone.
         monitor: the event bus (a new one with a :class:`LoggingListener` when omitted).
+        oauth_token_provider: with ``sasl.mechanism=OAUTHBEARER``, a callable returning
+            ``(token, expiry)`` (expiry: an aware ``datetime`` or seconds since the epoch),
+            called by every client the app makes (producers, consumers, admin, iterators, RPC
+            clients, the web UI's) for its first token and again before each one expires.
 
     Raises:
         ConfigurationError: an unknown setting, a wrong type or an impossible value (named).
@@ -86,6 +90,7 @@ class App:
         pause_with_exponential_backoff: bool = AppSettings.pause_with_exponential_backoff,
         gc_threshold: int | None = AppSettings.gc_threshold,
         monitor: Monitor | None = None,
+        oauth_token_provider: Callable[[], tuple[str, Any]] | None = None,
         **unknown: Any,
     ) -> None:
         self.settings = build_app_settings(
@@ -99,6 +104,7 @@ class App:
             pause_max_timeout=pause_max_timeout,
             pause_with_exponential_backoff=pause_with_exponential_backoff,
             gc_threshold=gc_threshold,
+            oauth_token_provider=oauth_token_provider,
             unknown=unknown,
         )
         if monitor is None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from conveyor.driver.clients import check_settings
+from conveyor.driver.oauth import oauth_callback
 from conveyor.errors import ConfigurationError
+from conveyor.masking import mask
 from conveyor.validation import check_count, check_seconds
 
 __all__ = [
@@ -30,9 +33,10 @@ _NOT_UNDER_CONSUMER_PROTOCOL = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AppSettings:
-    """The app's validated settings (Karafka's defaults where it has them)."""
+    """The app's validated settings (Karafka's defaults where it has them). Its ``repr``
+    masks secrets (see :mod:`conveyor.masking`)."""
 
     client_id: str
     kafka: Mapping[str, Any]
@@ -46,6 +50,16 @@ class AppSettings:
     gc_threshold: int | None = 50_000
     """The garbage collector's first threshold while the app runs (see
     :mod:`conveyor.processing.collector`); ``None`` leaves the collector alone."""
+    oauth_token_provider: Callable[[], tuple[str, Any]] | None = None
+    """Gives OAUTHBEARER tokens to every client the app makes (see ``App``)."""
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{f.name}={mask(value) if f.name == 'kafka' else value!r}"
+            for f in dataclass_fields(self)
+            for value in (getattr(self, f.name),)
+        )
+        return f"AppSettings({fields})"
 
 
 def build_app_settings(
@@ -60,6 +74,7 @@ def build_app_settings(
     pause_max_timeout: Any,
     pause_with_exponential_backoff: Any,
     gc_threshold: Any,
+    oauth_token_provider: Any = None,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
     """Check every setting and return them frozen (the defaults are :class:`AppSettings`'s,
@@ -105,6 +120,8 @@ def build_app_settings(
         check_count("gc_threshold", gc_threshold, minimum=100)
     kafka = dict(kafka)
     check_group_protocol(kafka)
+    if oauth_token_provider is not None:
+        kafka["oauth_cb"] = oauth_callback(oauth_token_provider, kafka)
     # librdkafka checks the settings now, as each client will see them, so that a misspelled
     # name or a bad value fails here and not in a listener thread at start.
     check_settings({**kafka, "enable.auto.commit": False}, "consumer")
@@ -120,6 +137,7 @@ def build_app_settings(
         pause_max_timeout=float(pause_max_timeout),
         pause_with_exponential_backoff=pause_with_exponential_backoff,
         gc_threshold=gc_threshold,
+        oauth_token_provider=oauth_token_provider,
     )
 
 

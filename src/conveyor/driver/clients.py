@@ -159,7 +159,8 @@ def check_settings(config: Mapping[str, Any], kind: str) -> None:
     Raises:
         ConfigurationError: librdkafka refused a setting; the error names it.
     """
-    settings = {key: value for key, value in config.items() if key != "bootstrap.servers"}
+    # without an oauth_cb: a throwaway client would ask the user's token provider for a token
+    settings = {k: v for k, v in config.items() if k not in ("bootstrap.servers", "oauth_cb")}
     settings["logger"] = _SILENT
     try:
         if kind == "consumer":

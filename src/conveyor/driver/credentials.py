@@ -20,10 +20,15 @@ __all__ = ["refusal", "sliced_metadata"]
 
 T = TypeVar("T")
 
-_REFUSED = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL"})
+_SASL = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED"})
 # A broker that wants a client certificate and gets none ends the handshake with an alert,
 # which librdkafka reports as a transport failure.
 _CERTIFICATE_ALERTS = ("alert bad certificate", "alert certificate required", "alert unknown ca")
+# A handshake that broke off is not a refusal (seen when a connection re-authenticates with a
+# fresh OAUTHBEARER token while a request is in flight), unless the broker does not offer the
+# mechanism at all.
+_HANDSHAKE = "mechanism handshake failed"
+_UNSUPPORTED = "Unsupported SASL mechanism"
 _SLICE = 1.0
 
 
@@ -31,14 +36,20 @@ def refusal(
     failure: KafkaError, config: Mapping[str, Any], client: str
 ) -> AuthenticationError | None:
     """The :class:`AuthenticationError` that ``failure`` (an error event of ``client``) means,
-    or ``None`` when it is not about credentials or TLS."""
+    or ``None`` when it is not a refusal: another error, or a SASL handshake that broke off
+    (a connection re-authenticating while a request was in flight, one that dropped), after
+    which librdkafka logs in again by itself."""
     text = str(failure)
-    if failure.name not in _REFUSED and not (
-        failure.name == "_TRANSPORT" and any(alert in text for alert in _CERTIFICATE_ALERTS)
+    name = failure.name
+    if name in _SASL:
+        if _HANDSHAKE in text and _UNSUPPORTED not in text:
+            return None
+    elif not (name == "_SSL" and "certificate" in text) and not (
+        name == "_TRANSPORT" and any(alert in text for alert in _CERTIFICATE_ALERTS)
     ):
         return None
     protocol = str(config.get("security.protocol", "plaintext")).upper()
-    if "SASL" in protocol and failure.name != "_SSL" and "certificate" not in text:
+    if name in _SASL:
         check = (
             f"check sasl.mechanism ({config.get('sasl.mechanism', 'GSSAPI')}), sasl.username "
             "and sasl.password, or the token your oauth provider returns"
@@ -52,7 +63,7 @@ def refusal(
     return AuthenticationError(
         f"Kafka refused the {client}'s authentication over {protocol}: {text}; {check}",
         code=failure.code,
-        name=failure.name,
+        name=name,
     )
 
 

@@ -5,6 +5,7 @@ SASL_PLAINTEXT. The broker is one of the test's own, on free ports."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -202,3 +203,59 @@ def test_wrong_credentials_fail_fast_with_a_message_naming_authentication(
                 run(settings)
             # a generous bound: librdkafka's own timeouts (30 s and more) would be past it
             assert time.monotonic() - started < 10, f"{run.__name__} over {what} was slow"
+
+
+def unsecured_jwt(subject: str, lifetime: float) -> tuple[str, float]:
+    """A token Kafka's unsecured validator accepts: ``alg: none``, a ``sub`` and an ``exp``."""
+
+    def part(claims: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+
+    now = time.time()
+    expiry = now + lifetime
+    body = {"sub": subject, "iat": int(now), "exp": int(expiry)}
+    return f"{part({'alg': 'none'})}.{part(body)}.", expiry
+
+
+def test_oauth_tokens_from_the_app_s_provider_are_refreshed_during_a_run(
+    secure: dict[str, Any],
+) -> None:
+    """Tokens live 12 s and the broker re-authenticates every session when its token expires,
+    so a run of 25 s that keeps producing and consuming has used the refreshed tokens."""
+    topic = new_topic(secure)
+    issued: list[float] = []
+    lock = threading.Lock()
+
+    def provider() -> tuple[str, float]:
+        with lock:
+            issued.append(time.time())
+        return unsecured_jwt("conveyor-test", 12.0)
+
+    settings = secure["ways"]["SASL_PLAINTEXT, OAUTHBEARER (unsecured JWT)"]
+    Collect.got = []
+    app = App(client_id="oauth", kafka={**settings, "group.id": f"g-{topic}",
+              "auto.offset.reset": "earliest"}, oauth_token_provider=provider,
+              max_wait_time=0.1)  # fmt: skip
+    app.routes.topic(topic, Collect)
+    with app.admin as admin:  # the admin client gets its token from the provider too
+        assert topic in admin.list_topics()
+    app.start()
+    sent: list[bytes] = []
+    pace = threading.Event()
+    try:
+        started = time.monotonic()
+        first_expiry = time.time() + 12
+        while time.monotonic() - started < 25:
+            payload = f"{len(sent)}".encode()
+            app.producer.produce_sync(topic=topic, payload=payload)
+            sent.append(payload)
+            pace.wait(0.1)  # a steady trickle across the tokens' expiry
+        with Collect.changed:
+            assert Collect.changed.wait_for(lambda: len(Collect.got) >= len(sent), 60)
+    finally:
+        app.stop_and_wait()
+    assert app.crash is None, app.crash
+    assert time.time() > first_expiry + 5, "the run outlived the first tokens"
+    assert Collect.got == sent, "every message, in order, across the refresh"
+    assert len(issued) >= 2, issued
+    assert max(issued) - min(issued) >= 5, "a token was asked for again during the run"
