@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MASK", "is_secret", "mask", "mask_text"]
+__all__ = ["MASK", "is_secret", "mask", "mask_text", "shown_setting"]
 
 MASK = "********"
 
@@ -44,3 +44,16 @@ def mask_text(text: str, settings: Mapping[str, Any]) -> str:
             shown = value.decode(errors="replace") if isinstance(value, bytes) else value
             text = text.replace(shown, MASK)
     return text
+
+
+def shown_setting(value: Any) -> str:
+    """A setting's value as text for a person: callables (``oauth_cb``, ``logger``) by what
+    they are, not by their address."""
+    if isinstance(value, str):
+        return value
+    if callable(value) and not isinstance(value, type):
+        text = repr(value)
+        if " at 0x" in text:
+            return f"<{getattr(value, '__qualname__', type(value).__qualname__)}>"
+        return text
+    return str(value)

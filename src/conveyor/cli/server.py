@@ -14,8 +14,9 @@ import click
 from conveyor._version import __version__
 from conveyor.cli.ctl import show_processes
 from conveyor.cli.loading import load_app
-from conveyor.cli.output import console, error_console, table
+from conveyor.cli.output import console, error_console, key_value_table, table
 from conveyor.driver import client_versions
+from conveyor.masking import mask, shown_setting
 from conveyor.swarm.heartbeat import start_heartbeat
 
 if TYPE_CHECKING:
@@ -201,5 +202,13 @@ def info(app_spec: str | None, processes: bool) -> None:
         ["consumer group", "subscription group", "topic", "consumer", "active", "partitions", "max messages", "initial offset"],
         rows,
     ))  # fmt: skip
+    console.print(key_value_table(
+        "Kafka settings (secrets masked)",
+        [(name, shown_setting(value)) for name, value in sorted(mask(app.settings.kafka).items())],
+    ))  # fmt: skip
+    own = [(route.name, name, shown_setting(value)) for route in app.routes
+           for name, value in sorted(mask(route.kafka).items())]  # fmt: skip
+    if own:
+        console.print(table("Routes' own Kafka settings", ["topic", "setting", "value"], own))
     if processes:
         show_processes(app)

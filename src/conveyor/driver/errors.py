@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError as _RdKafkaError
 from confluent_kafka import KafkaException
 
 from conveyor.errors import ConfigurationError, KafkaError
+from conveyor.masking import mask_text
 
 __all__ = ["ErrorCode", "configuration_error", "is_error", "to_conveyor_error"]
 
@@ -71,6 +72,8 @@ def configuration_error(
     """Turn librdkafka's complaint about a setting into a ConfigurationError naming it
     (as the application spelled it, among ``given``)."""
     text = str(exc.args[0].str() if exc.args and isinstance(exc.args[0], _RdKafkaError) else exc)
+    if isinstance(given, Mapping):
+        text = mask_text(text, given)  # librdkafka may quote the value it refused
     match = _PROPERTY.search(text)
     setting = match.group(1) if match else None
     names = set(given)

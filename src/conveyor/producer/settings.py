@@ -51,9 +51,10 @@ VARIANT_SETTINGS = frozenset(
 
 @dataclass(frozen=True)
 class ProducerSettings:
-    """Validated producer settings (see :class:`conveyor.Producer` for each one's meaning)."""
+    """Validated producer settings (see :class:`conveyor.Producer` for each one's meaning);
+    ``kafka`` is left out of the ``repr`` (it may hold secrets)."""
 
-    kafka: dict[str, Any]
+    kafka: dict[str, Any] = field(repr=False)
     id: str
     wait_timeout: float | None = None
     queue_full_timeout: float = 10.0

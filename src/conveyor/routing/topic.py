@@ -57,7 +57,7 @@ class Topic:
     """Run each partition's messages in parallel lanes by key (order kept per key)."""
     filters: tuple[Any, ...] = ()
     """Objects that see each batch before ``consume()`` (see :mod:`conveyor.processing.filters`)."""
-    kafka: Mapping[str, Any] = field(default_factory=dict)
+    kafka: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """The route's own librdkafka settings, over the app's (another cluster with its own
     ``bootstrap.servers``, or any consumer setting): such routes get listeners of their own."""
     pattern: re.Pattern[str] | None = None

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,8 +21,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from starlette.testclient import TestClient
 
 from conveyor import Admin, App, Consumer, KafkaError, Producer
+from conveyor.errors import ConfigurationError
 from conveyor.rpc import Client, Handlers
 
 pytestmark = pytest.mark.security
@@ -259,3 +263,64 @@ def test_oauth_tokens_from_the_app_s_provider_are_refreshed_during_a_run(
     assert Collect.got == sent, "every message, in order, across the refresh"
     assert len(issued) >= 2, issued
     assert max(issued) - min(issued) >= 5, "a token was asked for again during the run"
+
+
+def test_no_output_shows_a_secret(
+    secure: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """The server's banner and logs (DEBUG), ``conveyor info``, the web UI's routing page and
+    an error message about a bad setting: the password appears in none of them."""
+    plain = secure["ways"]["SASL_PLAINTEXT, PLAIN"]
+    password = plain["sasl.password"]
+    topic = new_topic(secure)
+    with Producer({"bootstrap.servers": secure["plain"]}) as producer:
+        producer.produce_sync(topic=topic, payload=b"hello")
+    marker = tmp_path / "consumed"
+    env = {"SECURE_BOOTSTRAP": plain["bootstrap.servers"], "SECURE_PASSWORD": password,
+           "TOPIC": topic, "GROUP": f"g-{topic}", "MARKER": str(marker)}  # fmt: skip
+    here = Path(__file__).parent
+    run_env = dict(os.environ, **env, PYTHONPATH=str(here), COLUMNS="200")
+    log = tmp_path / "server.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "conveyor", "server", "--app", "secret_app:app",
+             "--log-level", "DEBUG"],
+            cwd=here, env=run_env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists():  # the file appears when the message was consumed
+                assert server.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                threading.Event().wait(0.1)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(60)
+    info = subprocess.run(
+        [sys.executable, "-m", "conveyor", "info", "--app", "secret_app:app"],
+        cwd=here, env=run_env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert info.returncode == 0, info.stderr
+    assert "sasl.password" in info.stdout
+    assert "********" in info.stdout
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.syspath_prepend(str(here))
+    caplog.set_level(logging.DEBUG)
+    import secret_app  # noqa: PLC0415 - configured by the environment just set
+
+    page = TestClient(secret_app.app.web.asgi()).get("/routing")
+    assert page.status_code == 200
+    assert "sasl.password" in page.text
+    with pytest.raises(ConfigurationError) as refused:
+        App(kafka={**plain, "socket.timeout.ms": password})
+    shown = {
+        "server": log.read_text(), "info": info.stdout + info.stderr, "routing page": page.text,
+        "error": str(refused.value), "repr": repr(secret_app.app.settings) + repr(secret_app.app.routes._topics),
+        "logs": caplog.text,
+    }  # fmt: skip
+    assert "Conveyor" in shown["server"], "the banner was captured"
+    for where, text in shown.items():
+        assert password not in text, f"the password shows in the {where}"

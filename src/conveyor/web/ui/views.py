@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.admin import Admin, plan
 from conveyor.errors import ConveyorError
+from conveyor.masking import mask, shown_setting
 from conveyor.settings import producer_settings
 from conveyor.tracing import STAGES
 from conveyor.web.aggregation import DEAD_AFTER_INTERVALS, RESOLUTIONS, process_status, rate
@@ -219,8 +220,10 @@ class Views:
                 "manual_offset_management": route.manual_offset_management, "long_running_job": route.long_running_job,
                 "virtual_partitions": (vp.max_partitions or settings.concurrency) if (vp := route.virtual_partitions) else None,
                 "declared": {"partitions": route.partitions, "replication_factor": route.replication_factor, "config": dict(route.config)},
+                "kafka": {k: shown_setting(v) for k, v in sorted(mask(route.kafka).items())},
             })  # fmt: skip
-        return Page("Routing", {"client_id": settings.client_id, "groups": groups,
+        kafka = {k: shown_setting(v) for k, v in sorted(mask(settings.kafka).items())}
+        return Page("Routing", {"client_id": settings.client_id, "groups": groups, "kafka": kafka,
                                 "bootstrap": settings.kafka.get("bootstrap.servers")})  # fmt: skip
 
     def lags(self) -> Page:
