@@ -136,8 +136,9 @@ def test_producer_consumer_admin_and_iterator_over_a_secure_connection(
     assert sorted(read) == sorted(Collect.got)
 
 
-def test_rpc_over_sasl_ssl(secure: dict[str, Any]) -> None:
-    settings = secure["ways"]["SASL_SSL, SCRAM-SHA-512"]
+@pytest.mark.parametrize("way", WAYS[:2])
+def test_rpc_over_a_secure_connection(secure: dict[str, Any], way: str) -> None:
+    settings = secure["ways"][way]
     commands, results = new_topic(secure), new_topic(secure)
     handlers = Handlers()
 
@@ -241,6 +242,10 @@ def test_oauth_tokens_from_the_app_s_provider_are_refreshed_during_a_run(
               "auto.offset.reset": "earliest"}, oauth_token_provider=provider,
               max_wait_time=0.1)  # fmt: skip
     app.routes.topic(topic, Collect)
+    commands, results = new_topic(secure), new_topic(secure)
+    handlers = Handlers()
+    handlers.register("echo")(lambda text: text)
+    app.routes.rpc(commands, handlers, results_topic=results)
     with app.admin as admin:  # the admin client gets its token from the provider too
         assert topic in admin.list_topics()
     app.start()
@@ -256,6 +261,11 @@ def test_oauth_tokens_from_the_app_s_provider_are_refreshed_during_a_run(
             pace.wait(0.1)  # a steady trickle across the tokens' expiry
         with Collect.changed:
             assert Collect.changed.wait_for(lambda: len(Collect.got) >= len(sent), 60)
+        with Client(app, commands_topic=commands, results_topic=results) as client:
+            assert client.call("echo", "over oauth", timeout=30) == "over oauth"
+        with app.iterator({topic: {0: 0}}, yield_nil=True) as iterator:
+            first = next(m for m in iterator if m is not None)
+        assert first.raw_payload == b"0"
     finally:
         app.stop_and_wait()
     assert app.crash is None, app.crash
