@@ -9,6 +9,7 @@ around it measured as a throughput loss.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -122,8 +123,7 @@ class ProducerClient:
         refused = refusal(failure, self._config, "producer")
         if refused is not None:
             if self.credentials_refused is None:  # told once; librdkafka would go on trying
-                self.credentials_refused = refused
-                self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
+                self._refuse(refused)
                 self._on_error(refused)
             return
         if failure.fatal:
@@ -132,6 +132,24 @@ class ProducerClient:
         if self._watch is not None and self._watch.error(failure):
             return  # a lost connection is told once by the watch, not per reconnect
         self._on_error(failure)
+
+    def _refuse(self, refused: AuthenticationError) -> None:
+        """Fail what is queued (its handles report at once) and every later message."""
+        self.credentials_refused = refused
+
+        def refuse(*_args: Any) -> None:
+            raise refused
+
+        self.produce = refuse
+        self._purge()
+        # A produce() already past its check when the refusal came is purged a moment later.
+        again = threading.Timer(1.0, self._purge)
+        again.daemon = True
+        again.start()
+
+    def _purge(self) -> None:
+        with contextlib.suppress(Exception):  # a client closed meanwhile has nothing to purge
+            self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
 
     def _check_connection(self) -> None:
         """On the poller's thread, between polls: while down, ask for metadata now and then."""
@@ -164,7 +182,10 @@ class ProducerClient:
     def refused(self, exc: Exception, topic: str) -> Exception:
         """The exception to raise for ``exc``, which ``produce`` raised for a message to
         ``topic``: :class:`InvalidMessageError` for a message too large, else a
-        :class:`DeliveryError` with librdkafka's code and name (a fatal one marks the client)."""
+        :class:`DeliveryError` with librdkafka's code and name (a fatal one marks the client);
+        refused credentials as they were told."""
+        if isinstance(exc, AuthenticationError):
+            return exc
         failure = to_conveyor_error(
             exc, DeliveryError, context=f"librdkafka refused a message for {topic!r}: ", topic=topic
         )
