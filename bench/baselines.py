@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -109,16 +110,22 @@ def bare_batch_consume(
     count: int,
     batch_size: int = 500,
     config: dict[str, Any] | None = None,
+    decode: Callable[[bytes], Any] | None = None,
 ) -> float:
     """Read ``count`` messages with ``consume(num_messages=batch_size)``; msgs/s as a
-    :class:`~harness.RateMeter` defines it (the same definition as Conveyor's side)."""
+    :class:`~harness.RateMeter` defines it (the same definition as Conveyor's side). With
+    ``decode``, every payload is decoded with it (as a loop that reads its messages does)."""
     consumer = _consumer(bootstrap, topic, config)
     meter = RateMeter(count)
     deadline = time.monotonic() + 120
     try:
         while not meter.done.is_set() and time.monotonic() < deadline:
             batch = consumer.consume(num_messages=batch_size, timeout=1.0)
-            meter.add(sum(1 for message in batch if message.error() is None))
+            if decode is None:
+                meter.add(sum(1 for message in batch if message.error() is None))
+                continue
+            decoded = [decode(message.value()) for message in batch if message.error() is None]
+            meter.add(len(decoded))
     finally:
         consumer.close()
     return meter.rate()
