@@ -73,21 +73,24 @@ def sliced_metadata(
     refused: Callable[[], AuthenticationError | None],
 ) -> T:
     """``ask(seconds)`` (a metadata request that blocks up to ``seconds``) within ``timeout``,
-    in slices of a second, so that a refusal noticed between slices (``refused()``, which may
-    serve the client's events) ends the wait at once.
+    in slices of one second, then two, four ... (a slow broker still gets the time it needs),
+    so that a refusal noticed between slices (``refused()``, which may serve the client's
+    events) ends the wait early.
 
     Raises:
         AuthenticationError: the credentials were refused meanwhile.
         KafkaException: the last slice's failure, once ``timeout`` is spent.
     """
     deadline = time.monotonic() + timeout
+    slice_ = _SLICE
     while True:
         remaining = deadline - time.monotonic()
         try:
-            return ask(max(0.05, min(_SLICE, remaining)))
+            return ask(max(0.05, min(slice_, remaining)))
         except KafkaException:
             failure = refused()
             if failure is not None:
                 raise failure from None
             if time.monotonic() >= deadline:
                 raise
+        slice_ *= 2
