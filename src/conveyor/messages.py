@@ -154,7 +154,7 @@ class Message:
     ) -> DeserializationError:
         raw = self._raw
         topic, partition, offset = raw.topic(), raw.partition(), raw.offset()
-        name = getattr(deserializer, "__qualname__", None) or type(deserializer).__name__
+        name = _callable_name(deserializer)
         return DeserializationError(
             f"cannot decode the {part} of {topic}/{partition}@{offset} with {name}: "
             f"{type(error).__name__}: {error}",
@@ -189,7 +189,9 @@ class Messages(Sequence[Message]):
     access, so a consumer that only looks at ``len(messages)`` pays nothing per message.
     """
 
-    __slots__ = ("_deserializers", "_raws", "consumer_lag", "partition", "processed_at", "topic")
+    __slots__ = (
+        "_decoded", "_deserializers", "_raws", "consumer_lag", "partition", "processed_at", "topic",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -205,14 +207,22 @@ class Messages(Sequence[Message]):
         self.partition = partition
         self.consumer_lag = consumer_lag
         self.processed_at = time.time()
+        self._decoded: list[Any] | None = None
 
     def __len__(self) -> int:
         return len(self._raws)
 
     def __iter__(self) -> Iterator[Message]:
         deserializers = self._deserializers
-        for raw in self._raws:
-            yield Message(raw, deserializers)
+        decoded = self._decoded
+        if decoded is None:
+            for raw in self._raws:
+                yield Message(raw, deserializers)
+            return
+        for raw, payload in zip(self._raws, decoded, strict=True):
+            message = Message(raw, deserializers)
+            message._payload = payload  # decoded once already, by payloads
+            yield message
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -229,7 +239,26 @@ class Messages(Sequence[Message]):
 
     @property
     def payloads(self) -> list[Any]:
-        return [message.payload for message in self]
+        """Every payload, decoded by the topic's payload deserializer in one pass, without a
+        :class:`Message` per message (a tombstone is ``None``). The list is kept: messages
+        iterated afterwards carry their payload already, and asking again returns the same list.
+
+        Raises:
+            DeserializationError: a payload could not be decoded (the message names which).
+        """
+        decoded = self._decoded
+        if decoded is None:
+            decode = self._deserializers.payload
+            try:
+                decoded = [
+                    None if (value := raw.value()) is None else decode(value) for raw in self._raws
+                ]
+            except Exception:
+                for raw in self._raws:  # the one that fails raises, naming itself
+                    Message(raw, self._deserializers).payload  # noqa: B018
+                raise
+            self._decoded = decoded
+        return decoded
 
     @property
     def raw_payloads(self) -> list[bytes | None]:

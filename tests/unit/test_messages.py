@@ -93,7 +93,7 @@ def test_a_payload_that_cannot_be_decoded_names_the_message() -> None:
     error = raised.value
     assert (error.part, error.topic, error.partition, error.offset) == ("payload", "orders", 1, 7)
     assert "orders/1@7" in str(error)
-    assert "json_loads" in str(error)
+    assert "with JSON" in str(error), "the deserializer named as a person reads it"
     assert isinstance(error, ValueError), "still a ValueError for code that catches those"
 
 
@@ -104,3 +104,30 @@ def test_a_key_that_cannot_be_decoded_names_the_message() -> None:
     message = Message(raw(8, key=b"\xff"), Deserializers(key=strict))
     with pytest.raises(DeserializationError, match=r"key of orders/1@8 with .*strict"):
         message.key  # noqa: B018
+
+
+def test_a_batch_s_payloads_decode_in_one_pass_once_and_messages_reuse_them() -> None:
+    calls: list[bytes] = []
+
+    def decode(value: bytes) -> str:
+        calls.append(value)
+        return value.decode().upper()
+
+    batch = Messages(
+        [raw(1, value=b"a"), raw(2, value=None), raw(3, value=b"c")],
+        Deserializers(payload=decode), "t", 1,
+    )  # fmt: skip
+    assert batch.payloads == ["A", None, "C"], "a tombstone stays None"
+    assert batch.payloads is batch.payloads, "kept: asked again, decoded no more"
+    assert [m.payload for m in batch] == ["A", None, "C"]
+    assert all(m.deserialized for m in batch)
+    assert calls == [b"a", b"c"], "each payload decoded once, tombstones not at all"
+
+
+def test_a_batch_payload_that_cannot_be_decoded_names_its_message() -> None:
+    batch = Messages([raw(7), raw(8, value=b"{not json")], Deserializers(), "t", 1)
+    with pytest.raises(DeserializationError) as failed:
+        batch.payloads  # noqa: B018
+    assert failed.value.offset == 8
+    assert "orders/1@8" in str(failed.value)
+    assert [m.offset for m in batch] == [7, 8], "the batch itself is unchanged"
