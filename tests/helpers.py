@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from conveyor import App
@@ -25,6 +30,37 @@ class Record:
     def wait_for(self, predicate: Callable[[list[Any]], bool], timeout: float = 60) -> bool:
         with self.changed:
             return self.changed.wait_for(lambda: predicate(self.items), timeout)
+
+
+def conveyor_cli(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
+    """Run ``conveyor ARGS`` as a user would (wide tables, no stdin); its output as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "conveyor", *map(str, args)],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False,
+        env=dict(os.environ, COLUMNS="200"),
+    )  # fmt: skip
+
+
+def port_free(port: int) -> bool:
+    """Whether nothing listens on ``port`` of 127.0.0.1."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(offsets: list[int]) -> int:
+    """A port ``base`` for which ``base + offset`` is free for every offset (a broker of the
+    test's own and its other listeners)."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            base = int(sock.getsockname()[1])
+        if base + max(offsets) < 65535 and all(port_free(base + n) for n in offsets):
+            return base
+    raise RuntimeError(f"no free ports at offsets {offsets}")
 
 
 @contextmanager

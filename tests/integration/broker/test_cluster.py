@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -24,49 +22,22 @@ import pytest
 from conveyor import Admin, App, Consumer, Producer
 from conveyor.broker.cluster import CONTROLLER_OFFSET, LocalCluster
 from conveyor.driver.handles import DeliveryHandle
+from helpers import conveyor_cli, free_ports
 
 pytestmark = pytest.mark.cluster
 
 PARTITIONS = 3
 
 
-def conveyor(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "conveyor", *map(str, args)],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False,
-        env=dict(os.environ, COLUMNS="200"),
-    )  # fmt: skip
-
-
 def free_base(nodes: int = 3) -> int:
     """A port from which ``nodes`` broker ports and their controller ports are free."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            base = int(sock.getsockname()[1])
-        if base + CONTROLLER_OFFSET + nodes > 65535:
-            continue
-        wanted = [base + n for n in range(nodes)] + [
-            base + CONTROLLER_OFFSET + n for n in range(nodes)
-        ]
-        if all(port_free(port) for port in wanted):
-            return base
-    raise RuntimeError("no free ports for a cluster")
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return free_ports([*range(nodes), *(CONTROLLER_OFFSET + n for n in range(nodes))])
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root = tmp_path_factory.mktemp("cluster") / "data"
-    started = conveyor("broker", "start", "--nodes", "3", "--port", free_base(),
+    started = conveyor_cli("broker", "start", "--nodes", "3", "--port", free_base(),
                        "--data-dir", root, "--heap", "384m")  # fmt: skip
     local = LocalCluster(root)
     try:
@@ -74,7 +45,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         assert f"export KAFKA_BOOTSTRAP_SERVERS={local.shape.bootstrap_servers}" in started.stdout
         yield local
     finally:
-        stopped = conveyor("broker", "stop", "--cluster", "--wipe", "--data-dir", root)
+        stopped = conveyor_cli("broker", "stop", "--cluster", "--wipe", "--data-dir", root)
         assert stopped.returncode == 0, stopped.stderr
         assert not root.exists()
 
@@ -89,12 +60,12 @@ def running(pid: int) -> bool:
 
 
 def status(cluster: LocalCluster) -> dict[int, dict[str, object]]:
-    shown = conveyor("broker", "status", "--json", "--data-dir", cluster.root)
+    shown = conveyor_cli("broker", "status", "--json", "--data-dir", cluster.root)
     return {node["node"]: node for node in json.loads(shown.stdout)["cluster"]["nodes"]}
 
 
 def test_status_shows_each_node_and_one_node_stops_and_starts(cluster: LocalCluster) -> None:
-    table = conveyor("broker", "status", "--data-dir", cluster.root)
+    table = conveyor_cli("broker", "status", "--data-dir", cluster.root)
     assert table.returncode == 0, table.stderr
     for number in (1, 2, 3):
         assert f"127.0.0.1:{cluster.shape.broker_port(number)}" in table.stdout
@@ -102,14 +73,14 @@ def test_status_shows_each_node_and_one_node_stops_and_starts(cluster: LocalClus
     pid = status(cluster)[2]["pid"]
     assert isinstance(pid, int)
 
-    stopped = conveyor("broker", "stop", "--node", "2", "--data-dir", cluster.root)
+    stopped = conveyor_cli("broker", "stop", "--node", "2", "--data-dir", cluster.root)
     assert stopped.returncode == 0, stopped.stderr
     assert "the others go on" in stopped.stdout
     nodes = status(cluster)
     assert [nodes[n]["running"] for n in (1, 2, 3)] == [True, False, True]
     assert not running(pid), "the node's JVM has exited"
 
-    started = conveyor("broker", "start", "--node", "2", "--data-dir", cluster.root)
+    started = conveyor_cli("broker", "start", "--node", "2", "--data-dir", cluster.root)
     assert started.returncode == 0, started.stderr
     assert all(node["running"] for node in status(cluster).values())
 
@@ -249,13 +220,13 @@ def test_a_cluster_start_with_a_port_taken_says_which(tmp_path: Path) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", base + 1))  # node 2's port
         holder.listen()
-        started = conveyor("broker", "start", "--nodes", "3", "--port", base,
+        started = conveyor_cli("broker", "start", "--nodes", "3", "--port", base,
                            "--data-dir", tmp_path / "c", "--heap", "256m")  # fmt: skip
     try:
         assert started.returncode != 0
         assert f"Port {base + 1}" in started.stderr, started.stderr
         assert "Traceback" not in started.stderr
-        nothing = conveyor("broker", "status", "--json", "--data-dir", tmp_path / "c")
+        nothing = conveyor_cli("broker", "status", "--json", "--data-dir", tmp_path / "c")
         assert not any(n["running"] for n in json.loads(nothing.stdout)["cluster"]["nodes"])
     finally:
-        conveyor("broker", "stop", "--cluster", "--wipe", "--data-dir", tmp_path / "c")
+        conveyor_cli("broker", "stop", "--cluster", "--wipe", "--data-dir", tmp_path / "c")

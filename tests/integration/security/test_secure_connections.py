@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,36 +25,9 @@ from starlette.testclient import TestClient
 from conveyor import Admin, App, Consumer, KafkaError, Producer
 from conveyor.errors import ConfigurationError
 from conveyor.rpc import Client, Handlers
+from helpers import conveyor_cli, free_ports
 
 pytestmark = pytest.mark.security
-
-
-def conveyor(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "conveyor", *map(str, args)],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False,
-        env=dict(os.environ, COLUMNS="200"),
-    )  # fmt: skip
-
-
-def free_block(size: int = 4) -> int:
-    """A port from which ``size`` ports in a row are free (the broker's and its secure ones)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            base = int(sock.getsockname()[1])
-        if base + size < 65535 and all(port_free(base + n) for n in range(size)):
-            return base
-    raise RuntimeError("no free block of ports")
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +35,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     """The secured broker: ``plain`` (its PLAINTEXT bootstrap) and ``ways`` (client settings by
     way in, from the clients.json that ``start --security`` writes)."""
     root = tmp_path_factory.mktemp("secure") / "broker"
-    started = conveyor("broker", "start", "--security", "--port", free_block(),
+    started = conveyor_cli("broker", "start", "--security", "--port", free_ports([0, 1, 2, 3]),
                        "--data-dir", root, "--heap", "384m")  # fmt: skip
     try:
         assert started.returncode == 0, started.stdout + started.stderr
@@ -74,7 +46,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         plain = started.stdout.split("KAFKA_BOOTSTRAP_SERVERS=")[1].split()[0]
         yield {"plain": plain, "ways": ways}
     finally:
-        conveyor("broker", "stop", "--wipe", "--data-dir", root)
+        conveyor_cli("broker", "stop", "--wipe", "--data-dir", root)
 
 
 def new_topic(secure: dict[str, Any], partitions: int = 1) -> str:
