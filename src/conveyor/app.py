@@ -115,6 +115,8 @@ class App:
             default_group=str(self.settings.kafka.get("group.id") or self.settings.client_id)
         )
         self._producer: Producer | None = None
+        self._producer_type: Callable[..., Producer] = Producer
+        """What makes the app's producers (``conveyor.testing`` swaps in one that captures)."""
         self._admin: Admin | None = None
         self._transactional_producer: Producer | None = None
         self._producer_lock = threading.Lock()
@@ -183,11 +185,13 @@ class App:
                 if self._producer is None:
                     settings = producer_settings(self.settings.kafka)
                     settings.setdefault("client.id", f"{self.settings.client_id}-producer")
-                    self._producer = self._traced(Producer(settings, monitor=self.monitor))
+                    self._producer = self._new_producer(settings)
                 producer = self._producer
         return producer
 
-    def _traced(self, producer: Producer) -> Producer:
+    def _new_producer(self, settings: dict[str, Any]) -> Producer:
+        """One of the app's producers, with its monitor, tracing and latency stamps."""
+        producer = self._producer_type(settings, monitor=self.monitor)
         self.tracing.attach(producer)
         self.latency.attach(producer)
         return producer
@@ -211,9 +215,7 @@ class App:
                     f"{self.settings.client_id}-conveyor-{socket.gethostname()}-{os.getpid()}"
                 )
                 settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
-                self._transactional_producer = self._traced(
-                    Producer(settings, monitor=self.monitor)
-                )
+                self._transactional_producer = self._new_producer(settings)
             return self._transactional_producer
 
     # -- running ------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from conveyor.errors import ConveyorError, DeliveryError
 from conveyor.messages import Deserializers, Message
 from conveyor.producer import Producer
 from conveyor.producer.partitioners import Partitioner, partitioner_for
-from conveyor.settings import producer_settings
 from conveyor.testing.records import Record, as_bytes, raw_headers
 
 if TYPE_CHECKING:
@@ -258,22 +257,13 @@ def _declared_partitions(app_ref: weakref.ref[App], topic: str) -> int | None:
 
 
 def _install(app: App, captured: Captured) -> None:
+    """From now on the app makes producers that capture (with the settings it always uses)."""
     with app._producer_lock:
-        for attribute in ("_producer", "_transactional_producer"):
-            previous = getattr(app, attribute)
+        for previous in (app._producer, app._transactional_producer):
             if previous is not None and not isinstance(previous, CapturingProducer):
                 previous.close(0)  # made before the test captured: nothing of it is kept
-        settings = producer_settings(app.settings.kafka)
-        settings["client.id"] = f"{app.settings.client_id}-producer"
-        app._producer = app._traced(
-            CapturingProducer(settings, captured=captured, monitor=app.monitor)
-        )
-        transactional = dict(settings)
-        transactional["transactional.id"] = f"{app.settings.client_id}-conveyor-test"
-        transactional["client.id"] = f"{app.settings.client_id}-transactional-producer"
-        app._transactional_producer = app._traced(
-            CapturingProducer(transactional, captured=captured, monitor=app.monitor)
-        )
+        app._producer = app._transactional_producer = None
+        app._producer_type = partial(CapturingProducer, captured=captured)
 
 
 def produced(app: App, topic: str | None = None) -> list[Message]:
