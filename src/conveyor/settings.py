@@ -47,6 +47,9 @@ class AppSettings:
     pause_timeout: float = 1.0
     pause_max_timeout: float = 30.0
     pause_with_exponential_backoff: bool = True
+    inline_quick_batches: bool = True
+    """Let a listener run a small batch itself when its partition's jobs have been quick (see
+    :mod:`conveyor.processing.executor`); ``False`` hands every batch to the worker pool."""
     gc_threshold: int | None = 50_000
     """The garbage collector's first threshold while the app runs (see
     :mod:`conveyor.processing.collector`); ``None`` leaves the collector alone."""
@@ -74,6 +77,7 @@ def build_app_settings(
     pause_max_timeout: Any,
     pause_with_exponential_backoff: Any,
     gc_threshold: Any,
+    inline_quick_batches: Any = AppSettings.inline_quick_batches,
     oauth_token_provider: Any = None,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
@@ -116,6 +120,10 @@ def build_app_settings(
             "pause_with_exponential_backoff must be True or False",
             "pause_with_exponential_backoff",
         )
+    if not isinstance(inline_quick_batches, bool):
+        raise ConfigurationError(
+            "inline_quick_batches must be True or False", "inline_quick_batches"
+        )
     if gc_threshold is not None:
         check_count("gc_threshold", gc_threshold, minimum=100)
     kafka = dict(kafka)
@@ -137,6 +145,7 @@ def build_app_settings(
         pause_max_timeout=float(pause_max_timeout),
         pause_with_exponential_backoff=pause_with_exponential_backoff,
         gc_threshold=gc_threshold,
+        inline_quick_batches=inline_quick_batches,
         oauth_token_provider=oauth_token_provider,
     )
 

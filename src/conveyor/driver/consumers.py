@@ -117,6 +117,7 @@ class ConsumerClient:
         except (KafkaException, ValueError, TypeError) as exc:
             raise configuration_error(exc, "consumer", config) from exc
         self._consume = self._consumer.consume
+        self._watermark_keys: dict[Partition, TopicPartition] = {}
 
     def _error(self, error: Any) -> None:
         failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
@@ -243,12 +244,13 @@ class ConsumerClient:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         self._consumer.seek(TopicPartition(topic, partition, offset))
 
-    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        """The low and high watermarks librdkafka cached from fetch responses (no broker call)."""
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), cached=True
-        )
-        return int(low), int(high)
+    def cached_high_watermark(self, topic: str, partition: int) -> int:
+        """The high watermark librdkafka cached from fetch responses (-1: none yet); no broker
+        call. Asked once per poll, on a lone message's path: the key object is kept."""
+        key = self._watermark_keys.get((topic, partition))
+        if key is None:
+            key = self._watermark_keys[(topic, partition)] = TopicPartition(topic, partition)
+        return int(self._consumer.get_watermark_offsets(key, cached=True)[1])
 
     def partitions(self, topic: str, timeout: float = 10.0) -> list[int]:
         """The partition ids of ``topic`` (an empty list if it does not exist)."""

@@ -18,18 +18,19 @@ class Backlog:
     """Fetched messages of one partition, in offset order. Not thread-safe: its executor
     guards it with its lock."""
 
-    __slots__ = ("_count", "_runs", "_start")
+    __slots__ = ("_runs", "_start", "size")
 
     def __init__(self) -> None:
         self._runs: deque[list[Any]] = deque()
         self._start = 0  # messages of the first run already taken
-        self._count = 0
+        self.size = 0
+        """How many messages it holds (read it: ``len()`` costs a Python call)."""
 
     def __len__(self) -> int:
-        return self._count
+        return self.size
 
     def __bool__(self) -> bool:
-        return self._count > 0
+        return self.size > 0
 
     def __iter__(self) -> Iterator[Any]:
         start = self._start
@@ -42,7 +43,7 @@ class Backlog:
         kept, not copied: the caller hands it over."""
         if run:
             self._runs.append(run)
-            self._count += len(run)
+            self.size += len(run)
 
     def take(self, limit: int) -> list[Any]:
         """Remove and return up to ``limit`` messages from the front."""
@@ -54,23 +55,23 @@ class Backlog:
         available = len(first) - start
         if available > limit:
             self._start = start + limit
-            self._count -= limit
+            self.size -= limit
             return first[start : start + limit]
         runs.popleft()
         self._start = 0
         batch = first[start:] if start else first
-        self._count -= available
+        self.size -= available
         while runs and len(batch) < limit:
             room = limit - len(batch)
             following = runs[0]
             if len(following) > room:
                 batch = batch + following[:room]  # a copy: the run may be the caller's
                 self._start = room
-                self._count -= room
+                self.size -= room
                 break
             runs.popleft()
             batch = batch + following
-            self._count -= len(following)
+            self.size -= len(following)
         return batch
 
     def put_back(self, messages: list[Any]) -> None:
@@ -81,7 +82,7 @@ class Backlog:
             self._runs[0] = self._runs[0][self._start :]
             self._start = 0
         self._runs.appendleft(list(messages))
-        self._count += len(messages)
+        self.size += len(messages)
 
     def first(self) -> Any | None:
         """The message that would be taken next (``None`` when empty)."""
@@ -92,4 +93,4 @@ class Backlog:
     def clear(self) -> None:
         self._runs.clear()
         self._start = 0
-        self._count = 0
+        self.size = 0

@@ -144,7 +144,11 @@ class Listener:
         self._committed: dict[Partition, int] = {}
         self._stopping = threading.Event()
         self._quiet = threading.Event()
-        self._jobs = threading.Condition()
+        self.quieted = False
+        """Whether :meth:`quiet` was called (a plain attribute: executors read it per poll)."""
+        # The lock is taken directly on the job path (a Condition's own ``with`` runs Python).
+        self._jobs_lock = threading.Lock()
+        self._jobs = threading.Condition(self._jobs_lock)
         # Partitions with more pending than their high-water mark: the listener waits for
         # their workers to drain them before it polls again (librdkafka's own queue limits
         # then hold the rest), and pauses them only if the wait outlasts the slice below.
@@ -192,6 +196,7 @@ class Listener:
 
         Batches already running finish; what was fetched but not handed out stays pending."""
         self._quiet.set()
+        self.quieted = True
         if self.state == "running":
             self.state = "quiet"
         for executor in list(self.executors.values()):
@@ -199,10 +204,6 @@ class Listener:
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
-
-    @property
-    def quieted(self) -> bool:
-        return self._quiet.is_set()
 
     def shut_down(self, deadline: float) -> bool:
         """After polling stopped: wait for the jobs, run ``shutdown()`` hooks, commit, close.
@@ -325,11 +326,11 @@ class Listener:
             self._submit_coroutine(coroutine)
 
     def job_started(self) -> None:
-        with self._jobs:
+        with self._jobs_lock:
             self._running_jobs += 1
 
     def job_finished(self) -> None:
-        with self._jobs:
+        with self._jobs_lock:
             self._running_jobs -= 1
             if self._running_jobs == 0:
                 self._jobs.notify_all()
@@ -420,7 +421,8 @@ class Listener:
                     self._tick_idle()
                 continue
             idle_since = None
-            self._run_commands()
+            if self._commands:
+                self._run_commands()
             if ev.MESSAGES_POLLED in monitor.subscribed:
                 monitor.instrument(ev.MESSAGES_POLLED, listener=self.name, count=len(batch))
             self._distribute(batch)
@@ -444,7 +446,7 @@ class Listener:
             if raw_partition(first) == partition == raw_partition(last) and raw_topic(
                 first
             ) == topic == raw_topic(last):
-                self._flush_run(batch, topic, partition)
+                self._flush_run(batch, topic, partition, alone=True)
                 self._discarding.clear()
                 return
         count = len(batch)
@@ -453,7 +455,7 @@ class Listener:
             [topic] = self.routes
             first = partitions[0]
             if partitions.count(first) == count:
-                self._flush_run(batch, topic, first)
+                self._flush_run(batch, topic, first, alone=True)
             else:
                 start = 0
                 for partition, members in itertools.groupby(partitions):
@@ -499,14 +501,19 @@ class Listener:
             if consumer is not None and type(consumer).tick is not _BASE_TICK:
                 executor.tick()
 
-    def _flush_run(self, run: list[Any], topic: str | None, partition: int) -> None:
+    def _flush_run(
+        self, run: list[Any], topic: str | None, partition: int, alone: bool = False
+    ) -> None:
+        """Hand ``run`` to its partition's executor (``alone``: it is all the poll brought)."""
         if not run or topic is None:
             return
-        executor = self._executor(topic, partition)
+        executor = self.executors.get((topic, partition))
+        if executor is None:
+            executor = self._executor(topic, partition)
         if executor is not None and executor not in self._discarding:
             # librdkafka's cached high watermark (from the fetch responses): no broker call.
-            high = self._client.watermarks(topic, partition)[1]
-            executor.add(run, high if high >= 0 else None)
+            high = self._client.cached_high_watermark(topic, partition)
+            executor.add(run, high if high >= 0 else None, alone)
 
     def _executor(self, topic: str, partition: int) -> PartitionExecutor | None:
         key = (topic, partition)

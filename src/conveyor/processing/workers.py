@@ -20,6 +20,8 @@ _local = threading.local()
 
 def run_hook(result: Any) -> Any:
     """Finish a hook's result: await it on this worker's own event loop when it is a coroutine."""
+    if result is None:  # a plain method's (inspect.isawaitable costs an ABC check)
+        return None
     if inspect.isawaitable(result):
         loop = getattr(_local, "loop", None)
         if loop is None:

@@ -282,6 +282,7 @@ def test_quiet_finishes_running_batches_and_takes_no_new_ones(
         ({"max_wait_time": -1}, "max_wait_time"),
         ({"pause_timeout": 5, "pause_max_timeout": 1}, "pause_max_timeout"),
         ({"concurency": 4}, "concurency"),
+        ({"inline_quick_batches": "yes"}, "inline_quick_batches"),
     ],
 )
 def test_wrong_settings_fail_at_construction(settings: dict[str, Any], named: str) -> None:
@@ -472,3 +473,37 @@ def test_tick_runs_while_a_partition_is_idle(kafka_bootstrap: str, new_topic) ->
     with running(app):
         assert record.wait_for(lambda items: items.count("tick") >= 2, timeout=30)
     assert record.items[0] == "batch"
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "always the pool"])
+def test_lone_messages_on_the_listeners_thread_keep_their_order(
+    kafka_bootstrap: str, new_topic, inline: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lone messages of a quick consumer run on the listener's thread (saving the hand-off),
+    mixed with pool runs after a slow one, in order and once; switched off, none does."""
+    # "Quick" made generous so that a busy machine cannot make these jobs look slow.
+    monkeypatch.setattr("conveyor.processing.executor._QUICK_JOB", 0.05)
+    topic = new_topic(partitions=1)
+    record = Record()
+
+    class Lone(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                if message.payload["n"] == 40:
+                    threading.Event().wait(0.2)  # one slow job: back to the pool for a while
+                record.add((message.payload["n"], threading.current_thread().name))
+
+    app = make_app(kafka_bootstrap, inline_quick_batches=inline)
+    app.routes.topic(topic, Lone)
+    with running(app), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        for n in range(120):  # lock-step: each poll brings one message
+            producer.produce_sync(topic=topic, payload={"n": n})
+            assert record.wait_for(lambda items, n=n: len(items) > n)
+    assert [n for n, _ in record.items] == list(range(120)), "every message once, in order"
+    on_listener = [n for n, thread in record.items if thread.startswith("conveyor-listener")]
+    if inline:
+        assert on_listener, "a quick partition's lone messages ran on the listener's thread"
+        assert 41 not in on_listener, "the job after a slow one goes to the pool"
+        assert any(n > 41 for n in on_listener), "quick again after the slow job: back inline"
+    else:
+        assert on_listener == []

@@ -195,7 +195,7 @@ class VirtualPartitionExecutor(PartitionExecutor):
 
     # -- the listener's calls -----------------------------------------------------------------
 
-    def add(self, raws: list[Any], high_watermark: int | None) -> None:
+    def add(self, raws: list[Any], high_watermark: int | None, alone: bool = False) -> None:
         with self.lock:
             if self.revoked or self.stopped:
                 return
