@@ -434,6 +434,12 @@ class Listener:
         partition). The runs are found with C-level passes (``map`` over the messages'
         accessors, ``groupby``) rather than Python work per message: on a 2-core machine that
         per-message loop was the listener's largest cost after librdkafka's own."""
+        if len(batch) == 1:  # a lone message: the latency path, kept short
+            [raw] = batch
+            if raw.error() is None:
+                self._flush_run(batch, raw.topic(), raw.partition(), alone=True)
+                self._discarding.clear()
+                return
         # (any(), not a count of None: librdkafka's error objects refuse == None.)
         if any(map(raw_error, batch)):
             self._distribute_with_errors(batch)  # rare: end of partition, fetch errors
