@@ -68,11 +68,25 @@ def test_stop_from_another_thread_and_no_group(kafka_bootstrap: str, new_topic) 
     seen: list[object] = []
     # Auto-commit asked for, to be ignored: an iterator commits nothing under any group name.
     kafka_asking = {**kafka, "enable.auto.commit": True, "auto.commit.interval.ms": 100}
+    all_read, stopped_at = threading.Event(), []
+
+    def stop_when_all_read() -> None:  # from another thread, once the loop is only waiting
+        all_read.wait(30)
+        stopped_at.append(time.monotonic())
+        iterator.stop()
+
     with Iterator({topic: True}, kafka_asking, yield_nil=True) as iterator:
-        threading.Timer(0.5, iterator.stop).start()
-        started = time.monotonic()
-        seen.extend(iterator)
-        assert time.monotonic() - started < 5
+        threading.Thread(target=stop_when_all_read, daemon=True).start()
+        give_up = time.monotonic() + 60
+        for message in iterator:
+            seen.append(message)
+            if len([m for m in seen if m is not None]) == 4:
+                all_read.set()
+            if time.monotonic() > give_up:  # bounded, should stop() not end the iteration
+                break
+        assert stopped_at, "the iteration ended by the other thread's stop()"
+        assert time.monotonic() < give_up
+        assert time.monotonic() - stopped_at[0] < 5
     assert sorted(m.payload["n"] for m in seen if m is not None) == [0, 1, 2, 3]
     with Admin(kafka) as admin:
         new_groups = set(admin.list_consumer_groups()) - groups_before
