@@ -67,6 +67,8 @@ class ListenerActions(Protocol):
 
     def submit(self, job: Callable[[], None]) -> None: ...
 
+    def run_here(self, job: Callable[[], None]) -> None: ...
+
     def submit_coroutine(self, coroutine: Coroutine[Any, Any, None]) -> None: ...
 
     def job_started(self) -> None: ...
@@ -216,7 +218,7 @@ class PartitionExecutor:
                 and size <= _INLINE_MAX
             )
         if here:
-            self.run()
+            self.listener.run_here(self.run)
         elif start:
             self.listener.submit(self.run)
 

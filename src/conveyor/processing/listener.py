@@ -49,6 +49,11 @@ __all__ = ["Listener"]
 
 _BASE_TICK = Consumer.tick
 
+
+def _call(job: Callable[[], None]) -> None:
+    job()
+
+
 _log = logging.getLogger("conveyor.processing")
 
 _QUIET_POLL = 0.2
@@ -71,6 +76,7 @@ class Listener:
         submit: Callable[[Callable[[], None]], None],
         timers: Timers,
         submit_coroutine: Callable[[Coroutine[Any, Any, None]], None] | None = None,
+        run_here: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.context = context
         self.name = name
@@ -79,6 +85,8 @@ class Listener:
         self._patterns = [route for route in routes if route.pattern is not None]
         self._resolved: dict[str, Topic | None] = {}  # topic name -> its route (patterns)
         self.submit = submit
+        self.run_here: Callable[[Callable[[], None]], None] = run_here or _call
+        """Runs a job on this thread (a quick batch), counted as the pool's work."""
         self._submit_coroutine = submit_coroutine
         self._timers = timers
         settings = context.settings

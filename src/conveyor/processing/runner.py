@@ -61,6 +61,7 @@ class Runner:
                         self.pool.submit,
                         self._timers,
                         self.event_loop.submit,
+                        self.pool.run_here,
                     )
                 )
         except BaseException:  # a listener refused its settings: leave nothing running

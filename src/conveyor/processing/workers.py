@@ -34,7 +34,8 @@ def run_hook(result: Any) -> Any:
 class PoolUsage:
     """How busy the pool is: ``busy`` threads now, of ``size``; ``queued`` jobs waiting;
     ``busy_seconds`` of work done since the pool started (difference two readings for the
-    utilization over an interval)."""
+    utilization over an interval). Jobs a listener runs itself (see
+    :meth:`WorkerPool.run_here`) count as the pool's work."""
 
     size: int
     busy: int
@@ -44,7 +45,7 @@ class PoolUsage:
     @property
     def utilization(self) -> float:
         """The share of threads busy right now (0 to 1)."""
-        return self.busy / self.size if self.size else 0.0
+        return min(1.0, self.busy / self.size) if self.size else 0.0
 
 
 class WorkerPool:
@@ -61,6 +62,10 @@ class WorkerPool:
         # One slot per thread, each written only by its own thread: no lock on the job path.
         self._busy_since = [0.0] * size
         self._busy_total = [0.0] * size
+        # The same for jobs run by other threads (listeners), one key per thread: each key is
+        # written only by its own thread.
+        self._here_since: dict[int, float] = {}
+        self._here_total: dict[int, float] = {}
         self._threads = [
             threading.Thread(
                 target=self._work, args=(index,), name=f"{name}-worker-{index}", daemon=True
@@ -72,6 +77,19 @@ class WorkerPool:
 
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
+
+    def run_here(self, job: Job) -> None:
+        """Run ``job`` on the calling thread (a listener running a quick batch itself), counted
+        in the pool's usage like a worker's job. What it raises propagates."""
+        thread = threading.get_ident()
+        self._here_since[thread] = started = time.perf_counter()
+        try:
+            job()
+        finally:
+            self._here_total[thread] = (
+                self._here_total.get(thread, 0.0) + time.perf_counter() - started
+            )
+            self._here_since[thread] = 0.0
 
     def _work(self, index: int) -> None:
         jobs = self._jobs
@@ -97,13 +115,15 @@ class WorkerPool:
     def usage(self) -> PoolUsage:
         """A reading of how busy the pool is (safe from any thread)."""
         now = time.perf_counter()
-        starts = list(self._busy_since)
+        starts = [*self._busy_since, *list(self._here_since.values())]
         running = [now - start for start in starts if start]
         return PoolUsage(
             size=self.size,
             busy=len(running),
             queued=self._jobs.qsize(),
-            busy_seconds=sum(self._busy_total) + sum(running),
+            busy_seconds=sum(self._busy_total)
+            + sum(list(self._here_total.values()))
+            + sum(running),
         )
 
     def stop(self, timeout: float) -> bool:

@@ -60,6 +60,7 @@ class FakeListener:
         self.actions: list[tuple[Any, ...]] = []
         self.commit_result = commit_result
         self.running_jobs = 0
+        self.ran_here = 0
         self.over: set[PartitionExecutor] = set()
 
     @property
@@ -72,6 +73,10 @@ class FakeListener:
 
     def submit(self, job: Callable[[], None]) -> None:
         self.jobs.append(job)
+
+    def run_here(self, job: Callable[[], None]) -> None:
+        self.ran_here += 1
+        job()
 
     def submit_coroutine(self, coroutine: Any) -> None:
         self.jobs.append(lambda: asyncio.run(coroutine))

@@ -53,6 +53,7 @@ def test_after_a_streak_of_quick_jobs_a_lone_batch_runs_inside_add() -> None:
         r.listener.run_jobs()
     r.executor.add(raws(STREAK), 1_000, alone=True)
     assert r.listener.jobs == [], "run in add, not queued"
+    assert r.listener.ran_here == 1, "through the listener's run_here (counted as pool work)"
     assert consumer.seen[-1][0] == STREAK
     assert [offset for offset, _ in consumer.seen] == list(range(STREAK + 1)), "in order"
     assert r.executor.marked == STREAK + 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from conveyor.processing.workers import WorkerPool, run_hook
 
 
@@ -50,6 +52,28 @@ def test_usage_counts_busy_workers_and_busy_time() -> None:
     idle = pool.usage()
     assert idle.busy == 0
     assert idle.busy_seconds > 0
+
+
+def test_a_job_run_here_counts_as_the_pools_work() -> None:
+    """A listener running a quick batch itself: busy while it runs, its time in busy_seconds,
+    on the calling thread, and what it raises reaches the caller."""
+    pool = WorkerPool(2, "unit", lambda error: None)
+    seen: list[tuple[int, int]] = []
+    try:
+        before = pool.usage().busy_seconds
+        pause = threading.Event()
+        pool.run_here(
+            lambda: (seen.append((threading.get_ident(), pool.usage().busy)), pause.wait(0.05))
+        )
+        assert seen == [(threading.get_ident(), 1)], "on this thread, counted busy meanwhile"
+        after = pool.usage()
+        assert after.busy == 0
+        assert after.busy_seconds - before >= 0.05
+        with pytest.raises(ZeroDivisionError):
+            pool.run_here(lambda: 1 / 0)  # type: ignore[func-returns-value]
+        assert pool.usage().busy == 0, "not left busy after it raised"
+    finally:
+        assert pool.stop(5)
 
 
 def test_async_hooks_run_on_the_workers_own_loop() -> None:
