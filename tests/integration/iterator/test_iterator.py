@@ -82,7 +82,7 @@ def test_stop_from_another_thread_and_no_group(kafka_bootstrap: str, new_topic) 
             seen.append(message)
             if len([m for m in seen if m is not None]) == 4:
                 all_read.set()
-            if time.monotonic() > give_up:  # bounded, should stop() not end the iteration
+            if time.monotonic() > give_up:  # bounded, in case stop() does not end the iteration
                 break
         assert stopped_at, "the iteration ended by the other thread's stop()"
         assert time.monotonic() < give_up
