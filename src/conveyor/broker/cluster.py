@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from conveyor.broker.process import (
     DevelopmentBroker,
     new_cluster_id,
 )
+from conveyor.broker.progress import ProgressCallback
 from conveyor.errors import BrokerDataError, BrokerError
 
 __all__ = ["DEFAULT_CLUSTER_PORT", "ClusterShape", "LocalCluster", "default_cluster_dir"]
@@ -31,8 +31,6 @@ DEFAULT_CLUSTER_PORT = 19092
 CONTROLLER_OFFSET = 100
 MAX_NODES = 9
 _HOST = "127.0.0.1"
-
-ProgressCallback = Callable[[str], None]
 
 
 def default_cluster_dir() -> Path:

@@ -8,10 +8,10 @@ import re
 import shutil
 import subprocess
 from collections import deque
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from conveyor.broker.progress import ProgressCallback
 from conveyor.broker.toolchain import find_maven
 from conveyor.errors import BrokerError
 
@@ -20,7 +20,6 @@ __all__ = ["KAFKA_VERSION", "cache_root", "ensure_kafka_jars", "kafka_libs_dir"]
 KAFKA_VERSION = "4.1.1"
 """The Apache Kafka release the development broker runs."""
 
-ProgressCallback = Callable[[str], None]
 
 _COMPLETE_MARKER = ".complete"
 _DOWNLOADED = re.compile(r"Downloaded from \S+: (\S+)")

@@ -16,7 +16,6 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from conveyor.broker.layout import (
 )
 from conveyor.broker.maven import KAFKA_VERSION, ensure_kafka_jars
 from conveyor.broker.probe import ClusterMetadata, ProbeError, probe_metadata
+from conveyor.broker.progress import ProgressCallback
 from conveyor.broker.security import (
     SECURITY_USER,
     SecurityMaterial,
@@ -46,7 +46,6 @@ from conveyor.errors import (
 
 __all__ = ["BrokerStatus", "DevelopmentBroker", "StartOutcome"]
 
-ProgressCallback = Callable[[str], None]
 
 DEFAULT_PORT = 9092
 DEFAULT_HEAP = "512m"

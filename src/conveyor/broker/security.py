@@ -23,11 +23,11 @@ import json
 import secrets
 import shutil
 import subprocess
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from conveyor.broker.progress import ProgressCallback
 from conveyor.errors import BrokerError, ToolMissingError
 
 __all__ = [
@@ -44,8 +44,6 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-512", "OAUTHBEARER")
 _HOST = "127.0.0.1"
 _VALIDITY_DAYS = "3650"
 _REAUTH_MS = "60000"
-
-ProgressCallback = Callable[[str], None]
 
 
 @dataclass(frozen=True)
