@@ -34,11 +34,12 @@ class Deserializers:
         self.key = key or _utf8
         self.headers = headers or _headers_dict
 
+    def names(self) -> dict[str, str]:
+        """Each part's deserializer as a person reads it (``{"payload": "JSON", ...}``)."""
+        return {part: _callable_name(getattr(self, part)) for part in ("payload", "key", "headers")}
+
     def __repr__(self) -> str:
-        names = ", ".join(
-            f"{part}={_callable_name(getattr(self, part))}"
-            for part in ("payload", "key", "headers")
-        )
+        names = ", ".join(f"{part}={name}" for part, name in self.names().items())
         return f"Deserializers({names})"
 
 

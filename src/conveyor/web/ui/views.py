@@ -213,7 +213,7 @@ class Views:
                 "consumer": route.consumer_class.__name__ if route.consumer_class else None,
                 "active": route.active, "dead_letter_queue": (dlq.topic or "skip") if dlq is not None else None,
                 "max_retries": dlq.max_retries if dlq is not None else None,
-                "deserializers": repr(route.deserializers), "max_messages": route.max_messages or settings.max_messages,
+                "deserializers": route.deserializers.names(), "max_messages": route.max_messages or settings.max_messages,
                 "max_wait_time": route.max_wait_time or settings.max_wait_time,
                 "initial_offset": route.initial_offset or str(settings.kafka.get("auto.offset.reset", "earliest")),
                 "assign": list(route.assign) if route.assign else None,
