@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -137,38 +136,70 @@ def test_every_client_gets_its_channels_in_order_with_64_lanes(
             assert seqs == list(range(sequences)), f"{key}: {seqs[:20]}"
 
 
+class Progress:
+    """How many messages a client has read, waited on by the producing thread."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def add(self) -> None:
+        with self.changed:
+            self.count += 1
+            self.changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.count >= count, timeout)
+
+
+async def receive_counted(socket: Any, count: int, progress: Progress) -> list[dict[str, Any]]:
+    received = []
+    while len(received) < count:
+        received.append(json.loads(await socket.recv()))
+        progress.add()
+    return received
+
+
 def test_a_slow_client_is_dropped_and_the_others_go_on(kafka_bootstrap: str, new_topic) -> None:
     topic = new_topic(partitions=1)
     sink = Broadcast(port=0, queue_size=600)  # above a batch (max_batch 500): bursts fit
     app = make_app(kafka_bootstrap, topic, sink, lanes=4)
     loop = ClientLoop()
+    slow: socket.socket | None = None
     try:
         with running(app):
             url = f"ws://127.0.0.1:{sink.port}/ws"
 
             slow = silent_client(sink.port, ["k0"])  # reads nothing after subscribing
             fast = loop.run(subscribed(url, ["k0"]))
-            waiting = loop.start(receive(fast, 5_000))
-            # a steady stream the fast client keeps up with: 1,000 msgs/s of 2 KB for 5 s,
-            # more than the silent client's socket buffer and its queue of 600 hold
-            pad, count, rate = "x" * 2_000, 5_000, 1_000
+            progress = Progress()
+            waiting = loop.start(receive_counted(fast, 5_000, progress))
+            # 5,000 messages of 4 KB (20 MB): several times what the silent client's socket
+            # buffers (the server's send buffer grows to 4 MB) and its queue of 600 hold. The
+            # producer goes one chunk ahead of the fast client at most, so the fast client is
+            # never more than 200 messages behind, however busy the machine (a fixed rate of
+            # 1,000 msgs/s let a stall of 0.6 s drop it too).
+            pad, count, chunk = "x" * 4_000, 5_000, 100
             with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
-                started = time.monotonic()
-                for first in range(0, count, 100):
-                    time.sleep(max(0.0, started + first / rate - time.monotonic()))
+                for first in range(0, count, chunk):
+                    assert progress.wait_for(first - chunk, 60), (
+                        f"the fast client read {progress.count} of {first - chunk}"
+                    )
                     producer.produce_many_async(
                         [
                             {"topic": topic, "key": "k0", "payload": {"seq": seq, "pad": pad}}
-                            for seq in range(first, first + 100)
+                            for seq in range(first, first + chunk)
                         ]
                     )
                 producer.flush()
             received = waiting.result(120)
             assert [m["payload"]["seq"] for m in received] == list(range(count))
             assert sink.dropped == 1, "the slow one was dropped"
-            slow.close()
             loop.run(fast.close())
     finally:
+        if slow is not None:
+            slow.close()
         loop.close()
 
 
