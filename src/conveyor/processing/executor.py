@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.instrumentation import events as ev
@@ -141,6 +142,7 @@ class PartitionExecutor:
         self.policy = policy
         self._timers = timers
         self.max_messages = route.max_messages or context.settings.max_messages
+        self._inline_max = min(_INLINE_MAX, self.max_messages)
         self._high_water = max(self.max_messages * 10, 2_000)
         self._low_water = self._high_water // 4
         self.pending = Backlog()
@@ -199,25 +201,26 @@ class PartitionExecutor:
                 self.polls.fetched(raws[-1].offset())
             if self.first_fetched is None:
                 self.first_fetched = raws[0].offset()
-            self.pending.extend(raws)
             if self.listener.quieted:
                 self.held = True
             start = not self.scheduled and not self.held
             if start:
                 self.scheduled = True
-            size = self.pending.size
-            if size > self._high_water and not self._told_over_limit:
-                # Told under the lock, so that a worker's drained() cannot come before it.
-                self._told_over_limit = True
-                self.listener.over_limit(self)
-            here = (
-                start
-                and alone
-                and self._quick_jobs >= _QUICK_STREAK
-                and self.inline
-                and size <= _INLINE_MAX
-            )
-        if here:
+            pending = self.pending
+            here = start and alone and self._quick_jobs >= _QUICK_STREAK and self.inline
+            # Nothing else waits: the batch is ``raws`` itself, no need to pass the backlog.
+            direct = here and not pending.size and not self.eof and len(raws) <= self._inline_max
+            if not direct:
+                pending.extend(raws)
+                size = pending.size
+                if size > self._high_water and not self._told_over_limit:
+                    # Told under the lock, so that a worker's drained() cannot come before it.
+                    self._told_over_limit = True
+                    self.listener.over_limit(self)
+                here = here and size <= _INLINE_MAX
+        if direct:
+            self.listener.run_here(partial(self._job, raws))
+        elif here:
             self.listener.run_here(self.run)
         elif start:
             self.listener.submit(self.run)
@@ -344,6 +347,10 @@ class PartitionExecutor:
 
     def run(self) -> None:
         """The job: process batches until nothing is pending (or the partition is held)."""
+        self._job(None)
+
+    def _job(self, first: list[Any] | None) -> None:
+        """:meth:`run`, starting with ``first`` (a batch taken by no backlog) when given."""
         listener = self.listener
         listener.job_started()
         began = time.perf_counter()
@@ -351,6 +358,8 @@ class PartitionExecutor:
         if long_running:  # fetch nothing behind a long job; the listener keeps polling
             listener.pause(self.topic, self.partition)
         try:
+            if first is not None:
+                self._process(first)
             while True:
                 resume_fetching = drained = False
                 with self.lock:

@@ -18,10 +18,15 @@ Job = Callable[[], None]
 _local = threading.local()
 
 
+_PLAIN_RESULTS = frozenset({bool, bytes, dict, float, int, list, str, tuple})
+
+
 def run_hook(result: Any) -> Any:
     """Finish a hook's result: await it on this worker's own event loop when it is a coroutine."""
-    if result is None:  # a plain method's (inspect.isawaitable costs an ABC check)
-        return None
+    # A plain function's result: None, or a value (an RPC handler's) that is no awaitable
+    # (inspect.isawaitable costs an ABC check).
+    if result is None or type(result) in _PLAIN_RESULTS:
+        return result
     if inspect.isawaitable(result):
         loop = getattr(_local, "loop", None)
         if loop is None:
