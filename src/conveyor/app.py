@@ -115,9 +115,11 @@ class App:
             oauth_token_provider=oauth_token_provider,
             unknown=unknown,
         )
+        self._logging: LoggingListener | None = None
         if monitor is None:
             monitor = Monitor()
-            LoggingListener().attach(monitor)
+            self._logging = LoggingListener()
+            self._logging.attach(monitor)
         self.monitor = monitor
         self.routes = Routes(
             default_group=str(self.settings.kafka.get("group.id") or self.settings.client_id)
@@ -270,6 +272,8 @@ class App:
             self.state = "idle"
             raise
         self._started_at = time.time()
+        if self._logging is not None:  # logging may have been set up since the app was built
+            self._logging.refresh()
         try:
             self._open_sinks(routes, self._runner.event_loop)
         except BaseException:  # a sink that cannot open: nothing runs

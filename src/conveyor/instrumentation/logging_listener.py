@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from conveyor.instrumentation import events
@@ -17,14 +18,18 @@ class LoggingListener:
     a lost connection once at WARNING (a reminder every 30 s while it lasts) and its return
     at INFO.
 
-    ``LoggingListener().attach(monitor)`` subscribes it; deliveries are logged only when
-    the logger is enabled for DEBUG at attach time (so it costs nothing otherwise). Lines
-    are written by a background thread: the thread that emitted the event (a listener in
-    the middle of a poll, say) never waits for a slow handler.
+    ``LoggingListener().attach(monitor)`` subscribes it. Deliveries (DEBUG) and consumed
+    batches (INFO) are listened to only while the logger is enabled for their level when it
+    attaches or :meth:`refresh` is called (an App refreshes its own as it starts), so that they
+    cost nothing otherwise: an event someone listens to is built for every message or batch.
+    Lines are written by a background thread: the thread that emitted the event (a listener
+    in the middle of a poll, say) never waits for a slow handler.
     """
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger or logging.getLogger("conveyor")
+        self._monitor: Monitor | None = None
+        self._by_level: list[Callable[[], None]] = []  # unsubscribes what refresh() subscribed
 
     def _log(self, level: int, message: str, *args: Any, exc_info: Any = None) -> None:
         BACKGROUND_LOG.log(self.logger, level, message, *args, exc_info=exc_info)
@@ -35,11 +40,25 @@ class LoggingListener:
         monitor.subscribe(events.CONNECTION_RESTORED, self.on_connection_restored)
         for name in (events.TRANSACTION_ABORTED, events.PRODUCER_RELOADED, events.PRODUCER_CLOSED):
             monitor.subscribe(name, self.on_info)
-        if self.logger.isEnabledFor(logging.DEBUG):
-            monitor.subscribe(events.MESSAGE_ACKNOWLEDGED, self.on_acknowledged)
-        monitor.subscribe(events.CONSUMER_CONSUMED, self.on_consumed)
         for name in (events.REBALANCE_PARTITIONS_ASSIGNED, events.REBALANCE_PARTITIONS_REVOKED):
             monitor.subscribe(name, self.on_rebalance)
+        self._monitor = monitor
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Listen to deliveries and consumed batches as the logger's level now asks."""
+        monitor = self._monitor
+        if monitor is None:
+            return
+        for unsubscribe in self._by_level:
+            unsubscribe()
+        self._by_level = []
+        if self.logger.isEnabledFor(logging.DEBUG):
+            self._by_level.append(
+                monitor.subscribe(events.MESSAGE_ACKNOWLEDGED, self.on_acknowledged)
+            )
+        if self.logger.isEnabledFor(logging.INFO):
+            self._by_level.append(monitor.subscribe(events.CONSUMER_CONSUMED, self.on_consumed))
 
     def on_error(self, event: Event) -> None:
         error = event.get("error")

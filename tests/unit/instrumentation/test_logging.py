@@ -9,7 +9,10 @@ import time
 
 import pytest
 
+from conveyor import App
+from conveyor.instrumentation import Monitor, events
 from conveyor.instrumentation.background_log import BackgroundLog
+from conveyor.instrumentation.logging_listener import LoggingListener
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 
 
@@ -75,3 +78,43 @@ def test_a_repeated_warning_is_logged_once_per_interval_with_the_count(
         "another kind",
         "skipping offset 99 (19 more like it in the last 0.2 s)",
     ]
+
+
+def test_batches_and_deliveries_are_listened_to_only_at_their_level() -> None:
+    """Consumed batches (INFO) and deliveries (DEBUG) cost an event per batch or message
+    while someone listens: the logging listener listens only when its level is on, as of
+    attach() or refresh()."""
+    logger = logging.getLogger("conveyor.test.levels")
+    listener = LoggingListener(logger)
+    monitor = Monitor()
+    logger.setLevel(logging.WARNING)
+    listener.attach(monitor)
+    assert events.CONSUMER_CONSUMED not in monitor.subscribed
+    assert events.MESSAGE_ACKNOWLEDGED not in monitor.subscribed
+    assert events.ERROR_OCCURRED in monitor.subscribed, "errors always"
+    logger.setLevel(logging.INFO)
+    listener.refresh()
+    assert events.CONSUMER_CONSUMED in monitor.subscribed
+    assert events.MESSAGE_ACKNOWLEDGED not in monitor.subscribed
+    logger.setLevel(logging.DEBUG)
+    listener.refresh()
+    assert {events.CONSUMER_CONSUMED, events.MESSAGE_ACKNOWLEDGED} <= monitor.subscribed
+    logger.setLevel(logging.WARNING)
+    listener.refresh()
+    assert events.CONSUMER_CONSUMED not in monitor.subscribed
+    logger.setLevel(logging.NOTSET)
+
+
+def test_an_app_listens_to_batches_if_logging_was_set_up_after_it_was_built() -> None:
+    logger = logging.getLogger("conveyor")
+    level = logger.level
+    try:
+        logger.setLevel(logging.WARNING)
+        app = App(client_id="levels", kafka={"bootstrap.servers": "127.0.0.1:1"})
+        assert events.CONSUMER_CONSUMED not in app.monitor.subscribed
+        logger.setLevel(logging.INFO)
+        assert app._logging is not None
+        app._logging.refresh()  # what start() does first
+        assert events.CONSUMER_CONSUMED in app.monitor.subscribed
+    finally:
+        logger.setLevel(level)
