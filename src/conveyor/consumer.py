@@ -290,12 +290,20 @@ class Consumer:
                 "commits the copy with the offset, or aborts both"
             )
         piped = self._pipe_message(topic, message)
-        producer = self.producer
-        handle = producer.produce_async(**piped)
         if at_least_once:
-            self._executor.hold_until_acknowledged(
-                message.offset, handle, lambda: producer.produce_async(**piped)
-            )
+            return self._produce_before_commit(message, piped)
+        return self.producer.produce_async(**piped)
+
+    def _produce_before_commit(self, message: Message, produced: dict[str, Any]) -> DeliveryHandle:
+        """``produce_async(**produced)``, and no offset at or past ``message``'s committed until
+        the broker acknowledged it; a failed delivery is sent again after the topic's back-off
+        (see :meth:`pipe_async`)."""
+        producer = self.producer
+        # Its report only lets the offset be committed: the poller need not hurry for it.
+        handle = producer._produce_unhurried(**produced)
+        self._executor.hold_until_acknowledged(
+            message.offset, handle, lambda: producer._produce_unhurried(**produced)
+        )
         return handle
 
     def pipe_sync(self, *, topic: str, message: Message) -> DeliveryReport:

@@ -157,20 +157,32 @@ def responder_for(
                 else:
                     self._respond(message, answered)
 
-        def _event(self, event: str, **fields: Any) -> None:
+        def _observed(self, event: str) -> bool:
             app = getattr(self, "app", None)
-            if app is not None and event in app.monitor.subscribed:
-                app.monitor.instrument(event, topic=self.topic, **fields)
+            return app is not None and event in app.monitor.subscribed
+
+        def _event(self, event: str, **fields: Any) -> None:
+            if self._observed(event):
+                self.app.monitor.instrument(event, topic=self.topic, **fields)
 
         def _respond(self, message: Message, answered: dict[int, _Reply | None]) -> None:
             offset = message.offset
-            if offset not in answered:  # a retry re-sends the reply, never re-runs
-                answered[offset] = self._answer(message.raw_payload, message.raw_headers)
-            reply = answered[offset]
+            if offset in answered:  # a retry re-sends the reply, never re-runs
+                reply = answered[offset]
+            else:
+                reply = answered[offset] = self._answer(message.raw_payload, message.raw_headers)
             if reply is not None:
-                topic, partition, payload, key = reply
-                # The reply goes out before the request is marked: at-least-once.
-                self.produce_sync(topic=topic, payload=payload, key=key, partition=partition)
+                topic, partition, payload, key, cache_key = reply
+                # Sent without waiting for the broker, so that the next request need not wait
+                # either (and a quick handler runs on the listener's thread): at-least-once
+                # comes from the request's offset, never committed before the reply's
+                # acknowledgement, and from resending a reply that failed.
+                self._produce_before_commit(
+                    message,
+                    {"topic": topic, "payload": payload, "key": key, "partition": partition},
+                )
+                if cache_key is not None:
+                    replies.put(cache_key, payload)
             del answered[offset]
             self.mark_as_consumed(message)
 
@@ -200,13 +212,13 @@ def responder_for(
             refusal = self._refused(call_id, name, request, raw_headers)
             if refusal is not None:  # checked before the cache: a cached reply is no pass
                 payload = self._encode(call_id, refusal)
-                return None if payload is None else (reply_to, partition, payload, call_id)
+                return None if payload is None else (reply_to, partition, payload, call_id, None)
             cache_key = f"{name}\x00{call_id}"
             cached = replies.get(cache_key)
             if cached is not None:
                 Responder.duplicates += 1
                 self._event(ev.RPC_REQUEST_DUPLICATE, id=call_id, command=name)
-                return reply_to, partition, cached, call_id
+                return reply_to, partition, cached, call_id, None
             deadline = request.get("deadline")
             if isinstance(deadline, int | float) and time.time() * 1000 > deadline:
                 Responder.expired += 1
@@ -214,17 +226,17 @@ def responder_for(
                 return None  # the caller gave up already
             started = time.perf_counter()
             body = self._run(call_id, name, request, raw_headers)
-            failed = "error" in body
-            self._event(
-                ev.RPC_REQUEST_HANDLED, id=call_id, command=name, ok=not failed,
-                error_type=body["error"]["type"] if failed else None,
-                duration=time.perf_counter() - started,
-            )  # fmt: skip
+            if self._observed(ev.RPC_REQUEST_HANDLED):
+                failed = "error" in body
+                self._event(
+                    ev.RPC_REQUEST_HANDLED, id=call_id, command=name, ok=not failed,
+                    error_type=body["error"]["type"] if failed else None,
+                    duration=time.perf_counter() - started,
+                )  # fmt: skip
             payload = self._encode(call_id, body)
             if payload is None:
                 return None
-            replies.put(cache_key, payload)
-            return reply_to, partition, payload, call_id
+            return reply_to, partition, payload, call_id, cache_key
 
         def _run(
             self, call_id: str, name: Any, request: dict[str, Any], raw_headers: Any
@@ -287,8 +299,8 @@ def responder_for(
     return Responder
 
 
-_Reply = tuple[str, int | None, bytes, str]
-"""(results topic, partition or None, encoded reply, key)."""
+_Reply = tuple[str, int | None, bytes, str, str | None]
+"""(results topic, partition or None, encoded reply, key, reply cache key or None)."""
 
 
 def _error(call_id: str, kind: str, message: str) -> dict[str, Any]:

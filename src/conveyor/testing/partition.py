@@ -131,6 +131,11 @@ class TestPartition:
         self.recorded.marks.append(Mark(next_offset, sync))
         return True
 
+    def hold_until_acknowledged(self, offset: int, handle: Any, resend: Any) -> None:
+        """A copy sent at least once (``pipe_async(at_least_once=True)``, an RPC reply): the
+        captured producer acknowledges it as it is given, so nothing waits."""
+        return None
+
     def request_pause(self, offset: int | None, timeout: float | None) -> None:
         self.recorded.pauses.append(Pause(offset, timeout))
 
