@@ -149,6 +149,18 @@ class Iterator:
             if not yielded and self.yield_nil:
                 yield None
 
+    def poll(self, timeout: float, limit: int = 500) -> list[Message]:
+        """One read, for a loop of its own instead of iterating: wait up to ``timeout`` seconds
+        for the first message, then take what has already arrived, up to ``limit``. Fetch
+        errors are reported as while iterating. Call it from one thread at a time."""
+        messages = []
+        for raw in self._client.poll_batch(timeout, limit):
+            if raw.error() is not None:
+                self._client.fetch_error(raw)
+                continue
+            messages.append(Message(raw, self._deserializers))
+        return messages
+
     def _on_fetch_error(self, error: KafkaError) -> None:
         if ev.ERROR_OCCURRED in self.monitor.subscribed:
             self.monitor.instrument(ev.ERROR_OCCURRED, type="iterator.fetch.error", error=error)

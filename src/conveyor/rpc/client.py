@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,13 +25,57 @@ __all__ = ["Client"]
 
 _log = logging.getLogger("conveyor.rpc")
 
+_READ_SLICE = 0.1
+"""The longest one read of the results waits (a reply ends it at once): how soon a reader
+notices that its call timed out or that the client closes."""
+_EXPIRY_CHECK = 0.5
+"""How often the timed-out calls' spans are ended, while tracing."""
+
+
+class _Call:
+    """One call waiting for its reply: its command, when it was sent, and how it ended (the
+    Future of :meth:`Client.call_async` is ended too)."""
+
+    __slots__ = ("done", "error", "future", "name", "sent_at", "value")
+
+    def __init__(self, name: str, future: concurrent.futures.Future[Any] | None) -> None:
+        self.name = name
+        self.future = future
+        self.sent_at = time.perf_counter()
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def finish(self, value: Any, error: BaseException | None) -> None:
+        """The reply came (or the call can wait no more): by the thread that read it."""
+        self.value, self.error = value, error
+        self.done = True
+        future = self.future
+        if future is not None and not future.done():  # (the caller may have cancelled it)
+            try:
+                if error is None:
+                    future.set_result(value)
+                else:
+                    future.set_exception(error)
+            except concurrent.futures.InvalidStateError:  # cancelled just now
+                pass
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
 
 class Client:
     """Calls remote handlers over Kafka.
 
-    One listener thread reads the results topic from its end, with no consumer group, and
-    completes each pending call's Future (the caller wakes at once; no polling). A call that
-    times out leaves the registry; its late reply is discarded and counted. With
+    The results topic is read from its end, with no consumer group, by one thread at a time:
+    a thread waiting in :meth:`call` reads it itself (the reply needs no hand-over to reach
+    it) and ends the other pending calls on the way; other threads waiting meanwhile
+    are woken by their reply or take over the reading when the reader's own reply came. A
+    background thread reads only for calls nobody waits in :meth:`call` for
+    (:meth:`call_async`). A call that times out leaves the registry; its late reply is
+    discarded and counted. With
     ``reply_partition`` the client reads (and asks for replies on) one partition only, so
     many clients need not all read every reply. ``headers`` go with every request (for the
     server's ``authorize``). With ``retries``, :meth:`call` sends a request again with the
@@ -80,65 +124,29 @@ class Client:
         self.reply_partition = reply_partition
         self.discarded = 0
         """Replies that came after their call had timed out (or were not ours)."""
-        self._pending: dict[str, concurrent.futures.Future[Any]] = {}
-        self._names: dict[str, tuple[str, float]] = {}  # call id -> (command, sent at)
+        # One lock for the registry and for who reads: _pending holds the calls waiting for
+        # a reply; _reading is set while one thread reads the results; _callers counts the
+        # threads waiting in call(), _followers those of them waiting for the reader's news
+        # (on _turn); the background reader waits on _unattended_calls.
+        self._lock = threading.Lock()
+        self._turn = threading.Condition(self._lock)
+        self._unattended_calls = threading.Condition(self._lock)
+        self._pending: dict[str, _Call] = {}
         # call id -> (its span, when to give up on it), while tracing
         self._spans: dict[str, tuple[Any, float]] = {}
-        self._lock = threading.Lock()
         self._closed = False
+        self._reading = False
+        self._callers = 0
+        self._followers = 0
         partitions = (
             [reply_partition] if reply_partition is not None else _partitions(kafka, results_topic)
         )
         topics: dict[str, Any] = {results_topic: dict.fromkeys(partitions, "latest")}
-        self._results = Iterator(topics, kafka, yield_nil=True, max_wait_time=0.2)
+        self._results = Iterator(topics, kafka)
         self._thread = threading.Thread(
             target=self._listen, name="conveyor-rpc-results", daemon=True
         )
         self._thread.start()
-
-    def call_async(
-        self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any
-    ) -> concurrent.futures.Future[Any]:
-        """Send the call and return a Future of its result (or of RemoteError); sent once
-        (``retries`` are :meth:`call`'s)."""
-        return self._start(name, args, kwargs, timeout)[2]
-
-    def _start(
-        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float
-    ) -> tuple[str, bytes, concurrent.futures.Future[Any]]:
-        """Register and send a call: its id, its encoded request (for retries), its Future."""
-        if self._closed:
-            raise RpcClientClosedError("the RPC client is closed")
-        call_id = uuid.uuid4().hex
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
-            self._pending[call_id] = future
-            self._names[call_id] = (name, time.perf_counter())
-        request = {
-            "id": call_id, "name": name, "args": list(args), "kwargs": kwargs,
-            "reply_to": self.results_topic, "reply_partition": self.reply_partition,
-            "deadline": int((time.time() + timeout) * 1000),
-        }  # fmt: skip
-        payload = self.codec.encode(request)
-        tracing = self._tracing
-        token = None
-        if tracing is not None and tracing.enabled:  # one trace: this call, the handler, the reply
-            span, token = tracing.start_call(name, self.commands_topic)
-            with self._lock:
-                self._spans[call_id] = (span, time.monotonic() + timeout)
-        try:
-            self._send(call_id, name, payload, 1)
-        except BaseException as exc:
-            with self._lock:
-                self._pending.pop(call_id, None)
-                self._names.pop(call_id, None)
-            self._end_span(call_id, None, exc)
-            raise
-        finally:
-            if token is not None:
-                assert tracing is not None
-                tracing.detach(token)
-        return call_id, payload, future
 
     def call(self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any) -> Any:
         """Call ``name`` remotely and return its result.
@@ -148,20 +156,24 @@ class Client:
             RpcTimeoutError: no reply within ``timeout`` seconds.
             RpcClientClosedError: the client was closed meanwhile.
         """
-        call_id, payload, future = self._start(name, args, kwargs, timeout)
+        call = _Call(name, None)
+        call_id, payload = self._start(call, args, kwargs, timeout)
         attempts = self.retries + 1
-        share = timeout / attempts
-        deadline = time.monotonic() + timeout
-        for attempt in range(1, attempts + 1):
-            wait = share if attempt < attempts else max(0.0, deadline - time.monotonic())
-            try:
-                return future.result(wait)
-            except concurrent.futures.TimeoutError:
+        try:
+            share = timeout / attempts
+            started = time.monotonic()
+            for attempt in range(1, attempts + 1):
+                until = started + (share * attempt if attempt < attempts else timeout)
+                if self._await(call, until):
+                    return call.result()
                 if attempt < attempts:  # the same id: a server that ran it answers from cache
                     self._send(call_id, name, payload, attempt + 1)
-        with self._lock:
-            self._pending.pop(call_id, None)
-            self._names.pop(call_id, None)
+        finally:
+            with self._lock:
+                self._callers -= 1
+                left = self._pending.pop(call_id, None)
+        if left is None and call.done:  # the reply came just as the wait ended
+            return call.result()
         if ev.RPC_CALL_TIMED_OUT in self.monitor.subscribed:
             self.monitor.instrument(
                 ev.RPC_CALL_TIMED_OUT, id=call_id, command=name, attempts=attempts
@@ -173,52 +185,180 @@ class Client:
         self._end_span(call_id, None, error)
         raise error from None
 
-    def _send(self, call_id: str, name: str, payload: bytes, attempt: int) -> None:
-        self._producer.produce_async(
-            topic=self.commands_topic, payload=payload, key=call_id, headers=self.headers or None
-        )
-        if ev.RPC_CALL_SENT in self.monitor.subscribed:
-            self.monitor.instrument(ev.RPC_CALL_SENT, id=call_id, command=name, attempt=attempt)
+    def call_async(
+        self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any
+    ) -> concurrent.futures.Future[Any]:
+        """Send the call and return a Future of its result (or of RemoteError); sent once
+        (``retries`` are :meth:`call`'s)."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._start(_Call(name, future), args, kwargs, timeout)
+        with self._lock:
+            if not self._reading:
+                self._unattended_calls.notify()
+        return future
 
     def pending(self) -> int:
         """Calls waiting for their reply."""
         with self._lock:
             return len(self._pending)
 
-    def _listen(self) -> None:
-        next_expiry_check = 0.0
-        for message in self._results:
-            if self._spans and time.monotonic() >= next_expiry_check:
-                next_expiry_check = time.monotonic() + 0.5
-                self._end_expired_spans()
-            if message is None:
-                continue
-            try:
-                reply = self.codec.decode(message.raw_payload or b"")
-                call_id = str(reply["id"])
-            except (ValueError, KeyError, TypeError):
-                continue
+    # -- sending ------------------------------------------------------------------------------
+
+    def _start(
+        self, call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float
+    ) -> tuple[str, bytes]:
+        """Register and send ``call`` (one of :meth:`call`'s, counted as waited for, unless it
+        has a Future): its id and its encoded request (for retries)."""
+        call_id = os.urandom(16).hex()
+        request = {
+            "id": call_id, "name": call.name, "args": list(args), "kwargs": kwargs,
+            "reply_to": self.results_topic, "reply_partition": self.reply_partition,
+            "deadline": int((time.time() + timeout) * 1000),
+        }  # fmt: skip
+        payload = self.codec.encode(request)
+        waited = call.future is None
+        tracing = self._tracing
+        span = token = None
+        if tracing is not None and tracing.enabled:  # one trace: this call, the handler, the reply
+            span, token = tracing.start_call(call.name, self.commands_topic)
+        with self._lock:  # close() takes the pending calls under it: none is left behind
+            if self._closed:
+                if token is not None:
+                    assert tracing is not None
+                    tracing.detach(token)
+                raise RpcClientClosedError("the RPC client is closed")
+            self._pending[call_id] = call
+            if waited:
+                self._callers += 1
+            if span is not None:
+                self._spans[call_id] = (span, time.monotonic() + timeout)
+        try:
+            self._send(call_id, call.name, payload, 1)
+        except BaseException as exc:
             with self._lock:
-                future = self._pending.pop(call_id, None)
-                named = self._names.pop(call_id, None)
-            if future is None:
-                self.discarded += 1
-                if ev.RPC_REPLY_DISCARDED in self.monitor.subscribed:
-                    self.monitor.instrument(ev.RPC_REPLY_DISCARDED, id=call_id)
-                continue
-            if named is not None and ev.RPC_CALL_REPLIED in self.monitor.subscribed:
-                self.monitor.instrument(
-                    ev.RPC_CALL_REPLIED, id=call_id, command=named[0], ok="error" not in reply,
-                    duration=time.perf_counter() - named[1],
-                )  # fmt: skip
-            if "error" in reply:
-                error = reply["error"] or {}
-                failure = RemoteError(str(error.get("type")), str(error.get("message")))
-                self._end_span(call_id, message, failure)
-                future.set_exception(failure)
-            else:
-                self._end_span(call_id, message, None)
-                future.set_result(reply.get("ok"))
+                self._pending.pop(call_id, None)
+                if waited:
+                    self._callers -= 1
+            self._end_span(call_id, None, exc)
+            raise
+        finally:
+            if token is not None:
+                assert tracing is not None
+                tracing.detach(token)
+        return call_id, payload
+
+    def _send(self, call_id: str, name: str, payload: bytes, attempt: int) -> None:
+        # Nobody waits for the request's delivery report: the reply tells.
+        self._producer._produce_unhurried(
+            topic=self.commands_topic, payload=payload, key=call_id, headers=self.headers or None
+        )
+        if ev.RPC_CALL_SENT in self.monitor.subscribed:
+            self.monitor.instrument(ev.RPC_CALL_SENT, id=call_id, command=name, attempt=attempt)
+
+    # -- reading the replies ------------------------------------------------------------------
+
+    def _await(self, call: _Call, until: float) -> bool:
+        """Wait until ``call`` is done (True) or the monotonic ``until`` (False): reading the
+        results while nobody else does, else woken by whoever does."""
+        while not call.done:
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            with self._lock:
+                if self._reading or self._closed:  # closed: close() ends the call at once
+                    self._followers += 1
+                    try:
+                        self._turn.wait_for(
+                            lambda: call.done or not (self._reading or self._closed), left
+                        )
+                    finally:
+                        self._followers -= 1
+                    continue
+                self._reading = True
+            try:
+                while not call.done:
+                    left = until - time.monotonic()
+                    if left <= 0 or self._closed:
+                        break
+                    self._read(left if left < _READ_SLICE else _READ_SLICE)
+            finally:
+                self._stop_reading()
+        return True
+
+    def _stop_reading(self) -> None:
+        """The reader is done: a follower, else the background reader, may go on."""
+        with self._lock:
+            self._reading = False
+            if self._followers or self._closed:  # (close() waits for the reader to leave)
+                self._turn.notify_all()
+            elif len(self._pending) > self._callers:
+                self._unattended_calls.notify()
+
+    def _listen(self) -> None:
+        """The background reader: reads while calls are pending that nobody waits for in
+        call() (call_async's) and nobody else reads; ends timed-out call_async spans."""
+        next_expiry_check = 0.0
+
+        def unattended() -> bool:
+            return self._closed or (not self._reading and len(self._pending) > self._callers)
+
+        while True:
+            with self._lock:
+                self._unattended_calls.wait_for(unattended, _EXPIRY_CHECK if self._spans else None)
+                if self._closed:
+                    return
+                read = not self._reading and len(self._pending) > self._callers
+                if read:
+                    self._reading = True
+            if read:
+                try:
+                    self._read(_READ_SLICE)
+                except Exception:  # the reader goes on; the calls time out if it keeps failing
+                    _log.exception("reading the RPC results failed")
+                finally:
+                    self._stop_reading()
+            if self._spans and time.monotonic() >= next_expiry_check:
+                next_expiry_check = time.monotonic() + _EXPIRY_CHECK
+                self._end_expired_spans()
+
+    def _read(self, timeout: float) -> None:
+        """One read of the results (by the thread that reads now): each reply ends its call;
+        followers are told when one of theirs may have come."""
+        completed = False
+        for message in self._results.poll(timeout):
+            completed = self._complete(message) or completed
+        if completed and self._followers:
+            with self._lock:
+                self._turn.notify_all()
+
+    def _complete(self, message: Message) -> bool:
+        """End the call ``message`` replies to; False when it is not a pending call's."""
+        try:
+            reply = self.codec.decode(message.raw_payload or b"")
+            call_id = str(reply["id"])
+        except (ValueError, KeyError, TypeError):
+            return False
+        with self._lock:
+            call = self._pending.pop(call_id, None)
+        if call is None:
+            self.discarded += 1
+            if ev.RPC_REPLY_DISCARDED in self.monitor.subscribed:
+                self.monitor.instrument(ev.RPC_REPLY_DISCARDED, id=call_id)
+            return False
+        if ev.RPC_CALL_REPLIED in self.monitor.subscribed:
+            self.monitor.instrument(
+                ev.RPC_CALL_REPLIED, id=call_id, command=call.name, ok="error" not in reply,
+                duration=time.perf_counter() - call.sent_at,
+            )  # fmt: skip
+        if "error" in reply:
+            error = reply["error"] or {}
+            failure = RemoteError(str(error.get("type")), str(error.get("message")))
+            self._end_span(call_id, message, failure)
+            call.finish(None, failure)
+        else:
+            self._end_span(call_id, message, None)
+            call.finish(reply.get("ok"), None)
+        return True
 
     def _end_span(
         self, call_id: str | None, reply: Message | None, error: BaseException | None
@@ -244,16 +384,20 @@ class Client:
 
     def close(self) -> None:
         """Stop listening; calls still waiting fail with RpcClientClosedError."""
-        self._closed = True
-        self._results.stop()
-        self._thread.join(5)
-        self._results.close()
         with self._lock:
+            self._closed = True
             pending, self._pending = self._pending, {}
-        for call_id, future in pending.items():
+        for call_id, call in pending.items():
             error = RpcClientClosedError("the RPC client was closed before the reply came")
             self._end_span(call_id, None, error)
-            future.set_exception(error)
+            call.finish(None, error)
+        with self._lock:
+            self._turn.notify_all()
+            self._unattended_calls.notify_all()
+        self._thread.join(5)
+        with self._lock:  # a reader leaves after its current read (its call ended just now)
+            self._turn.wait_for(lambda: not self._reading, _READ_SLICE + 5)
+        self._results.close()
         if self._owns_producer:
             self._producer.close()
 

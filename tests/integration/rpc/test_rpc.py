@@ -147,6 +147,65 @@ def test_reply_partition_and_close_with_calls_in_flight(
         client.call("add", 1, 1)
 
 
+def test_a_caller_waiting_when_the_client_closes_fails_at_once(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str], server: Any
+) -> None:
+    """The thread reading the results for its own call (the slow one) and a thread waiting
+    behind it both end with RpcClientClosedError, not at their timeout."""
+    commands, results = rpc_topics
+    client = Client(
+        {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results
+    )
+    outcomes: list[BaseException] = []
+    started = threading.Barrier(3)
+
+    def caller(name: str, *args: Any) -> None:
+        started.wait(10)
+        try:
+            client.call(name, *args, timeout=30)
+        except BaseException as error:
+            outcomes.append(error)
+
+    threads = [
+        threading.Thread(target=caller, args=("slow", 20)),
+        threading.Thread(target=caller, args=("slow", 20)),
+    ]
+    for thread in threads:
+        thread.start()
+    started.wait(10)
+    deadline = time.monotonic() + 10
+    while client.pending() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.pending() == 2
+    closed_at = time.monotonic()
+    client.close()
+    for thread in threads:
+        thread.join(10)
+    assert time.monotonic() - closed_at < 5
+    assert [type(error) for error in outcomes] == [RpcClientClosedError] * 2
+
+
+def test_async_calls_complete_beside_waiting_callers_and_a_cancelled_one_is_harmless(
+    kafka_bootstrap: str, rpc_topics: tuple[str, str], server: Any
+) -> None:
+    """Replies to call_async come whether a caller reads the results at the moment (it ends
+    them on its way) or nobody does (the background reader); a Future cancelled before its
+    reply came does not stop the reading."""
+    commands, results = rpc_topics
+    with Client(
+        {"bootstrap.servers": kafka_bootstrap}, commands_topic=commands, results_topic=results
+    ) as client:
+        cancelled = client.call_async("slow", 0.2, timeout=10)
+        assert cancelled.cancel()
+        alone = [client.call_async("add", n, 1, timeout=10) for n in range(5)]
+        assert [future.result(10) for future in alone] == [1, 2, 3, 4, 5]
+        beside = [client.call_async("add", n, 2, timeout=10) for n in range(5)]
+        assert client.call("add", 40, 2, timeout=10) == 42
+        assert [future.result(10) for future in beside] == [2, 3, 4, 5, 6]
+        assert client.call("add", 1, 1, timeout=10) == 2
+        assert client.pending() == 0
+
+
 def test_every_reply_goes_to_the_requested_partition(
     kafka_bootstrap: str, new_topic, read_messages
 ) -> None:
