@@ -82,6 +82,11 @@ def _check(value: Any, hint: Any) -> bool:
     return True
 
 
+def _hint_to_check(hint: Any) -> Any:
+    """``hint``, or ``None`` when any value fits it."""
+    return None if hint is Any or hint is inspect.Parameter.empty or hint is object else hint
+
+
 class ArgumentChecker:
     """The signature and type hints of one handler, checked per request."""
 
@@ -91,6 +96,20 @@ class ArgumentChecker:
             self.hints = typing.get_type_hints(handler)
         except Exception:  # unresolvable annotations: check the arity only
             self.hints = {}
+        # The common call, positional arguments only, checked without Signature.bind (pure
+        # Python, the largest part of a small handler's check): each parameter that takes a
+        # position, with its hint (None: anything goes) and default.
+        params = list(self.signature.parameters.values())
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self._by_position = [
+            (p.name, _hint_to_check(self.hints.get(p.name, p.empty)), p.default) for p in positional
+        ]
+        self._required = sum(1 for p in positional if p.default is p.empty)
+        # Keyword-only parameters without a default make every positional-only call wrong:
+        # the general path says which is missing.
+        self._positional_calls = not any(
+            p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params
+        )
 
     def check(self, args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
         """The arguments to call the handler with.
@@ -102,6 +121,17 @@ class ArgumentChecker:
             raise InvalidArguments(f"args must be a list, not {type(args).__name__}")
         if not isinstance(kwargs, dict):
             raise InvalidArguments(f"kwargs must be a mapping, not {type(kwargs).__name__}")
+        if (
+            not kwargs
+            and self._positional_calls
+            and self._required <= len(args) <= len(self._by_position)
+        ):
+            for value, (name, hint, default) in zip(args, self._by_position, strict=False):
+                if hint is not None and value is not default and not _fits(value, hint):
+                    raise InvalidArguments(
+                        f"{name} must be {_describe(hint)}, not {type(value).__name__} ({value!r})"
+                    )
+            return list(args), {}
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:

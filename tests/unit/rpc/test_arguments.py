@@ -90,3 +90,47 @@ def test_what_a_codec_does_not_produce_is_left_to_the_handler() -> None:
     assert checker.check(["t", {}], {"count": None})[1] == {"count": None}, "its own default"
     with pytest.raises(InvalidArguments, match="count must be int"):
         checker.check(["t", {}], {"count": "3"})
+
+
+POSITIONAL = [1, 0.5, "x", ["a"], {"a": 1.5}]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["1", *POSITIONAL[1:]], "count must be int, not str ('1')"),
+        ([1, 0.5, "x", ["a", 2], {}], "tags must be list[str], not list"),
+        ([*POSITIONAL, "reckless"], "mode must be Literal"),
+        ([*POSITIONAL, "fast", 5], "note must be str | None, not int"),
+        (POSITIONAL[:4], "missing a required argument: 'scores'"),
+    ],
+)
+def test_positional_arguments_are_checked_like_keyword_ones(args: list[Any], message: str) -> None:
+    """The positional-only call (checked without binding the signature) says what the
+    general path says."""
+    pattern = message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")
+    with pytest.raises(InvalidArguments, match=pattern.replace(")", r"\)").replace("|", r"\|")):
+        ArgumentChecker(handler).check(args, {})
+
+
+def test_positional_calls_of_small_handlers() -> None:
+    def add(a: int, b: int = 0, /) -> int:
+        return a + b
+
+    def untyped(value):  # type: ignore[no-untyped-def]
+        return value
+
+    def keyword_only(value: int, *, scale: int) -> int:
+        return value * scale
+
+    assert ArgumentChecker(add).check([1], {}) == ([1], {})
+    assert ArgumentChecker(add).check([1, 2], {}) == ([1, 2], {})
+    assert ArgumentChecker(untyped).check([object], {}) == ([object], {})
+    with pytest.raises(InvalidArguments, match="too many positional arguments"):
+        ArgumentChecker(add).check([1, 2, 3], {})
+    with pytest.raises(InvalidArguments, match="missing a required argument"):
+        ArgumentChecker(untyped).check([], {})
+    with pytest.raises(InvalidArguments, match="b must be int, not str"):
+        ArgumentChecker(add).check([1, "2"], {})
+    with pytest.raises(InvalidArguments, match="missing a required argument: 'scale'"):
+        ArgumentChecker(keyword_only).check([1], {})
