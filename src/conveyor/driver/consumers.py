@@ -52,6 +52,7 @@ raw_partition: Callable[[Any], Any] = confluent_kafka.Message.partition
 _DRAIN_CHUNK = 500
 # A first message that took longer than this came after a wait (see poll_batch).
 _WAITED = 0.000_2
+_clock = time.perf_counter
 
 
 # Answers a partition's leader gives while it is being elected (right after the topic was
@@ -180,7 +181,7 @@ class ConsumerClient:
         ``poll()`` followed by one large ``consume(n, 0)``, which leaves fetched data waiting.)
         """
         consume = self._consume
-        clock = time.perf_counter
+        clock = _clock
         began = clock()
         batch = consume(1, timeout)
         if self.credentials_refused is not None:
