@@ -93,18 +93,18 @@ class ReplyCache:
         self._lock = threading.Lock()
 
     def get(self, call_id: str) -> bytes | None:
-        now = time.monotonic()
-        with self._lock:
-            entry = self._replies.get(call_id)
-            if entry is None or entry[1] < now:
-                return None
-            return entry[0]
+        # One lookup, atomic under the GIL: a new id (nearly every request) takes no lock.
+        entry = self._replies.get(call_id)
+        if entry is None or entry[1] < time.monotonic():
+            return None
+        return entry[0]
 
     def put(self, call_id: str, payload: bytes) -> None:
         now = time.monotonic()
         with self._lock:
+            if call_id in self._replies:
+                self._replies.move_to_end(call_id)
             self._replies[call_id] = (payload, now + self.ttl)
-            self._replies.move_to_end(call_id)
             while self._replies and (
                 len(self._replies) > self.size or next(iter(self._replies.values()))[1] < now
             ):
@@ -148,14 +148,18 @@ def responder_for(
             tracing = app.tracing if app is not None else None
             # A batch of one is traced as the request's child already; in a larger batch each
             # request gets its own span, so that its reply continues its caller's trace.
-            traced = tracing is not None and tracing.enabled and len(self.messages) > 1
-            for message in self.messages:
+            messages = self.messages
+            several = len(messages) > 1
+            traced = several and tracing is not None and tracing.enabled
+            for message in messages:
                 if traced:
                     assert tracing is not None
                     with tracing.message_span(message):
                         self._respond(message, answered)
                 else:
                     self._respond(message, answered)
+                if several:  # (a batch's last is marked when consume() returns)
+                    self.mark_as_consumed(message)
 
         def _observed(self, event: str) -> bool:
             app = getattr(self, "app", None)
@@ -184,7 +188,6 @@ def responder_for(
                 if cache_key is not None:
                     replies.put(cache_key, payload)
             del answered[offset]
-            self.mark_as_consumed(message)
 
         def _answer(self, raw: bytes | None, raw_headers: Any) -> _Reply | None:
             try:
