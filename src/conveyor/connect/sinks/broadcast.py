@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from conveyor.connect.sink import Reject, Result
-from conveyor.connect.sinks.records import record_json
+from conveyor.connect.sinks.records import encoded_record, record_json
 from conveyor.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -156,7 +156,8 @@ class Broadcast:
         outgoing: list[tuple[str, str]] = []
         for record in records:
             try:
-                outgoing.append((self._channel(record), json.dumps(self._encode(record))))
+                text = encoded_record(record, self._encode).decode("utf-8")
+                outgoing.append((self._channel(record), text))
             except Exception as error:
                 results.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))
                 continue

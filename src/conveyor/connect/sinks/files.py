@@ -3,7 +3,6 @@ rotated by size or age."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from conveyor.connect.sink import Reject, Result
-from conveyor.connect.sinks.records import record_json
+from conveyor.connect.sinks.records import encoded_record, record_json
 
 if TYPE_CHECKING:
     from conveyor.messages import Message
@@ -62,7 +61,7 @@ class JsonLines:
         lines = []
         for record in records:
             try:
-                line = json.dumps(self._encode(record), ensure_ascii=False).encode("utf-8")
+                line = encoded_record(record, self._encode)
             except Exception as error:
                 results.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))
                 continue

@@ -7,7 +7,6 @@ up and falling behind (see bench/connector_latency.py)."""
 
 from __future__ import annotations
 
-import json
 import select
 import ssl
 import threading
@@ -17,7 +16,7 @@ from urllib.parse import urlsplit
 
 from conveyor.connect.sink import Reject, Result, Retry
 from conveyor.connect.sinks.http11 import Connection, StaleConnection
-from conveyor.connect.sinks.records import record_json
+from conveyor.connect.sinks.records import encoded_record, record_json
 from conveyor.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -162,7 +161,7 @@ class Webhook:
         bodies: list[bytes | Reject] = []
         for record in records:
             try:
-                bodies.append(json.dumps(self._encode(record)).encode("utf-8"))
+                bodies.append(encoded_record(record, self._encode))
             except Exception as error:
                 bodies.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))
         if self.batch:
