@@ -172,6 +172,8 @@ class Client:
             with self._lock:
                 self._callers -= 1
                 left = self._pending.pop(call_id, None)
+                if not self._reading and len(self._pending) > self._callers:
+                    self._unattended_calls.notify()  # call_async calls only this thread ended
         if left is None and call.done:  # the reply came just as the wait ended
             return call.result()
         if ev.RPC_CALL_TIMED_OUT in self.monitor.subscribed:
@@ -291,7 +293,8 @@ class Client:
             self._reading = False
             if self._followers or self._closed:  # (close() waits for the reader to leave)
                 self._turn.notify_all()
-            elif len(self._pending) > self._callers:
+            # Not only when nobody follows: the followers may all find their calls ended.
+            if len(self._pending) > self._callers:
                 self._unattended_calls.notify()
 
     def _listen(self) -> None:
