@@ -157,9 +157,10 @@ class _Dispatcher:
         the report is served within its idle slice (0.1 s), or at once by a thread that waits
         on the handle. Waking it cost an RPC round trip ~30 us on 2 cores (its wake-up and
         its callbacks compete with the broker and the other side for the CPU)."""
-        return self._send(topic, payload, key, headers, partition, partition_key, timestamp, label)[
-            0
-        ]
+        handle, _client = self._send(
+            topic, payload, key, headers, partition, partition_key, timestamp, label
+        )
+        return handle
 
     def produce_sync(
         self,
