@@ -98,7 +98,8 @@ def check_while_running(app: App, topic: str, record: Record, release: threading
     # The first batch: offset 0 and what was fetched with it (a first message that came
     # after a wait goes on alone; the rest of its fetch comes with the next batch).
     assert (job.topic, job.partition, job.first_offset) == (topic, 0, 0)
-    assert job.last_offset in (0, 4) and job.count == job.last_offset + 1
+    assert job.last_offset in (0, 4)
+    assert job.count == job.last_offset + 1
     assert job.started_at <= snapshot.taken_at
     assert snapshot.pool is not None
     assert snapshot.pool.size == 3
