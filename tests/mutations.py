@@ -128,8 +128,8 @@ MUTATIONS = (
         STRATEGIES,
         (
             (
-                "partition.hold_until_acknowledged(\n                    offset, handle,",
-                "(lambda *_: None)(\n                    offset, handle,",
+                "handle = partition.send_held(offset, copy, producer)",
+                "handle = producer.produce_async(**copy)",
             ),
         ),
         (

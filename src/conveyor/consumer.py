@@ -291,20 +291,13 @@ class Consumer:
             )
         piped = self._pipe_message(topic, message)
         if at_least_once:
-            return self._produce_before_commit(message, piped)
+            return self._send_held(message, piped)
         return self.producer.produce_async(**piped)
 
-    def _produce_before_commit(self, message: Message, produced: dict[str, Any]) -> DeliveryHandle:
-        """``produce_async(**produced)``, and no offset at or past ``message``'s committed until
-        the broker acknowledged it; a failed delivery is sent again after the topic's back-off
-        (see :meth:`pipe_async`)."""
-        producer = self.producer
-        # Its report only lets the offset be committed: the poller need not hurry for it.
-        handle = producer._produce_unhurried(**produced)
-        self._executor.hold_until_acknowledged(
-            message.offset, handle, lambda: producer._produce_unhurried(**produced)
-        )
-        return handle
+    def _send_held(self, message: Message, produced: dict[str, Any]) -> DeliveryHandle:
+        """Send ``produced`` and commit nothing at or past ``message`` until it is
+        acknowledged (resent if it fails; see :meth:`pipe_async`)."""
+        return self._executor.send_held(message.offset, produced, self.producer)
 
     def pipe_sync(self, *, topic: str, message: Message) -> DeliveryReport:
         """:meth:`pipe_async` and wait for the acknowledgement."""

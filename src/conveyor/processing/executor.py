@@ -805,18 +805,25 @@ class PartitionExecutor:
         committed = self.listener.commit_now(self.topic, self.partition, target)
         return committed and target == next_offset and not self.revoked
 
-    def hold_until_acknowledged(
-        self, offset: int, handle: DeliveryHandle, resend: Callable[[], DeliveryHandle]
-    ) -> None:
-        """Commit nothing at or past ``offset`` until ``handle``'s message is acknowledged.
+    def send_held(self, offset: int, message: dict[str, Any], producer: Producer) -> DeliveryHandle:
+        """Send ``message`` (a produce dict) without waiting, and commit nothing at or past
+        ``offset`` until the broker acknowledged it (a dead letter, an at-least-once pipe, an
+        RPC reply).
 
-        A failed delivery is sent again (``resend``) after the topic's back-off, for as long
-        as this partition is assigned; once it is revoked or the app stops, the offset stays
-        uncommitted, so the message is read again rather than lost."""
+        A failed delivery is sent again after the topic's back-off, for as long as this
+        partition is assigned; once it is revoked or the app stops, the offset stays
+        uncommitted, so the message is read again rather than lost. Only commits wait for the
+        report, so the producer's poller is not hurried for it."""
+        handle = producer._produce_unhurried(message)
         with self.lock:
             self._fenced[offset] = self._fenced.get(offset, 0) + 1
             self._copies_in_flight += 1
+
+        def resend() -> DeliveryHandle:
+            return producer._produce_unhurried(message)
+
         handle.add_done_callback(lambda done: self._copy_reported(offset, done, resend, attempt=1))
+        return handle
 
     def _copy_reported(
         self,

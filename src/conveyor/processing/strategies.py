@@ -106,9 +106,9 @@ class PartitionActions(Protocol):
         self, dlq_message: dict[str, Any], message: Message
     ) -> dict[str, Any]: ...
 
-    def hold_until_acknowledged(
-        self, offset: int, handle: DeliveryHandle, resend: Callable[[], DeliveryHandle]
-    ) -> None: ...
+    def send_held(
+        self, offset: int, message: dict[str, Any], producer: Producer
+    ) -> DeliveryHandle: ...
 
 
 class FailurePolicy:
@@ -223,10 +223,7 @@ class FailurePolicy:
             else:
                 # Marked now, committed only once the copy is acknowledged: a crash in between
                 # reads the message again instead of losing it from both topics.
-                handle = producer.produce_async(**copy)
-                partition.hold_until_acknowledged(
-                    offset, handle, lambda: self._producer().produce_async(**copy)
-                )
+                handle = partition.send_held(offset, copy, producer)
                 if sync_mark:  # a synchronous commit is meant to include this message
                     with contextlib.suppress(DeliveryError, WaitTimeoutError):
                         handle.wait()

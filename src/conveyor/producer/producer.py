@@ -140,26 +140,21 @@ class _Dispatcher:
             poller.wake()
         return handle
 
-    def _produce_unhurried(
-        self,
-        *,
-        topic: str,
-        payload: Any = None,
-        key: str | bytes | None = None,
-        headers: Any = None,
-        partition: int | None = None,
-        partition_key: str | bytes | None = None,
-        timestamp: Any = None,
-        label: Any = None,
-    ) -> DeliveryHandle:
-        """:meth:`produce_async` of a message whose delivery report nobody waits for at once
-        (the copy behind a held offset, an RPC request): a parked poller is left parked, so
-        the report is served within its idle slice (0.1 s), or at once by a thread that waits
-        on the handle. Waking it cost an RPC round trip ~30 us on 2 cores (its wake-up and
-        its callbacks compete with the broker and the other side for the CPU)."""
+    def _produce_unhurried(self, message: Mapping[str, Any]) -> DeliveryHandle:
+        """:meth:`produce_async` of ``message`` (its keyword arguments as a dict), whose
+        delivery report nobody waits for at once (a copy behind a held offset, an RPC
+        request): a parked poller is left parked, so the report is served within its idle
+        slice (0.1 s), or at once by a thread that waits on the handle. Waking it cost an RPC
+        round trip ~30 us on 2 cores (its wake-up and callbacks compete with the broker and
+        the other side for the CPU)."""
+        if not message.keys() <= MESSAGE_FIELDS:
+            check_message(dict(message))  # names the unknown field
+        get = message.get
+        topic: str = get("topic")  # type: ignore[assignment]  # _send checks it
         handle, _client = self._send(
-            topic, payload, key, headers, partition, partition_key, timestamp, label
-        )
+            topic, get("payload"), get("key"), get("headers"), get("partition"),
+            get("partition_key"), get("timestamp"), get("label"),
+        )  # fmt: skip
         return handle
 
     def produce_sync(

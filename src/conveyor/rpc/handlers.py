@@ -181,7 +181,7 @@ def responder_for(
                 # either (and a quick handler runs on the listener's thread): at-least-once
                 # comes from the request's offset, never committed before the reply's
                 # acknowledgement, and from resending a reply that failed.
-                self._produce_before_commit(
+                self._send_held(
                     message,
                     {"topic": topic, "payload": payload, "key": key, "partition": partition},
                 )

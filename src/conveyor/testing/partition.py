@@ -131,10 +131,10 @@ class TestPartition:
         self.recorded.marks.append(Mark(next_offset, sync))
         return True
 
-    def hold_until_acknowledged(self, offset: int, handle: Any, resend: Any) -> None:
+    def send_held(self, offset: int, message: dict[str, Any], producer: Producer) -> Any:
         """A copy sent at least once (``pipe_async(at_least_once=True)``, an RPC reply): the
-        captured producer acknowledges it as it is given, so nothing waits."""
-        return None
+        captured producer acknowledges it as it is given, so nothing is held."""
+        return producer.produce_async(**message)
 
     def request_pause(self, offset: int | None, timeout: float | None) -> None:
         self.recorded.pauses.append(Pause(offset, timeout))

@@ -225,6 +225,10 @@ class FakeProducer:
         self.handles.append(handle)
         return handle
 
+    def _produce_unhurried(self, message: dict[str, Any]) -> FakeHandle:
+        """produce_async that leaves the poller alone: recorded as produce_async."""
+        return self.produce_async(**message)
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[FakeTransactions]:
         self.calls.append(("begin",))

@@ -33,8 +33,10 @@ class Partition:
         self.enhanced: list[int] = []
         self.held: list[tuple[int, Any]] = []
 
-    def hold_until_acknowledged(self, offset: int, handle: Any, resend: Any) -> None:
+    def send_held(self, offset: int, message: dict[str, Any], producer: Any) -> Any:
+        handle = producer.produce_async(**message)
         self.held.append((offset, handle))
+        return handle
 
     def mark(self, next_offset: int, sync: bool) -> bool:
         self.marks.append((next_offset, sync))

@@ -60,9 +60,9 @@ class Requests:
         self.sent: list[dict[str, Any]] = []
         self.changed = threading.Condition()
 
-    def _produce_unhurried(self, *, payload: bytes, **_message: Any) -> None:
+    def _produce_unhurried(self, message: dict[str, Any]) -> None:
         with self.changed:
-            self.sent.append(json.loads(payload))
+            self.sent.append(json.loads(message["payload"]))
             self.changed.notify_all()
 
     def wait_for(self, count: int) -> list[dict[str, Any]]:

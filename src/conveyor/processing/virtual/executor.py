@@ -131,10 +131,8 @@ class Lane:
     ) -> None:
         self.executor.dispatch_to_dlq(message, dlq_topic, error)
 
-    def hold_until_acknowledged(
-        self, offset: int, handle: DeliveryHandle, resend: Callable[[], DeliveryHandle]
-    ) -> None:
-        self.executor.hold_until_acknowledged(offset, handle, resend)
+    def send_held(self, offset: int, message: dict[str, Any], producer: Producer) -> DeliveryHandle:
+        return self.executor.send_held(offset, message, producer)
 
     def request_seek(self, offset: int) -> None:
         self.abort = True
