@@ -133,20 +133,13 @@ class Iterator:
         )
 
     def __iter__(self) -> TypingIterator[Message | None]:
-        poll_batch = self._client.poll_batch
-        deserializers = self._deserializers
         while not self._stopped.is_set():
-            batch = poll_batch(self.max_wait_time, 500)
-            yielded = False
-            for raw in batch:
-                if raw.error() is not None:
-                    self._client.fetch_error(raw)
-                    continue
-                yielded = True
-                yield Message(raw, deserializers)
+            messages = self.poll(self.max_wait_time)
+            for message in messages:
+                yield message
                 if self._stopped.is_set():
                     return
-            if not yielded and self.yield_nil:
+            if not messages and self.yield_nil:
                 yield None
 
     def poll(self, timeout: float, limit: int = 500) -> list[Message]:

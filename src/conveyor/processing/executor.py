@@ -218,10 +218,8 @@ class PartitionExecutor:
                     self._told_over_limit = True
                     self.listener.over_limit(self)
                 here = here and size <= _INLINE_MAX
-        if direct:
-            self.listener.run_here(partial(self._job, raws))
-        elif here:
-            self.listener.run_here(self.run)
+        if here:  # the batch is raws itself (direct), or taken from the backlog
+            self.listener.run_here(partial(self._job, raws if direct else None))
         elif start:
             self.listener.submit(self.run)
 

@@ -151,7 +151,6 @@ class Listener:
         self._next_commit = time.monotonic() + self._commit_interval
         self._committed: dict[Partition, int] = {}
         self._stopping = threading.Event()
-        self._quiet = threading.Event()
         self.quieted = False
         """Whether :meth:`quiet` was called (a plain attribute: executors read it per poll)."""
         # The lock is taken directly on the job path (a Condition's own ``with`` runs Python).
@@ -203,7 +202,6 @@ class Listener:
         """Take no new batches; keep the group membership (polls continue, partitions paused).
 
         Batches already running finish; what was fetched but not handed out stays pending."""
-        self._quiet.set()
         self.quieted = True
         if self.state == "running":
             self.state = "quiet"
@@ -397,15 +395,15 @@ class Listener:
         client = self._client
         poll_batch = client.poll_batch
         monitor = self.context.monitor
-        quieted = False
+        paused_all = False
         idle_since: float | None = None
         while not self._stopping.is_set():
             self._run_commands()
             self._discarding.clear()  # the next poll fetches after any seek done so far
             self.last_poll = time.time()
-            if self._quiet.is_set():
-                if not quieted:
-                    quieted = True
+            if self.quieted:
+                if not paused_all:
+                    paused_all = True
                     client.pause(client.assignment())
                 poll_batch(_QUIET_POLL, 1)  # keeps the membership; paused partitions fetch nothing
                 continue
@@ -590,7 +588,7 @@ class Listener:
             monitor.instrument(
                 ev.REBALANCE_PARTITIONS_ASSIGNED, listener=self.name, partitions=partitions
             )
-        if self._quiet.is_set() and partitions:
+        if self.quieted and partitions:
             self._command(lambda: self._client.pause(partitions))
 
     def _on_revoke(self, partitions: list[Partition]) -> None:
