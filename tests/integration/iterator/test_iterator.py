@@ -104,3 +104,16 @@ def test_clear_errors(kafka_bootstrap: str, new_topic) -> None:
         Iterator({topic: {3: 0}}, kafka)
     with pytest.raises(ConfigurationError, match=r"bootstrap\.servers"):
         Iterator({topic: True}, {})
+
+
+def test_poll_for_a_loop_of_ones_own(kafka_bootstrap: str, new_topic) -> None:
+    """``poll(timeout)``: what came, in order; an empty list once nothing more arrives."""
+    topic = new_topic(partitions=1)
+    fill(kafka_bootstrap, topic, 5)
+    with Iterator({topic: True}, {"bootstrap.servers": kafka_bootstrap}) as iterator:
+        values: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(values) < 5 and time.monotonic() < deadline:
+            values.extend(message.payload["n"] for message in iterator.poll(1.0))
+        assert values == [0, 1, 2, 3, 4]
+        assert iterator.poll(0.3) == []

@@ -4,6 +4,7 @@ hooks, offsets, flow control, and clear errors for bad settings and routes."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from conveyor import App, ConfigurationError, Consumer, ConveyorError, Producer
+from conveyor.instrumentation.background_log import BACKGROUND_LOG
 from helpers import Record, running
 
 
@@ -507,3 +509,36 @@ def test_lone_messages_on_the_listeners_thread_keep_their_order(
         assert any(n > 41 for n in on_listener), "quick again after the slow job: back inline"
     else:
         assert on_listener == []
+
+
+def test_batch_lines_are_logged_when_info_was_set_up_after_the_app_was_built(
+    kafka_bootstrap: str, new_topic, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The default logging listener listens to consumed batches only while INFO is on; an
+    app checks again as it starts, so logging set up after the app was built still works."""
+    topic = new_topic()
+    record = Record()
+
+    class Counted(Consumer):
+        def consume(self) -> None:
+            record.add(*(message.offset for message in self.messages))
+
+    logger = logging.getLogger("conveyor")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        app = App(client_id="lines", kafka={"bootstrap.servers": kafka_bootstrap,
+                                            "group.id": f"test-{uuid.uuid4().hex[:8]}"})  # fmt: skip
+        app.routes.topic(topic, Counted)
+        caplog.set_level(logging.INFO, logger="conveyor")  # after the app was built
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            producer.produce_sync(topic=topic, payload=b"x")
+        with running(app):
+            assert record.wait_for(lambda offsets: offsets == [0])
+        assert BACKGROUND_LOG.flush(10)
+    finally:
+        logger.setLevel(level)
+    assert any(
+        r.name == "conveyor" and r.getMessage().startswith(f"consumed {topic}/0: 1 messages")
+        for r in caplog.records
+    ), [r.getMessage() for r in caplog.records]
