@@ -149,7 +149,7 @@ MUTATIONS = (
         "quiet taking new batches",
         "conveyor/processing/listener.py",
         (
-            ("self._quiet.set()\n        if self.state", "if self.state"),
+            ("self.quieted = True\n        if self.state", "if self.state"),
             ("executor.hold()", "pass"),
         ),
         (
@@ -198,12 +198,12 @@ MUTATIONS = (
         "conveyor/processing/executor.py",
         (
             (
-                "            span.failed(exc)\n            try:",
-                "            span.failed(exc)\n            span.__exit__(None, None, None)\n            try:",
+                "        span.failed(error)\n        try:",
+                "        span.failed(error)\n        span.__exit__(None, None, None)\n        try:",
             ),
             (
-                "            finally:\n                span.__exit__(None, None, None)\n            return",
-                "            finally:\n                pass\n            return",
+                "        finally:\n            span.__exit__(None, None, None)\n\n    def _consume_interrupted",
+                "        finally:\n            pass\n\n    def _consume_interrupted",
             ),
         ),
         (
@@ -223,8 +223,8 @@ MUTATIONS = (
         "conveyor/rpc/client.py",
         (
             (
-                "            span, token = tracing.start_call(name, self.commands_topic)",
-                "            span, token = tracing.start_call(name, self.commands_topic)\n            tracing.detach(token)\n            token = None",
+                "            span, token = tracing.start_call(call.name, self.commands_topic)",
+                "            span, token = tracing.start_call(call.name, self.commands_topic)\n            tracing.detach(token)\n            token = None",
             ),
         ),
         ("tests/integration/tracing/test_tracing.py::test_an_rpc_call_is_one_trace",),
@@ -367,7 +367,7 @@ MUTATIONS = (
     Mutation(
         "filters: a held partition wakes at once and checks again",
         "conveyor/processing/executor.py",
-        (("call_later(seconds, self.request_resume)", "call_later(0.0, self.request_resume)"),),
+        (("call_later(seconds, self._end_hold)", "call_later(0.0, self._end_hold)"),),
         (
             "tests/integration/processing/test_filters.py::test_a_throttle_holds_the_rate_and_idles_between_intervals",
         ),
@@ -411,8 +411,8 @@ MUTATIONS = (
         "conveyor/schedules/recurring.py",
         (
             (
-                "                if not self._leading:\n                    self._changed.wait(",
-                "                if False:\n                    self._changed.wait(",
+                "            if not self._leading:\n                self._changed.wait(",
+                "            if False:\n                self._changed.wait(",
             ),
         ),
         ("tests/integration/processing/test_recurring.py",),
@@ -420,7 +420,7 @@ MUTATIONS = (
     Mutation(
         "rpc: no reply cache (a retried request runs its handler again)",
         "conveyor/rpc/handlers.py",
-        (("            cached = replies.get(call_id)", "            cached = None"),),
+        (("            cached = replies.get(cache_key)", "            cached = None"),),
         ("tests/integration/rpc/test_rpc_production.py",),
     ),
     Mutation(
@@ -434,6 +434,31 @@ MUTATIONS = (
         ),
         (
             "tests/integration/rpc/test_rpc_production.py::test_arguments_authorization_retries_and_events",
+        ),
+    ),
+    Mutation(
+        "rpc: a call_async left unread once the callers that read end together",
+        "conveyor/rpc/client.py",
+        (
+            (
+                "                if not self._reading and len(self._pending) > self._callers:\n                    self._unattended_calls.notify()",
+                "                pass",
+            ),
+        ),
+        ("tests/unit/rpc/test_client_reading.py",),
+    ),
+    Mutation(
+        "polling: a message that came after a wait waits for a drain",
+        "conveyor/driver/consumers.py",
+        (("if not batch or clock() - began > _WAITED:", "if not batch:"),),
+        ("tests/unit/driver/test_consumers.py",),
+    ),
+    Mutation(
+        "logging: a level set after the app was built is not seen at start",
+        "conveyor/app.py",
+        (("            self._logging.refresh()", "            pass"),),
+        (
+            "tests/integration/processing/test_consuming.py::test_batch_lines_are_logged_when_info_was_set_up_after_the_app_was_built",
         ),
     ),
     Mutation(
