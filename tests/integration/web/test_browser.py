@@ -178,6 +178,17 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
                         "document.documentElement.scrollWidth <= window.innerWidth + 1"
                     ), path
                     page.screenshot(path=str(ARTIFACTS / f"web-{name}-{width}.png"), full_page=True)
+                    if path in ("/routing", "/lags", "/processes") or path.startswith(
+                        "/processes/"
+                    ):
+                        # every column in view, none behind a scroll (long names wrap)
+                        hidden = page.evaluate(
+                            "[...document.querySelectorAll('.scroll')]"
+                            ".filter(box => box.scrollWidth > box.clientWidth + 1)"
+                            ".map(box => [box.firstElementChild.id || box.firstElementChild.className,"
+                            " box.scrollWidth - box.clientWidth])"
+                        )
+                        assert hidden == [], (path, width, hidden)
                 page.close()
 
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
