@@ -509,6 +509,17 @@ MUTATIONS = (
         (('                os.write(fd, b".")\n', "                pass\n"),),
         ("tests/integration/swarm/test_swarm.py",),
     ),
+    Mutation(
+        "rpc: cached replies kept in orjson's oversized buffers",
+        "conveyor/rpc/handlers.py",
+        (
+            (
+                "        payload = bytes(memoryview(payload))  # right-sized (see the class)\n",
+                "",
+            ),
+        ),
+        ("tests/unit/rpc/test_reply_cache.py",),
+    ),
 )
 
 

@@ -21,7 +21,10 @@ except ImportError:  # pragma: no cover - exercised when orjson is absent
 
 
 def json_dumps(value: Any) -> bytes:
-    """Encode ``value`` as compact UTF-8 JSON (orjson when installed, else the standard library)."""
+    """Encode ``value`` as compact UTF-8 JSON (orjson when installed, else the standard library).
+
+    orjson's result sits in a buffer of at least 4 KB that it never shrinks: fine for bytes
+    handed on at once, but copy what you keep (``bytes(memoryview(result))``)."""
     if _orjson is not None:
         try:
             return bytes(_orjson.dumps(value))

@@ -84,7 +84,11 @@ class Handlers:
 
 class ReplyCache:
     """Recent replies by request id (a retried request is answered from here instead of
-    running its handler again): at most ``size``, each for ``ttl`` seconds."""
+    running its handler again): at most ``size``, each for ``ttl`` seconds.
+
+    Each reply is kept as a right-sized copy: orjson (3.12 and later) hands back its output
+    in a buffer of at least 4 KB that it never shrinks, so 10,000 cached replies of a hundred
+    bytes held ~40 MB instead of ~1 MB (the copy costs ~0.2 µs a reply)."""
 
     def __init__(self, ttl: float = 600.0, size: int = 10_000) -> None:
         self.ttl = ttl
@@ -100,6 +104,7 @@ class ReplyCache:
         return entry[0]
 
     def put(self, call_id: str, payload: bytes) -> None:
+        payload = bytes(memoryview(payload))  # right-sized (see the class)
         now = time.monotonic()
         with self._lock:
             if call_id in self._replies:
