@@ -235,8 +235,9 @@ def test_seek_pause_and_resume(kafka_bootstrap: str, new_topic) -> None:
 def test_quiet_finishes_running_batches_and_takes_no_new_ones(
     kafka_bootstrap: str, new_topic
 ) -> None:
-    """quiet() while a batch runs: that batch finishes and is committed; nothing fetched after
-    is processed (shown by the next member of the group starting right after it)."""
+    """quiet() while a batch runs: that batch finishes and is committed; what was fetched
+    behind it waits, and nothing else runs (the next member of the group starts right after
+    the finished batch)."""
     topic = new_topic()
     produce(kafka_bootstrap, topic, 3)
     record = Record()
@@ -244,24 +245,32 @@ def test_quiet_finishes_running_batches_and_takes_no_new_ones(
 
     class Quiet(Consumer):
         def consume(self) -> None:
-            inside.set()
-            assert release.wait(30)
-            record.add(*(m.offset for m in self.messages))
+            offsets = [m.offset for m in self.messages]
+            if offsets[0] == 0:
+                inside.set()
+                assert release.wait(30)
+            record.add(*offsets)
 
     group = f"quiet-{uuid.uuid4().hex[:8]}"
     app = make_app(kafka_bootstrap, kafka={"group.id": group})
-    app.routes.topic(topic, Quiet)
-    quieted = threading.Event()
+    app.routes.topic(topic, Quiet, max_messages=1)  # offset 0 runs alone, 1 and 2 wait
+    polled, quieted, consumed = Record(), threading.Event(), threading.Event()
+    app.monitor.subscribe("messages.polled", lambda event: polled.add(event["count"]))
     app.monitor.subscribe("app.quieting", lambda event: quieted.set())
+    app.monitor.subscribe("consumer.consumed", lambda event: consumed.set())
     with running(app):
         assert inside.wait(30)
+        assert polled.wait_for(lambda counts: sum(counts) >= 3), "offsets 1 and 2 fetched"
         app.quiet()
         assert quieted.wait(5)
         assert app.state == "quiet"
         produce(kafka_bootstrap, topic, 3, start=3)
         release.set()
-        assert record.wait_for(lambda items: len(items) >= 3), "the running batch finished"
-    assert record.items == [0, 1, 2]
+        assert consumed.wait(30), "the running batch finished"
+        [partition] = app.snapshot().partitions
+    assert record.items == [0], "no batch taken while quiet"
+    assert partition.pending == 2, partition
+    assert partition.paused, partition
 
     after = Record()
 
@@ -272,8 +281,8 @@ def test_quiet_finishes_running_batches_and_takes_no_new_ones(
     successor = make_app(kafka_bootstrap, kafka={"group.id": group})
     successor.routes.topic(topic, Next)
     with running(successor):
-        assert after.wait_for(lambda items: len(items) >= 3)
-    assert after.items == [3, 4, 5]
+        assert after.wait_for(lambda items: len(items) >= 5)
+    assert after.items == [1, 2, 3, 4, 5], "committed right after the running batch"
 
 
 @pytest.mark.parametrize(
