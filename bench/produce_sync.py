@@ -4,6 +4,9 @@ In the same run, with the same librdkafka settings (Conveyor's defaults):
   - bare Event: a poller thread serves the delivery callback, which sets a threading.Event
     the caller waits on (the floor for a condition-woken wait);
   - bare flush: produce, then flush() per message;
+  - bare flush with its report: the same with a delivery callback that keeps the message's
+    error, as a caller that must know each message's fate writes it (the like-for-like one:
+    produce_sync hands back a report);
   - sleep loop: the caller checks a flag every 10 ms (how WaterDrop used to wait).
 Then 8 threads call produce_sync at once, against 8 threads sharing one bare producer and
 calling flush() per message.
@@ -85,6 +88,19 @@ def bare_event(bootstrap: str, topic: str, count: int, payload: bytes) -> list[f
         return _timed_calls(call, count)
     finally:
         bare.close()
+
+
+def bare_flush_reported(bootstrap: str, topic: str, count: int, payload: bytes) -> list[float]:
+    producer = BareProducer({**KAFKA_DEFAULTS, "bootstrap.servers": bootstrap})
+    reports: list[Any] = []
+
+    def call() -> None:
+        producer.produce(topic, payload, on_delivery=lambda error, _m: reports.append(error))
+        if producer.flush(30) or reports.pop() is not None:
+            raise RuntimeError("bare flush produce failed")
+
+    call()
+    return _timed_calls(call, count)
 
 
 def bare_flush(bootstrap: str, topic: str, count: int, payload: bytes) -> list[float]:
@@ -184,14 +200,19 @@ def main() -> None:
     count: int = bench.args.calls
     seconds: float = bench.args.seconds
     payload = b"x" * 100
-    names = ("conveyor", "event", "flush", "sleep", "threads-conveyor", "threads-flush")
+    names = ("conveyor", "event", "flush", "reported", "sleep", "threads-conveyor", "threads-flush")
     topics = {name: bench.create_topic(partitions=1) for name in names}  # one per variant
-    p50s: dict[str, list[float]] = {name: [] for name in ("conveyor", "event", "flush", "sleep")}
+    p50s: dict[str, list[float]] = {
+        name: [] for name in ("conveyor", "event", "flush", "reported", "sleep")
+    }
     p99s: dict[str, list[float]] = {name: [] for name in p50s}
     per_call: dict[str, list[float]] = {name: [] for name in p50s}
     variants = {
         "event": lambda: bare_event(bench.bootstrap, topics["event"], count, payload),
         "flush": lambda: bare_flush(bench.bootstrap, topics["flush"], count, payload),
+        "reported": lambda: bare_flush_reported(
+            bench.bootstrap, topics["reported"], count, payload
+        ),
         "conveyor": lambda: conveyor_sequential(
             bench.bootstrap, topics["conveyor"], count, payload
         ),
@@ -234,6 +255,17 @@ def main() -> None:
             "ms",
             p50s["conveyor"],
             p50s[floor],
+            higher_is_better=False,
+            note=note,
+        )
+    )
+    bench.record(
+        Figure(
+            bench.name,
+            "produce_sync p50 vs bare flush() with its report (like-for-like)",
+            "ms",
+            p50s["conveyor"],
+            p50s["reported"],
             higher_is_better=False,
             note=note,
         )
