@@ -90,26 +90,23 @@ def bare_event(bootstrap: str, topic: str, count: int, payload: bytes) -> list[f
         bare.close()
 
 
-def bare_flush_reported(bootstrap: str, topic: str, count: int, payload: bytes) -> list[float]:
+def bare_flush(
+    bootstrap: str, topic: str, count: int, payload: bytes, reported: bool = False
+) -> list[float]:
+    """produce, then flush(); ``reported``: with a delivery callback keeping each error."""
     producer = BareProducer({**KAFKA_DEFAULTS, "bootstrap.servers": bootstrap})
-    reports: list[Any] = []
+    errors: list[Any] = []
+
+    def keep(error: Any, _message: Any) -> None:
+        errors.append(error)
 
     def call() -> None:
-        producer.produce(topic, payload, on_delivery=lambda error, _m: reports.append(error))
-        if producer.flush(30) or reports.pop() is not None:
+        if reported:
+            producer.produce(topic, payload, on_delivery=keep)
+        else:
+            producer.produce(topic, payload)
+        if producer.flush(30) or (reported and errors.pop() is not None):
             raise RuntimeError("bare flush produce failed")
-
-    call()
-    return _timed_calls(call, count)
-
-
-def bare_flush(bootstrap: str, topic: str, count: int, payload: bytes) -> list[float]:
-    producer = BareProducer({**KAFKA_DEFAULTS, "bootstrap.servers": bootstrap})
-
-    def call() -> None:
-        producer.produce(topic, payload)
-        if producer.flush(30):
-            raise RuntimeError("bare flush produce timed out")
 
     call()
     return _timed_calls(call, count)
@@ -210,8 +207,8 @@ def main() -> None:
     variants = {
         "event": lambda: bare_event(bench.bootstrap, topics["event"], count, payload),
         "flush": lambda: bare_flush(bench.bootstrap, topics["flush"], count, payload),
-        "reported": lambda: bare_flush_reported(
-            bench.bootstrap, topics["reported"], count, payload
+        "reported": lambda: bare_flush(
+            bench.bootstrap, topics["reported"], count, payload, reported=True
         ),
         "conveyor": lambda: conveyor_sequential(
             bench.bootstrap, topics["conveyor"], count, payload

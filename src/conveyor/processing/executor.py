@@ -812,14 +812,11 @@ class PartitionExecutor:
         partition is assigned; once it is revoked or the app stops, the offset stays
         uncommitted, so the message is read again rather than lost. Only commits wait for the
         report, so the producer's poller is not hurried for it."""
-        handle = producer._produce_unhurried(message)
+        resend = partial(producer._produce_unhurried, message)
+        handle = resend()
         with self.lock:
             self._fenced[offset] = self._fenced.get(offset, 0) + 1
             self._copies_in_flight += 1
-
-        def resend() -> DeliveryHandle:
-            return producer._produce_unhurried(message)
-
         handle.add_done_callback(lambda done: self._copy_reported(offset, done, resend, attempt=1))
         return handle
 
