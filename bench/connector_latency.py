@@ -20,7 +20,8 @@ in-connector, ordering "key", no batch interval): p50 <= 1 ms, p99 <= 5 ms. The 
 connector: p50 < 1.5 ms, p99 ~10 ms, order lost.
 
 The Broadcast app has a worker pool the size of the machine's cores (its deliver() never
-blocks); the Webhook app a thread per lane (each waits on its request).
+blocks); the Webhook app a thread per lane (each waits on its requests; a lane POSTs the
+records of different keys in its batch side by side, on the sink's pool of 16 connections).
 """
 
 from __future__ import annotations
@@ -152,12 +153,9 @@ def run_webhook(bench: Bench, seconds: float, lanes: int, batch: bool) -> dict[s
     endpoint = subprocess.Popen([sys.executable, "-c", ENDPOINT, str(port)])
     try:
         wait_http(port)
-        app = new_app(bench.bootstrap, lanes)  # a thread per lane: each waits on its request
-        app.routes.sink(
-            topic,
-            Webhook(f"http://127.0.0.1:{port}/hook", batch=batch, concurrency=lanes),
-            lanes=lanes,
-        )
+        app = new_app(bench.bootstrap, lanes)  # a thread per lane: each waits on its requests
+        # The pool as it comes (16 connections): a lane POSTs its batch's keys side by side.
+        app.routes.sink(topic, Webhook(f"http://127.0.0.1:{port}/hook", batch=batch), lanes=lanes)
         assigned = wait_assigned(app)
         app.latency.enable(stamp=False)
         app.start()

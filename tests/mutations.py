@@ -520,6 +520,41 @@ MUTATIONS = (
         ),
         ("tests/unit/rpc/test_reply_cache.py",),
     ),
+    Mutation(
+        "webhook: a batch's keys POSTed one after another",
+        "conveyor/connect/sinks/http.py",
+        (('            and self._ordering in ("key", "none")\n', "            and False\n"),),
+        ("tests/unit/connect/test_webhook_keys.py",),
+    ),
+    Mutation(
+        "webhook: a key goes on after its record failed",
+        "conveyor/connect/sinks/http.py",
+        (
+            (
+                "        self._results[index] = result\n        self._queues[key].clear()\n",
+                "        self._results[index] = result\n",
+            ),
+        ),
+        (
+            "tests/unit/connect/test_webhook_keys.py",
+            "tests/integration/connect/test_sinks.py::test_a_webhook_gets_every_record_in_order_retries_5xx_and_dead_letters_4xx",
+        ),
+    ),
+    Mutation(
+        "webhook: what was POSTed beyond a failure is POSTed again",
+        "conveyor/connect/sinks/http.py",
+        (("                self._ahead.remember(\n", "                (lambda *_: None)(\n"),),
+        (
+            "tests/unit/connect/test_webhook_keys.py",
+            "tests/integration/connect/test_sinks.py::test_a_webhook_gets_every_record_in_order_retries_5xx_and_dead_letters_4xx",
+        ),
+    ),
+    Mutation(
+        "sink routes: the sink is not told the route's ordering",
+        "conveyor/connect/routing.py",
+        (("            use_ordering(ordering)\n", "            pass\n"),),
+        ("tests/unit/connect/test_sink_routes.py",),
+    ),
 )
 
 

@@ -69,6 +69,12 @@ def declare_sink(
             "it is delivered: nothing is dropped)",
             "retries",
         )
+    use_ordering = getattr(sink, "use_ordering", None)
+    if callable(use_ordering):  # a sink that may deliver different keys concurrently
+        try:
+            use_ordering(ordering)
+        except ConfigurationError as refused:
+            raise ConfigurationError(f"{where}: {refused}", refused.setting) from None
     virtual: dict[str, Any] = {
         "max_partitions": 1 if ordering == "partition" else lanes,
         "linger": float(batch_interval),

@@ -11,6 +11,11 @@ order. It returns ``None`` when every record was delivered, or one result per re
 - :class:`Retry` (``reason``): not now: this record and every one after it in the batch are
   delivered again after the route's back-off (the records before it count as delivered).
 
+A sink may also have ``use_ordering(ordering)``: the route calls it when it is declared, with
+its ``ordering`` (``"key"``, ``"partition"`` or ``"none"``). Under ``"key"`` and ``"none"`` a
+batch's records of different keys carry no order among themselves, so such a sink may deliver
+them concurrently (the Webhook does); one key's records keep their order.
+
 ``deliver`` raising is a :class:`Retry` of the whole batch: the partition pauses for the
 route's back-off and tries again (after ``retries`` attempts, with a dead letter queue, the
 first record not delivered goes there).

@@ -139,15 +139,16 @@ def endpoint() -> Iterator[Endpoint]:
         yield server
 
 
+@pytest.mark.parametrize("lanes", [1, 4])  # 1: all ten keys POSTed side by side in one lane
 def test_a_webhook_gets_every_record_in_order_retries_5xx_and_dead_letters_4xx(
-    kafka_bootstrap: str, new_topic, endpoint: Endpoint, read_messages
+    kafka_bootstrap: str, new_topic, endpoint: Endpoint, read_messages, lanes: int
 ) -> None:
     topic, dlq = new_topic(partitions=2), new_topic(partitions=1)
     keys, sequences = 10, 10
     total = produce_keyed(kafka_bootstrap, topic, keys, sequences)
     app = make_app(kafka_bootstrap, concurrency=8, pause_timeout=0.2)
     app.routes.sink(
-        topic, Webhook(endpoint.url, concurrency=8), lanes=4, dead_letter_queue=dlq, retries=5
+        topic, Webhook(endpoint.url, concurrency=8), lanes=lanes, dead_letter_queue=dlq, retries=5
     )
     with running(app):
         assert endpoint.wait_for(total - 1), f"{len(set(endpoint.received))} of {total - 1}"

@@ -139,3 +139,26 @@ def test_a_sink_that_raises_pauses_the_partition_and_retries() -> None:
     r.listener.run_jobs()
     assert sink.delivered == [0, 1, 2]
     assert r.executor.marked == 3
+
+
+@pytest.mark.parametrize("ordering", ["key", "partition", "none"])
+def test_a_route_tells_a_sink_that_asks_its_ordering(ordering: str) -> None:
+    told: list[str] = []
+
+    class Asking(Collecting):
+        def use_ordering(self, value: str) -> None:
+            told.append(value)
+
+    routes().sink("orders", Asking(), ordering=ordering)
+    assert told == [ordering]
+
+
+def test_one_webhook_on_two_routes_of_different_orderings_is_refused() -> None:
+    from conveyor.connect.sinks import Webhook  # noqa: PLC0415
+
+    app_routes = routes()
+    sink = Webhook("http://127.0.0.1:9/hook")
+    app_routes.sink("orders", sink, ordering="key")
+    with pytest.raises(ConfigurationError) as raised:
+        app_routes.sink("payments", sink, ordering="partition")
+    assert raised.value.setting == "ordering"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import select
 import ssl
 import threading
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from conveyor.connect.sink import Reject, Result, Retry
@@ -94,22 +95,39 @@ class _Pool:
                 return connection
             connection.close()
 
+    def take(self, wait: bool = True) -> Connection | None:
+        """A connection for one request (one of the pool's ``size`` slots), or ``None`` when
+        all are busy and ``wait`` is False; hand it back with :meth:`give_back`."""
+        if not self._slots.acquire(blocking=wait):
+            return None
+        return self._connection()
+
+    def give_back(self, connection: Connection) -> None:
+        """End a request: its connection is kept for the next when still open."""
+        if connection.open:
+            with self._lock:
+                self._idle.append(connection)
+        self._slots.release()
+
+    def fresh(self) -> Connection:
+        """A new connection (opened when used), in place of one found closed."""
+        return Connection(self._host, self._port, self._timeout, self._context)
+
     def post(self, head: bytes, body: bytes) -> tuple[int, bytes]:
         """POST ``body`` after ``head`` (the request line and headers up to the
         Content-Length value); the status and the response body (raises ``OSError`` when no
         answer came)."""
         request_head = head + str(len(body)).encode("ascii") + b"\r\n\r\n"
-        with self._slots:
-            connection = self._connection()
+        connection = self.take()
+        assert connection is not None
+        try:
             try:
-                status, answer = connection.request(request_head, body)
+                return connection.request(request_head, body)
             except StaleConnection:  # closed by the server meanwhile: nothing was taken
-                connection = Connection(self._host, self._port, self._timeout, self._context)
-                status, answer = connection.request(request_head, body)
-            if connection.open:
-                with self._lock:
-                    self._idle.append(connection)
-            return status, answer
+                connection = self.fresh()
+                return connection.request(request_head, body)
+        finally:
+            self.give_back(connection)
 
     def close(self) -> None:
         with self._lock:
@@ -126,7 +144,14 @@ class Webhook:
     (with ``batch=False``, from the record that failed; those before it count as delivered).
     ``concurrency`` bounds the pool's keep-alive connections (lanes share them); ``timeout``
     is per connect and per read. ``encode(record) -> dict`` shapes the body (a record it
-    cannot encode is rejected)."""
+    cannot encode is rejected).
+
+    With ``batch=False`` on a route whose ordering is ``"key"`` (the default) or ``"none"``,
+    a lane POSTs the records of different keys in its batch side by side (one key's one after
+    another), from its one thread: one lane keeps many requests in flight, so a few lanes do
+    what many did (and threads waiting on sockets cost the GIL hand-overs). A record that
+    fails stops its key; records of other keys POSTed meanwhile are not POSTed again when the
+    route retries."""
 
     def __init__(
         self,
@@ -153,13 +178,34 @@ class Webhook:
         self._head = _request_head(url, self.headers)  # bad headers refused when built
         self._encode = encode
         self._pool: _Pool | None = None
+        self._ordering: str | None = None
+        self._ahead = _DeliveredAhead()
 
     def open(self) -> None:
         self._pool = _Pool(self.url, self.concurrency, self.timeout)
 
+    def use_ordering(self, ordering: str) -> None:
+        """Called by the route the sink serves with its ``ordering``: with ``"key"`` or
+        ``"none"`` the records of different keys in one batch are POSTed concurrently (one
+        key's records still one after another); with ``"partition"``, or used outside a
+        route, a batch's records go one after another."""
+        if self._ordering is not None and self._ordering != ordering:
+            raise ConfigurationError(
+                f"this Webhook serves a route with ordering {self._ordering!r} already; "
+                f"give the route with ordering {ordering!r} a Webhook of its own",
+                "ordering",
+            )
+        self._ordering = ordering
+
     def deliver(self, records: Sequence[Message]) -> list[Result]:
-        bodies: list[bytes | Reject] = []
-        for record in records:
+        # What is known already is not POSTed: a record that cannot be encoded (Reject), and
+        # one POSTed side by side beyond a record that failed (see _DeliveredAhead).
+        bodies: list[bytes | Result] = []
+        known = self._ahead.recall(records)
+        for index, record in enumerate(records):
+            if index in known:
+                bodies.append(known[index])
+                continue
             try:
                 bodies.append(encoded_record(record, self._encode))
             except Exception as error:
@@ -167,15 +213,47 @@ class Webhook:
         if self.batch:
             good = [body for body in bodies if isinstance(body, bytes)]
             verdict = self._post(b"[" + b",".join(good) + b"]") if good else None
-            return [body if isinstance(body, Reject) else verdict for body in bodies]
+            return [verdict if isinstance(body, bytes) else body for body in bodies]
+        if (
+            len(records) > 1
+            and self._ordering in ("key", "none")
+            and any(record.raw_key != records[0].raw_key for record in records)
+        ):
+            pool = self._pool
+            assert pool is not None, "the sink is not open"
+            posted = _KeysAtOnce(pool, self._head, records, bodies, self.timeout).run()
+            return self._settled(records, posted)
         results: list[Result] = []
         for body in bodies:
-            result = body if isinstance(body, Reject) else self._post(body)
+            result = self._post(body) if isinstance(body, bytes) else body
             results.append(result)
             if isinstance(result, Retry):
                 results.extend(Retry("after an earlier record") for _ in bodies[len(results) :])
                 break
         return results
+
+    def _settled(self, records: Sequence[Message], posted: list[Result | _NotSent]) -> list[Result]:
+        """The answer in the serial form: what was delivered (or rejected) up to the first
+        record that was not, and a Retry for every record from there on; those beyond it that
+        were answered are remembered, so that the route's next attempt does not POST them
+        again."""
+        settled: list[Result] = []
+        for result in posted:
+            if isinstance(result, _NotSent | Retry):
+                failed = len(settled)
+                settled.append(result if isinstance(result, Retry) else _AFTER_FAILURE)
+                settled.extend(_AFTER_FAILURE for _ in posted[failed + 1 :])
+                self._ahead.remember(
+                    records,
+                    {
+                        index: answer
+                        for index, answer in enumerate(posted)
+                        if index > failed and not isinstance(answer, _NotSent | Retry)
+                    },
+                )
+                break
+            settled.append(result)
+        return settled
 
     def _post(self, body: bytes) -> Result:
         pool = self._pool
@@ -184,10 +262,7 @@ class Webhook:
             status, answer = pool.post(self._head, body)
         except OSError as error:  # HTTPError (a broken answer) too
             return Retry(f"{type(error).__name__}: {error}")
-        if status < 300:
-            return None
-        reason = f"HTTP {status}: {answer[:200].decode('utf-8', 'replace')}"
-        return Reject(reason) if 400 <= status < 500 else Retry(reason)
+        return _verdict(status, answer)
 
     def flush(self) -> None:
         return None
@@ -196,3 +271,191 @@ class Webhook:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+
+def _verdict(status: int, answer: bytes) -> Result:
+    """What an HTTP answer means for the record: delivered, rejected (4xx) or retried."""
+    if status < 300:
+        return None
+    reason = f"HTTP {status}: {answer[:200].decode('utf-8', 'replace')}"
+    return Reject(reason) if 400 <= status < 500 else Retry(reason)
+
+
+class _InFlight(NamedTuple):
+    connection: Connection
+    key: bytes | None
+    position: int
+    reused: bool
+    head: bytes
+
+
+class _KeysAtOnce:
+    """One batch POSTed a record per request with the keys side by side: each key's records
+    one after another, the keys' requests in flight together on the pool's connections, all
+    from the calling thread (one ``poll`` waits for whichever answer comes first; a poll
+    object, unlike epoll, costs no system calls to set up and to register sockets with).
+
+    A record that fails stops its key (the records after it are not sent); :meth:`run` answers
+    per record: delivered, rejected, retried, or not sent."""
+
+    def __init__(
+        self,
+        pool: _Pool,
+        head: bytes,
+        records: Sequence[Message],
+        bodies: list[bytes | Result],
+        timeout: float,
+    ) -> None:
+        self._pool = pool
+        self._head = head
+        self._bodies = bodies
+        self._timeout = timeout
+        self._queues: dict[bytes | None, deque[int]] = {}
+        for index, record in enumerate(records):
+            self._queues.setdefault(record.raw_key, deque()).append(index)
+        self._results: list[Result | _NotSent] = [_NOT_SENT] * len(records)
+        self._poller = select.poll()
+        self._in_flight: dict[int, _InFlight] = {}  # by socket descriptor
+
+    def run(self) -> list[Result | _NotSent]:
+        ready_keys = deque(self._queues)  # keys whose next record waits for a connection
+        in_flight = 0
+        try:
+            while ready_keys or in_flight:
+                while ready_keys:
+                    # Wait for a slot only while holding none: lanes share the pool.
+                    connection = self._pool.take(wait=not in_flight)
+                    if connection is None:
+                        break
+                    in_flight += self._send_next(ready_keys.popleft(), connection)
+                if not in_flight:
+                    continue
+                answered = self._poller.poll(self._timeout * 1000)
+                if not answered:
+                    break  # timed out: what is in flight is retried (finally)
+                for descriptor, _ in answered:
+                    request = self._in_flight.pop(descriptor)
+                    self._poller.unregister(descriptor)
+                    in_flight -= 1
+                    if self._answer(request):
+                        in_flight += 1  # sent again on a new connection
+                    elif self._queues[request.key]:
+                        ready_keys.append(request.key)
+        finally:
+            for request in self._in_flight.values():
+                request.connection.close()
+                self._pool.give_back(request.connection)
+                self._results[request.position] = Retry("timed out waiting for the answer")
+        return self._results
+
+    def _send_next(self, key: bytes | None, connection: Connection) -> int:
+        """Send ``key``'s next record on ``connection``: 1 when it is in flight, else 0."""
+        queue = self._queues[key]
+        while queue:
+            index = queue.popleft()
+            body = self._bodies[index]
+            if not isinstance(body, bytes):  # known without a POST
+                self._results[index] = body
+                continue
+            head = self._head + str(len(body)).encode("ascii") + b"\r\n\r\n"
+            try:
+                try:
+                    reused = connection.send(head, body)
+                except StaleConnection:  # closed by the server while idle: nothing was taken
+                    connection = self._pool.fresh()
+                    reused = connection.send(head, body)
+            except OSError as error:
+                self._pool.give_back(connection)
+                self._failed(key, index, Retry(f"{type(error).__name__}: {error}"))
+                return 0
+            self._wait_for(_InFlight(connection, key, index, reused, head))
+            return 1
+        self._pool.give_back(connection)
+        return 0
+
+    def _wait_for(self, request: _InFlight) -> None:
+        sock = request.connection.sock
+        assert sock is not None
+        descriptor = sock.fileno()
+        self._in_flight[descriptor] = request
+        self._poller.register(descriptor, select.POLLIN)
+
+    def _answer(self, request: _InFlight) -> bool:
+        """Read the answer to ``request``; True when it had to be sent again (the reused
+        connection had been closed before it was read) and is in flight once more."""
+        connection = request.connection
+        try:
+            status, answer = connection.receive(request.reused)
+        except StaleConnection:
+            fresh = self._pool.fresh()
+            body = self._bodies[request.position]
+            assert isinstance(body, bytes)
+            try:
+                fresh.send(request.head, body)
+            except OSError as error:
+                self._failed_request(request, fresh, error)
+                return False
+            self._wait_for(request._replace(connection=fresh, reused=False))
+            return True
+        except OSError as error:  # HTTPError (a broken answer) too
+            self._failed_request(request, connection, error)
+            return False
+        self._pool.give_back(connection)
+        result = _verdict(status, answer)
+        if isinstance(result, Retry):
+            self._failed(request.key, request.position, result)
+        else:
+            self._results[request.position] = result
+        return False
+
+    def _failed_request(self, request: _InFlight, connection: Connection, error: OSError) -> None:
+        self._pool.give_back(connection)
+        self._failed(request.key, request.position, Retry(f"{type(error).__name__}: {error}"))
+
+    def _failed(self, key: bytes | None, index: int, result: Retry) -> None:
+        """A record not delivered: its key stops here."""
+        self._results[index] = result
+        self._queues[key].clear()
+
+
+class _NotSent:
+    """A record whose key stopped before it (or the batch timed out)."""
+
+
+_NOT_SENT = _NotSent()
+_AFTER_FAILURE = Retry("after an earlier record")
+
+
+class _DeliveredAhead:
+    """Records POSTed side by side beyond one that failed, with their answers (delivered or
+    rejected). The route delivers the batch again from the record that failed; these are
+    answered from here instead of being POSTed a second time. At most ``size`` are kept, the
+    oldest forgotten first (a forgotten record is POSTed again, as at least once allows: so is
+    one whose partition moved to another process meanwhile)."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self._answers: OrderedDict[tuple[str, int, int], Result] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def remember(self, records: Sequence[Message], answers: dict[int, Result]) -> None:
+        with self._lock:
+            for index, answer in answers.items():
+                record = records[index]
+                self._answers[(record.topic, record.partition, record.offset)] = answer
+            while len(self._answers) > self._size:
+                self._answers.popitem(last=False)
+
+    def recall(self, records: Sequence[Message]) -> dict[int, Result]:
+        """The answers known for ``records``, by index (each answered once, then forgotten)."""
+        if not self._answers:  # nearly always: nothing failed
+            return {}
+        found: dict[int, Result] = {}
+        with self._lock:
+            for index, record in enumerate(records):
+                answer = self._answers.pop(
+                    (record.topic, record.partition, record.offset), _NOT_SENT
+                )
+                if not isinstance(answer, _NotSent):
+                    found[index] = answer
+        return found

@@ -74,22 +74,33 @@ class Connection:
             HTTPError: a malformed response.
             OSError: a timeout, a refused or reset connection.
         """
+        return self.receive(self.send(head, body))
+
+    def send(self, head: bytes, body: bytes) -> bool:
+        """The first half of :meth:`request`: send the request (connecting first when the
+        connection is not open); whether the connection was reused, for :meth:`receive`."""
         reused = self.sock is not None
         if self.sock is None:
             self.connect()
         sock = self.sock
         assert sock is not None
         try:
-            try:
-                sock.sendall(head + body if len(body) < _CHUNK else head)
-                if len(body) >= _CHUNK:
-                    sock.sendall(body)
-            except (BrokenPipeError, ConnectionResetError) as error:
-                if reused:
-                    raise StaleConnection(
-                        f"the kept-alive connection was closed: {error}"
-                    ) from None
-                raise
+            sock.sendall(head + body if len(body) < _CHUNK else head)
+            if len(body) >= _CHUNK:
+                sock.sendall(body)
+        except (BrokenPipeError, ConnectionResetError) as error:
+            self.close()
+            if reused:
+                raise StaleConnection(f"the kept-alive connection was closed: {error}") from None
+            raise
+        except BaseException:
+            self.close()
+            raise
+        return reused
+
+    def receive(self, reused: bool) -> tuple[int, bytes]:
+        """The second half of :meth:`request`: read the answer to the request just sent."""
+        try:
             status, keep_alive, answer = self._response(reused)
         except BaseException:
             self.close()
