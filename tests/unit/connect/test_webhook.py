@@ -180,3 +180,37 @@ def test_bad_settings_are_refused_when_the_sink_is_built(
     with pytest.raises(ConfigurationError) as refused:
         Webhook(url, **arguments)
     assert refused.value.setting == setting
+
+
+def test_a_connection_on_a_descriptor_above_1023_is_reused(servers: list[Server]) -> None:
+    # select() refuses descriptors above 1023 (FD_SETSIZE); a busy process has them.
+    import os  # noqa: PLC0415
+    import resource  # noqa: PLC0415
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    held = []
+    try:
+        while True:  # fill the low descriptors so that the next sockets land above 1023
+            held.append(os.open(os.devnull, os.O_RDONLY))
+            if held[-1] > 1030:
+                break
+        server = Server()
+        servers.append(server)
+        sink = Webhook(server.url)
+        sink.use_ordering("key")
+        sink.open()
+        assert sink.deliver(records(0)) == [None]
+        assert sink.deliver(records(1)) == [None], "the idle connection checked and reused"
+        keyed = [
+            Message(FakeRaw(2 + n, key=key, value=b'{"n": 1}'), Deserializers())
+            for n, key in enumerate((b"a", b"b"))
+        ]
+        assert sink.deliver(keyed) == [None, None]
+        sink.close()
+        assert server.requests == 4
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

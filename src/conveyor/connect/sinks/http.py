@@ -90,9 +90,13 @@ class _Pool:
             if connection is None:
                 return Connection(self._host, self._port, self._timeout, self._context)
             sock = connection.sock
-            # Readable while idle means the server closed it (or broke the protocol).
-            if sock is not None and not select.select([sock], [], [], 0)[0]:
-                return connection
+            # Readable while idle means the server closed it (or broke the protocol). poll,
+            # not select: select refuses descriptors above 1023, which a busy process has.
+            if sock is not None:
+                idle = select.poll()
+                idle.register(sock, select.POLLIN)
+                if not idle.poll(0):
+                    return connection
             connection.close()
 
     def take(self, wait: bool = True) -> Connection | None:
