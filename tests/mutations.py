@@ -523,7 +523,7 @@ MUTATIONS = (
     Mutation(
         "webhook: a batch's keys POSTed one after another",
         "conveyor/connect/sinks/http.py",
-        (('            and self._ordering in ("key", "none")\n', "            and False\n"),),
+        (('        if len(records) > 1 and ordering != "partition":\n', "        if False:\n"),),
         ("tests/unit/connect/test_webhook_keys.py",),
     ),
     Mutation(
@@ -531,7 +531,7 @@ MUTATIONS = (
         "conveyor/connect/sinks/http.py",
         (
             (
-                "        self._results[index] = result\n        self._queues[key].clear()\n",
+                "        self._results[index] = result\n        self._queues[queue].clear()\n",
                 "        self._results[index] = result\n",
             ),
         ),
@@ -543,16 +543,76 @@ MUTATIONS = (
     Mutation(
         "webhook: what was POSTed beyond a failure is POSTed again",
         "conveyor/connect/sinks/http.py",
-        (("                self._ahead.remember(\n", "                (lambda *_: None)(\n"),),
+        (("        self._ahead.remember(\n", "        (lambda *_: None)(\n"),),
         (
             "tests/unit/connect/test_webhook_keys.py",
             "tests/integration/connect/test_sinks.py::test_a_webhook_gets_every_record_in_order_retries_5xx_and_dead_letters_4xx",
         ),
     ),
     Mutation(
-        "sink routes: the sink is not told the route's ordering",
+        "webhook: a remembered 4xx answered as delivered",
+        "conveyor/connect/sinks/http.py",
+        (
+            (
+                "                self._answers[(record.topic, record.partition, record.offset)] = answer\n",
+                "                self._answers[(record.topic, record.partition, record.offset)] = None\n",
+            ),
+        ),
+        ("tests/unit/connect/test_webhook_keys.py",),
+    ),
+    Mutation(
+        "webhook: a request that timed out keeps its connection slot",
+        "conveyor/connect/sinks/http.py",
+        (
+            (
+                "            request.connection.close()  # an answer may still come: never reuse it\n            self._pool.give_back(request.connection)\n",
+                "            request.connection.close()  # an answer may still come: never reuse it\n",
+            ),
+        ),
+        ("tests/unit/connect/test_webhook_keys.py",),
+    ),
+    Mutation(
+        "webhook: an unreachable endpoint tried once per key",
+        "conveyor/connect/sinks/http.py",
+        (
+            (
+                "            self._unreachable = True\n            return\n        except BaseException:\n            self._pool.give_back(connection)\n            raise\n        self._wait_for(",
+                "            return\n        except BaseException:\n            self._pool.give_back(connection)\n            raise\n        self._wait_for(",
+            ),
+        ),
+        ("tests/unit/connect/test_webhook_keys.py",),
+    ),
+    Mutation(
+        "webhook: a kept-alive connection closed before its answer counts as a failure",
+        "conveyor/connect/sinks/http.py",
+        (
+            (
+                "            status, answer = connection.receive(request.reused)\n        except StaleConnection:\n",
+                "            status, answer = connection.receive(request.reused)\n        except ZeroDivisionError:\n",
+            ),
+        ),
+        ("tests/unit/connect/test_webhook_keys.py",),
+    ),
+    Mutation(
+        "webhook: without a DLQ a 4xx does not stop its key",
+        "conveyor/connect/sinks/http.py",
+        (
+            (
+                "        return isinstance(result, Reject) and not dead_letters\n",
+                "        return False\n",
+            ),
+        ),
+        ("tests/unit/connect/test_webhook_keys.py",),
+    ),
+    Mutation(
+        "sink routes: the sink is not told about its route",
         "conveyor/connect/routing.py",
-        (("            use_ordering(ordering)\n", "            pass\n"),),
+        (
+            (
+                "            use_route(topic, ordering, dead_letter_queue is not None)\n",
+                "            pass\n",
+            ),
+        ),
         ("tests/unit/connect/test_sink_routes.py",),
     ),
 )

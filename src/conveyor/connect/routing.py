@@ -69,10 +69,10 @@ def declare_sink(
             "it is delivered: nothing is dropped)",
             "retries",
         )
-    use_ordering = getattr(sink, "use_ordering", None)
-    if callable(use_ordering):  # a sink that may deliver different keys concurrently
+    use_route = getattr(sink, "use_route", None)
+    if callable(use_route):  # e.g. a sink that may deliver different keys side by side
         try:
-            use_ordering(ordering)
+            use_route(topic, ordering, dead_letter_queue is not None)
         except ConfigurationError as refused:
             raise ConfigurationError(f"{where}: {refused}", refused.setting) from None
     virtual: dict[str, Any] = {

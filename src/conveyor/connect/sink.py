@@ -11,10 +11,12 @@ order. It returns ``None`` when every record was delivered, or one result per re
 - :class:`Retry` (``reason``): not now: this record and every one after it in the batch are
   delivered again after the route's back-off (the records before it count as delivered).
 
-A sink may also have ``use_ordering(ordering)``: the route calls it when it is declared, with
-its ``ordering`` (``"key"``, ``"partition"`` or ``"none"``). Under ``"key"`` and ``"none"`` a
-batch's records of different keys carry no order among themselves, so such a sink may deliver
-them concurrently (the Webhook does); one key's records keep their order.
+A sink may also have ``use_route(topic, ordering, dead_letters)``: the route calls it when it
+is declared, with its topic, its ``ordering`` (``"key"``, ``"partition"`` or ``"none"``) and
+whether it has a dead letter queue (without one a :class:`Reject` is retried like a
+:class:`Retry`: nothing is dropped). Under ``"key"`` a batch's records of different keys carry
+no order among themselves, under ``"none"`` no two records do, so such a sink may deliver
+them side by side (the Webhook does); it may raise ``ConfigurationError`` to refuse a route.
 
 ``deliver`` raising is a :class:`Retry` of the whole batch: the partition pauses for the
 route's back-off and tries again (after ``retries`` attempts, with a dead letter queue, the

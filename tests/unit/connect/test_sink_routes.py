@@ -142,23 +142,27 @@ def test_a_sink_that_raises_pauses_the_partition_and_retries() -> None:
 
 
 @pytest.mark.parametrize("ordering", ["key", "partition", "none"])
-def test_a_route_tells_a_sink_that_asks_its_ordering(ordering: str) -> None:
-    told: list[str] = []
+@pytest.mark.parametrize("dead_letter_queue", [None, "orders-dlq"])
+def test_a_route_tells_a_sink_that_asks_its_topic_ordering_and_dead_letters(
+    ordering: str, dead_letter_queue: str | None
+) -> None:
+    told: list[tuple[str, str, bool]] = []
 
     class Asking(Collecting):
-        def use_ordering(self, value: str) -> None:
-            told.append(value)
+        def use_route(self, topic: str, value: str, dead_letters: bool) -> None:
+            told.append((topic, value, dead_letters))
 
-    routes().sink("orders", Asking(), ordering=ordering)
-    assert told == [ordering]
+    routes().sink("orders", Asking(), ordering=ordering, dead_letter_queue=dead_letter_queue)
+    assert told == [("orders", ordering, dead_letter_queue is not None)]
 
 
-def test_one_webhook_on_two_routes_of_different_orderings_is_refused() -> None:
+def test_one_webhook_on_two_routes_is_refused_and_named() -> None:
     from conveyor.connect.sinks import Webhook  # noqa: PLC0415
 
     app_routes = routes()
     sink = Webhook("http://127.0.0.1:9/hook")
     app_routes.sink("orders", sink, ordering="key")
     with pytest.raises(ConfigurationError) as raised:
-        app_routes.sink("payments", sink, ordering="partition")
-    assert raised.value.setting == "ordering"
+        app_routes.sink("payments", sink, ordering="key")
+    assert raised.value.setting == "sink"
+    assert "routes.sink('payments')" in str(raised.value)

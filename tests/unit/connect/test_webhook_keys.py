@@ -7,6 +7,7 @@ one request after another."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +17,7 @@ import pytest
 
 from conveyor.connect import Reject, Retry
 from conveyor.connect.sinks import Webhook
+from conveyor.connect.sinks.http11 import Connection
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Deserializers, Message
 from unit.processing.fakes import FakeRaw
@@ -113,12 +115,19 @@ def serve() -> Iterator[Callable[..., Recorder]]:
         server.server_close()
 
 
-def webhook(server: Recorder, ordering: str | None = "key", **options: Any) -> Webhook:
-    sink = Webhook(server.url, **options)
+def webhook(
+    server: Recorder | str, ordering: str | None = "key", dead_letters: bool = True, **options: Any
+) -> Webhook:
+    sink = Webhook(server if isinstance(server, str) else server.url, **options)
     if ordering is not None:
-        sink.use_ordering(ordering)
+        sink.use_route("orders", ordering, dead_letters)
     sink.open()
     return sink
+
+
+def free_slots(sink: Webhook) -> int:
+    """The pool's connections not in use (every request hands its slot back)."""
+    return sink._pool._slots._value  # type: ignore[union-attr]
 
 
 def test_the_keys_of_a_batch_are_posted_side_by_side(serve: Callable[..., Recorder]) -> None:
@@ -230,27 +239,206 @@ def test_connections_the_server_closed_while_idle_are_replaced_not_retried(
     assert len(server.arrived()) == 6
 
 
-def test_a_timeout_retries_what_was_in_flight_and_what_came_after(
+def test_a_request_that_times_out_stops_its_key_only_and_hands_its_connection_back(
     serve: Callable[..., Recorder],
 ) -> None:
-    never = threading.Event()
-    server = serve(hold=lambda key, _o: never if key == "b" else None)
-    sink = webhook(server, timeout=0.3)
+    answer_b = threading.Event()
+    server = serve(hold=lambda key, _o: answer_b if key == "b" else None)
+    sink = webhook(server, timeout=0.3, concurrency=2)
+    records = batch("a", "b", "a", "b")
     try:
-        results = sink.deliver(batch("a", "b", "a", "b"))
+        results = sink.deliver(records)
+        assert free_slots(sink) == 2
     finally:
-        never.set()
-        sink.close()
+        answer_b.set()
     assert results[0] is None
-    assert all(isinstance(result, Retry) for result in results[1:]), results
     assert isinstance(results[1], Retry)
     assert "timed out" in results[1].reason
+    assert all(isinstance(result, Retry) for result in results[2:]), results
+    assert ("a", 2) in server.arrived(), "a went on while b waited"
+    assert ("b", 3) not in server.arrived()
+    sent = len(server.arrived())
+    assert sink.deliver(records[1:]) == [None] * 3
+    sink.close()
+    assert server.arrived()[sent:] == [("b", 1), ("b", 3)], "a's record was not POSTed twice"
 
 
-def test_one_webhook_serves_one_ordering() -> None:
+def test_an_endpoint_that_cannot_be_reached_costs_one_connect_not_one_per_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    attempts: list[int] = []
+    connect = Connection.connect
+
+    def counted(connection: Connection) -> None:
+        attempts.append(1)
+        connect(connection)
+
+    monkeypatch.setattr(Connection, "connect", counted)
+    sink = webhook(f"http://127.0.0.1:{port}/hook")
+    results = sink.deliver(batch(*"abcdefgh"))
+    assert len(attempts) == 1
+    assert all(isinstance(result, Retry) for result in results)
+    assert isinstance(results[0], Retry)
+    assert "ConnectionRefusedError" in results[0].reason
+    assert free_slots(sink) == sink.concurrency
+    sink.close()
+
+
+def test_an_unexpected_error_hands_the_connection_back(
+    serve: Callable[..., Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = serve()
+    sink = webhook(server, concurrency=2)
+    send = Connection.send
+    failures = [RuntimeError("a bug")]
+
+    def failing(connection: Connection, head: bytes, body: bytes) -> bool:
+        if failures:
+            raise failures.pop()
+        return send(connection, head, body)
+
+    monkeypatch.setattr(Connection, "send", failing)
+    with pytest.raises(RuntimeError):
+        sink.deliver(batch("a", "b"))
+    assert free_slots(sink) == 2
+    assert sink.deliver(batch("a", "b")) == [None, None]
+    sink.close()
+
+
+def test_a_kept_alive_connection_closed_before_its_answer_is_sent_again(
+    serve: Callable[..., Recorder],
+) -> None:
+    # The server reads each connection's second request and closes it without an answer
+    # (the race a keep-alive timeout makes): the request goes again on a new connection.
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    seen: list[bytes] = []
+
+    def serve_connection(conn: socket.socket) -> None:
+        served = 0
+        with conn:
+            buffer = b""
+            while True:
+                while b"}}" not in buffer:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                request, _, buffer = buffer.partition(b"}}")
+                seen.append(request)
+                served += 1
+                if served == 2:
+                    return  # closed without an answer
+                conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve_connection, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    sink = webhook(f"http://127.0.0.1:{port}/hook", concurrency=2)
+    try:
+        assert sink.deliver(batch("a", "b")) == [None, None]
+        assert sink.deliver(batch("a", "b")) == [None, None], "sent again, no Retry"
+        assert free_slots(sink) == 2
+    finally:
+        sink.close()
+        listener.close()
+    assert len(seen) == 6  # two, two unanswered, two again
+
+
+def test_without_a_dead_letter_queue_a_4xx_stops_its_key(serve: Callable[..., Recorder]) -> None:
+    server = serve(status=lambda key, offset: 400 if (key, offset) == ("a", 0) else 204)
+    sink = webhook(server, dead_letters=False)
+    records = batch("a", "b", "a")
+    results = sink.deliver(records)
+    assert isinstance(results[0], Reject), "the route retries it (no DLQ)"
+    assert all(isinstance(result, Retry) for result in results[1:])
+    assert ("a", 2) not in server.arrived(), "a's next must wait for the 4xx one"
+    assert ("b", 1) in server.arrived()
+    sent = len(server.arrived())
+    sink.deliver(records)  # the route's retry: b's record answered from memory
+    sink.close()
+    assert [key for key, _o in server.arrived()[sent:]] == ["a"]
+
+
+def test_a_4xx_beyond_a_failure_is_rejected_again_not_taken_as_delivered(
+    serve: Callable[..., Recorder],
+) -> None:
+    failing = {("a", 0)}
+    server = serve(
+        status=lambda key, offset: 503 if (key, offset) in failing else 422 if key == "b" else 204
+    )
+    sink = webhook(server)
+    records = batch("a", "b")
+    assert all(isinstance(result, Retry) for result in sink.deliver(records))
+    failing.clear()
+    results = sink.deliver(records)
+    sink.close()
+    assert results[0] is None
+    assert isinstance(results[1], Reject)
+    assert "HTTP 422" in results[1].reason
+    assert server.arrived().count(("b", 1)) == 1, "answered from memory"
+
+
+def test_ordering_none_posts_keyless_records_side_by_side(serve: Callable[..., Recorder]) -> None:
+    server = serve()
+    sink = webhook(server, ordering="none")
+    records = [Message(FakeRaw(offset, value=b'{"n": 1}'), Deserializers()) for offset in range(4)]
+    assert sink.deliver(records) == [None] * 4
+    sink.close()
+    assert server.connections == 4, "the four went out together"
+
+
+def test_records_without_a_key_are_one_queue_beside_the_keyed_ones(
+    serve: Callable[..., Recorder],
+) -> None:
+    server = serve()
+    sink = webhook(server)
+    records = [
+        Message(FakeRaw(offset, key=key, value=b'{"n": 1}'), Deserializers())
+        for offset, key in enumerate([None, b"a", None, b"a", None])
+    ]
+    assert sink.deliver(records) == [None] * 5
+    sink.close()
+    assert server.overlaps_per_key == 0
+    arrived = server.arrived()
+    keyless = [offset for key, offset in arrived if key is None]
+    assert keyless == [0, 2, 4]
+    assert server.connections == 2
+
+
+def test_lanes_sharing_a_small_pool_all_deliver(serve: Callable[..., Recorder]) -> None:
+    server = serve()
+    sink = webhook(server, concurrency=2)
+    outcomes: list[list[Any]] = []
+
+    def lane(name: str) -> None:
+        for _ in range(20):
+            outcomes.append(sink.deliver(batch(f"{name}1", f"{name}2", f"{name}3")))
+
+    lanes = [threading.Thread(target=lane, args=(name,)) for name in "xyz"]
+    for thread in lanes:
+        thread.start()
+    for thread in lanes:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in lanes), "a lane is stuck waiting for a slot"
+    sink.close()
+    assert outcomes == [[None, None, None]] * 60
+    assert server.most_in_flight <= 2
+
+
+def test_one_webhook_serves_one_route() -> None:
     sink = Webhook("http://127.0.0.1:9/hook")
-    sink.use_ordering("key")
-    sink.use_ordering("key")  # the same route shape twice is fine
+    sink.use_route("orders", "key", True)
+    sink.use_route("orders", "key", True)  # the same route declared again is fine
     with pytest.raises(ConfigurationError) as refused:
-        sink.use_ordering("partition")
-    assert refused.value.setting == "ordering"
+        sink.use_route("payments", "key", True)
+    assert refused.value.setting == "sink"

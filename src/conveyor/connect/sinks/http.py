@@ -10,9 +10,10 @@ from __future__ import annotations
 import select
 import ssl
 import threading
+import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from urllib.parse import urlsplit
 
 from conveyor.connect.sink import Reject, Result, Retry
@@ -40,6 +41,12 @@ def _origin(url: str) -> tuple[bool, str, int, str]:
         ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(f"the webhook url must be http(s)://host/...: {url!r}", "url")
+    try:
+        parts.hostname.encode("idna")  # what connecting does (a label over 63 characters fails)
+    except UnicodeError as error:
+        raise ConfigurationError(
+            f"the webhook url's host is malformed: {url!r} ({error})", "url"
+        ) from None
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     https = parts.scheme == "https"
     return https, parts.hostname, port or (443 if https else 80), target
@@ -104,7 +111,11 @@ class _Pool:
         all are busy and ``wait`` is False; hand it back with :meth:`give_back`."""
         if not self._slots.acquire(blocking=wait):
             return None
-        return self._connection()
+        try:
+            return self._connection()
+        except BaseException:
+            self._slots.release()
+            raise
 
     def give_back(self, connection: Connection) -> None:
         """End a request: its connection is kept for the next when still open."""
@@ -150,12 +161,13 @@ class Webhook:
     is per connect and per read. ``encode(record) -> dict`` shapes the body (a record it
     cannot encode is rejected).
 
-    With ``batch=False`` on a route whose ordering is ``"key"`` (the default) or ``"none"``,
-    a lane POSTs the records of different keys in its batch side by side (one key's one after
-    another), from its one thread: one lane keeps many requests in flight, so a few lanes do
-    what many did (and threads waiting on sockets cost the GIL hand-overs). A record that
-    fails stops its key; records of other keys POSTed meanwhile are not POSTed again when the
-    route retries."""
+    With ``batch=False`` on a route whose ordering is ``"key"`` (the default), a lane POSTs
+    the records of different keys in its batch side by side (one key's one after another;
+    with ``"none"`` every record), from its one thread: one lane keeps many requests in
+    flight, so a few lanes do what many did (threads waiting on sockets cost GIL hand-overs).
+    A record that fails stops its key (without a dead letter queue a 4xx too: the route
+    retries it); a request that cannot be sent at all stops the batch; records of other keys
+    POSTed meanwhile are not POSTed again when the route retries. A Webhook serves one route."""
 
     def __init__(
         self,
@@ -182,24 +194,30 @@ class Webhook:
         self._head = _request_head(url, self.headers)  # bad headers refused when built
         self._encode = encode
         self._pool: _Pool | None = None
-        self._ordering: str | None = None
+        self._route: tuple[str, str, bool] | None = None  # (topic, ordering, dead letters)
         self._ahead = _DeliveredAhead()
 
     def open(self) -> None:
         self._pool = _Pool(self.url, self.concurrency, self.timeout)
+        self._ahead.clear()
 
-    def use_ordering(self, ordering: str) -> None:
-        """Called by the route the sink serves with its ``ordering``: with ``"key"`` or
-        ``"none"`` the records of different keys in one batch are POSTed concurrently (one
-        key's records still one after another); with ``"partition"``, or used outside a
-        route, a batch's records go one after another."""
-        if self._ordering is not None and self._ordering != ordering:
+    def use_route(self, topic: str, ordering: str, dead_letters: bool) -> None:
+        """Called by the route the sink serves (see :mod:`conveyor.connect.sink`). With
+        ordering ``"key"`` a batch's records of different keys are POSTed side by side (one
+        key's one after another), with ``"none"`` all of them; with ``"partition"``, or used
+        outside a route, one after another. Without ``dead_letters`` a 4xx is no final answer
+        (the route retries it), so it stops what comes after it like a 5xx.
+
+        Raises:
+            ConfigurationError: the Webhook serves a route already (give each its own).
+        """
+        if self._route is not None and self._route != (topic, ordering, dead_letters):
             raise ConfigurationError(
-                f"this Webhook serves a route with ordering {self._ordering!r} already; "
-                f"give the route with ordering {ordering!r} a Webhook of its own",
-                "ordering",
+                f"this Webhook serves the route of {self._route[0]!r} already; give the route "
+                f"of {topic!r} a Webhook of its own",
+                "sink",
             )
-        self._ordering = ordering
+        self._route = (topic, ordering, dead_letters)
 
     def deliver(self, records: Sequence[Message]) -> list[Result]:
         # What is known already is not POSTed: a record that cannot be encoded (Reject), and
@@ -218,46 +236,68 @@ class Webhook:
             good = [body for body in bodies if isinstance(body, bytes)]
             verdict = self._post(b"[" + b",".join(good) + b"]") if good else None
             return [verdict if isinstance(body, bytes) else body for body in bodies]
-        if (
-            len(records) > 1
-            and self._ordering in ("key", "none")
-            and any(record.raw_key != records[0].raw_key for record in records)
-        ):
-            pool = self._pool
-            assert pool is not None, "the sink is not open"
-            posted = _KeysAtOnce(pool, self._head, records, bodies, self.timeout).run()
-            return self._settled(records, posted)
+        ordering = self._route[1] if self._route is not None else "partition"
+        if len(records) > 1 and ordering != "partition":
+            # Records that may go side by side share no queue: every record under "none",
+            # each key's under "key".
+            queues: list[Hashable] = (
+                [record.offset for record in records]
+                if ordering == "none"
+                else [record.raw_key for record in records]
+            )
+            if ordering == "none" or any(queue != queues[0] for queue in queues):
+                pool = self._pool
+                assert pool is not None, "the sink is not open"
+                posted = _SideBySide(
+                    pool, self._head, queues, bodies, self.timeout, self._stops
+                ).run()
+                return self._settled(records, posted)
         results: list[Result] = []
         for body in bodies:
             result = self._post(body) if isinstance(body, bytes) else body
             results.append(result)
-            if isinstance(result, Retry):
-                results.extend(Retry("after an earlier record") for _ in bodies[len(results) :])
+            if self._stops(result):
+                results.extend(_AFTER_FAILURE for _ in bodies[len(results) :])
                 break
         return results
 
+    def _stops(self, result: Result) -> bool:
+        """Whether ``result`` leaves its record undelivered, so that what comes after it in
+        its key (or batch) must wait: a Retry, or a Reject the route retries (no DLQ)."""
+        if isinstance(result, Retry):
+            return True
+        dead_letters = self._route is None or self._route[2]
+        return isinstance(result, Reject) and not dead_letters
+
     def _settled(self, records: Sequence[Message], posted: list[Result | _NotSent]) -> list[Result]:
-        """The answer in the serial form: what was delivered (or rejected) up to the first
-        record that was not, and a Retry for every record from there on; those beyond it that
-        were answered are remembered, so that the route's next attempt does not POST them
-        again."""
-        settled: list[Result] = []
-        for result in posted:
-            if isinstance(result, _NotSent | Retry):
-                failed = len(settled)
-                settled.append(result if isinstance(result, Retry) else _AFTER_FAILURE)
-                settled.extend(_AFTER_FAILURE for _ in posted[failed + 1 :])
-                self._ahead.remember(
-                    records,
-                    {
-                        index: answer
-                        for index, answer in enumerate(posted)
-                        if index > failed and not isinstance(answer, _NotSent | Retry)
-                    },
-                )
-                break
-            settled.append(result)
-        return settled
+        """The answer in the serial form: what was delivered (or rejected for good) up to the
+        first record that was not, then a Retry for every record after it; those beyond it
+        that were answered are remembered, so that the route's next attempt does not POST
+        them again."""
+        failed = next(
+            (
+                index
+                for index, answer in enumerate(posted)
+                if isinstance(answer, _NotSent) or self._stops(answer)
+            ),
+            None,
+        )
+        if failed is None:
+            return cast("list[Result]", posted)  # all answered, none unsent
+        self._ahead.remember(
+            records,
+            {
+                index: answer
+                for index, answer in enumerate(posted[failed + 1 :], failed + 1)
+                if not isinstance(answer, _NotSent) and not self._stops(answer)
+            },
+        )
+        first = posted[failed]
+        return [
+            *cast("list[Result]", posted[:failed]),
+            _UNSENT if isinstance(first, _NotSent) else first,
+            *(_AFTER_FAILURE for _ in posted[failed + 1 :]),
+        ]
 
     def _post(self, body: bytes) -> Result:
         pool = self._pool
@@ -287,95 +327,118 @@ def _verdict(status: int, answer: bytes) -> Result:
 
 class _InFlight(NamedTuple):
     connection: Connection
-    key: bytes | None
+    queue: Hashable
     position: int
     reused: bool
     head: bytes
+    deadline: float
 
 
-class _KeysAtOnce:
-    """One batch POSTed a record per request with the keys side by side: each key's records
-    one after another, the keys' requests in flight together on the pool's connections, all
+class _SideBySide:
+    """One batch POSTed a record per request, its queues side by side: each queue's records
+    one after another, the queues' requests in flight together on the pool's connections, all
     from the calling thread (one ``poll`` waits for whichever answer comes first; a poll
     object, unlike epoll, costs no system calls to set up and to register sockets with).
 
-    A record that fails stops its key (the records after it are not sent); :meth:`run` answers
-    per record: delivered, rejected, retried, or not sent."""
+    A record that fails (``stops``) stops its queue: the records after it are not sent. A
+    request that cannot be sent at all (the endpoint refuses or does not accept connections)
+    stops the batch, so that one unreachable endpoint costs one connect timeout, not one per
+    queue. Each request waits ``timeout`` for its answer. :meth:`run` answers per record:
+    delivered, rejected, retried, or not sent."""
 
     def __init__(
         self,
         pool: _Pool,
         head: bytes,
-        records: Sequence[Message],
+        queues: list[Hashable],
         bodies: list[bytes | Result],
         timeout: float,
+        stops: Callable[[Result], bool],
     ) -> None:
         self._pool = pool
         self._head = head
         self._bodies = bodies
         self._timeout = timeout
-        self._queues: dict[bytes | None, deque[int]] = {}
-        for index, record in enumerate(records):
-            self._queues.setdefault(record.raw_key, deque()).append(index)
-        self._results: list[Result | _NotSent] = [_NOT_SENT] * len(records)
+        self._stops = stops
+        self._queues: dict[Hashable, deque[int]] = {}
+        for index, queue in enumerate(queues):
+            self._queues.setdefault(queue, deque()).append(index)
+        self._results: list[Result | _NotSent] = [_NOT_SENT] * len(bodies)
         self._poller = select.poll()
         self._in_flight: dict[int, _InFlight] = {}  # by socket descriptor
+        self._unreachable = False
 
     def run(self) -> list[Result | _NotSent]:
-        ready_keys = deque(self._queues)  # keys whose next record waits for a connection
-        in_flight = 0
+        ready = deque(self._queues)  # queues whose next record waits for a connection
         try:
-            while ready_keys or in_flight:
-                while ready_keys:
+            while (ready and not self._unreachable) or self._in_flight:
+                while ready and not self._unreachable:
+                    index = self._next(ready[0])
+                    if index is None:  # nothing (more) to send in this queue
+                        ready.popleft()
+                        continue
                     # Wait for a slot only while holding none: lanes share the pool.
-                    connection = self._pool.take(wait=not in_flight)
+                    connection = self._pool.take(wait=not self._in_flight)
                     if connection is None:
                         break
-                    in_flight += self._send_next(ready_keys.popleft(), connection)
-                if not in_flight:
+                    self._send(ready.popleft(), index, connection)
+                if not self._in_flight:
                     continue
-                answered = self._poller.poll(self._timeout * 1000)
-                if not answered:
-                    break  # timed out: what is in flight is retried (finally)
-                for descriptor, _ in answered:
+                soonest = min(request.deadline for request in self._in_flight.values())
+                wait = max(0.0, soonest - time.monotonic())
+                for descriptor, _ in self._poller.poll(wait * 1000):
                     request = self._in_flight.pop(descriptor)
                     self._poller.unregister(descriptor)
-                    in_flight -= 1
-                    if self._answer(request):
-                        in_flight += 1  # sent again on a new connection
-                    elif self._queues[request.key]:
-                        ready_keys.append(request.key)
-        finally:
+                    self._answer(request)
+                    if self._queues[request.queue] and request.queue not in ready:
+                        ready.append(request.queue)
+                self._expire(time.monotonic())
+        finally:  # (an exception: what is in flight is abandoned, its slots handed back)
             for request in self._in_flight.values():
                 request.connection.close()
                 self._pool.give_back(request.connection)
-                self._results[request.position] = Retry("timed out waiting for the answer")
+            self._in_flight.clear()
         return self._results
 
-    def _send_next(self, key: bytes | None, connection: Connection) -> int:
-        """Send ``key``'s next record on ``connection``: 1 when it is in flight, else 0."""
-        queue = self._queues[key]
-        while queue:
-            index = queue.popleft()
+    def _next(self, queue: Hashable) -> int | None:
+        """The next record of ``queue`` to POST (left in the queue), answering on the way
+        the records known without a POST; None when there is none."""
+        waiting = self._queues[queue]
+        while waiting:
+            index = waiting[0]
             body = self._bodies[index]
-            if not isinstance(body, bytes):  # known without a POST
-                self._results[index] = body
-                continue
-            head = self._head + str(len(body)).encode("ascii") + b"\r\n\r\n"
+            if isinstance(body, bytes):
+                return index
+            waiting.popleft()
+            if self._stops(body):
+                self._failed(queue, index, body)
+                return None
+            self._results[index] = body
+        return None
+
+    def _send(self, queue: Hashable, index: int, connection: Connection) -> None:
+        self._queues[queue].popleft()
+        body = self._bodies[index]
+        assert isinstance(body, bytes)
+        head = self._head + str(len(body)).encode("ascii") + b"\r\n\r\n"
+        try:
             try:
-                try:
-                    reused = connection.send(head, body)
-                except StaleConnection:  # closed by the server while idle: nothing was taken
-                    connection = self._pool.fresh()
-                    reused = connection.send(head, body)
-            except OSError as error:
-                self._pool.give_back(connection)
-                self._failed(key, index, Retry(f"{type(error).__name__}: {error}"))
-                return 0
-            self._wait_for(_InFlight(connection, key, index, reused, head))
-            return 1
-        self._pool.give_back(connection)
-        return 0
+                reused = connection.send(head, body)
+            except StaleConnection:  # closed by the server while idle: nothing was taken
+                connection = self._pool.fresh()
+                reused = connection.send(head, body)
+        except OSError as error:
+            self._pool.give_back(connection)
+            self._failed(queue, index, Retry(f"{type(error).__name__}: {error}"))
+            self._unreachable = True
+            return
+        except BaseException:
+            self._pool.give_back(connection)
+            raise
+        self._wait_for(_InFlight(connection, queue, index, reused, head, self._deadline()))
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._timeout
 
     def _wait_for(self, request: _InFlight) -> None:
         sock = request.connection.sock
@@ -384,9 +447,9 @@ class _KeysAtOnce:
         self._in_flight[descriptor] = request
         self._poller.register(descriptor, select.POLLIN)
 
-    def _answer(self, request: _InFlight) -> bool:
-        """Read the answer to ``request``; True when it had to be sent again (the reused
-        connection had been closed before it was read) and is in flight once more."""
+    def _answer(self, request: _InFlight) -> None:
+        """Read the answer to ``request`` (sent again on a new connection when the reused
+        one had been closed before it was read)."""
         connection = request.connection
         try:
             status, answer = connection.receive(request.reused)
@@ -397,37 +460,57 @@ class _KeysAtOnce:
             try:
                 fresh.send(request.head, body)
             except OSError as error:
-                self._failed_request(request, fresh, error)
-                return False
-            self._wait_for(request._replace(connection=fresh, reused=False))
-            return True
+                self._pool.give_back(fresh)
+                self._failed(
+                    request.queue, request.position, Retry(f"{type(error).__name__}: {error}")
+                )
+                self._unreachable = True
+                return
+            except BaseException:
+                self._pool.give_back(fresh)
+                raise
+            self._wait_for(
+                request._replace(connection=fresh, reused=False, deadline=self._deadline())
+            )
+            return
         except OSError as error:  # HTTPError (a broken answer) too
-            self._failed_request(request, connection, error)
-            return False
+            self._pool.give_back(connection)
+            self._failed(request.queue, request.position, Retry(f"{type(error).__name__}: {error}"))
+            return
+        except BaseException:
+            self._pool.give_back(connection)  # (closed by receive)
+            raise
         self._pool.give_back(connection)
         result = _verdict(status, answer)
-        if isinstance(result, Retry):
-            self._failed(request.key, request.position, result)
+        if self._stops(result):
+            self._failed(request.queue, request.position, result)
         else:
             self._results[request.position] = result
-        return False
 
-    def _failed_request(self, request: _InFlight, connection: Connection, error: OSError) -> None:
-        self._pool.give_back(connection)
-        self._failed(request.key, request.position, Retry(f"{type(error).__name__}: {error}"))
+    def _expire(self, now: float) -> None:
+        """Give up on the requests whose answer is later than ``timeout``."""
+        late = [d for d, request in self._in_flight.items() if request.deadline <= now]
+        for descriptor in late:
+            request = self._in_flight.pop(descriptor)
+            self._poller.unregister(descriptor)
+            request.connection.close()  # an answer may still come: never reuse it
+            self._pool.give_back(request.connection)
+            reason = f"timed out: no answer in {self._timeout:g} s"
+            self._failed(request.queue, request.position, Retry(reason))
 
-    def _failed(self, key: bytes | None, index: int, result: Retry) -> None:
-        """A record not delivered: its key stops here."""
+    def _failed(self, queue: Hashable, index: int, result: Result) -> None:
+        """A record not delivered: its queue stops here."""
         self._results[index] = result
-        self._queues[key].clear()
+        self._queues[queue].clear()
 
 
 class _NotSent:
-    """A record whose key stopped before it (or the batch timed out)."""
+    """A record whose queue stopped before it, or whose batch stopped (unreachable)."""
 
 
 _NOT_SENT = _NotSent()
 _AFTER_FAILURE = Retry("after an earlier record")
+_UNSENT = Retry("not sent: the endpoint could not be reached")
 
 
 class _DeliveredAhead:
@@ -449,6 +532,10 @@ class _DeliveredAhead:
                 self._answers[(record.topic, record.partition, record.offset)] = answer
             while len(self._answers) > self._size:
                 self._answers.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._answers.clear()
 
     def recall(self, records: Sequence[Message]) -> dict[int, Result]:
         """The answers known for ``records``, by index (each answered once, then forgotten)."""
