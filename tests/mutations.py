@@ -594,6 +594,17 @@ MUTATIONS = (
         ("tests/unit/connect/test_webhook_keys.py",),
     ),
     Mutation(
+        "webhook: a key's next record sent while its resent one is in flight",
+        "conveyor/connect/sinks/http.py",
+        (
+            (
+                "                    if self._answer(request) and self._queues[request.queue]:\n",
+                "                    if (self._answer(request) or True) and self._queues[request.queue]:\n",
+            ),
+        ),
+        ("tests/unit/connect/test_webhook_keys.py",),
+    ),
+    Mutation(
         "webhook: without a DLQ a 4xx does not stop its key",
         "conveyor/connect/sinks/http.py",
         (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -312,10 +313,16 @@ def test_a_kept_alive_connection_closed_before_its_answer_is_sent_again(
     serve: Callable[..., Recorder],
 ) -> None:
     # The server reads each connection's second request and closes it without an answer
-    # (the race a keep-alive timeout makes): the request goes again on a new connection.
+    # (the race a keep-alive timeout makes): the request goes again on a new connection, and
+    # its key's next record waits for that answer. Answers come after 20 ms, so that a key's
+    # next record sent too soon would arrive while its resent one is still unanswered.
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    seen: list[bytes] = []
+    lock = threading.Lock()
+    answered: list[tuple[str, int]] = []
+    unanswered: dict[str, int] = {}
+    overlaps = [0]
+    dropped = [0]
 
     def serve_connection(conn: socket.socket) -> None:
         served = 0
@@ -328,10 +335,20 @@ def test_a_kept_alive_connection_closed_before_its_answer_is_sent_again(
                         return
                     buffer += data
                 request, _, buffer = buffer.partition(b"}}")
-                seen.append(request)
+                record = json.loads(request.partition(b"\r\n\r\n")[2] + b"}}")
+                key = record["key"]
                 served += 1
                 if served == 2:
+                    with lock:
+                        dropped[0] += 1
                     return  # closed without an answer
+                with lock:
+                    overlaps[0] += unanswered.get(key, 0)
+                    unanswered[key] = unanswered.get(key, 0) + 1
+                time.sleep(0.02)
+                with lock:
+                    unanswered[key] -= 1
+                    answered.append((key, record["offset"]))
                 conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
 
     def accept() -> None:
@@ -343,15 +360,20 @@ def test_a_kept_alive_connection_closed_before_its_answer_is_sent_again(
             threading.Thread(target=serve_connection, args=(conn,), daemon=True).start()
 
     threading.Thread(target=accept, daemon=True).start()
-    sink = webhook(f"http://127.0.0.1:{port}/hook", concurrency=2)
+    sink = webhook(f"http://127.0.0.1:{port}/hook", concurrency=4)  # slots to spare
     try:
         assert sink.deliver(batch("a", "b")) == [None, None]
-        assert sink.deliver(batch("a", "b")) == [None, None], "sent again, no Retry"
-        assert free_slots(sink) == 2
+        assert sink.deliver(batch("a", "b", "a", "b", "a", "b")) == [None] * 6, "no Retry"
+        assert free_slots(sink) == 4
     finally:
         sink.close()
         listener.close()
-    assert len(seen) == 6  # two, two unanswered, two again
+    assert dropped[0] >= 2, "the kept-alive connections were closed before their answers"
+    assert overlaps[0] == 0, "a key's next record went before its resent one was answered"
+    for key in "ab":
+        offsets = [offset for k, offset in answered if k == key]
+        assert offsets == sorted(offsets)
+    assert len(answered) == 8
 
 
 def test_without_a_dead_letter_queue_a_4xx_stops_its_key(serve: Callable[..., Recorder]) -> None:

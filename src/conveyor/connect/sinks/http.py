@@ -389,9 +389,8 @@ class _SideBySide:
                 for descriptor, _ in self._poller.poll(wait * 1000):
                     request = self._in_flight.pop(descriptor)
                     self._poller.unregister(descriptor)
-                    self._answer(request)
-                    if self._queues[request.queue] and request.queue not in ready:
-                        ready.append(request.queue)
+                    if self._answer(request) and self._queues[request.queue]:
+                        ready.append(request.queue)  # its next record may go now
                 self._expire(time.monotonic())
         finally:  # (an exception: what is in flight is abandoned, its slots handed back)
             for request in self._in_flight.values():
@@ -447,9 +446,9 @@ class _SideBySide:
         self._in_flight[descriptor] = request
         self._poller.register(descriptor, select.POLLIN)
 
-    def _answer(self, request: _InFlight) -> None:
-        """Read the answer to ``request`` (sent again on a new connection when the reused
-        one had been closed before it was read)."""
+    def _answer(self, request: _InFlight) -> bool:
+        """Read the answer to ``request``; False when it is in flight again instead (sent
+        again on a new connection: the reused one had been closed before it was read)."""
         connection = request.connection
         try:
             status, answer = connection.receive(request.reused)
@@ -465,18 +464,18 @@ class _SideBySide:
                     request.queue, request.position, Retry(f"{type(error).__name__}: {error}")
                 )
                 self._unreachable = True
-                return
+                return True
             except BaseException:
                 self._pool.give_back(fresh)
                 raise
             self._wait_for(
                 request._replace(connection=fresh, reused=False, deadline=self._deadline())
             )
-            return
+            return False
         except OSError as error:  # HTTPError (a broken answer) too
             self._pool.give_back(connection)
             self._failed(request.queue, request.position, Retry(f"{type(error).__name__}: {error}"))
-            return
+            return True
         except BaseException:
             self._pool.give_back(connection)  # (closed by receive)
             raise
@@ -486,6 +485,7 @@ class _SideBySide:
             self._failed(request.queue, request.position, result)
         else:
             self._results[request.position] = result
+        return True
 
     def _expire(self, now: float) -> None:
         """Give up on the requests whose answer is later than ``timeout``."""
