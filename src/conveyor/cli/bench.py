@@ -41,11 +41,22 @@ def _scripts(folder: Path) -> dict[str, Path]:
     default=None,
     help="Runs per variant (each script's default otherwise).",
 )
-def bench(names: tuple[str, ...], folder: Path, list_only: bool, repeats: int | None) -> None:
+@click.option(
+    "--warm-up",
+    "warm_up",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds of traffic through the broker first (the folder's _warm_up.py), so that "
+    "the first runs do not measure a broker whose JVM has not compiled its paths yet; 0 skips.",
+)
+def bench(
+    names: tuple[str, ...], folder: Path, list_only: bool, repeats: int | None, warm_up: float
+) -> None:
     """Run benchmarks (all, or NAMES) against $KAFKA_BOOTSTRAP_SERVERS or 127.0.0.1:9092.
 
     Each prints a table and one JSON line per figure with its ratio against a bare
-    confluent-kafka loop measured in the same run.
+    confluent-kafka loop measured in the same run. The broker is warmed up first.
     """
     available = _scripts(folder)
     if not available:
@@ -67,6 +78,11 @@ def bench(names: tuple[str, ...], folder: Path, list_only: bool, repeats: int | 
         raise ConveyorError(
             f"Unknown benchmark {', '.join(unknown)}; known: {', '.join(available)}."
         )
+    warm_up_script = folder / "_warm_up.py"
+    if warm_up and warm_up_script.exists():
+        command = [sys.executable, str(warm_up_script), "--seconds", str(warm_up)]
+        if subprocess.call(command) != 0:
+            raise ConveyorError("Warming the broker up failed (its output is above).")
     failures = 0
     for name in names or tuple(available):
         error_console.print(f"[bold]bench {name}[/]")

@@ -39,3 +39,13 @@ def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstra
     assert all(figure["bench"] == script and figure["value"] > 0 for figure in figures)
     if script == "e2e_latency":
         assert "poll→start" in result.stderr, "the stage table is printed"
+
+
+def test_the_warm_up_runs_traffic_through_the_broker(kafka_bootstrap: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "_warm_up.py"), "--seconds", "1", "--bootstrap", kafka_bootstrap],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "warmed the broker up" in result.stderr
+    assert "round trips" in result.stderr
