@@ -43,3 +43,13 @@ def test_a_warm_up_of_zero_skips_it(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["bench", "second", "--dir", str(tmp_path), "--warm-up", "0"])
     assert result.exit_code == 0, result.output
     assert record.read_text().splitlines() == ["second "]
+
+
+def test_a_failed_warm_up_stops_before_the_benchmarks(tmp_path: Path) -> None:
+    record = tmp_path / "ran.txt"
+    fake_scripts(tmp_path, record)
+    (tmp_path / "_warm_up.py").write_text("raise SystemExit('no broker')\n")
+    result = CliRunner().invoke(cli, ["bench", "--dir", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "Warming the broker up failed" in result.output
+    assert not record.exists(), "no benchmark ran"
