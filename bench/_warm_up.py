@@ -33,6 +33,7 @@ def main() -> None:
         "--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
     )
     args = parser.parse_args()
+    console = Console(stderr=True)
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
     topic = f"bench-warm-up-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
@@ -44,7 +45,6 @@ def main() -> None:
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     messages = trips = 0
-    console = Console(stderr=True)
     columns = (TextColumn("warming the broker up"), BarColumn(), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
@@ -71,7 +71,10 @@ def main() -> None:
             raise SystemExit("the warm-up's messages were not all delivered")
     finally:
         consumer.close()
-        admin.delete_topics([topic])
+        try:
+            admin.delete_topics([topic])[topic].result(30)
+        except Exception as error:  # the warm-up did its work; its topic is litter
+            console.print(f"[yellow]could not delete the warm-up topic {topic}: {error}")
     console.print(f"warmed the broker up: {messages:,} messages, {trips:,} round trips")
 
 
