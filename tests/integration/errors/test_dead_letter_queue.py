@@ -4,6 +4,8 @@ duplicated or blocked."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -180,7 +182,13 @@ def test_dispatch_variants(
     )
     with running(app):
         assert record.wait_for(lambda items: 5 in items)
+        # A transactional commit of the offset reaches the group a moment after the
+        # transaction ends (its markers written): asked at once, the group may not have it yet.
+        deadline = time.monotonic() + 10
         committed_while_running = committed_offset(kafka_bootstrap, group, topic)
+        while committed_while_running is None and time.monotonic() < deadline:
+            threading.Event().wait(0.1)  # asking the broker again, bounded by the deadline
+            committed_while_running = committed_offset(kafka_bootstrap, group, topic)
     assert record.items == [0, 1, 2, 3, 5]
     with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
         dlq_end = admin.read_watermark_offsets(dlq, 0)[1]

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,8 +180,15 @@ def test_sign_in_explore_export_command_and_redrive_and_read_only_refuses(site: 
             shot(page, "explorer-script-payload")
 
             # probe and quiet the running process from its page
-            processes = page.request.get(f"{site.url}/api/processes").json()["processes"]
-            [process] = [p for p in processes if p["status"] == "running"]
+            # (a busy machine may delay a report past three intervals: asked again meanwhile)
+            deadline = time.monotonic() + 30
+            while True:
+                processes = page.request.get(f"{site.url}/api/processes").json()["processes"]
+                running_now = [p for p in processes if p["status"] == "running"]
+                if running_now or time.monotonic() > deadline:
+                    break
+                page.wait_for_timeout(200)
+            [process] = running_now
             page.goto(f"{site.url}/processes/{process['id']}")
             ready(page)
             assert page.locator(".partition-actions .command-pause").count() == 2
