@@ -528,7 +528,7 @@ MUTATIONS = (
     ),
     Mutation(
         "webhook: a key goes on after its record failed",
-        "conveyor/connect/sinks/http.py",
+        "conveyor/connect/sinks/side_by_side.py",
         (
             (
                 "        self._results[index] = result\n        self._queues[queue].clear()\n",
@@ -551,7 +551,7 @@ MUTATIONS = (
     ),
     Mutation(
         "webhook: a remembered 4xx answered as delivered",
-        "conveyor/connect/sinks/http.py",
+        "conveyor/connect/sinks/side_by_side.py",
         (
             (
                 "                self._answers[(record.topic, record.partition, record.offset)] = answer\n",
@@ -562,7 +562,7 @@ MUTATIONS = (
     ),
     Mutation(
         "webhook: a request that timed out keeps its connection slot",
-        "conveyor/connect/sinks/http.py",
+        "conveyor/connect/sinks/side_by_side.py",
         (
             (
                 "            request.connection.close()  # an answer may still come: never reuse it\n            self._pool.give_back(request.connection)\n",
@@ -573,7 +573,7 @@ MUTATIONS = (
     ),
     Mutation(
         "webhook: an unreachable endpoint tried once per key",
-        "conveyor/connect/sinks/http.py",
+        "conveyor/connect/sinks/side_by_side.py",
         (
             (
                 "            self._unreachable = True\n            return\n        except BaseException:\n            self._pool.give_back(connection)\n            raise\n        self._wait_for(",
@@ -584,7 +584,7 @@ MUTATIONS = (
     ),
     Mutation(
         "webhook: a kept-alive connection closed before its answer counts as a failure",
-        "conveyor/connect/sinks/http.py",
+        "conveyor/connect/sinks/side_by_side.py",
         (
             (
                 "            status, answer = connection.receive(request.reused)\n        except StaleConnection:\n",
@@ -595,7 +595,7 @@ MUTATIONS = (
     ),
     Mutation(
         "webhook: a key's next record sent while its resent one is in flight",
-        "conveyor/connect/sinks/http.py",
+        "conveyor/connect/sinks/side_by_side.py",
         (
             (
                 "                    if self._answer(request) and self._queues[request.queue]:\n",
