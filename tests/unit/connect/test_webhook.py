@@ -1,5 +1,5 @@
-"""The Webhook sink's connection pool against a real local HTTP server (the standard library's,
-so that each test controls keep-alive and timing): kept-alive connections the server closed
+"""The Webhook sink's connection pool against a real local HTTP server (``Recorder``, on the
+standard library's, so that each test controls keep-alive and timing): kept-alive connections the server closed
 are replaced without a retry, timeouts and refused connections are retries, bad settings are
 refused when the sink is built."""
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,65 +17,12 @@ from conveyor.connect import Retry
 from conveyor.connect.sinks import Webhook
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Deserializers, Message
+from unit.connect.http_recorder import Recorder
 from unit.processing.fakes import FakeRaw
 
 
 def records(*offsets: int) -> list[Message]:
     return [Message(FakeRaw(o, key=b"k", value=b'{"n": 1}'), Deserializers()) for o in offsets]
-
-
-class Server(ThreadingHTTPServer):
-    """Answers 204 to every POST after ``delay`` seconds; counts requests and connections and
-    signals each connection it closed. Idle connections are closed after ``idle`` seconds."""
-
-    daemon_threads = True
-
-    def __init__(self, idle: float = 30.0, delay: float = 0.0) -> None:
-        self.requests = 0
-        self.connections = 0
-        self.closed = threading.Semaphore(0)
-        self.release = threading.Event()  # ends a delayed answer early (at teardown)
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive
-            timeout = idle
-
-            def setup(self) -> None:
-                super().setup()
-                server.connections += 1
-
-            def finish(self) -> None:
-                super().finish()
-                server.closed.release()
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["content-length"]))
-                server.requests += 1
-                if delay:
-                    server.release.wait(delay)
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/hook"
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    made: list[Server] = []
-    yield made
-    for server in made:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
 
 
 def test_the_request_carries_the_host_the_length_and_the_users_headers() -> None:
@@ -111,9 +57,8 @@ def test_the_request_carries_the_host_the_length_and_the_users_headers() -> None
     assert json.loads(body)["payload"] == {"n": 1}
 
 
-def test_a_kept_alive_connection_is_reused(servers: list[Server]) -> None:
-    server = Server()
-    servers.append(server)
+def test_a_kept_alive_connection_is_reused(serve: Callable[..., Recorder]) -> None:
+    server = serve()
     sink = Webhook(server.url)
     sink.open()
     for offset in range(5):
@@ -123,10 +68,9 @@ def test_a_kept_alive_connection_is_reused(servers: list[Server]) -> None:
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_not_retried(
-    servers: list[Server],
+    serve: Callable[..., Recorder],
 ) -> None:
-    server = Server(idle=0.1)
-    servers.append(server)
+    server = serve(idle=0.1)
     sink = Webhook(server.url)
     sink.open()
     assert sink.deliver(records(0)) == [None]
@@ -136,12 +80,15 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_not_retried(
     assert (server.requests, server.connections) == (2, 2)
 
 
-def test_a_timeout_is_a_retry(servers: list[Server]) -> None:
-    server = Server(delay=5.0)
-    servers.append(server)
+def test_a_timeout_is_a_retry(serve: Callable[..., Recorder]) -> None:
+    never = threading.Event()
+    server = serve(hold=lambda _key, _offset: never)
     sink = Webhook(server.url, timeout=0.2)
     sink.open()
-    [result] = sink.deliver(records(0))
+    try:
+        [result] = sink.deliver(records(0))
+    finally:
+        never.set()
     assert isinstance(result, Retry)
     assert "timed out" in result.reason
     sink.close()
@@ -183,7 +130,9 @@ def test_bad_settings_are_refused_when_the_sink_is_built(
     assert refused.value.setting == setting
 
 
-def test_a_connection_on_a_descriptor_above_1023_is_reused(servers: list[Server]) -> None:
+def test_a_connection_on_a_descriptor_above_1023_is_reused(
+    serve: Callable[..., Recorder],
+) -> None:
     # select() refuses descriptors above 1023 (FD_SETSIZE); a busy process has them.
     import os  # noqa: PLC0415
     import resource  # noqa: PLC0415
@@ -193,8 +142,7 @@ def test_a_connection_on_a_descriptor_above_1023_is_reused(servers: list[Server]
         pytest.skip(f"this machine allows {hard} open files; the test needs 1,200")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
     held: list[int] = []
-    server = Server()
-    servers.append(server)
+    server = serve()
     sink = Webhook(server.url)
     sink.use_route("orders", "key", True)
     sink.open()
