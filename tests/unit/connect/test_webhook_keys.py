@@ -65,8 +65,9 @@ def test_the_keys_of_a_batch_are_posted_side_by_side(serve: Callable[..., Record
     finally:
         b_arrived.set()
         sink.close()
-    assert server.log[:2] == [("in", "a", 0), ("in", "b", 1)], "b was sent while a was held"
-    assert server.most_in_flight == 2
+    # (the server's threads may log b's arrival before a's: both were on the wire)
+    log = server.log
+    assert log.index(("in", "b", 1)) < log.index(("out", "a", 0)), "b was sent while a was held"
 
 
 @pytest.mark.parametrize("ordering", ["partition", None])
