@@ -58,7 +58,11 @@ def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                    "--no-sync", "-E", "UTF8"], owner),
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    # track_commit_timestamp: the crash test compares each row's COMMIT time with Kafka's commits
+    options = (
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        " -c track_commit_timestamp=on"
+    )
     subprocess.run(
         _as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
                    str(folder / "log"), "-w", "-t", "60", "start"], owner),
