@@ -83,6 +83,28 @@ def test_json_lines_with_64_lanes_keep_every_keys_order(
     in_order([(line["key"], line["payload"]["seq"]) for line in lines], keys, sequences)
 
 
+def test_a_webhook_that_always_answers_4xx_sends_every_record_to_the_dead_letter_queue(
+    kafka_bootstrap: str, new_topic, read_messages
+) -> None:
+    topic, dlq = new_topic(partitions=2), new_topic(partitions=1)
+    keys, sequences = 5, 4
+    total = produce_keyed(kafka_bootstrap, topic, keys, sequences)
+    everything = {(f"k{key}", seq) for key in range(keys) for seq in range(sequences)}
+    app = make_app(kafka_bootstrap, concurrency=4)
+    consumed = Record()
+    app.monitor.subscribe("consumer.consumed", lambda event: consumed.add(event["count"]))
+    with Endpoint(fail_first=set(), reject=everything) as endpoint:
+        app.routes.sink(topic, Webhook(endpoint.url), lanes=4, dead_letter_queue=dlq)
+        with running(app):
+            dead = read_messages(dlq, total)
+            assert consumed.wait_for(lambda counts: sum(counts) >= total, timeout=30)
+    assert endpoint.received == []
+    assert len(dead) == total
+    assert {(m.key().decode(), json.loads(m.value())["seq"]) for m in dead} == everything
+    for message in dead:
+        assert dict(message.headers() or [])["original_error_message"].startswith(b"HTTP 422")
+
+
 class Endpoint:
     """A Starlette app under uvicorn on a free loopback port, recording what it received."""
 
@@ -309,3 +331,38 @@ def test_an_async_sink_is_open_when_start_returns_and_one_that_cannot_open_fails
         failing.start()
     assert life == ["a open", "b open", "a flush", "a close"], "the one opened is closed"
     assert failing.state == "idle"
+
+
+def test_a_sink_route_records_each_records_stages(
+    kafka_bootstrap: str, new_topic, tmp_path: Path
+) -> None:
+    """Produced -> polled -> handed to the sink -> acknowledged by it, per record, under the
+    sink route's topic in ``app.latency`` (see conveyor.tracing.latency for the stages)."""
+    topic = new_topic(partitions=1)
+    records = 20
+    app = make_app(kafka_bootstrap, concurrency=2)
+    app.routes.sink(topic, JsonLines(tmp_path), lanes=2)
+    app.latency.enable()  # the app's producer stamps its sends: produce→end is measured too
+    consumed = Record()
+    app.monitor.subscribe("consumer.consumed", lambda event: consumed.add(event["count"]))
+    with running(app):
+        for seq in range(records):
+            app.producer.produce_sync(topic=topic, key=f"k{seq % 2}", payload={"seq": seq})
+        assert consumed.wait_for(lambda counts: sum(counts) >= records, timeout=30)
+    counts = {
+        stage: app.latency.histogram(topic, stage).count
+        for stage in ("append→poll", "poll→start", "start→end", "produce→end", "poll→end")
+    }
+    assert counts == dict.fromkeys(counts, records)
+    delivered = lines_of(tmp_path)
+    assert len(delivered) == records
+    for stage in counts:  # times, not zeros: each stage took some time, none took ages
+        assert 0 < app.latency.histogram(topic, stage).quantile(0.5) < 10, stage
+
+
+def lines_of(directory: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for path in sorted(directory.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
