@@ -43,6 +43,10 @@ class Mutation:
 
 STRATEGIES = "conveyor/processing/strategies.py"
 DLQ_TESTS = "tests/integration/errors/test_dead_letter_queue.py::test_dispatch_variants"
+BAD_RECORDS = (
+    "tests/integration/connect/test_bad_records.py::"
+    "test_a_record_the_sink_cannot_encode_goes_to_the_dead_letter_queue_with_the_reason"
+)
 
 MUTATIONS = (
     Mutation(
@@ -625,6 +629,78 @@ MUTATIONS = (
             ),
         ),
         ("tests/unit/connect/test_sink_routes.py",),
+    ),
+    Mutation(
+        "json lines: a batch is not fsync'd before deliver returns",
+        "conveyor/connect/sinks/files.py",
+        (("                os.fsync(file.fileno())\n", ""),),
+        ("tests/unit/connect/test_json_lines.py",),
+    ),
+    Mutation(
+        "json lines: no rotation by age",
+        "conveyor/connect/sinks/files.py",
+        (
+            (
+                "            or (self.max_age is not None and now - self._opened_at >= self.max_age)\n",
+                "            or False\n",
+            ),
+        ),
+        ("tests/unit/connect/test_json_lines.py",),
+    ),
+    Mutation(
+        "broadcast: a record it cannot encode is dropped silently",
+        "conveyor/connect/sinks/broadcast.py",
+        (
+            (
+                'results.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))',
+                "results.append(None)",
+            ),
+        ),
+        (BAD_RECORDS + "[broadcast]",),
+    ),
+    Mutation(
+        "postgres: a record it cannot encode is dropped silently",
+        "conveyor/connect/sinks/postgres.py",
+        (
+            (
+                'results.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))',
+                "results.append(None)",
+            ),
+        ),
+        (BAD_RECORDS + "[postgres]",),
+    ),
+    Mutation(
+        "webhook: a record it cannot encode is retried, not rejected",
+        "conveyor/connect/sinks/http.py",
+        (
+            (
+                'bodies.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))',
+                'bodies.append(Retry(f"cannot encode offset {record.offset}: {error!r}"))',
+            ),
+        ),
+        (BAD_RECORDS + "[webhook]",),
+    ),
+    Mutation(
+        "json lines: a record it cannot encode is dropped silently",
+        "conveyor/connect/sinks/files.py",
+        (
+            (
+                'results.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))',
+                "results.append(None)",
+            ),
+        ),
+        (BAD_RECORDS + "[json_lines]",),
+    ),
+    Mutation(
+        "messages: payloads decoded through a Message per message",
+        "conveyor/messages.py",
+        (
+            (
+                "None if (value := raw.value()) is None else decode(value) for raw in self._raws",
+                "Message(raw, self._deserializers).payload for raw in self._raws",
+            ),
+        ),
+        ("tests/unit/test_messages.py",),
     ),
 )
 

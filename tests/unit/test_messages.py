@@ -124,6 +124,23 @@ def test_a_batch_s_payloads_decode_in_one_pass_once_and_messages_reuse_them() ->
     assert calls == [b"a", b"c"], "each payload decoded once, tombstones not at all"
 
 
+def test_a_batch_s_payloads_build_no_message_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch path decodes from the raw messages: no Message wrapper is made for it."""
+    import conveyor.messages as messages_module  # noqa: PLC0415
+
+    built: list[object] = []
+    original = messages_module.Message.__init__
+
+    def counting(self: Message, *args: object, **kwargs: object) -> None:
+        built.append(self)
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    batch = Messages([raw(offset, value=b"[1]") for offset in range(50)], Deserializers(), "t", 1)
+    monkeypatch.setattr(messages_module.Message, "__init__", counting)
+    assert batch.payloads == [[1]] * 50
+    assert built == []
+
+
 def test_a_batch_payload_that_cannot_be_decoded_names_its_message() -> None:
     batch = Messages([raw(7), raw(8, value=b"{not json")], Deserializers(), "t", 1)
     with pytest.raises(DeserializationError) as failed:

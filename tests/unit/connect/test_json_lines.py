@@ -61,3 +61,55 @@ def test_files_rotate_by_size(tmp_path: Path) -> None:
     sink.close()
     assert len(list(tmp_path.glob("*.jsonl"))) > 1
     assert [line["offset"] for line in lines(tmp_path)] == list(range(10))
+
+
+def test_a_batch_is_on_disk_before_deliver_returns(tmp_path: Path, monkeypatch: Any) -> None:
+    """fsync'd before deliver returns (so before the route marks the offsets): each fsync
+    is of the file written now, with the whole batch already handed to the OS."""
+    import os  # noqa: PLC0415
+
+    from conveyor.connect.sinks import files  # noqa: PLC0415
+
+    synced: list[int] = []  # the file's size on disk at each fsync
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        synced.append(os.fstat(descriptor).st_size)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(files.os, "fsync", fsync)
+    sink = JsonLines(tmp_path)
+    sink.open()
+    sink.deliver(messages(0, 1, 2))
+    assert sink.path is not None
+    assert synced == [sink.path.stat().st_size]
+    assert synced[0] > 0
+    sink.deliver(messages(3))
+    assert synced[-1] == sink.path.stat().st_size > synced[0]
+    sink.close()
+
+
+def test_files_rotate_by_age(tmp_path: Path, monkeypatch: Any) -> None:
+    import time  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from conveyor.connect.sinks import files  # noqa: PLC0415
+
+    now = [1_000_000.0]
+    clock = SimpleNamespace(time=lambda: now[0], strftime=time.strftime, gmtime=time.gmtime)
+    monkeypatch.setattr(files, "time", clock)
+    sink = JsonLines(tmp_path, max_age=60)
+    sink.open()
+    sink.deliver(messages(0))
+    now[0] += 59
+    sink.deliver(messages(1))  # younger than max_age: the same file
+    first = sink.path
+    now[0] += 1
+    sink.deliver(messages(2))  # 60 s old: a new file
+    sink.close()
+    assert first is not None
+    assert sink.path is None
+    files_written = sorted(tmp_path.glob("*.jsonl"))
+    assert len(files_written) == 2
+    assert [json.loads(line)["offset"] for line in first.read_text().splitlines()] == [0, 1]
+    assert [line["offset"] for line in lines(tmp_path)] == [0, 1, 2]
