@@ -126,17 +126,17 @@ def test_a_batch_s_payloads_decode_in_one_pass_once_and_messages_reuse_them() ->
 
 def test_a_batch_s_payloads_build_no_message_per_message(monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch path decodes from the raw messages: no Message wrapper is made for it."""
-    import conveyor.messages as messages_module  # noqa: PLC0415
+    raws = [raw(offset, value=b"[1]") for offset in range(50)]
+    built: list[object] = []  # the Messages made of this batch's raws (other threads aside)
+    original = Message.__init__
 
-    built: list[object] = []
-    original = messages_module.Message.__init__
+    def counting(self: Message, first: object, *args: object, **kwargs: object) -> None:
+        if any(first is one for one in raws):
+            built.append(first)
+        original(self, first, *args, **kwargs)  # type: ignore[arg-type]
 
-    def counting(self: Message, *args: object, **kwargs: object) -> None:
-        built.append(self)
-        original(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    batch = Messages([raw(offset, value=b"[1]") for offset in range(50)], Deserializers(), "t", 1)
-    monkeypatch.setattr(messages_module.Message, "__init__", counting)
+    batch = Messages(raws, Deserializers(), "t", 1)
+    monkeypatch.setattr(Message, "__init__", counting)
     assert batch.payloads == [[1]] * 50
     assert built == []
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from conveyor.connect import Reject
-from conveyor.connect.sinks import JsonLines
+from conveyor.connect.sinks import JsonLines, files
 from conveyor.messages import Deserializers, Message
 from unit.processing.fakes import FakeRaw
 
@@ -63,21 +68,19 @@ def test_files_rotate_by_size(tmp_path: Path) -> None:
     assert [line["offset"] for line in lines(tmp_path)] == list(range(10))
 
 
-def test_a_batch_is_on_disk_before_deliver_returns(tmp_path: Path, monkeypatch: Any) -> None:
+def test_a_batch_is_on_disk_before_deliver_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fsync'd before deliver returns (so before the route marks the offsets): each fsync
     is of the file written now, with the whole batch already handed to the OS."""
-    import os  # noqa: PLC0415
-
-    from conveyor.connect.sinks import files  # noqa: PLC0415
-
     synced: list[int] = []  # the file's size on disk at each fsync
-    real_fsync = os.fsync
 
     def fsync(descriptor: int) -> None:
         synced.append(os.fstat(descriptor).st_size)
-        real_fsync(descriptor)
+        os.fsync(descriptor)
 
-    monkeypatch.setattr(files.os, "fsync", fsync)
+    # the sink's own view of os only: other threads keep the real module
+    monkeypatch.setattr(files, "os", SimpleNamespace(fsync=fsync, getpid=os.getpid))
     sink = JsonLines(tmp_path)
     sink.open()
     sink.deliver(messages(0, 1, 2))
@@ -89,12 +92,7 @@ def test_a_batch_is_on_disk_before_deliver_returns(tmp_path: Path, monkeypatch: 
     sink.close()
 
 
-def test_files_rotate_by_age(tmp_path: Path, monkeypatch: Any) -> None:
-    import time  # noqa: PLC0415
-    from types import SimpleNamespace  # noqa: PLC0415
-
-    from conveyor.connect.sinks import files  # noqa: PLC0415
-
+def test_files_rotate_by_age(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1_000_000.0]
     clock = SimpleNamespace(time=lambda: now[0], strftime=time.strftime, gmtime=time.gmtime)
     monkeypatch.setattr(files, "time", clock)
