@@ -126,8 +126,11 @@ def test_a_killed_connector_stores_everything_once_and_never_committed_ahead(
         per_key.setdefault(key, []).append(seq)
     for key, seqs in per_key.items():  # rows keep the first delivery: its order per key
         assert seqs == list(range(sequences)), f"{key}: {seqs[:20]}"
-    stored_at = {offset: float(at) for _, _, offset, at in rows}
+    in_postgres = {offset: float(at) for _, _, offset, at in rows}  # its COMMIT's time
     assert len(commits) >= 5
     for committed, at in commits:  # everything below a commit was committed in PostgreSQL
-        late = [offset for offset in range(committed) if stored_at[offset] > at + 0.001]
-        assert not late, f"commit {committed} at {at} came before offsets {late[:10]} were stored"
+        late = [offset for offset in range(committed) if in_postgres[offset] > at + 0.001]
+        assert not late, (
+            f"Kafka commit {committed} at {at} came before offsets {late[:10]} were committed "
+            "in PostgreSQL"
+        )
