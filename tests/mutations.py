@@ -613,7 +613,7 @@ MUTATIONS = (
         "conveyor/connect/sinks/http.py",
         (
             (
-                "        return isinstance(result, Reject) and not dead_letters\n",
+                "        return isinstance(result, Reject) and not self._dead_letters\n",
                 "        return False\n",
             ),
         ),

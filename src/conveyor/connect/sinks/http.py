@@ -117,7 +117,11 @@ class Webhook:
         self._head = _request_head(url, self.headers)  # bad headers refused when built
         self._encode = encode
         self._pool: Pool | None = None
-        self._route: tuple[str, str, bool] | None = None  # (topic, ordering, dead letters)
+        # Told by the route (use_route); outside one: one record after another, and a Reject
+        # is final (nobody would retry it).
+        self._topic: str | None = None  # the route's
+        self._ordering = "partition"
+        self._dead_letters = True
         self._ahead = DeliveredAhead()
 
     def open(self) -> None:
@@ -135,13 +139,14 @@ class Webhook:
         Raises:
             ConfigurationError: the Webhook serves a route already (give each its own).
         """
-        if self._route is not None and self._route != (topic, ordering, dead_letters):
+        route = (topic, ordering, dead_letters)
+        if self._topic is not None and (self._topic, self._ordering, self._dead_letters) != route:
             raise ConfigurationError(
-                f"this Webhook serves the route of {self._route[0]!r} already; give the route "
+                f"this Webhook serves the route of {self._topic!r} already; give the route "
                 f"of {topic!r} a Webhook of its own",
                 "sink",
             )
-        self._route = (topic, ordering, dead_letters)
+        self._topic, self._ordering, self._dead_letters = route
 
     def deliver(self, records: Sequence[Message]) -> list[Result]:
         # What is known already is not POSTed: a record that cannot be encoded (Reject), and
@@ -160,7 +165,7 @@ class Webhook:
             good = [body for body in bodies if isinstance(body, bytes)]
             verdict = self._post(b"[" + b",".join(good) + b"]") if good else None
             return [verdict if isinstance(body, bytes) else body for body in bodies]
-        ordering = self._route[1] if self._route is not None else "partition"
+        ordering = self._ordering
         if len(records) > 1 and ordering != "partition":
             # Records that may go side by side share no queue: every record under "none",
             # each key's under "key".
@@ -190,8 +195,7 @@ class Webhook:
         its key (or batch) must wait: a Retry, or a Reject the route retries (no DLQ)."""
         if isinstance(result, Retry):
             return True
-        dead_letters = self._route is None or self._route[2]
-        return isinstance(result, Reject) and not dead_letters
+        return isinstance(result, Reject) and not self._dead_letters
 
     def _settled(self, records: Sequence[Message], posted: list[Result | NotSent]) -> list[Result]:
         """The answer in the serial form: what was delivered (or rejected for good) up to the
