@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from conveyor.routing.topic import Topic
 
 __all__ = ["Consumer"]
+
+_log = logging.getLogger("conveyor.transactions")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -158,25 +161,36 @@ class Consumer:
             self._transaction = scope
             try:
                 yield producer
-                if scope.next_offset is not None:
-                    if executor.revoked:
-                        raise TransactionError(
-                            f"{self.topic}/{self.partition} was revoked during the transaction: "
-                            "aborted, its offset not committed"
-                        )
-                    executor.offsets_in_transactions()
-                    try:
-                        transactions.send_offsets(
-                            [(self.topic, self.partition, scope.next_offset)],
-                            executor.group_metadata(),
-                        )
-                    except TransactionError:
-                        executor.forget_group_metadata()  # a new generation: ask again
-                        raise
+                # The invariant: a transaction commits with its input's offset or not at all;
+                # outputs without it would be produced again by whoever reads the partition next.
+                if executor.revoked or scope.refused:
+                    raise TransactionError(
+                        f"{self.topic}/{self.partition} was revoked during the transaction: "
+                        "aborted, its offset not committed"
+                    )
+                if scope.next_offset is None:
+                    raise TransactionError(
+                        f"the transaction on {self.topic}/{self.partition} marked no offset: "
+                        "call mark_as_consumed inside the block (aborted: its outputs would "
+                        "commit without their input's offset, and be produced again)"
+                    )
+                executor.offsets_in_transactions()
+                if _log.isEnabledFor(logging.DEBUG):
+                    _log.debug(
+                        "transaction of %s/%s sends offset %d",
+                        self.topic, self.partition, scope.next_offset,
+                    )  # fmt: skip
+                try:
+                    transactions.send_offsets(
+                        [(self.topic, self.partition, scope.next_offset)],
+                        executor.group_metadata(),
+                    )
+                except TransactionError:
+                    executor.forget_group_metadata()  # a new generation: ask again
+                    raise
             finally:
                 self._transaction = None
-        if scope.next_offset is not None:  # committed: retries start after it
-            executor.mark(scope.next_offset, sync=False)
+        executor.mark(scope.next_offset, sync=False)  # committed: retries start after it
 
     @property
     def collapsed(self) -> bool:
@@ -318,14 +332,17 @@ class Consumer:
 class _TransactionScope:
     """The offset one :meth:`Consumer.transaction` block marked (committed with it)."""
 
-    __slots__ = ("executor", "next_offset")
+    __slots__ = ("executor", "next_offset", "refused")
 
     def __init__(self, executor: PartitionExecutor) -> None:
         self.executor = executor
         self.next_offset: int | None = None
+        self.refused = False
+        """A mark came after the partition was revoked: the transaction must not commit."""
 
     def mark(self, next_offset: int) -> bool:
         if self.executor.revoked:
+            self.refused = True
             return False
         if self.next_offset is None or next_offset > self.next_offset:
             self.next_offset = next_offset

@@ -9,7 +9,12 @@ from typing import Any, ClassVar
 import pytest
 
 from conveyor import App, Consumer, testing
-from conveyor.errors import ConfigurationError, DeserializationError, InvalidMessageError
+from conveyor.errors import (
+    ConfigurationError,
+    DeserializationError,
+    InvalidMessageError,
+    TransactionError,
+)
 from conveyor.messages import Deserializers
 
 
@@ -167,6 +172,45 @@ def test_transactions_commit_messages_with_offsets_or_abort_both() -> None:
     assert [m.payload for m in testing.produced(app, "out")] == [{"double": 4}]
     assert [r.value() for r in captured.aborted] == [b'{"double":-2}']
     assert captured.offsets == [("in", 0, 1)]
+
+
+class CopiesWithoutMarking(Consumer):
+    def consume(self) -> None:
+        with self.transaction():
+            for message in self.messages:
+                self.produce_async(topic="out", payload=message.payload)
+
+
+class RevokedInside(Consumer):
+    marked: ClassVar[list[bool]] = []
+
+    def consume(self) -> None:
+        with self.transaction():
+            for message in self.messages:
+                self.produce_async(topic="out", payload=message.payload)
+            testing.revoke(self)  # a rebalance while the block runs
+            RevokedInside.marked.append(self.mark_as_consumed(self.messages.last))
+
+
+@pytest.mark.parametrize("consumer_class", [CopiesWithoutMarking, RevokedInside])
+def test_a_transaction_without_its_offset_aborts_and_commits_no_output(
+    consumer_class: type[Consumer],
+) -> None:
+    """The exactly-once invariant: outputs commit with their input's offset or not at all (a
+    transaction that committed outputs but no offset let a partition through twice)."""
+    app = App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
+    app.routes.topic("in", consumer_class, manual_offset_management=True)
+    captured = testing.capture(app)
+    consumer = testing.consumer_for(app, "in")
+    testing.produce(consumer, 7)
+    expected = "revoked" if consumer_class is RevokedInside else "marked no offset"
+    with pytest.raises(TransactionError, match=expected):
+        testing.consume(consumer)
+    assert testing.produced(app, "out") == []
+    assert [r.value() for r in captured.aborted] == [b"7"]
+    assert captured.offsets == []
+    if consumer_class is RevokedInside:
+        assert RevokedInside.marked == [False]
 
 
 class Keyed(Consumer):
