@@ -168,9 +168,42 @@ class ConsumerClient:
 
         self._consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked, on_lost=lost)
 
-    def assign(self, partitions: Iterable[tuple[str, int, int]]) -> None:
-        """Direct assignment: ``(topic, partition, start offset)`` (no group rebalancing)."""
-        self._consumer.assign([TopicPartition(t, p, o) for t, p, o in partitions])
+    def assign(self, partitions: Iterable[tuple[str, int, int]], incremental: bool = False) -> None:
+        """Start reading ``(topic, partition, start offset)``s: a direct assignment, or inside
+        an assignment callback the group's (``incremental`` under a cooperative protocol, which
+        adds to what is assigned instead of replacing it)."""
+        chosen = [TopicPartition(t, p, o) for t, p, o in partitions]
+        if incremental:
+            self._consumer.incremental_assign(chosen)
+        else:
+            self._consumer.assign(chosen)
+
+    def committed(self, partitions: Iterable[Partition], timeout: float) -> dict[Partition, int]:
+        """The group's committed offsets of ``partitions``; a partition the group never
+        committed has none (it is missing from the result).
+
+        Under ``isolation.level=read_committed`` (librdkafka's default) the broker answers only
+        once no open transaction holds an offset of them (KIP-447), so this waits for such a
+        transaction to end, up to ``timeout``.
+
+        Raises:
+            KafkaError: the broker did not answer in time, or refused (the error names it): the
+                committed offsets are unknown, which is not the same as none.
+        """
+        asked = [TopicPartition(t, p) for t, p in partitions]
+        try:
+            found = self._consumer.committed(asked, timeout=timeout)
+        except KafkaException as exc:
+            raise to_conveyor_error(exc, KafkaError, "committed offsets: ") from None
+        offsets: dict[Partition, int] = {}
+        for tp in found:
+            if tp.error is not None:
+                raise to_conveyor_error(
+                    tp.error, KafkaError, f"committed offset of {tp.topic}/{tp.partition}: "
+                )
+            if tp.offset >= 0:
+                offsets[(tp.topic, tp.partition)] = tp.offset
+        return offsets
 
     def poll_batch(self, timeout: float, limit: int) -> list[Any]:
         """Block up to ``timeout`` for the first message; if it was there at once, also take

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import Consumer
 from conveyor.driver.consumers import (
-    OFFSET_STORED,
     ConsumerClient,
     Partition,
     raw_error,
@@ -36,6 +35,7 @@ from conveyor.errors import KafkaError, NotAssignedError
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
 from conveyor.processing.executor import PartitionExecutor
+from conveyor.processing.positions import StartPositions, initial_position
 from conveyor.processing.strategies import Backoff, FailurePolicy
 from conveyor.processing.virtual import VirtualPartitionExecutor
 from conveyor.processing.workers import run_hook
@@ -132,12 +132,27 @@ class Listener:
         else:
             config.setdefault("auto.offset.reset", "earliest")
         config.pop("transactional.id", None)
+        # librdkafka's group protocols: eager (the default) replaces the whole assignment at
+        # each rebalance; cooperative-sticky and KIP-848's consumer protocol add and remove.
+        self._incremental = config.get("group.protocol") == "consumer" or "cooperative" in str(
+            config.get("partition.assignment.strategy", "")
+        )
         self._client = ConsumerClient(
             config,
             on_error=self._on_error,
             on_fetch_error=self._on_fetch_error,
             on_connection=connection_reporter(context.monitor),
             on_statistics=self._on_statistics,
+        )
+        # Resolving start offsets may wait for a predecessor's transaction; within most of
+        # max.poll.interval.ms, so that the member is not thrown out of the group meanwhile.
+        poll_interval = float(config.get("max.poll.interval.ms", 300_000)) / 1000
+        self._positions = StartPositions(
+            self._client,
+            initial_position(str(config["auto.offset.reset"])),
+            budget=max(10.0, poll_interval * 0.8),
+            on_stall=self._fence,
+            on_error=self._on_offsets_error,
         )
         self.executors: dict[Partition, PartitionExecutor] = {}
         self._assigned: set[Partition] = set()
@@ -179,12 +194,9 @@ class Listener:
 
     def start(self) -> None:
         if self.direct:
-            self._client.assign(
-                (route.name, partition, OFFSET_STORED)
-                for route in self.routes.values()
-                for partition in route.assign or ()
-            )
-            self._on_assign([(r.name, p) for r in self.routes.values() for p in r.assign or ()])
+            partitions = [(r.name, p) for r in self.routes.values() for p in r.assign or ()]
+            self._client.assign(self._positions.resolve(partitions, self._group_id))
+            self._assigned_now(partitions)
         else:
             self._client.subscribe(
                 list(self.routes), self._on_assign, self._on_revoke, self._on_lost
@@ -578,6 +590,13 @@ class Listener:
     # -- rebalances (called inside poll, on this thread) --------------------------------------
 
     def _on_assign(self, partitions: list[Partition]) -> None:
+        """The group assigned ``partitions``: each starts at its committed offset, looked up
+        here (see :mod:`conveyor.processing.positions`), never at a guess."""
+        positions = self._positions.resolve(partitions, self._group_id)
+        self._client.assign(positions, incremental=self._incremental)
+        self._assigned_now(partitions)
+
+    def _assigned_now(self, partitions: list[Partition]) -> None:
         self._assigned.update(partitions)
         try:  # a new generation: transactions commit offsets with its metadata
             self._group_metadata = self._client.group_metadata()
@@ -657,6 +676,32 @@ class Listener:
             monitor.instrument(
                 ev.ERROR_OCCURRED, type="connection.listener.error", listener=self.name, error=error
             )
+
+    def _on_offsets_error(self, error: KafkaError) -> None:
+        monitor = self.context.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="consumer.offsets.error", listener=self.name, error=error
+            )
+        else:
+            _log.warning("%s: %s (asking again)", self.name, error)
+
+    def _fence(self) -> None:
+        """The committed offsets do not come: an open transaction may hold them. If it is the
+        one a crashed predecessor in this process's slot left, initializing the app's
+        transactional producer (the slot's ``transactional.id``) aborts it now, instead of
+        after the broker's ``transaction.timeout.ms``."""
+        try:
+            self.context.transactional_producer().transactions.initialize()
+        except Exception as exc:  # reported: the offsets are asked for again all the same
+            monitor = self.context.monitor
+            if ev.ERROR_OCCURRED in monitor.subscribed:
+                monitor.instrument(
+                    ev.ERROR_OCCURRED, type="transaction.fence.error", listener=self.name,
+                    error=exc,
+                )  # fmt: skip
+            else:
+                _log.warning("%s: could not fence a predecessor's transaction: %s", self.name, exc)
 
     def _on_statistics(self, raw: str) -> None:
         monitor = self.context.monitor

@@ -79,6 +79,24 @@ class Transactions:
                 self._owner = None
         del producer
 
+    def initialize(self, timeout: float = _TIMEOUT) -> None:
+        """Initialize transactions now, not at the first one. Kafka then fences any older
+        producer of the same ``transactional.id``: its open transaction is aborted at once.
+        Does nothing while a transaction runs (the producer was initialized for it).
+
+        Raises:
+            TransactionError: the broker refused (the error names why).
+        """
+        if not self.enabled or not self._lock.acquire(blocking=False):
+            return
+        try:
+            client = self._producer._active_client()
+            if self._initialized_for is not client:
+                client.init_transactions(timeout)
+                self._initialized_for = client
+        finally:
+            self._lock.release()
+
     def send_offsets(
         self, offsets: Offsets, group_metadata: Any, timeout: float = _TIMEOUT
     ) -> None:

@@ -1,0 +1,82 @@
+"""Where an assigned partition starts: its committed offset, the initial offset only when the
+group has none, and never the initial offset because the committed one could not be read."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import pytest
+
+from conveyor.driver.consumers import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Partition
+from conveyor.errors import ConveyorError, KafkaError
+from conveyor.processing.positions import StartPositions, initial_position
+
+
+class Broker:
+    """Answers ``committed`` from ``offsets``, after failing with each of ``failures`` first."""
+
+    def __init__(self, offsets: dict[Partition, int], failures: Iterable[str] = ()) -> None:
+        self.offsets = offsets
+        self.failures = list(failures)
+        self.asks: list[float] = []
+
+    def committed(self, partitions: Iterable[Partition], timeout: float) -> dict[Partition, int]:
+        self.asks.append(timeout)
+        if self.failures:
+            name = self.failures.pop(0)
+            raise KafkaError(f"committed offsets: {name}", name=name)
+        return {p: self.offsets[p] for p in partitions if p in self.offsets}
+
+
+def positions(broker: Broker, budget: float = 30.0) -> tuple[StartPositions, list[str], list[str]]:
+    stalls: list[str] = []
+    errors: list[str] = []
+    resolver = StartPositions(
+        broker,
+        OFFSET_BEGINNING,
+        budget=budget,
+        on_stall=lambda: stalls.append("fence"),
+        on_error=lambda error: errors.append(str(error.name)),
+    )
+    return resolver, stalls, errors
+
+
+def test_a_committed_offset_wins_and_only_a_partition_without_one_starts_at_the_initial() -> None:
+    resolver, stalls, errors = positions(Broker({("t", 0): 2801, ("t", 1): 0}))
+    assert resolver.resolve([("t", 0), ("t", 1), ("t", 2)], "g") == [
+        ("t", 0, 2801),
+        ("t", 1, 0),
+        ("t", 2, OFFSET_BEGINNING),
+    ]
+    assert (stalls, errors) == ([], [])
+
+
+def test_an_unanswered_ask_is_asked_again_and_the_first_timeout_fences_once() -> None:
+    broker = Broker({("t", 2): 2801}, failures=["_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT"])
+    resolver, stalls, errors = positions(broker)
+    assert resolver.resolve([("t", 2)], "g") == [("t", 2, 2801)]
+    assert stalls == ["fence"]
+    assert errors == ["_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT"]
+    assert len(broker.asks) == 4
+
+
+def test_offsets_that_stay_unknown_stop_the_listener_instead_of_reading_again() -> None:
+    broker = Broker({("t", 2): 2801}, failures=["_TRANSPORT"] * 1000)
+    resolver, _, _ = positions(broker, budget=0.0)
+    with pytest.raises(ConveyorError, match=r"t/2 stayed unknown .* not starting them"):
+        resolver.resolve([("t", 2)], "g")
+
+
+def test_each_start_is_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    resolver, _, _ = positions(Broker({("t", 0): 5}))
+    with caplog.at_level(logging.DEBUG, logger="conveyor.positions"):
+        resolver.resolve([("t", 0), ("t", 1)], "g")
+    assert "g: t/0 starts at committed offset 5" in caplog.text
+    assert "g: t/1 starts at no committed offset: initial earliest" in caplog.text
+
+
+def test_initial_positions_follow_auto_offset_reset() -> None:
+    assert initial_position("earliest") == initial_position("smallest") == OFFSET_BEGINNING
+    assert initial_position("latest") == initial_position("largest") == OFFSET_END
+    assert initial_position("error") == OFFSET_STORED
