@@ -35,6 +35,7 @@ from conveyor.settings import (
     check_group_protocol,
     producer_settings,
 )
+from conveyor.slots import host_slot
 from conveyor.swarm.supervisor import NODE_ENV, SUPERVISOR_ENV
 from conveyor.tracing import Latency, Tracing
 from conveyor.web import Web
@@ -98,6 +99,7 @@ class App:
         inline_quick_batches: bool = AppSettings.inline_quick_batches,
         monitor: Monitor | None = None,
         oauth_token_provider: Callable[[], tuple[str, Any]] | None = None,
+        instance_id: str | None = None,
         **unknown: Any,
     ) -> None:
         self.settings = build_app_settings(
@@ -113,6 +115,7 @@ class App:
             gc_threshold=gc_threshold,
             inline_quick_batches=inline_quick_batches,
             oauth_token_provider=oauth_token_provider,
+            instance_id=instance_id,
             unknown=unknown,
         )
         self._logging: LoggingListener | None = None
@@ -212,6 +215,16 @@ class App:
         return Iterator(topics, dict(self.settings.kafka), **options)
 
     @property
+    def transactional_id(self) -> str:
+        """The ``transactional.id`` of this process's transactional producer: unique among the
+        app's live processes and the same for a process restarted in its place (the
+        ``instance_id`` setting, else the host name and the process's slot on the host: see
+        :mod:`conveyor.slots`), so that a restart fences what a crashed process left open."""
+        client_id = self.settings.client_id
+        instance = self.settings.instance_id or host_slot(f"{client_id}-transactional")
+        return f"{client_id}-conveyor-{instance}"
+
+    @property
     def transactional_producer(self) -> Producer:
         """A transactional producer (created on first use): for consume-transform-produce
         transactions (``with self.transaction():`` in a consumer) and transactional dead
@@ -219,11 +232,7 @@ class App:
         with self._producer_lock:
             if self._transactional_producer is None:
                 settings = producer_settings(self.settings.kafka)
-                # Unique per process, and the same for a process restarted in place (a pod's
-                # hostname and pid): its first transaction then fences the crashed one's.
-                settings["transactional.id"] = (
-                    f"{self.settings.client_id}-conveyor-{socket.gethostname()}-{os.getpid()}"
-                )
+                settings["transactional.id"] = self.transactional_id
                 settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
                 self._transactional_producer = self._new_producer(settings)
             return self._transactional_producer

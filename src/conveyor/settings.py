@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
@@ -55,6 +56,9 @@ class AppSettings:
     :mod:`conveyor.processing.collector`); ``None`` leaves the collector alone."""
     oauth_token_provider: Callable[[], tuple[str, Any]] | None = None
     """Gives OAUTHBEARER tokens to every client the app makes (see ``App``)."""
+    instance_id: str | None = None
+    """This process's stable name among the app's processes (its transactional producer's
+    ``transactional.id``); ``None``: the host name and the process's slot on the host."""
 
     def __repr__(self) -> str:
         fields = ", ".join(
@@ -79,6 +83,7 @@ def build_app_settings(
     gc_threshold: Any,
     inline_quick_batches: Any = AppSettings.inline_quick_batches,
     oauth_token_provider: Any = None,
+    instance_id: Any = None,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
     """Check every setting and return them frozen (the defaults are :class:`AppSettings`'s,
@@ -126,6 +131,14 @@ def build_app_settings(
         )
     if gc_threshold is not None:
         check_count("gc_threshold", gc_threshold, minimum=100)
+    if instance_id is not None and (
+        not isinstance(instance_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,200}", instance_id)
+    ):
+        raise ConfigurationError(
+            "instance_id must be None or a string of 1-200 letters, digits, '.', '_' or '-' "
+            f"(a pod's name, say), got {instance_id!r}",
+            "instance_id",
+        )
     kafka = dict(kafka)
     check_group_protocol(kafka)
     if oauth_token_provider is not None:
@@ -147,6 +160,7 @@ def build_app_settings(
         gc_threshold=gc_threshold,
         inline_quick_batches=inline_quick_batches,
         oauth_token_provider=oauth_token_provider,
+        instance_id=instance_id,
     )
 
 

@@ -6,6 +6,8 @@ an aborted transaction is read, none of a committed one is missing)."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import signal
 import threading
@@ -155,30 +157,50 @@ def test_transactions_do_not_nest_and_a_plain_app_refuses_nothing(
     assert "do not nest" in str(errors[0])
 
 
-def test_outputs_are_exactly_once_under_repeated_sigkill_mid_transaction(
+KILLS = int(os.environ.get("CONVEYOR_EOS_KILLS", "12"))
+"""Kill rounds of the repeated-kill test (``CONVEYOR_EOS_KILLS=20`` for the long form)."""
+
+
+def test_outputs_are_exactly_once_under_repeated_sigkill(
     kafka_bootstrap: str, new_topic, kafka_admin: Admin
 ) -> None:
-    count = 400
-    inputs, outputs = new_topic(partitions=2), new_topic(partitions=2)
-    produce_inputs(kafka_bootstrap, inputs, count, 2)
+    """SIGKILL after SIGKILL, each landing at one of three kinds of moments in turn: right after
+    an assignment (while its start offsets are read), with offsets pending in an open
+    transaction (a fault injected right after ``send_offsets``: the broker then answers the
+    next process's offset fetch with UNSTABLE_OFFSET_COMMIT), and mid-stream at a random
+    moment. A read_committed reader sees every input's outputs exactly once.
+
+    The transaction timeout is ten minutes: a restarted process that did not fence its
+    crashed predecessor's transaction (the slot's stable ``transactional.id``) would wait that
+    long for its offsets, and the bounded waits below fail instead."""
+    count, partitions = 6_000, 3
+    inputs, outputs = new_topic(partitions=partitions), new_topic(partitions=partitions)
+    produce_inputs(kafka_bootstrap, inputs, count, partitions)
     group = f"eos-{uuid.uuid4().hex[:8]}"
-    extra: dict[str, Any] = {"OUTPUT": outputs}
-    rng = random.Random(7)
-    kills = 0
-    for _ in range(6):
-        server = Server(inputs, group, kafka_bootstrap, slow=0.004, app="eos_app:app", **extra)
+    extra: dict[str, Any] = {"OUTPUT": outputs, "TRANSACTION_TIMEOUT_MS": "600000"}
+    rng = random.Random(33)
+    modes = itertools.cycle(["offsets", "assigned", "random"])
+    recoveries: list[float] = []  # a process's start to its first transaction's end
+    for _ in range(KILLS):
+        mode = next(modes)
+        fault = {"KILL_AFTER_OFFSETS": str(rng.randint(1, 3))} if mode == "offsets" else {}
+        started = time.monotonic()
+        server = Server(inputs, group, kafka_bootstrap, slow=0.002, app="eos_app:app",
+                        **extra, **fault)  # fmt: skip
         try:
-            # wait for a committed batch, then kill it at a random moment (mostly inside one)
-            assert server.wait_for(
-                lambda lines: any(line.startswith("batch") for line in lines), 60
-            )
-            threading.Event().wait(rng.uniform(0.1, 0.6))
+            if mode == "assigned":
+                assert server.wait_for(lambda lines: any(_assigned_some(x) for x in lines), 90)
+            else:
+                assert server.wait_for(_a_batch_or_the_end, 90), server.lines[-10:]
+                recoveries.append(time.monotonic() - started)
+                if mode == "offsets":
+                    assert server.wait_for(lambda lines: "<eof>" in lines, 90), server.lines[-5:]
+                    assert "killed with offsets in an open transaction" in server.lines
+                else:
+                    threading.Event().wait(rng.uniform(0.1, 0.6))
         finally:
             server.stop(signal.SIGKILL)
-        kills += 1
-        if sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) >= count:
-            break
-    final = Server(inputs, group, kafka_bootstrap, slow=0.004, app="eos_app:app", **extra)
+    final = Server(inputs, group, kafka_bootstrap, slow=0.002, app="eos_app:app", **extra)
     try:
         deadline = time.monotonic() + 120
         while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < count:
@@ -187,8 +209,17 @@ def test_outputs_are_exactly_once_under_repeated_sigkill_mid_transaction(
             threading.Event().wait(0.2)  # another process commits: the broker is the witness
     finally:
         assert final.stop(signal.SIGTERM) == 0
-    assert kills >= 3
     committed = committed_outputs(kafka_bootstrap, outputs, 2 * count)
-    assert_exactly_once(committed, [f"{n % 2}:{n // 2}" for n in range(count)])
+    assert_exactly_once(committed, [f"{n % partitions}:{n // partitions}" for n in range(count)])
     everything = read_outputs(kafka_bootstrap, outputs, "read_uncommitted")
     assert len(everything) > 2 * count, "kills landed inside transactions (their outputs exist)"
+    print(f"{KILLS} kills; start to first transaction: {', '.join(f'{r:.1f}' for r in recoveries)} s")
+
+
+def _assigned_some(line: str) -> bool:
+    return line.startswith("assigned ") and len(line) > len("assigned ")
+
+
+def _a_batch_or_the_end(lines: list[str]) -> bool:
+    """A transaction ended: committed (a batch line), or cut by the injected kill."""
+    return any(line.startswith(("batch", "killed")) for line in lines) or "<eof>" in lines
