@@ -106,11 +106,19 @@ class AuthenticationError(KafkaError):
 
 
 class DeliveryError(KafkaError):
-    """A message could not be delivered; ``topic``, ``partition`` and ``label`` say which."""
+    """A message could not be delivered; ``topic``, ``partition`` and ``label`` say which.
+
+    ``persistence`` says what the failure means for the message, as librdkafka's message
+    status does: ``"not_persisted"`` (it never reached a broker: safe to send again),
+    ``"possibly_persisted"`` (it was sent but not acknowledged, as after a timeout: it may be
+    in the log, and a retry may write it twice unless the producer is idempotent and the retry
+    is librdkafka's own, or a transaction wraps it) or ``"persisted"``.
+    """
 
     topic: str | None = None
     partition: int | None = None
     label: object = None
+    persistence: str = "possibly_persisted"
 
 
 class BatchDeliveryError(DeliveryError):

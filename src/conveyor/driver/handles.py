@@ -98,10 +98,33 @@ def _delivery_error(
         error, DeliveryError, context=f"delivery to {topic!r} failed: ", topic=topic, label=label
     )
     failure.partition = partition if partition is not None and partition >= 0 else None
+    failure.persistence = persistence(failure.name)
     hint = _HINTS.get(failure.name)
     if hint:
         failure.args = (f"{failure.args[0]}. {hint}",)
     return failure
+
+
+# Failures librdkafka reports before a message left the client, or that a broker answers
+# without appending it: the message is certainly not in the log.
+_NOT_PERSISTED = frozenset(
+    {
+        "_PURGE_QUEUE", "_MSG_SIZE_TOO_LARGE", "MSG_SIZE_TOO_LARGE", "_UNKNOWN_TOPIC",
+        "_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR_PART", "TOPIC_AUTHORIZATION_FAILED",
+        "INVALID_MSG", "INVALID_RECORD", "RECORD_LIST_TOO_LARGE", "CORRUPT_MESSAGE",
+        "INVALID_REQUIRED_ACKS", "NOT_ENOUGH_REPLICAS", "_INVALID_ARG", "_QUEUE_FULL",
+        "_FATAL", "_FENCED", "INVALID_PRODUCER_EPOCH", "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "_AUTHENTICATION",
+    }
+)  # fmt: skip
+
+
+def persistence(name: str) -> str:
+    """What a delivery failure named ``name`` means for its message (see
+    :class:`~conveyor.errors.DeliveryError`): ``"not_persisted"`` for failures that happen
+    before a broker appends it; ``"possibly_persisted"`` otherwise, timeouts above all (a
+    message that timed out may have been sent and written, only its acknowledgement lost)."""
+    return "not_persisted" if name in _NOT_PERSISTED else "possibly_persisted"
 
 
 EXPLAINED = frozenset({"_MSG_TIMED_OUT", "_PURGE_QUEUE", "_PURGE_INFLIGHT"})
@@ -113,7 +136,8 @@ _HINTS = {
     "on first use: create it first (or check its name).",
     "_UNKNOWN_TOPIC": "The topic does not exist: create it first (or check its name).",
     "_MSG_TIMED_OUT": "The broker did not acknowledge it within message.timeout.ms: is the broker "
-    "reachable, and the topic's leader available?",
+    "reachable, and the topic's leader available? It may have been written all the same "
+    "(possibly persisted): a retry may write it twice unless a transaction wraps both.",
 }
 
 

@@ -30,12 +30,15 @@ from conveyor.errors import (
     TransactionError,
 )
 
-__all__ = ["PURGED", "ProducerClient"]
+__all__ = ["EXPLAIN_TIMEOUT", "PURGED", "ProducerClient"]
 
 PURGED = frozenset({int(ErrorCode._PURGE_QUEUE), int(ErrorCode._PURGE_INFLIGHT)})
 """Error codes of messages purged before delivery (an abort, a close)."""
 
 _METADATA_TIMEOUT = 10.0
+EXPLAIN_TIMEOUT = 0.3
+"""Seconds the check behind a timed-out delivery's message may take (a broker that answers
+does in milliseconds; one that does not must not hold the caller much past its deadline)."""
 
 
 class ProducerClient:
@@ -223,7 +226,7 @@ class ProducerClient:
         if topic is None:
             return failure
         try:
-            metadata = self._kafka.list_topics(topic, timeout=2.0).topics.get(topic)
+            metadata = self._kafka.list_topics(topic, timeout=EXPLAIN_TIMEOUT).topics.get(topic)
         except Exception:  # the cluster does not answer either: the message says so already
             return failure
         if metadata is not None and metadata.error is None:

@@ -2,12 +2,13 @@
 middleware, variants; validation before librdkafka; a flushing close."""
 
 from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle, DeliveryReport
-from conveyor.producer.producer import Producer, Variant
+from conveyor.producer.producer import MESSAGE_TIMEOUT_MARGIN, Producer, Variant
 from conveyor.producer.settings import KAFKA_DEFAULTS, Middleware
 from conveyor.producer.transactions import Transactions
 
 __all__ = [
     "KAFKA_DEFAULTS",
+    "MESSAGE_TIMEOUT_MARGIN",
     "BatchDeliveryHandle",
     "DeliveryHandle",
     "DeliveryReport",

@@ -26,7 +26,7 @@ from conveyor.driver import (
     DeliveryHandle,
     DeliveryReport,
 )
-from conveyor.driver.producers import PURGED, ProducerClient
+from conveyor.driver.producers import EXPLAIN_TIMEOUT, PURGED, ProducerClient
 from conveyor.errors import (
     ConfigurationError,
     DeliveryError,
@@ -34,6 +34,7 @@ from conveyor.errors import (
     ProducerClosedError,
     ProducerForkedError,
     QueueFullError,
+    WaitTimeoutError,
 )
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
@@ -60,12 +61,17 @@ from conveyor.producer.transactions import Transactions
 from conveyor.schedules.wire import DEFAULT_TOPIC, cancel_message, schedule_message
 from conveyor.serialization import Serializer
 
-__all__ = ["Producer", "SendHook", "Variant"]
+__all__ = ["MESSAGE_TIMEOUT_MARGIN", "Producer", "SendHook", "Variant"]
 
 _log = logging.getLogger("conveyor.producer")
 _hook_failures = RateLimitedLog(_log)
 
 _OPEN, _CLOSED, _FORKED = "open", "closed", "forked"
+
+MESSAGE_TIMEOUT_MARGIN = 1.0
+"""Seconds past ``message.timeout.ms`` by which a ``produce_sync`` without a ``timeout`` (and
+without the producer's ``wait_timeout``) has returned or raised."""
+_REPORT_MARGIN = MESSAGE_TIMEOUT_MARGIN - EXPLAIN_TIMEOUT
 # How long a thread waiting for room in a full queue sleeps at most between re-checks,
 # should a delivery report's signal have come just before it started waiting.
 _ROOM_RECHECK = 0.05
@@ -188,10 +194,17 @@ class _Dispatcher:
             topic, payload, key, headers, partition, partition_key, timestamp, label
         )
         wait = core._default_wait if timeout is None else timeout
-        if client.lead(handle.done, time.monotonic() + wait) and handle.done():
+        deadline = time.monotonic() + wait  # the caller's: leading and following share it
+        if client.lead(handle.done, deadline) and handle.done():
             report = handle.result()
         else:  # a follower: the poller (or another waiter leading) serves the report
-            report = handle.wait(wait)
+            try:
+                report = handle.wait(max(0.0, deadline - time.monotonic()))
+            except WaitTimeoutError:
+                raise WaitTimeoutError(
+                    f"no delivery report within {wait:.3f} s; the message may still be "
+                    "delivered (possibly persisted)"
+                ) from None
         if ev.MESSAGE_PRODUCED_SYNC in core.monitor.subscribed:
             core.monitor.instrument(
                 ev.MESSAGE_PRODUCED_SYNC, producer_id=core.id, report=report, label=label,
@@ -625,8 +638,13 @@ class Producer(_Dispatcher):
         self._room_waiters = 0
         self._unserved = 0
         wait = self.settings.wait_timeout
-        # librdkafka reports every message within message.timeout.ms: wait a little longer.
-        self._default_wait = wait if wait is not None else self.settings.message_timeout + 5.0
+        # librdkafka reports every message within message.timeout.ms (its scan for expired
+        # messages runs about every second): a call waits that long and a little more, the
+        # check that explains a timeout included, so that it never outlives the setting by more
+        # than MESSAGE_TIMEOUT_MARGIN.
+        self._default_wait = (
+            wait if wait is not None else self.settings.message_timeout + _REPORT_MARGIN
+        )
         self._closing = threading.Event()
         self._reloads = 0
         self._undelivered = 0

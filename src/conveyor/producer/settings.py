@@ -13,7 +13,7 @@ from typing import Any
 from conveyor.errors import ConfigurationError
 from conveyor.producer.partitioners import PARTITIONERS
 from conveyor.serialization import Serializer, json_dumps
-from conveyor.validation import check_count, check_seconds
+from conveyor.validation import check_count, check_kafka_values, check_seconds
 
 __all__ = ["KAFKA_DEFAULTS", "VARIANT_SETTINGS", "Middleware", "ProducerSettings"]
 
@@ -111,6 +111,11 @@ def build_settings(
     for key in kafka:
         if not isinstance(key, str):
             raise ConfigurationError(f"kafka setting names must be strings, got {key!r}", "kafka")
+    check_kafka_values(kafka)
+    if isinstance(middleware, str | bytes) or not isinstance(middleware, Sequence):
+        raise ConfigurationError(
+            f"middleware must be a list of callables, got {middleware!r}", "middleware"
+        )
     merged = {**KAFKA_DEFAULTS, **kafka}
     if (
         str(merged.get("acks", merged.get("request.required.acks"))) in ("0", "1")

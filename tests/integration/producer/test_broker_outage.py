@@ -8,11 +8,16 @@ import pytest
 
 from conveyor import Admin, DeliveryError, Producer, WaitTimeoutError
 from conveyor.broker import DevelopmentBroker
+from conveyor.producer import MESSAGE_TIMEOUT_MARGIN
 
 
 def test_a_stopped_broker_makes_produce_sync_raise_at_its_deadline(
     own_broker: DevelopmentBroker,
 ) -> None:
+    """A caller's timeout is a deadline (it once ran twice: 6 s for timeout=3), and without one
+    the call is bounded by message.timeout.ms plus MESSAGE_TIMEOUT_MARGIN, the check that
+    explains a timed-out delivery included (it once took 2 s more). Each error says the message
+    may have been written all the same."""
     status = own_broker.status()
     assert status is not None
     with Admin({"bootstrap.servers": status.bootstrap_servers}) as admin:
@@ -23,14 +28,17 @@ def test_a_stopped_broker_makes_produce_sync_raise_at_its_deadline(
         own_broker.stop()
 
         started = time.monotonic()
-        with pytest.raises(WaitTimeoutError):
-            producer.produce_sync(topic="outage", payload=b"during", timeout=1.0)
-        assert 0.9 <= time.monotonic() - started < 3
+        with pytest.raises(WaitTimeoutError, match="possibly persisted"):
+            producer.produce_sync(topic="outage", payload=b"during", timeout=2.0)
+        # the bounds leave a shared machine's scheduling some room (the issue asks 0.2 s)
+        assert 1.9 <= time.monotonic() - started < 2.5
 
         started = time.monotonic()
-        with pytest.raises(DeliveryError) as raised:
+        with pytest.raises((DeliveryError, WaitTimeoutError)) as raised:
             producer.produce_sync(topic="outage", payload=b"during")
-        assert time.monotonic() - started < 10
-        assert raised.value.name == "_MSG_TIMED_OUT"
-        assert "message.timeout.ms" in str(raised.value)
+        assert time.monotonic() - started < 3.0 + MESSAGE_TIMEOUT_MARGIN + 0.3
+        if isinstance(raised.value, DeliveryError):
+            assert raised.value.name == "_MSG_TIMED_OUT"
+            assert "message.timeout.ms" in str(raised.value)
+            assert raised.value.persistence == "possibly_persisted"
         producer.close(timeout=1)
