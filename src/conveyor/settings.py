@@ -12,7 +12,7 @@ from conveyor.driver.clients import check_settings
 from conveyor.driver.oauth import oauth_callback
 from conveyor.errors import ConfigurationError
 from conveyor.masking import mask
-from conveyor.validation import check_count, check_seconds
+from conveyor.validation import check_count, check_kafka_values, check_seconds
 
 __all__ = [
     "AppSettings",
@@ -104,6 +104,10 @@ def build_app_settings(
         raise ConfigurationError(
             'kafka must be a dict of librdkafka settings with "bootstrap.servers"', "kafka"
         )
+    for key in kafka:
+        if not isinstance(key, str):
+            raise ConfigurationError(f"kafka setting names must be strings, got {key!r}", "kafka")
+    check_kafka_values(kafka)
     if not kafka.get("bootstrap.servers"):
         raise ConfigurationError('kafka["bootstrap.servers"] is required', "bootstrap.servers")
     check_count("concurrency", concurrency)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from conveyor.errors import ConfigurationError
 
-__all__ = ["check_count", "check_seconds"]
+__all__ = ["check_count", "check_kafka_values", "check_seconds"]
 
 
 def check_seconds(name: str, value: Any, allow_none: bool = False) -> None:
@@ -29,3 +30,65 @@ def check_count(name: str, value: Any, minimum: int = 1) -> None:
     """``value`` must be an integer of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}", name)
+
+
+# librdkafka settings that Conveyor reads as numbers itself (before librdkafka checks them).
+_WHOLE_NUMBERS = frozenset(
+    {
+        "message.timeout.ms",
+        "delivery.timeout.ms",
+        "message.max.bytes",
+        "auto.commit.interval.ms",
+        "max.poll.interval.ms",
+        "transaction.timeout.ms",
+        "session.timeout.ms",
+    }
+)
+# Settings that take a Python object, not a value librdkafka parses.
+_OBJECTS = ("_cb", "logger")
+
+
+def check_kafka_values(kafka: Mapping[str, Any], where: str = "kafka") -> None:
+    """Each librdkafka setting in ``kafka`` has a value librdkafka can take: a string, a number
+    or a bool (a callable for its ``*_cb`` callbacks), and the ones Conveyor reads itself a
+    whole number. ``None`` is refused with a hint: leaving a setting out gives its default
+    (librdkafka aborts the process on some, ``group.id`` among them).
+
+    Raises:
+        ConfigurationError: naming the setting and the type it takes.
+    """
+    for name, value in kafka.items():
+        if name.endswith(_OBJECTS):
+            if value is None or (name.endswith("_cb") and not callable(value)):
+                raise ConfigurationError(
+                    f'{where}["{name}"] must be a callable, got {value!r}', name
+                )
+            continue
+        if value is None:
+            raise ConfigurationError(
+                f'{where}["{name}"] is None: give a string, a number or a bool (or leave the '
+                "setting out for its default)",
+                name,
+            )
+        if not isinstance(value, str | int | float | bool):
+            raise ConfigurationError(
+                f'{where}["{name}"] must be a string, a number or a bool, got '
+                f"{type(value).__name__} {value!r}",
+                name,
+            )
+        if name in _WHOLE_NUMBERS and not _whole_number(value):
+            raise ConfigurationError(
+                f'{where}["{name}"] must be a whole number of '
+                f"{'bytes' if name.endswith('bytes') else 'milliseconds'}, got {value!r}",
+                name,
+            )
+
+
+def _whole_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    if isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, str) and value.strip().isdigit()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conveyor import App, ConfigurationError, Consumer
+from conveyor import App, ConfigurationError, Consumer, Producer
 
 
 class Noop(Consumer):
@@ -35,6 +35,72 @@ def test_librdkafka_settings_are_checked_when_the_app_is_built(
         App(client_id="unit", kafka={"bootstrap.servers": "127.0.0.1:1", **kafka})
     assert raised.value.setting == named
     assert named in str(raised.value)
+
+
+WRONG_TYPES = [None, [], object(), "abc"]
+READ_BY_CONVEYOR = ["message.timeout.ms", "delivery.timeout.ms", "message.max.bytes",
+                    "max.poll.interval.ms", "auto.commit.interval.ms", "transaction.timeout.ms"]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", WRONG_TYPES)
+@pytest.mark.parametrize("name", [*READ_BY_CONVEYOR, "group.id", "linger.ms", "partitioner"])
+def test_a_kafka_setting_of_the_wrong_type_is_named_for_app_and_producer(
+    name: str, value: Any
+) -> None:
+    """None or a wrong type once escaped as TypeError (float() of None) or, for group.id=None,
+    aborted the process inside librdkafka; now each is a ConfigurationError naming it."""
+    if value == "abc" and name not in READ_BY_CONVEYOR:
+        return  # a string librdkafka itself judges (and names), tested above
+    for build in (
+        lambda kafka: App(client_id="unit", kafka=kafka),
+        Producer,
+    ):
+        with pytest.raises(ConfigurationError) as raised:
+            build({"bootstrap.servers": "127.0.0.1:1", name: value})
+        assert raised.value.setting == name
+        assert name in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"middleware": None}, "middleware"),
+        ({"middleware": 1.5}, "middleware"),
+        ({"wait_timeout": "1"}, "wait_timeout"),
+        ({"max_reloads": None}, "max_reloads"),
+        ({"queue_full_timeout": None}, "queue_full_timeout"),
+    ],
+)
+def test_the_producer_s_own_settings_of_the_wrong_type_are_named(
+    options: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        Producer({"bootstrap.servers": "127.0.0.1:1"}, **options)
+    assert raised.value.setting == named
+
+
+@pytest.mark.parametrize("value", [None, "1", 1.5, [], object()])
+@pytest.mark.parametrize(
+    "name",
+    ["concurrency", "max_messages", "max_wait_time", "shutdown_timeout", "pause_timeout",
+     "pause_with_exponential_backoff", "inline_quick_batches", "client_id"],
+)  # fmt: skip
+def test_the_app_s_own_settings_of_the_wrong_type_are_named(name: str, value: Any) -> None:
+    if value == "1" and name == "client_id":
+        value = ""  # any other string is a good client id
+    if value == 1.5 and name in ("max_wait_time", "shutdown_timeout", "pause_timeout"):
+        return  # a number of seconds: right
+    with pytest.raises(ConfigurationError) as raised:
+        App(kafka={"bootstrap.servers": "127.0.0.1:1"}, **{name: value})
+    assert raised.value.setting == name
+
+
+def test_instance_id_is_checked() -> None:
+    assert App(kafka={"bootstrap.servers": "127.0.0.1:1"}, instance_id="pod-3").settings.instance_id
+    for wrong in ("", "a b", 7, "x/y"):
+        with pytest.raises(ConfigurationError) as raised:
+            App(kafka={"bootstrap.servers": "127.0.0.1:1"}, instance_id=wrong)
+        assert raised.value.setting == "instance_id"
 
 
 @pytest.mark.parametrize(
