@@ -213,7 +213,9 @@ def test_outputs_are_exactly_once_under_repeated_sigkill(
     assert_exactly_once(committed, [f"{n % partitions}:{n // partitions}" for n in range(count)])
     everything = read_outputs(kafka_bootstrap, outputs, "read_uncommitted")
     assert len(everything) > 2 * count, "kills landed inside transactions (their outputs exist)"
-    print(f"{KILLS} kills; start to first transaction: {', '.join(f'{r:.1f}' for r in recoveries)} s")
+    print(
+        f"{KILLS} kills; start to first transaction: {', '.join(f'{r:.1f}' for r in recoveries)} s"
+    )
 
 
 def _assigned_some(line: str) -> bool:
