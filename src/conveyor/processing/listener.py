@@ -62,6 +62,14 @@ _THROTTLED_POLL = 0.01
 # the executors' commands (pause, resume, seek) never wait for a whole max_wait_time.
 _POLL_SLICE = 0.5
 _ROOM_WAIT = 1.0
+# A batch that runs this long on the listener's own thread (a quick partition's, see the
+# executor) hands the listener's role (polling, hand-offs, commits) to a new thread: a slow
+# batch must not cost the group membership (max.poll.interval.ms) nor hold up the others.
+_TAKE_OVER_AFTER = 0.5
+
+
+class _HandedOver(Exception):
+    """Ends a listener thread whose role another thread took while it ran a batch."""
 
 
 class Listener:
@@ -85,8 +93,10 @@ class Listener:
         self._patterns = [route for route in routes if route.pattern is not None]
         self._resolved: dict[str, Topic | None] = {}  # topic name -> its route (patterns)
         self.submit = submit
-        self.run_here: Callable[[Callable[[], None]], None] = run_here or _call
-        """Runs a job on this thread (a quick batch), counted as the pool's work."""
+        self._run_here_counted = run_here or _call
+        self._role = threading.Lock()  # who is the listener's thread, and its inline job
+        self._inline_since = 0.0
+        self._inline_job: Callable[[], None] | None = None
         self._submit_coroutine = submit_coroutine
         self._timers = timers
         settings = context.settings
@@ -203,6 +213,8 @@ class Listener:
             )
         self.state = "running"
         self._thread.start()
+        if self.context.settings.inline_quick_batches:
+            self._timers.call_later(_TAKE_OVER_AFTER / 2, self._watch)
 
     def stop(self) -> None:
         """Stop polling (the thread finishes its current poll)."""
@@ -395,9 +407,54 @@ class Listener:
 
     # -- the loop -----------------------------------------------------------------------------
 
+    def run_here(self, job: Callable[[], None]) -> None:
+        """Run a job on this thread (a quick batch), counted as the pool's work. If the job ran
+        so long that another thread took over the listener's role meanwhile, this thread ends
+        when it returns (:class:`_HandedOver` unwinds it out of the loop)."""
+        self._inline_job = job
+        self._inline_since = time.monotonic()
+        try:
+            self._run_here_counted(job)
+        finally:
+            with self._role:
+                self._inline_since = 0.0
+                self._inline_job = None
+                handed = self._thread is not threading.current_thread()
+        if handed:
+            raise _HandedOver
+
+    def _watch(self) -> None:
+        """On the timers' thread, a few times a second: a batch that has run on the listener's
+        thread for ``_TAKE_OVER_AFTER`` gets a new listener thread beside it."""
+        if self._stopping.is_set():
+            return
+        successor = None
+        with self._role:
+            since, job = self._inline_since, self._inline_job
+            if since and time.monotonic() - since >= _TAKE_OVER_AFTER:
+                self._inline_since = 0.0  # one successor per blocked batch
+                successor = self._thread = threading.Thread(
+                    target=self._run, name=f"conveyor-listener-{self.name}", daemon=True
+                )
+        if successor is not None:
+            executor = getattr(getattr(job, "func", None), "__self__", None)
+            where = (
+                f"{executor.topic}/{executor.partition}"
+                if isinstance(executor, PartitionExecutor)
+                else "a partition"
+            )
+            _log.info(
+                "%s: a batch of %s has run %.1f s on the listener's thread; another thread "
+                "polls meanwhile", self.name, where, time.monotonic() - since,
+            )  # fmt: skip
+            successor.start()
+        self._timers.call_later(_TAKE_OVER_AFTER / 2, self._watch)
+
     def _run(self) -> None:
         try:
             self._loop()
+        except _HandedOver:
+            return  # another thread holds the listener's role now
         except BaseException as exc:
             self.state = "crashed"
             _log.exception("listener %s crashed", self.name)
@@ -677,6 +734,38 @@ class Listener:
                 ev.ERROR_OCCURRED, type="connection.listener.error", listener=self.name, error=error
             )
 
+    def _on_poll_interval_exceeded(self, error: KafkaError) -> None:
+        """librdkafka left the group because this client did not poll within
+        max.poll.interval.ms: not a fetch error of some topic, but (mostly) a batch that held
+        the listener's thread; say which, and for how long."""
+        now = time.time()
+        longest: tuple[float, PartitionExecutor] | None = None
+        for executor in list(self.executors.values()):
+            for _, batch in executor.running_batches():
+                ran = now - batch.started_at
+                if longest is None or ran > longest[0]:
+                    longest = (ran, executor)
+        where = (
+            f"; {longest[1].route.name} {longest[1].topic}/{longest[1].partition} had run a "
+            f"batch for {longest[0]:.1f} s"
+            if longest is not None
+            else ""
+        )
+        failure = KafkaError(
+            f"{self.name}: max.poll.interval.ms passed without a poll{where}: the member left "
+            "the group and rejoins (its partitions may be read again)",
+            code=error.code, name=error.name,
+        )  # fmt: skip
+        monitor = self.context.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="consumer.poll_interval.exceeded", listener=self.name,
+                error=failure, topic=longest[1].topic if longest else None,
+                partition=longest[1].partition if longest else None,
+            )  # fmt: skip
+        else:
+            _log.error("%s", failure)
+
     def _on_offsets_error(self, error: KafkaError) -> None:
         monitor = self.context.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
@@ -711,6 +800,9 @@ class Listener:
             )
 
     def _on_fetch_error(self, error: KafkaError) -> None:
+        if error.name == "_MAX_POLL_EXCEEDED":
+            self._on_poll_interval_exceeded(error)
+            return
         monitor = self.context.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(

@@ -87,6 +87,37 @@ def test_other_fetch_errors_are_reported_not_dropped(listener: Any) -> None:
     assert event["error"].name == "_AUTO_OFFSET_RESET"
 
 
+def test_a_poll_interval_exceeded_is_told_as_itself_with_the_batch_that_held_the_thread(
+    listener: Any,
+) -> None:
+    """librdkafka's MAXPOLL came as "fetch error on None/0"; it is a batch that ran too long."""
+    built, jobs, monitor, _ = listener
+    release, started = threading.Event(), threading.Event()
+
+    class Stuck(Consumer):
+        def consume(self) -> None:
+            started.set()
+            release.wait(10)
+
+    built.routes["orders"] = route(Stuck)
+    errors: list[Any] = []
+    monitor.subscribe("error.occurred", errors.append)
+    built._distribute([FakeRaw(0, partition=4)])
+    worker = threading.Thread(target=run, args=(jobs,))
+    worker.start()
+    try:
+        assert started.wait(10)
+        built._distribute([ErrorRaw(RdKafkaError._MAX_POLL_EXCEEDED, partition=0)])
+    finally:
+        release.set()
+        worker.join(10)
+    [event] = errors
+    assert event["type"] == "consumer.poll_interval.exceeded"
+    assert (event["topic"], event["partition"]) == ("orders", 4)
+    assert "max.poll.interval.ms" in str(event["error"])
+    assert "orders/4 had run a batch for" in str(event["error"])
+
+
 def test_a_partition_revoked_mid_batch_hands_over_in_order(listener: Any) -> None:
     """Lost while its batch runs and assigned straight back: the new executor follows the old."""
     built, jobs, _, _ = listener
