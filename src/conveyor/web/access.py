@@ -14,12 +14,14 @@ import hmac
 import json
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from conveyor.errors import ConfigurationError
+from conveyor.validation import check_seconds
 
 __all__ = [
     "ACTIONS",
@@ -112,6 +114,8 @@ class Access:
     policy: Policy | None = None
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     session_seconds: float = 12 * 3600.0
+    session_idle_seconds: float = 30 * 60.0
+    """A session unused this long has ended (its cookie no longer signs anyone in)."""
 
     def __post_init__(self) -> None:
         if self.password_hash is not None:
@@ -130,6 +134,8 @@ class Access:
             raise ConfigurationError("secret must be at least 16 bytes", "secret")
         if not self.user or not isinstance(self.user, str):
             raise ConfigurationError("user must be a name", "user")
+        check_seconds("session_seconds", self.session_seconds)
+        check_seconds("session_idle_seconds", self.session_idle_seconds)
 
     @property
     def login(self) -> bool:
@@ -156,25 +162,52 @@ class Access:
 @dataclass(frozen=True)
 class Session:
     """What the session cookie holds: the signed-in user (``None``: nobody), the CSRF token
-    every action must echo, and when it expires (epoch seconds)."""
+    every action must echo (random per session: it names the session too), when it expires
+    and when it was last used (epoch seconds)."""
 
     user: str | None
     csrf: str
     expires: float
+    seen: float = 0.0
 
     @classmethod
     def new(cls, user: str | None, seconds: float) -> Session:
-        return cls(user, secrets.token_urlsafe(24), time.time() + seconds)
+        now = time.time()
+        return cls(user, secrets.token_urlsafe(24), now + seconds, now)
 
 
 class Sessions:
     """Signs sessions into cookie values and reads them back (HMAC-SHA256; a tampered,
-    malformed or expired value reads as no session)."""
+    malformed, expired, idle or signed-out value reads as no session).
+
+    A signed-out session is remembered by this process until it would have expired, so that
+    a copy of its cookie no longer works here; UI processes behind one address do not share
+    what they remember (each one's own sign-outs: see the README)."""
 
     COOKIE = "conveyor_session"
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, idle_seconds: float = Access.session_idle_seconds) -> None:
         self._secret = secret
+        self.idle_seconds = idle_seconds
+        self._revoked: dict[str, float] = {}  # csrf token -> when the session would expire
+        self._revoked_lock = threading.Lock()
+
+    def revoke(self, session: Session) -> None:
+        """Sign ``session`` out: its cookie reads as no session from now on (in this process)."""
+        now = time.time()
+        with self._revoked_lock:
+            for token, expires in list(self._revoked.items()):
+                if expires < now:  # past its own expiry: refused without being remembered
+                    del self._revoked[token]
+            self._revoked[session.csrf] = session.expires
+
+    def touched(self, session: Session, now: float | None = None) -> Session | None:
+        """``session`` with a fresh ``seen`` stamp when the last one is old enough to be worth a
+        new cookie (a tenth of the idle time), else ``None``."""
+        now = time.time() if now is None else now
+        if now - session.seen < self.idle_seconds / 10:
+            return None
+        return Session(session.user, session.csrf, session.expires, now)
 
     def _sign(self, body: bytes) -> str:
         return _b64(hmac.new(self._secret, body, hashlib.sha256).digest())
@@ -182,7 +215,7 @@ class Sessions:
     def dump(self, session: Session) -> str:
         """The cookie value: base64url (no padding, so no quoting) of the session, a dot, and
         its signature."""
-        payload = {"u": session.user, "c": session.csrf, "e": session.expires}
+        payload = {"u": session.user, "c": session.csrf, "e": session.expires, "s": session.seen}
         body = _b64(json.dumps(payload).encode())
         return f"{body}.{self._sign(body.encode('ascii'))}"
 
@@ -198,12 +231,17 @@ class Sessions:
             return None
         try:
             fields = json.loads(base64.urlsafe_b64decode(body + b"=" * (-len(body) % 4)))
-            session = Session(fields["u"], str(fields["c"]), float(fields["e"]))
+            session = Session(
+                fields["u"], str(fields["c"]), float(fields["e"]), float(fields.get("s", 0.0))
+            )
         except (ValueError, KeyError, TypeError):
             return None
         if session.user is not None and not isinstance(session.user, str):
             return None
-        if session.expires < (time.time() if now is None else now):
+        now = time.time() if now is None else now
+        if session.expires < now or now - session.seen > self.idle_seconds:
+            return None
+        if session.csrf in self._revoked:
             return None
         return session
 

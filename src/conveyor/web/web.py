@@ -126,13 +126,15 @@ class Web:
         policy: Policy | None = None,
         secret: str | bytes | None = None,
         session_seconds: float = 12 * 3600.0,
+        session_idle_seconds: float = 30 * 60.0,
     ) -> None:
         """Who may use the UI and what they may do (see :class:`~conveyor.web.access.Access`):
         a password login (``password_hash`` from ``conveyor web hash-password``), or the host
         app's ``authenticate(request) -> user | None`` when the UI is mounted in one;
         ``read_only`` hides and refuses every action; ``policy(user, action, target) -> bool``
         decides each action; ``secret`` signs session cookies (random per process when not
-        given). Call before ``asgi()``.
+        given); a session ends ``session_seconds`` after sign-in, after
+        ``session_idle_seconds`` unused, or at Sign out. Call before ``asgi()``.
 
         Raises:
             ConfigurationError: a malformed hash, both a password and ``authenticate``, a
@@ -142,6 +144,7 @@ class Web:
         self.access = Access(
             password_hash=password_hash, user=user, authenticate=authenticate,
             read_only=read_only, policy=policy, session_seconds=session_seconds,
+            session_idle_seconds=session_idle_seconds,
             **({"secret": key} if key is not None else {}),
         )  # fmt: skip
 

@@ -90,6 +90,49 @@ def test_a_closed_ui_asks_for_the_password_then_lets_the_user_in_and_out() -> No
     assert client.get("/dlq").status_code == 303, "signed out: back to the login page"
 
 
+def sign_in(client: TestClient) -> str:
+    """Signs in; returns the session cookie's value."""
+    token = csrf_of(client.get("/login").text)
+    signed_in = client.post("/login", data={"password": PASSWORD, "csrf_token": token})
+    assert signed_in.status_code == 303
+    return str(client.cookies[Sessions.COOKIE])
+
+
+def test_a_cookie_copied_before_sign_out_no_longer_signs_in() -> None:
+    """Sign out ends the session itself, not only this browser's cookie: a signed cookie
+    copied before once still signed in after Sign out, until its expiry."""
+    app = new_app()
+    app.web.protect(password_hash=HASH)
+    ui = app.web.asgi()
+    client = TestClient(ui, follow_redirects=False)
+    copied = sign_in(client)
+    thief = TestClient(ui, follow_redirects=False)
+    thief.cookies.set(Sessions.COOKIE, copied)
+    signed_in = 'id="user">admin<'
+    assert signed_in in thief.get("/login").text, "the copy works while signed in"
+    page = client.get("/login")
+    assert client.post("/logout", data={"csrf_token": csrf_of(page.text)}).status_code == 303
+    assert signed_in not in thief.get("/login").text, "signed out: the copy is refused too"
+    assert thief.get("/api/dlq").status_code == 401
+    sign_in(client)  # signing in again opens a new session
+    assert signed_in in client.get("/login").text
+
+
+def test_a_session_unused_for_its_idle_time_ends_and_use_keeps_it_alive() -> None:
+    sessions = Sessions(b"k" * 32, idle_seconds=600)
+    session = Session.new("admin", 3600)
+    value = sessions.dump(session)
+    assert sessions.load(value, now=session.seen + 590) == session
+    assert sessions.load(value, now=session.seen + 610) is None, "idle too long"
+    assert sessions.touched(session, now=session.seen + 30) is None, "too soon for a new cookie"
+    used = sessions.touched(session, now=session.seen + 300)
+    assert used is not None and used.csrf == session.csrf and used.seen == session.seen + 300
+    assert sessions.load(sessions.dump(used), now=session.seen + 610) == used
+    with pytest.raises(ConfigurationError) as refused:
+        Access(session_idle_seconds=0)
+    assert refused.value.setting == "session_idle_seconds"
+
+
 def test_the_next_page_after_signing_in_stays_on_this_site() -> None:
     app = new_app()
     app.web.protect(password_hash=HASH)

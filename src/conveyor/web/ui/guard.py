@@ -58,7 +58,7 @@ class Guard:
 
     def __init__(self, access: Access) -> None:
         self.access = access
-        self.sessions = Sessions(access.secret)
+        self.sessions = Sessions(access.secret, access.session_idle_seconds)
         self._attempts = _Attempts()
 
     # -- every request ------------------------------------------------------------------------
@@ -75,6 +75,10 @@ class Guard:
             fresh = session is None
             if session is None:
                 session = Session.new(None, guard.access.session_seconds)
+            else:  # in use: its idle time starts again (a new cookie now and then)
+                touched = guard.sessions.touched(session)
+                if touched is not None:
+                    session, fresh = touched, True
             user = session.user if guard.access.login else None
             if guard.access.authenticate is not None:
                 user = await guard._host_user(request)
@@ -225,6 +229,7 @@ class Guard:
         return response
 
     def logout(self, request: Request) -> Response:
+        self.sessions.revoke(self.session(request))  # a copy of its cookie is refused now
         base = request.scope.get("root_path", "")
         response = RedirectResponse(f"{base}/login" if self.access.login else f"{base}/", 303)
         self.set_cookie(response, request, Session.new(None, self.access.session_seconds))
