@@ -126,7 +126,8 @@ def test_a_session_unused_for_its_idle_time_ends_and_use_keeps_it_alive() -> Non
     assert sessions.load(value, now=session.seen + 610) is None, "idle too long"
     assert sessions.touched(session, now=session.seen + 30) is None, "too soon for a new cookie"
     used = sessions.touched(session, now=session.seen + 300)
-    assert used is not None and used.csrf == session.csrf and used.seen == session.seen + 300
+    assert used is not None
+    assert (used.csrf, used.seen) == (session.csrf, session.seen + 300)
     assert sessions.load(sessions.dump(used), now=session.seen + 610) == used
     with pytest.raises(ConfigurationError) as refused:
         Access(session_idle_seconds=0)
