@@ -65,7 +65,7 @@ class StartPositions:
         """``(topic, partition, start offset)`` for each partition: the committed offset, else
         the initial one. Asks again while the broker does not answer; the first time an ask
         times out, ``on_stall`` runs (the app fences the transaction of a crashed predecessor
-        that holds the offsets).
+        that holds the offsets), and every later failure goes to ``on_error``.
 
         Raises:
             ConveyorError: the committed offsets stayed unknown for the whole budget.
@@ -82,7 +82,6 @@ class StartPositions:
                 )
                 break
             except KafkaError as failure:
-                self._on_error(failure)
                 if time.monotonic() >= deadline:
                     raise ConveyorError(
                         f"{group}: the committed offsets of {_names(partitions)} stayed unknown "
@@ -90,8 +89,12 @@ class StartPositions:
                         "initial offset, which would read them again"
                     ) from failure
                 if not stalled and failure.name == "_TIMED_OUT":
+                    # Most likely an open transaction holds them: not an error (yet).
                     stalled = True
+                    _log.info("%s: %s (fencing a predecessor's transaction)", group, failure)
                     self._on_stall()
+                else:
+                    self._on_error(failure)
                 ask = _ASK
         positions = [
             (topic, partition, committed.get((topic, partition), self._initial))
