@@ -92,6 +92,7 @@ MUTATIONS = (
         (
             "tests/unit/processing/test_executor.py",
             "tests/unit/processing/test_strategies.py",
+            "tests/integration/processing/test_consuming.py::test_a_failing_batch_waits_longer_each_time_it_fails",
         ),
     ),
     Mutation(
@@ -701,6 +702,108 @@ MUTATIONS = (
             ),
         ),
         ("tests/unit/test_messages.py",),
+    ),
+    Mutation(
+        "adaptive polling: a lone message waits for a full batch",
+        "conveyor/driver/consumers.py",
+        (("        batch = consume(1, timeout)\n", "        batch = consume(limit, timeout)\n"),),
+        (
+            "tests/integration/processing/test_consuming.py::test_a_lone_message_goes_on_at_once_while_a_burst_fills_batches",
+        ),
+    ),
+    Mutation(
+        "virtual partitions: long_running_job does not pause the partition",
+        "conveyor/processing/virtual/executor.py",
+        (("if not self.active_lanes and self.route.long_running_job:", "if False:"),),
+        (
+            "tests/integration/processing/test_consuming.py::test_a_long_running_job_fetches_nothing_behind_it_and_keeps_the_group[virtual partitions]",
+        ),
+    ),
+    Mutation(
+        "exactly once: a transaction whose mark was refused commits without its offset",
+        "conveyor/consumer.py",
+        (
+            ("if executor.revoked or scope.refused:", "if executor.revoked:"),
+            (
+                "                if scope.next_offset is None:\n                    raise",
+                "                if False:\n                    raise",
+            ),
+            (
+                "                executor.offsets_in_transactions()\n",
+                "                if scope.next_offset is None:\n                    return\n                executor.offsets_in_transactions()\n",
+            ),
+        ),
+        (
+            "tests/unit/testing/test_consumers.py::test_a_transaction_without_its_offset_aborts_and_commits_no_output",
+        ),
+    ),
+    Mutation(
+        "start positions: an offset that cannot be read is taken for none (initial offset)",
+        "conveyor/processing/positions.py",
+        (
+            (
+                "            except KafkaError as failure:\n",
+                "            except KafkaError as failure:\n                committed = {}\n                break\n",
+            ),
+        ),
+        ("tests/unit/processing/test_positions.py",),
+    ),
+    Mutation(
+        "exactly once: a stalled offset fetch fences nothing",
+        "conveyor/processing/listener.py",
+        (
+            (
+                "            self.context.transactional_producer().transactions.initialize()\n",
+                "            return\n",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_exactly_once.py::test_outputs_are_exactly_once_under_repeated_sigkill",
+        ),
+    ),
+    Mutation(
+        "exactly once: a transactional.id per process (pid), not per slot",
+        "conveyor/app.py",
+        (('host_slot(f"{client_id}-transactional")', "str(os.getpid())"),),
+        (
+            "tests/integration/processing/test_exactly_once.py::test_outputs_are_exactly_once_under_repeated_sigkill",
+        ),
+    ),
+    Mutation(
+        "listener: no thread takes over while a batch blocks the listener's own",
+        "conveyor/processing/listener.py",
+        (
+            (
+                "            self._timers.call_later(_TAKE_OVER_AFTER / 2, self._watch)\n\n    def stop",
+                "            pass\n\n    def stop",
+            ),
+        ),
+        ("tests/integration/processing/test_slow_inline_batch.py",),
+    ),
+    Mutation(
+        "produce_sync: the follower waits the caller's whole timeout again",
+        "conveyor/producer/producer.py",
+        (
+            (
+                "report = handle.wait(max(0.0, deadline - time.monotonic()))",
+                "report = handle.wait(wait)",
+            ),
+        ),
+        ("tests/integration/producer/test_broker_outage.py",),
+    ),
+    Mutation(
+        "web UI: Sign out leaves the session valid",
+        "conveyor/web/ui/guard.py",
+        (("        self.sessions.revoke(self.session(request))", "        pass"),),
+        ("tests/unit/web/test_access.py::test_a_cookie_copied_before_sign_out_no_longer_signs_in",),
+    ),
+    Mutation(
+        "settings: a None kafka value reaches librdkafka",
+        "conveyor/validation.py",
+        (("        if value is None:\n            raise", "        if False:\n            raise"),),
+        (
+            "tests/unit/test_app.py::test_a_kafka_setting_of_the_wrong_type_is_named_for_app_and_producer",
+        ),
     ),
 )
 

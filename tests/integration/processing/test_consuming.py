@@ -4,8 +4,10 @@ hooks, offsets, flow control, and clear errors for bad settings and routes."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -393,12 +395,18 @@ def test_a_base_exception_in_consume_stops_the_app_without_moving_the_offset(
     )
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"virtual_partitions": {"partitioner": lambda m: m.payload["n"], "max_partitions": 2}}],
+    ids=["plain", "virtual partitions"],
+)
 def test_a_long_running_job_fetches_nothing_behind_it_and_keeps_the_group(
-    kafka_bootstrap: str, new_topic
+    kafka_bootstrap: str, new_topic, options: dict[str, Any]
 ) -> None:
     """long_running_job=True: while partition 0's batch runs (8 s, past max.poll.interval.ms)
     nothing more of partition 0 is fetched (a marker on partition 1 is, meanwhile), and the
-    member is never kicked out of the group."""
+    member is never kicked out of the group; with virtual partitions too (the partition stays
+    paused while any of its lanes runs)."""
     topic = new_topic(partitions=2)
     produce(kafka_bootstrap, topic, 1)  # n=0 on partition 0
     record = Record()
@@ -417,7 +425,7 @@ def test_a_long_running_job_fetches_nothing_behind_it_and_keeps_the_group(
         concurrency=2,
         kafka={"max.poll.interval.ms": 6000, "session.timeout.ms": 6000},
     )
-    app.routes.topic(topic, Slow, long_running_job=True)
+    app.routes.topic(topic, Slow, long_running_job=True, **options)
     app.monitor.subscribe(
         "rebalance.partitions_revoked", lambda event: revocations.append(event["partitions"])
     )
@@ -551,3 +559,67 @@ def test_batch_lines_are_logged_when_info_was_set_up_after_the_app_was_built(
         r.name == "conveyor" and r.getMessage().startswith(f"consumed {topic}/0: 1 messages")
         for r in caplog.records
     ), [r.getMessage() for r in caplog.records]
+
+
+def test_a_failing_batch_waits_longer_each_time_it_fails(kafka_bootstrap: str, new_topic) -> None:
+    """Exponential back-off, seen by a running app: pause_timeout 0.5 s doubling (0.5, 1, 2 s)
+    between the attempts of a batch that keeps failing; the other partition flows meanwhile."""
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, 2, partitions=2)
+    attempts = Record()
+
+    class Flaky(Consumer):
+        def consume(self) -> None:
+            failures = sum(isinstance(item, float) for item in attempts.items)
+            if self.partition == 0 and failures < 4:
+                attempts.add(time.monotonic())
+                raise RuntimeError("not yet")
+            attempts.add((self.partition, self.messages.last.payload["n"]))
+
+    app = make_app(kafka_bootstrap, pause_timeout=0.5, pause_max_timeout=8.0)
+    app.routes.topic(topic, Flaky)
+    with running(app):
+        assert attempts.wait_for(lambda items: (0, 0) in items, 30)
+    times = [item for item in attempts.items if isinstance(item, float)]
+    assert len(times) == 4
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert gaps[0] >= 0.45, gaps
+    for shorter, longer in itertools.pairwise(gaps):
+        assert longer >= 1.5 * shorter, f"each pause longer than the last: {gaps}"
+    assert (1, 1) in attempts.items
+
+
+def test_a_lone_message_goes_on_at_once_while_a_burst_fills_batches(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """Adaptive polling, seen by a running app: a message that comes alone is handed on without
+    waiting for more (max_wait_time is long here), and a burst is consumed in full batches."""
+    topic = new_topic(partitions=1)
+    batches = Record()
+
+    class Sizes(Consumer):
+        def consume(self) -> None:
+            produced_at = self.messages.last.timestamp
+            assert produced_at is not None
+            batches.add((len(self.messages), time.time() - produced_at.timestamp()))
+
+    app = App(
+        kafka={"bootstrap.servers": kafka_bootstrap, "group.id": f"test-{uuid.uuid4().hex[:8]}"},
+        max_messages=100,
+        max_wait_time=5.0,
+    )
+    app.routes.topic(topic, Sizes)
+    with running(app), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        for n in range(5):
+            producer.produce_sync(topic=topic, payload={"n": n})
+            assert batches.wait_for(lambda items, n=n: len(items) == n + 1, 30)
+        lone = list(batches.items)
+        producer.produce_many_sync([{"topic": topic, "payload": {"n": n}} for n in range(2000)])
+        assert batches.wait_for(lambda items: sum(size for size, _ in items) == 2005, 30)
+    assert [size for size, _ in lone] == [1] * 5
+    waits = sorted(latency for _, latency in lone)
+    # a lone message that waited for company would wait a poll slice (0.5 s) or more
+    assert waits[2] < 0.25, f"lone messages handed on at once: {waits}"
+    burst = [size for size, _ in batches.items[5:]]
+    assert max(burst) == 100, burst
+    assert len(burst) <= 40, f"a burst in full batches, not one by one: {burst}"
