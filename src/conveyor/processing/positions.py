@@ -23,7 +23,7 @@ __all__ = ["StartPositions", "initial_position"]
 
 _log = logging.getLogger("conveyor.positions")
 
-_FIRST_ASK = 2.0
+_FIRST_ASK = 1.0
 """Seconds the first ask may take before the listener fences its slot's predecessor."""
 _ASK = 5.0
 
