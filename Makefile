@@ -9,14 +9,17 @@
 #                Debian's chromium and the PostgreSQL sink's tests Debian's postgresql, each
 #                installed with apt-get when missing and run as root
 #   make bench   the benchmarks, with their same-run bare confluent-kafka baselines
+#   make soak    the whole product on a local 3-broker cluster under random faults for
+#                SOAK_MINUTES (10), its invariants checked (tests/soak/soak.py)
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
+SOAK_MINUTES ?= 10
 
-.PHONY: all setup browser postgresql run test lint typecheck pytest bench stop clean
+.PHONY: all setup browser postgresql run test lint typecheck pytest bench soak stop clean
 
 all: test
 
@@ -53,6 +56,9 @@ test: lint typecheck pytest
 
 bench: setup
 	$(BIN)/conveyor broker exec -- $(BIN)/conveyor bench
+
+soak: setup
+	$(BIN)/python tests/soak/soak.py --minutes $(SOAK_MINUTES)
 
 stop: $(INSTALLED)
 	$(BIN)/conveyor broker stop

@@ -1,0 +1,31 @@
+"""The soak's short form: one minute of faults on a local 3-broker cluster (every kind of fault
+once: a swarm node killed, a broker restarted, a broker frozen, the feeder killed), then every
+invariant of `make soak` checked (tests/soak/soak.py; `make soak` runs it for 10 minutes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SOAK = Path(__file__).resolve().parent.parent / "soak" / "soak.py"
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(900)
+def test_a_minute_of_faults_breaks_no_invariant() -> None:
+    run = subprocess.run(
+        [sys.executable, str(SOAK), "--minutes", "1", "--fault-every", "3", "6", "--seed", "33"],
+        capture_output=True, text=True, timeout=840, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    summary_lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert summary_lines, run.stderr[-6000:]
+    summary = json.loads(summary_lines[-1])
+    assert summary["violations"] == [], run.stderr[-6000:]
+    assert run.returncode == 0, run.stderr[-6000:]
+    assert set(summary["fault_kinds"]) == {"kill node", "restart broker", "freeze broker",
+                                           "kill feeder"}, summary  # fmt: skip
+    assert summary["inputs"] > 5_000, summary

@@ -1,0 +1,521 @@
+"""A soak under chaos: the whole product on a local 3-broker cluster for a while, faults injected
+at random, and its invariants checked by this script, not by eye.
+
+A swarm of 2 nodes runs ``soak_app.py`` (an exactly-once copy, a virtual-partitions relay with
+a DLQ, web reporting, tracing at 1 %, metrics); ``feeder.py`` feeds steady load with a poison
+message now and then. Every FAULT_EVERY seconds (at random within it) one fault: a swarm node
+SIGKILLed (the supervisor replaces it), a broker stopped and started, a broker frozen
+(SIGSTOP) for 10 s, the feeder SIGKILLed and started again from its last acknowledged
+message. Then the feeder stops, the swarm drains and stops, and the script checks:
+
+* every input exactly once in the transactional output (read_committed);
+* every input at least once in the relay, each key's sequence numbers first seen in order;
+* every poison message in the DLQ, with its origin;
+* each node's RSS after its first minute grew < 15 %, its threads and descriptors flat
+  (only for nodes that lived past two minutes; the short form reports, it does not judge);
+* no traceback in any process's output;
+
+and prints the faults with how long each recovery took (from the fault's end to the next
+message copied). Exit status 0 when every invariant held.
+
+    make soak                                   # 10 minutes
+    python tests/soak/soak.py --minutes 1 --fault-every 3 6   # the form `make test` runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+from rich.console import Console
+from rich.table import Table
+
+from conveyor import Admin
+from conveyor.broker.cluster import CONTROLLER_OFFSET, LocalCluster
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from helpers import free_ports  # noqa: E402  (tests/ holds the shared test helpers)
+
+RATE = 200  # input messages a second
+FAULT_EVERY = (12.0, 20.0)
+FREEZE = 10.0
+RSS_GROWTH = 0.15
+console = Console(stderr=True, width=120)
+
+
+@dataclass
+class Fault:
+    kind: str
+    target: str
+    began: float
+    ended: float = 0.0
+    recovered: float | None = None  # seconds from its end to the next message copied
+
+
+@dataclass
+class Samples:
+    """One node's RSS (bytes), threads and descriptors over time: (seconds alive, rss, thr, fd)."""
+
+    born: float
+    rows: list[tuple[float, int, int, int]] = field(default_factory=list)
+
+
+class Soak:
+    def __init__(
+        self, minutes: float, seed: int, workdir: Path, fault_every: tuple[float, float]
+    ) -> None:
+        self.minutes = minutes
+        self.fault_every = fault_every
+        self.rng = random.Random(seed)
+        self.workdir = workdir
+        tag = uuid.uuid4().hex[:6]
+        self.topics = {name: f"soak-{name}-{tag}" for name in ("in", "eos", "relay", "dlq")}
+        self.web_prefix = f"soak-web-{tag}"
+        self.cluster = LocalCluster(workdir / "cluster", nodes=3, port=_free_base(), heap="384m")
+        self.bootstrap = ""
+        self.faults: list[Fault] = []
+        self.samples: dict[int, Samples] = {}
+        self.progress: list[tuple[float, int]] = []  # (monotonic, copies written)
+        self.stopping = threading.Event()
+        self.swarm: subprocess.Popen[bytes] | None = None
+        self.feeder: subprocess.Popen[bytes] | None = None
+        self.feeder_starts = 0
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self) -> bool:
+        console.print(
+            f"[bold]soak[/]: {self.minutes:g} min, 3 brokers, a swarm of 2, {RATE} msgs/s"
+        )
+        self.cluster.start(timeout=180)
+        self.bootstrap = self.cluster.shape.bootstrap_servers
+        try:
+            self._create_topics()
+            self._start_feeder()
+            self.swarm = self._spawn(
+                [sys.executable, "-m", "conveyor", "swarm", "--app", "soak_app:app", "--nodes", "2",
+                 "--log-level", "WARNING"], "swarm.log",
+            )  # fmt: skip
+            watchers = [threading.Thread(target=self._watch_progress, daemon=True),
+                        threading.Thread(target=self._sample_nodes, daemon=True)]  # fmt: skip
+            for watcher in watchers:
+                watcher.start()
+            if not self._wait(lambda: self._copies() > 0, 120):
+                raise RuntimeError("nothing was copied within 2 minutes of the start")
+            self._inject_faults(time.monotonic() + self.minutes * 60)
+            self._stop_feeder()
+            drained = self._wait(self._drained, 240)
+            self._stop_swarm()
+            self.stopping.set()
+            return self._check(drained)
+        finally:
+            self.stopping.set()
+            for process in (self.feeder, self.swarm):
+                if process is not None and process.poll() is None:
+                    process.kill()
+                    process.wait(30)
+            self.cluster.stop(wipe=True)
+
+    def _create_topics(self) -> None:
+        with Admin({"bootstrap.servers": self.bootstrap}) as admin:
+            config = {"min.insync.replicas": "2"}
+            admin.create_topic(self.topics["in"], 6, replication_factor=3, config=config)
+            for name in ("eos", "relay"):
+                admin.create_topic(self.topics[name], 6, replication_factor=3, config=config)
+            admin.create_topic(self.topics["dlq"], 1, replication_factor=3, config=config)
+        installed = subprocess.run(
+            [sys.executable, "-m", "conveyor", "web", "install", "--app", "soak_app:app",
+             "--replication-factor", "3"],
+            env=self._env(), cwd=HERE, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        if installed.returncode != 0:
+            raise RuntimeError(f"conveyor web install failed: {installed.stderr[-2000:]}")
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=self.bootstrap, INPUT=self.topics["in"],
+                   OUTPUT=self.topics["eos"], RELAY=self.topics["relay"], DLQ=self.topics["dlq"],
+                   WEB_PREFIX=self.web_prefix)  # fmt: skip
+        env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+        return env
+
+    def _spawn(self, command: list[str], log: str) -> subprocess.Popen[bytes]:
+        with (self.workdir / log).open("ab") as out:
+            return subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=self._env(), cwd=HERE, start_new_session=True,
+            )  # fmt: skip
+
+    def _start_feeder(self) -> None:
+        self.feeder_starts += 1
+        self.feeder = self._spawn(
+            [sys.executable, str(HERE / "feeder.py"), self.bootstrap, self.topics["in"],
+             str(self.workdir / "feeder.json"), str(RATE)], "feeder.log",
+        )  # fmt: skip
+
+    def _stop_feeder(self) -> None:
+        assert self.feeder is not None
+        self.feeder.send_signal(signal.SIGTERM)
+        if self.feeder.wait(60) != 0:
+            raise RuntimeError(f"the feeder exited with {self.feeder.returncode}")
+
+    def _stop_swarm(self) -> None:
+        assert self.swarm is not None
+        self.swarm.send_signal(signal.SIGTERM)
+        self.swarm.wait(90)
+
+    # -- faults -------------------------------------------------------------------------------
+
+    def _inject_faults(self, deadline: float) -> None:
+        kinds = ["kill node", "restart broker", "freeze broker", "kill feeder"]
+        pause = threading.Event()
+        while True:
+            wait = self.rng.uniform(*self.fault_every)
+            if time.monotonic() + wait >= deadline:
+                pause.wait(max(0.0, deadline - time.monotonic()))
+                return
+            pause.wait(wait)
+            kind = (
+                kinds[len(self.faults) % len(kinds)]
+                if len(self.faults) < len(kinds)
+                else (self.rng.choice(kinds))
+            )  # every kind once first, then at random
+            fault = Fault(kind, "", time.monotonic())
+            console.print(f"  {time.strftime('%H:%M:%S')} fault: {kind}")
+            getattr(self, "_" + kind.replace(" ", "_"))(fault)
+            fault.ended = time.monotonic()
+            self.faults.append(fault)
+
+    def _kill_node(self, fault: Fault) -> None:
+        assert self.swarm is not None
+        nodes = _children(self.swarm.pid)
+        victim = self.rng.choice(nodes)
+        fault.target = f"pid {victim}"
+        os.kill(victim, signal.SIGKILL)
+
+    def _restart_broker(self, fault: Fault) -> None:
+        node = self.rng.randint(1, 3)
+        fault.target = f"broker {node}"
+        self.cluster.stop_node(node)
+        self.cluster.start_node(node, timeout=180)
+
+    def _freeze_broker(self, fault: Fault) -> None:
+        node = self.rng.randint(1, 3)
+        status = self.cluster.node(node).status()
+        assert status is not None
+        fault.target = f"broker {node}"
+        os.kill(status.pid, signal.SIGSTOP)
+        try:
+            threading.Event().wait(FREEZE)
+        finally:
+            os.kill(status.pid, signal.SIGCONT)
+
+    def _kill_feeder(self, fault: Fault) -> None:
+        assert self.feeder is not None
+        fault.target = f"pid {self.feeder.pid}"
+        self.feeder.kill()
+        self.feeder.wait(30)
+        self._start_feeder()
+
+    # -- watching -----------------------------------------------------------------------------
+
+    def _copies(self) -> int:
+        return self.progress[-1][1] if self.progress else 0
+
+    def _watch_progress(self) -> None:
+        reader = confluent_kafka.Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": "soak-watch"}
+        )
+        partitions = [confluent_kafka.TopicPartition(self.topics["eos"], p) for p in range(6)]
+        try:
+            while not self.stopping.wait(0.5):
+                try:
+                    total = sum(
+                        reader.get_watermark_offsets(tp, timeout=2, cached=False)[1]
+                        for tp in partitions
+                    )
+                except confluent_kafka.KafkaException:
+                    continue  # a broker is down or frozen: ask again
+                now = time.monotonic()
+                if not self.progress or total > self.progress[-1][1]:
+                    self.progress.append((now, total))
+                    for fault in self.faults:
+                        if fault.recovered is None and fault.ended and now > fault.ended:
+                            fault.recovered = now - fault.ended
+        finally:
+            reader.close()
+
+    def _sample_nodes(self) -> None:
+        while not self.stopping.wait(5.0):
+            if self.swarm is None:
+                continue
+            for pid in _children(self.swarm.pid):
+                row = _usage(pid)
+                if row is None:
+                    continue
+                samples = self.samples.setdefault(pid, Samples(time.monotonic()))
+                samples.rows.append((time.monotonic() - samples.born, *row))
+
+    def _drained(self) -> bool:
+        """Both groups committed everything the feeder wrote."""
+        with Admin({"bootstrap.servers": self.bootstrap}) as admin:
+            lags = admin.read_lags(["soak-eos", "soak-vp"])
+        by_group: dict[str, int] = Counter()
+        for lag in lags:
+            if lag.topic == self.topics["in"]:
+                by_group[lag.group] += lag.lag or 0
+        return len(by_group) == 2 and not any(by_group.values())
+
+    def _wait(self, condition: Any, timeout: float) -> bool:
+        deadline, pause = time.monotonic() + timeout, threading.Event()
+        while time.monotonic() < deadline:
+            try:
+                if condition():
+                    return True
+            except Exception as exc:  # a broker still coming back
+                console.print(f"  (waiting: {exc})")
+            pause.wait(1.0)  # a remote condition, asked again: nothing to be woken by
+        return False
+
+    # -- the checks ---------------------------------------------------------------------------
+
+    def _check(self, drained: bool) -> bool:
+        inputs = _read(self.bootstrap, self.topics["in"], "read_uncommitted")
+        copies = _read(self.bootstrap, self.topics["eos"], "read_committed")
+        relayed = _read(self.bootstrap, self.topics["relay"], "read_uncommitted")
+        letters = _read(self.bootstrap, self.topics["dlq"], "read_uncommitted")
+        poison = {where for where, record in inputs.items() if record["value"] == b"\xffpoison"}
+        copied = Counter(record["headers"].get("input") for record in copies.values())
+        eos_lost = [where for where in inputs if copied[where] == 0]
+        eos_twice = [where for where, count in copied.items() if count > 1]
+        relayed_inputs = Counter(record["headers"].get("input") for record in relayed.values())
+        relay_lost = [
+            where for where in inputs if where not in poison and not relayed_inputs[where]
+        ]
+        order_breaks = _order_breaks(relayed.values())
+        dead = {
+            f"{r['headers'].get('original_partition')}:{r['headers'].get('original_offset')}"
+            for r in letters.values()
+            if r["headers"].get("original_topic") == self.topics["in"]
+        }
+        poison_lost = sorted(poison - dead)
+        tracebacks = [
+            f"{name}: {line}"
+            for name in ("swarm.log", "feeder.log")
+            for line in _unhandled((self.workdir / name).read_text(errors="replace"))
+        ]
+        memory = self._memory()
+        recoveries = [f.recovered for f in self.faults if f.recovered is not None]
+        checks = {
+            "drained (both groups committed everything)": drained,
+            f"exactly once: {len(inputs)} inputs, 0 lost ({len(eos_lost)})": not eos_lost,
+            f"exactly once: 0 twice ({len(eos_twice)})": not eos_twice,
+            f"relay: 0 lost ({len(relay_lost)})": not relay_lost,
+            f"relay: per-key order ({len(order_breaks)} breaks)": not order_breaks,
+            f"DLQ: {len(poison)} poison, 0 missing ({len(poison_lost)})": not poison_lost,
+            f"no unhandled exception ({'; '.join(tracebacks)[:300] or 'none'})": not tracebacks,
+            "every fault recovered": len(recoveries) == len(self.faults),
+            **memory,
+        }
+        self._print(checks, inputs, recoveries)
+        return all(checks.values())
+
+    def _memory(self) -> dict[str, bool]:
+        judged: dict[str, bool] = {}
+        for pid, samples in self.samples.items():
+            settled = [row for row in samples.rows if row[0] >= 60]
+            if len(settled) < 2 or samples.rows[-1][0] < 120:
+                continue  # the short form, or a node replaced early: reported, not judged
+            _, rss0, threads0, fds0 = settled[0]
+            _, rss1, threads1, fds1 = settled[-1]
+            growth = rss1 / rss0 - 1
+            judged[f"node {pid}: RSS {rss0 >> 20} -> {rss1 >> 20} MB ({growth:+.0%})"] = (
+                growth < RSS_GROWTH
+            )
+            judged[f"node {pid}: threads {threads0} -> {threads1}, fds {fds0} -> {fds1}"] = (
+                threads1 <= threads0 + 2 and fds1 <= fds0 + 8
+            )
+        return judged
+
+    def _print(
+        self, checks: dict[str, bool], inputs: dict[str, Any], recoveries: list[float]
+    ) -> None:
+        table = Table(title="faults")
+        for column in ("kind", "target", "lasted", "recovered after"):
+            table.add_column(column)
+        for fault in self.faults:
+            table.add_row(
+                fault.kind, fault.target, f"{fault.ended - fault.began:.1f} s",
+                "-" if fault.recovered is None else f"{fault.recovered:.1f} s",
+            )  # fmt: skip
+        console.print(table)
+        verdicts = Table(title="invariants")
+        verdicts.add_column("check")
+        verdicts.add_column("held")
+        for name, held in checks.items():
+            verdicts.add_row(name, "[green]yes" if held else "[red]NO")
+        console.print(verdicts)
+        summary = {
+            "minutes": self.minutes, "faults": len(self.faults),
+            "fault_kinds": dict(Counter(f.kind for f in self.faults)),
+            "inputs": len(inputs), "violations": [name for name, held in checks.items() if not held],
+            "slowest_recovery_s": round(max(recoveries), 1) if recoveries else None,
+            "feeder_starts": self.feeder_starts,
+            "rss_mb": {
+                str(pid): [rows.rows[0][1] >> 20, rows.rows[-1][1] >> 20, round(rows.rows[-1][0])]
+                for pid, rows in self.samples.items() if rows.rows
+            },  # first and last sample, and the seconds between: per node process
+        }  # fmt: skip
+        print(json.dumps(summary), flush=True)
+
+
+def _order_breaks(relayed: Any) -> list[str]:
+    """Keys whose sequence numbers were first seen out of order, read in offset order. A replay
+    after a crash repeats numbers seen already (at least once, not a break); a poison message
+    leaves its number out (not a break either); a number first seen after a larger one is."""
+    seen: dict[bytes, set[int]] = {}
+    highest: dict[bytes, int] = {}
+    breaks = []
+    for record in relayed:
+        key, seq = record["key"], json.loads(record["value"])["seq"]
+        numbers = seen.setdefault(key, set())
+        if seq in numbers:
+            continue
+        if seq < highest.get(key, -1):
+            breaks.append(f"{key!r}: {seq} first seen after {highest[key]}")
+        numbers.add(seq)
+        highest[key] = max(highest.get(key, -1), seq)
+    return breaks
+
+
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (\w+) (\S+)")
+
+
+_EXITED = re.compile(r"^node \d+ exited with (-?\d+)")
+
+
+def _unhandled(log: str) -> list[str]:
+    """What in a process's output is an exception nobody handled: a traceback that no log
+    record of Conveyor's carries (an error Conveyor handled, a poison message's say, is logged
+    with its traceback), a crashed thread, listener or app, a swarm node that exited by itself."""
+    found: list[str] = []
+    logger = ""  # the logger of the record the following lines belong to
+    for line in log.splitlines():
+        record = _RECORD.match(line)
+        if record is not None:
+            logger = record.group(2)
+            if "crashed" in line:
+                found.append(line[:200])
+        elif line.startswith("Traceback (most recent call last)"):
+            if not logger.startswith("conveyor"):
+                found.append(f"a traceback outside Conveyor's log records ({logger or 'first'})")
+        elif line.startswith("Exception in thread"):
+            found.append(line[:200])
+        elif line.startswith("Conveyor "):
+            logger = ""  # a process's banner: a new process, no record yet
+        else:
+            exited = _EXITED.match(line)
+            if exited is not None and int(exited.group(1)) not in (0, -signal.SIGKILL):
+                found.append(line[:200])  # a node that ended by itself, not by the soak's kill
+    return found
+
+
+def _read(bootstrap: str, topic: str, isolation: str) -> dict[str, dict[str, Any]]:
+    """Every record of ``topic`` by ``partition:offset``, in partition and offset order."""
+    reader = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"soak-read-{uuid.uuid4().hex}",
+        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+    })  # fmt: skip
+    try:
+        partitions = sorted(reader.list_topics(topic, timeout=30).topics[topic].partitions)
+        reader.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
+        found: dict[str, dict[str, Any]] = {}
+        ended: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(ended) < len(partitions) and time.monotonic() < deadline:
+            for message in reader.consume(1000, 1.0):
+                error = message.error()
+                if error is not None:
+                    if error.code() == confluent_kafka.KafkaError._PARTITION_EOF:
+                        ended.add(message.partition())
+                    continue
+                headers = {k: v.decode() for k, v in (message.headers() or []) if v is not None}
+                found[f"{message.partition()}:{message.offset()}"] = {
+                    "key": message.key(),
+                    "value": message.value(),
+                    "headers": headers,
+                }
+        if len(ended) < len(partitions):
+            raise RuntimeError(f"could not read {topic} to its end")
+        return dict(sorted(found.items(), key=lambda item: tuple(map(int, item[0].split(":")))))
+    finally:
+        reader.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(child) for child in text.split()]
+
+
+def _usage(pid: int) -> tuple[int, int, int] | None:
+    """(RSS bytes, threads, open descriptors) of ``pid``, or None when it is gone."""
+    try:
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        rss = int(status["VmRSS"].split()[0]) * 1024
+        return rss, int(status["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _free_base() -> int:
+    return free_ports([*range(3), *(CONTROLLER_OFFSET + n for n in range(3))])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="how long faults are injected")
+    parser.add_argument("--seed", type=int, default=None, help="the faults' random seed")
+    parser.add_argument(
+        "--fault-every",
+        type=float,
+        nargs=2,
+        default=FAULT_EVERY,
+        metavar=("MIN", "MAX"),
+        help="seconds between faults, drawn at random between the two",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    workdir = Path(tempfile.mkdtemp(prefix="conveyor-soak-"))
+    console.print(f"seed {seed}; logs in {workdir}")
+    try:
+        held = Soak(args.minutes, seed, workdir, tuple(args.fault_every)).run()
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0 if held else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""The app the soak runs under `conveyor swarm`: the whole product at once.
+
+* ``soak-eos``: every input copied to OUTPUT in a Kafka transaction with its offset (each
+  copy carries the input's ``partition:offset`` in its ``input`` header);
+* ``soak-vp``: virtual partitions by key relay every input to RELAY at least once, a payload
+  that is not JSON (the feeder's poison) to the DLQ with its origin;
+* the web UI's reporting, tracing sampled at 1 % (spans to no exporter) and metrics.
+
+Configured by the environment: KAFKA_BOOTSTRAP_SERVERS, INPUT, OUTPUT, RELAY, DLQ, WEB_PREFIX.
+"""
+
+from __future__ import annotations
+
+import os
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+from conveyor import App, Consumer
+from conveyor.errors import DeserializationError
+from conveyor.web import WebTopics
+
+INPUT, OUTPUT, RELAY, DLQ = (os.environ[name] for name in ("INPUT", "OUTPUT", "RELAY", "DLQ"))
+
+
+class Copy(Consumer):
+    """Exactly once: the batch's copies and its offset in one transaction."""
+
+    def consume(self) -> None:
+        with self.transaction():
+            for message in self.messages:
+                where = f"{message.partition}:{message.offset}".encode()
+                self.produce_async(topic=OUTPUT, key=message.raw_key, payload=message.raw_payload,
+                                   headers=[("input", where)])  # fmt: skip
+            self.mark_as_consumed(self.messages.last)
+
+
+class Relay(Consumer):
+    """At least once, in order per key: each input's key and sequence number relayed. A payload
+    that cannot be read fails the batch right there, after what came before it was relayed and
+    marked: it is the first unmarked message, the one the DLQ gets."""
+
+    def consume(self) -> None:
+        relayed: list[dict[str, object]] = []
+        try:
+            for message in self.messages:
+                relayed.append(
+                    {"topic": RELAY, "key": message.raw_key,
+                     "payload": {"seq": message.payload["seq"]},
+                     "headers": [("input", f"{message.partition}:{message.offset}".encode())]}
+                )  # fmt: skip
+        except DeserializationError:
+            if relayed:
+                self.produce_many_sync(relayed)
+                self.mark_as_consumed(self.messages[len(relayed) - 1])
+            raise
+        self.produce_many_sync(relayed)
+
+
+app = App(
+    client_id="soak",
+    kafka={"bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"], "session.timeout.ms": 6000},
+    concurrency=4,
+    max_messages=200,
+    max_wait_time=0.2,
+    shutdown_timeout=30,
+)
+with app.routes.consumer_group("soak-eos"):
+    app.routes.topic(INPUT, Copy)
+with app.routes.consumer_group("soak-vp"):
+    app.routes.topic(
+        INPUT,
+        Relay,
+        virtual_partitions={"partitioner": lambda message: message.raw_key, "max_partitions": 8},
+        dead_letter_queue={"topic": DLQ, "max_retries": 0},
+    )
+app.tracing.enable(TracerProvider(sampler=TraceIdRatioBased(0.01)))
+app.metrics.enable()
+app.web.enable(topics=WebTopics.prefixed(os.environ["WEB_PREFIX"]), tracking_interval=2.0)
