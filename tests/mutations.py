@@ -333,6 +333,7 @@ MUTATIONS = (
         ),
         (
             "tests/unit/processing/virtual/test_virtual_executor.py::test_a_revoked_partition_releases_its_successor_only_after_every_lane",
+            "tests/integration/processing/test_virtual_partitions.py::test_a_partition_assigned_straight_back_waits_for_every_old_lane",
         ),
     ),
     Mutation(

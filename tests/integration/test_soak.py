@@ -11,16 +11,24 @@ from pathlib import Path
 
 import pytest
 
+from helpers import conveyor_cli
+
 SOAK = Path(__file__).resolve().parent.parent / "soak" / "soak.py"
 
 
 @pytest.mark.cluster
 @pytest.mark.timeout(900)
-def test_a_minute_of_faults_breaks_no_invariant() -> None:
-    run = subprocess.run(
-        [sys.executable, str(SOAK), "--minutes", "1", "--fault-every", "3", "6", "--seed", "33"],
-        capture_output=True, text=True, timeout=840, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+def test_a_minute_of_faults_breaks_no_invariant(tmp_path: Path) -> None:
+    workdir = tmp_path / "soak"
+    try:
+        run = subprocess.run(
+            [sys.executable, str(SOAK), "--minutes", "1", "--fault-every", "3", "6",
+             "--seed", "33", "--workdir", str(workdir)],
+            capture_output=True, text=True, timeout=840, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    finally:  # a soak killed by the timeout leaves its cluster's brokers running
+        if (workdir / "cluster").exists():
+            conveyor_cli("broker", "stop", "--cluster", "--wipe", "--data-dir", workdir / "cluster")
     summary_lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
     assert summary_lines, run.stderr[-6000:]
     summary = json.loads(summary_lines[-1])

@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+import confluent_kafka
+
 from conveyor import App, Consumer, Producer
 from conveyor.instrumentation import events as ev
 from helpers import Record, running
@@ -298,3 +300,72 @@ def test_a_poison_message_goes_to_the_dead_letter_queue_per_message(
     order = first_processing_order(seen)
     assert order["k3"] == [s for s in range(sequences) if s != 7], "k3 goes on, in order"
     assert_in_order({k: v for k, v in order.items() if k != "k3"}, keys - 1, sequences)
+
+
+def test_a_partition_assigned_straight_back_waits_for_every_old_lane(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """An eager rebalance (a second member joins the group for another topic) revokes the
+    partition while two lanes run and assigns it straight back: when one old lane ends, the
+    new executor still takes no batch; only once the last old lane ended (it once started when
+    any lane ended)."""
+    topic, elsewhere = new_topic(partitions=1), new_topic(partitions=1)
+    group = f"lanes-successor-{uuid.uuid4().hex[:8]}"
+    events = Record()
+    gates = {"slow": threading.Event(), "fast": threading.Event()}
+
+    class Lanes(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                events.add(("start", id(self), message.key, message.offset))
+                gates[message.key].wait(30)  # the first old batches wait for the test
+                events.add(("end", id(self), message.key, message.offset))
+
+    app = make_app(kafka_bootstrap, group=group, concurrency=4,
+                   kafka={"session.timeout.ms": 6_000})  # fmt: skip
+    # max_partitions=2: "slow" and "fast" fall in different lanes (checked below)
+    app.routes.topic(topic, Lanes, virtual_partitions={"max_partitions": 2}, max_messages=1)
+    assigned = Record()
+    app.monitor.subscribe(ev.REBALANCE_PARTITIONS_ASSIGNED, lambda e: assigned.add(e["partitions"]))
+    loops = Record()
+    app.monitor.subscribe(ev.CONNECTION_LISTENER_FETCH_LOOP, lambda _e: loops.add(1))
+
+    def settle() -> None:
+        """Until the listener has looped 10 more times: what it fetched was handed out."""
+        seen = len(loops.items)
+        assert loops.wait_for(lambda items: len(items) >= seen + 10, 30)
+
+    with running(app), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        assert assigned.wait_for(lambda items: len(items) == 1, 60)
+        producer.produce_sync(topic=topic, key="slow", payload=b"0")
+        producer.produce_sync(topic=topic, key="fast", payload=b"1")
+        assert events.wait_for(lambda items: len(items) == 2), "both lanes run at once"
+        old = {e[1] for e in events.items}
+        # another member joins for another topic: the eager protocol revokes and reassigns all
+        other = confluent_kafka.Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group,
+                                          "session.timeout.ms": 6_000})  # fmt: skip
+        other.subscribe([elsewhere])
+        try:
+            deadline = time.monotonic() + 60
+            while len(assigned.items) < 2 and time.monotonic() < deadline:
+                other.poll(0.2)  # the other member's own poll loop: it must poll to join
+            assert len(assigned.items) >= 2, "assigned straight back"
+            producer.produce_sync(topic=topic, key="fast", payload=b"2")
+            settle()  # the new executor holds offsets 0-2 again (nothing was committed)
+            gates["fast"].set()  # one old lane ends; the other still runs
+            assert events.wait_for(
+                lambda items: any(e[0] == "end" and e[2:] == ("fast", 1) for e in items), 30
+            )
+            settle()
+            started = [e for e in events.items if e[0] == "start" and e[1] not in old]
+            assert started == [], "a batch started while an old lane still ran"
+            gates["slow"].set()
+            assert events.wait_for(
+                lambda items: any(e[1] not in old and e[3] == 2 and e[0] == "end" for e in items),
+                30,
+            )
+        finally:
+            other.close()
+    last_old = max(i for i, e in enumerate(events.items) if e[1] in old and e[0] == "end")
+    first_new = min(i for i, e in enumerate(events.items) if e[1] not in old)
+    assert last_old < first_new, "the new lanes started only after the last old one ended"
