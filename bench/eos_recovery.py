@@ -79,9 +79,17 @@ def recovery(bench: Bench, unfenced: bool) -> float:
 
 
 def main() -> None:
-    bench = Bench("eos_recovery", __doc__.splitlines()[0])
+    bench = Bench(
+        "eos_recovery",
+        __doc__.splitlines()[0],
+        lambda parser: parser.add_argument(
+            "--fenced-only", action="store_true",
+            help="skip the minute-long run without the fence (the tests' quick form)",
+        ),
+    )  # fmt: skip
     fenced = [recovery(bench, unfenced=False) for _ in range(bench.repeats)]
-    unfenced = [recovery(bench, unfenced=True)]  # a minute each: one run tells
+    # a minute each: one run tells
+    unfenced = [] if bench.args.fenced_only else [recovery(bench, unfenced=True)]
     bench.record(
         Figure(bench.name, "kill with offsets pending -> first commit after restart, fenced",
                "s", fenced, unfenced, higher_is_better=False,

@@ -750,12 +750,12 @@ MUTATIONS = (
         ("tests/unit/processing/test_positions.py",),
     ),
     Mutation(
-        "exactly once: a stalled offset fetch fences nothing",
-        "conveyor/processing/listener.py",
+        "exactly once: a restart fences nothing (at start nor at a stalled offset fetch)",
+        "conveyor/producer/transactions.py",
         (
             (
-                "            self.context.transactional_producer().transactions.initialize()\n",
-                "            return\n",
+                "        if not self.enabled or not self._lock.acquire(blocking=False):\n            return",
+                "        if True:\n            return",
             ),
         ),
         (

@@ -35,7 +35,7 @@ from conveyor.settings import (
     check_group_protocol,
     producer_settings,
 )
-from conveyor.slots import host_slot
+from conveyor.slots import host_slot, previous_use, record_use
 from conveyor.swarm.supervisor import NODE_ENV, SUPERVISOR_ENV
 from conveyor.tracing import Latency, Tracing
 from conveyor.web import Web
@@ -43,6 +43,7 @@ from conveyor.web import Web
 __all__ = ["App", "AppSettings"]
 
 _log = logging.getLogger("conveyor")
+_TRANSACTIONAL = "transactional"  # what a slot records once its process made transactions
 
 
 class App:
@@ -221,8 +222,12 @@ class App:
         ``instance_id`` setting, else the host name and the process's slot on the host: see
         :mod:`conveyor.slots`), so that a restart fences what a crashed process left open."""
         client_id = self.settings.client_id
-        instance = self.settings.instance_id or host_slot(f"{client_id}-transactional")
+        instance = self.settings.instance_id or host_slot(self._slot_name)
         return f"{client_id}-conveyor-{instance}"
+
+    @property
+    def _slot_name(self) -> str:
+        return f"{self.settings.client_id}-transactional"
 
     @property
     def transactional_producer(self) -> Producer:
@@ -235,6 +240,8 @@ class App:
                 settings["transactional.id"] = self.transactional_id
                 settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
                 self._transactional_producer = self._new_producer(settings)
+                if self.settings.instance_id is None:  # the slot's next holder fences at start
+                    record_use(self._slot_name, _TRANSACTIONAL)
             return self._transactional_producer
 
     # -- running ------------------------------------------------------------------------------
@@ -290,10 +297,31 @@ class App:
             self._runner = None
             self.state = "idle"
             raise
+        self._fence_predecessor()
         self._runner.start()
         self.state = "running"
         if ev.APP_RUNNING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_RUNNING, app=self)
+
+    def _fence_predecessor(self) -> None:
+        """The process that held this slot before made transactions (and may have crashed in
+        one, holding its offsets): initialize this one's transactional producer, with the
+        same ``transactional.id``, now, beside the start (Kafka aborts what was left open)."""
+        if self.settings.instance_id is not None or previous_use(self._slot_name) != _TRANSACTIONAL:
+            return
+
+        def fence() -> None:
+            try:
+                self.transactional_producer.transactions.initialize()
+            except Exception as exc:  # reported; a stalled offset fetch fences again
+                if ev.ERROR_OCCURRED in self.monitor.subscribed:
+                    self.monitor.instrument(
+                        ev.ERROR_OCCURRED, type="transaction.fence.error", error=exc
+                    )
+                else:
+                    _log.warning("could not fence the predecessor's transaction: %s", exc)
+
+        threading.Thread(target=fence, name="conveyor-fence", daemon=True).start()
 
     def _select(
         self,

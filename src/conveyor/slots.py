@@ -18,11 +18,13 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["host_slot", "slot"]
+__all__ = ["host_slot", "previous_use", "record_use", "slot"]
 
 _MAX_SLOTS = 4096
 _held: dict[tuple[str, Path], tuple[int, int, int]] = {}
 """(name, folder) -> (pid, slot, descriptor): the descriptor stays open while the process lives."""
+_previous: dict[tuple[str, Path], str] = {}
+"""(name, folder) -> what the slot's file said when this process took it (its predecessor's)."""
 _lock = threading.Lock()
 
 
@@ -48,8 +50,28 @@ def slot(name: str, folder: Path | None = None) -> int:
                 os.close(descriptor)
                 continue
             _held[key] = (os.getpid(), number, descriptor)
+            _previous[key] = os.pread(descriptor, 256, 0).decode("utf-8", "replace").strip()
             return number
     raise RuntimeError(f"no free slot for {name!r} in {where} ({_MAX_SLOTS} are held)")
+
+
+def previous_use(name: str, folder: Path | None = None) -> str:
+    """What this process's predecessor in its slot recorded (:func:`record_use`), or ``""``:
+    a process that finds ``"transactional"`` there fences the transaction it may have left."""
+    where = folder if folder is not None else _default_folder()
+    slot(name, where)
+    with _lock:
+        return _previous.get((name, where), "")
+
+
+def record_use(name: str, use: str, folder: Path | None = None) -> None:
+    """Record ``use`` in this process's slot, for the process that takes the slot next."""
+    where = folder if folder is not None else _default_folder()
+    slot(name, where)
+    with _lock:
+        descriptor = _held[(name, where)][2]
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, use.encode(), 0)
 
 
 def host_slot(name: str) -> str:

@@ -9,13 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conveyor.slots import slot
+from conveyor.slots import previous_use, record_use, slot
 
 _HOLDER = """
 import sys
 from pathlib import Path
-from conveyor.slots import slot
-print(slot(sys.argv[1], Path(sys.argv[2])), flush=True)
+from conveyor.slots import previous_use, record_use, slot
+name, folder = sys.argv[1], Path(sys.argv[2])
+print(slot(name, folder), previous_use(name, folder) or "-", flush=True)
+record_use(name, "transactional", folder)
 sys.stdin.read()  # hold the slot until the test closes stdin (or kills this process)
 """
 
@@ -29,7 +31,8 @@ class Holder:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert self.process.stdout is not None
-        self.slot = int(self.process.stdout.readline())
+        number, self.previous = self.process.stdout.readline().split()
+        self.slot = int(number)
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -58,6 +61,8 @@ def test_live_processes_hold_distinct_slots_and_a_replacement_takes_the_killed_o
         first.kill()  # a crash: no clean-up ran, the operating system freed the lock
         replacement = Holder("app", tmp_path)
         assert replacement.slot == 0
+        assert first.previous == "-"
+        assert replacement.previous == "transactional", "what its predecessor recorded"
         replacement.end()
     finally:
         for holder in (first, second, other_app):
@@ -77,3 +82,9 @@ def test_a_process_keeps_its_slot_and_a_forked_child_takes_its_own(tmp_path: Pat
     with os.fdopen(read) as answer:
         assert int(answer.read()) != mine
     os.waitpid(child, 0)
+
+
+def test_what_a_process_records_is_read_by_the_next_one_in_its_slot(tmp_path: Path) -> None:
+    assert previous_use("mine", tmp_path) == ""
+    record_use("mine", "transactional", tmp_path)
+    assert (tmp_path / f"mine.{slot('mine', tmp_path)}.lock").read_text() == "transactional"

@@ -779,7 +779,14 @@ class Listener:
         """The committed offsets do not come: an open transaction may hold them. If it is the
         one a crashed predecessor in this process's slot left, initializing the app's
         transactional producer (the slot's ``transactional.id``) aborts it now, instead of
-        after the broker's ``transaction.timeout.ms``."""
+        after the broker's ``transaction.timeout.ms``. On a thread of its own: the listener
+        goes on asking meanwhile (and an app that never made transactions loses nothing but
+        a producer when a slow answer was all it was)."""
+        threading.Thread(
+            target=self._fence_now, name=f"conveyor-fence-{self.name}", daemon=True
+        ).start()
+
+    def _fence_now(self) -> None:
         try:
             self.context.transactional_producer().transactions.initialize()
         except Exception as exc:  # reported: the offsets are asked for again all the same

@@ -26,6 +26,7 @@ BENCH = Path(__file__).parents[3] / "bench"
         ("virtual_partitions", ["--scale", "0.1", "--seconds", "0.5", "--lanes", "1,4"]),
         ("connector_latency", ["--seconds", "0.5", "--only", "broadcast, 64 lanes"]),
         ("scaling", ["--messages", "3000", "--nodes", "1,2"]),
+        ("eos_recovery", ["--fenced-only"]),
     ],
 )
 def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstrap: str) -> None:

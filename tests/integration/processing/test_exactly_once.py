@@ -157,7 +157,7 @@ def test_transactions_do_not_nest_and_a_plain_app_refuses_nothing(
     assert "do not nest" in str(errors[0])
 
 
-KILLS = int(os.environ.get("CONVEYOR_EOS_KILLS", "12"))
+KILLS = int(os.environ.get("CONVEYOR_EOS_KILLS", "6"))
 """Kill rounds of the repeated-kill test (``CONVEYOR_EOS_KILLS=20`` for the long form)."""
 
 

@@ -105,6 +105,28 @@ def test_an_error_report_raises_with_librdkafkas_name() -> None:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("code", "persistence"),
+    [
+        (KafkaError._MSG_TIMED_OUT, "possibly_persisted"),  # sent, its acknowledgement lost?
+        (KafkaError.REQUEST_TIMED_OUT, "possibly_persisted"),
+        (KafkaError._PURGE_INFLIGHT, "possibly_persisted"),
+        (KafkaError._PURGE_QUEUE, "not_persisted"),  # never left the client
+        (KafkaError.MSG_SIZE_TOO_LARGE, "not_persisted"),  # refused whole by the broker
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, "not_persisted"),
+        (KafkaError.NOT_ENOUGH_REPLICAS, "not_persisted"),
+    ],
+)
+def test_a_delivery_error_says_whether_the_message_may_be_in_the_log(
+    code: int, persistence: str
+) -> None:
+    handle = DeliveryHandle()
+    handle(KafkaError(code), FakeMessage(1))
+    error = handle.error()
+    assert error is not None
+    assert error.persistence == persistence
+
+
 def test_a_burst_completes_after_its_last_delivery() -> None:
     batch = BatchDeliveryHandle(3)
     for offset in range(2):
