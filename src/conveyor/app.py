@@ -222,7 +222,13 @@ class App:
         ``instance_id`` setting, else the host name and the process's slot on the host: see
         :mod:`conveyor.slots`), so that a restart fences what a crashed process left open."""
         client_id = self.settings.client_id
-        instance = self.settings.instance_id or host_slot(self._slot_name)
+        instance = self.settings.instance_id
+        if instance is None:
+            try:
+                instance = host_slot(self._slot_name)
+            except OSError as exc:  # no writable temporary folder: unique, not stable
+                _log.warning("no slot for a stable transactional.id (%s): using the pid", exc)
+                instance = f"{socket.gethostname()}-pid{os.getpid()}"
         return f"{client_id}-conveyor-{instance}"
 
     @property
@@ -239,9 +245,9 @@ class App:
                 settings = producer_settings(self.settings.kafka)
                 settings["transactional.id"] = self.transactional_id
                 settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
-                self._transactional_producer = self._new_producer(settings)
+                producer = self._transactional_producer = self._new_producer(settings)
                 if self.settings.instance_id is None:  # the slot's next holder fences at start
-                    record_use(self._slot_name, _TRANSACTIONAL)
+                    producer.transactions.on_first_begin = self._record_transactional
             return self._transactional_producer
 
     # -- running ------------------------------------------------------------------------------
@@ -303,11 +309,23 @@ class App:
         if ev.APP_RUNNING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_RUNNING, app=self)
 
+    def _record_transactional(self) -> None:
+        try:
+            record_use(self._slot_name, _TRANSACTIONAL)
+        except OSError as exc:  # no slot folder: only the fence at a stalled fetch is left
+            _log.warning("could not record transactions in this process's slot: %s", exc)
+
     def _fence_predecessor(self) -> None:
         """The process that held this slot before made transactions (and may have crashed in
         one, holding its offsets): initialize this one's transactional producer, with the
         same ``transactional.id``, now, beside the start (Kafka aborts what was left open)."""
-        if self.settings.instance_id is not None or previous_use(self._slot_name) != _TRANSACTIONAL:
+        if self.settings.instance_id is not None:
+            return
+        try:
+            if previous_use(self._slot_name) != _TRANSACTIONAL:
+                return
+        except OSError as exc:  # no writable temporary folder: no slot to read
+            _log.warning("could not read this process's slot: %s", exc)
             return
 
         def fence() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,8 +50,8 @@ _OBJECTS = ("_cb", "logger")
 
 
 def check_kafka_values(kafka: Mapping[str, Any], where: str = "kafka") -> None:
-    """Each librdkafka setting in ``kafka`` has a value librdkafka can take: a string, a number
-    or a bool (a callable for its ``*_cb`` callbacks), and the ones Conveyor reads itself a
+    """Each librdkafka setting in ``kafka`` has a value librdkafka can take: a string, a number,
+    a bool or a path (a callable for callbacks), and the ones Conveyor reads itself a
     whole number. ``None`` is refused with a hint: leaving a setting out gives its default
     (librdkafka aborts the process on some, ``group.id`` among them).
 
@@ -58,7 +59,7 @@ def check_kafka_values(kafka: Mapping[str, Any], where: str = "kafka") -> None:
         ConfigurationError: naming the setting and the type it takes.
     """
     for name, value in kafka.items():
-        if name.endswith(_OBJECTS):
+        if name.endswith(_OBJECTS) or callable(value):  # callbacks (on_delivery too), a logger
             if value is None or (name.endswith("_cb") and not callable(value)):
                 raise ConfigurationError(
                     f'{where}["{name}"] must be a callable, got {value!r}', name
@@ -70,7 +71,7 @@ def check_kafka_values(kafka: Mapping[str, Any], where: str = "kafka") -> None:
                 "setting out for its default)",
                 name,
             )
-        if not isinstance(value, str | int | float | bool):
+        if not isinstance(value, str | int | float | bool | os.PathLike):
             raise ConfigurationError(
                 f'{where}["{name}"] must be a string, a number or a bool, got '
                 f"{type(value).__name__} {value!r}",

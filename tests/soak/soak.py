@@ -96,7 +96,7 @@ class Soak:
         self.bootstrap = ""
         self.faults: list[Fault] = []
         self.samples: dict[int, Samples] = {}
-        self.progress: list[tuple[float, int]] = []  # (monotonic, copies written)
+        self.progress: list[tuple[float, int]] = []  # (monotonic, inputs committed)
         self.stopping = threading.Event()
         self.swarm: subprocess.Popen[bytes] | None = None
         self.feeder: subprocess.Popen[bytes] | None = None
@@ -211,6 +211,9 @@ class Soak:
         memory, threads and descriptors are what the checks judge)."""
         assert self.swarm is not None
         victims = [pid for pid in _children(self.swarm.pid) if _node(pid) != WITNESS]
+        if not victims:  # node 2 between two lives: nothing to kill this time
+            fault.target = "node 2 (being replaced)"
+            return
         victim = self.rng.choice(victims)
         fault.target = f"node 2, pid {victim}"
         os.kill(victim, signal.SIGKILL)
@@ -245,20 +248,21 @@ class Soak:
         return self.progress[-1][1] if self.progress else 0
 
     def _watch_progress(self) -> None:
+        """Progress is the exactly-once group's committed input offsets: they move only when a
+        transaction commits (an output topic's watermarks move for aborted ones too, and for
+        the markers a fence writes)."""
         # a broker going away is the point here: librdkafka's notices of it are noise
         reader = confluent_kafka.Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": "soak-watch", "log_level": 3}
-        )
-        partitions = [confluent_kafka.TopicPartition(self.topics["eos"], p) for p in range(6)]
+            {"bootstrap.servers": self.bootstrap, "group.id": "soak-eos", "log_level": 3}
+        )  # asks for the group's offsets; never subscribes, so never joins it
+        partitions = [confluent_kafka.TopicPartition(self.topics["in"], p) for p in range(6)]
         try:
             while not self.stopping.wait(0.5):
                 try:
-                    total = sum(
-                        reader.get_watermark_offsets(tp, timeout=2, cached=False)[1]
-                        for tp in partitions
-                    )
+                    found = reader.committed(partitions, timeout=2)
                 except confluent_kafka.KafkaException:
-                    continue  # a broker is down or frozen: ask again
+                    continue  # a broker down or frozen, offsets held by a transaction: again
+                total = sum(max(tp.offset, 0) for tp in found)
                 now = time.monotonic()
                 if not self.progress or total > self.progress[-1][1]:
                     self.progress.append((now, total))
@@ -288,7 +292,9 @@ class Soak:
         by_group: dict[str, int] = Counter()
         for lag in lags:
             if lag.topic == self.topics["in"]:
-                by_group[lag.group] += lag.lag or 0
+                if lag.lag is None:
+                    return False  # not known: not drained
+                by_group[lag.group] += lag.lag
         return len(by_group) == 2 and not any(by_group.values())
 
     def _wait(self, condition: Any, timeout: float) -> bool:

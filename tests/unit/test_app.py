@@ -4,11 +4,13 @@ start that fails leaves nothing running."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conveyor import App, ConfigurationError, Consumer, Producer
+from conveyor.validation import check_kafka_values
 
 
 class Noop(Consumer):
@@ -59,6 +61,18 @@ def test_a_kafka_setting_of_the_wrong_type_is_named_for_app_and_producer(
             build({"bootstrap.servers": "127.0.0.1:1", name: value})
         assert raised.value.setting == name
         assert name in str(raised.value)
+
+
+def test_paths_and_callbacks_librdkafka_takes_stay_accepted(tmp_path: Path) -> None:
+    """The type check refuses None and containers, not what confluent-kafka converts or calls."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    settings = {"bootstrap.servers": "127.0.0.1:1", "ssl.ca.location": ca,
+                "on_delivery": lambda *_: None, "error_cb": lambda *_: None}  # fmt: skip
+    check_kafka_values(settings)
+    for wrong in ([], {"a": 1}, b"bytes"):
+        with pytest.raises(ConfigurationError):
+            check_kafka_values({"ssl.ca.location": wrong})
 
 
 @pytest.mark.parametrize(

@@ -165,6 +165,7 @@ class Listener:
             on_error=self._on_offsets_error,
         )
         self.executors: dict[Partition, PartitionExecutor] = {}
+        self._direct_start: list[Partition] | None = None  # a direct assignment not made yet
         self._assigned: set[Partition] = set()
         self._group_metadata: Any = None
         self._retiring: dict[Partition, PartitionExecutor] = {}
@@ -203,10 +204,8 @@ class Listener:
         return self._group_id
 
     def start(self) -> None:
-        if self.direct:
-            partitions = [(r.name, p) for r in self.routes.values() for p in r.assign or ()]
-            self._client.assign(self._positions.resolve(partitions, self._group_id))
-            self._assigned_now(partitions)
+        if self.direct:  # assigned on the listener's thread: a failure is the listener's crash
+            self._direct_start = [(r.name, p) for r in self.routes.values() for p in r.assign or ()]
         else:
             self._client.subscribe(
                 list(self.routes), self._on_assign, self._on_revoke, self._on_lost
@@ -417,9 +416,10 @@ class Listener:
             self._run_here_counted(job)
         finally:
             with self._role:
-                self._inline_since = 0.0
-                self._inline_job = None
                 handed = self._thread is not threading.current_thread()
+                if not handed:  # after a hand-over the record is the successor's
+                    self._inline_since = 0.0
+                    self._inline_job = None
         if handed:
             raise _HandedOver
 
@@ -452,6 +452,10 @@ class Listener:
 
     def _run(self) -> None:
         try:
+            partitions, self._direct_start = self._direct_start, None
+            if partitions is not None:
+                self._client.assign(self._positions.resolve(partitions, self._group_id))
+                self._assigned_now(partitions)
             self._loop()
         except _HandedOver:
             return  # another thread holds the listener's role now

@@ -72,6 +72,7 @@ MESSAGE_TIMEOUT_MARGIN = 1.0
 """Seconds past ``message.timeout.ms`` by which a ``produce_sync`` without a ``timeout`` (and
 without the producer's ``wait_timeout``) has returned or raised."""
 _REPORT_MARGIN = MESSAGE_TIMEOUT_MARGIN - EXPLAIN_TIMEOUT
+_NO_DEADLINE = 365 * 24 * 3600.0
 # How long a thread waiting for room in a full queue sleeps at most between re-checks,
 # should a delivery report's signal have come just before it started waiting.
 _ROOM_RECHECK = 0.05
@@ -642,9 +643,10 @@ class Producer(_Dispatcher):
         # messages runs about every second): a call waits that long and a little more, the
         # check that explains a timeout included, so that it never outlives the setting by more
         # than MESSAGE_TIMEOUT_MARGIN.
-        self._default_wait = (
-            wait if wait is not None else self.settings.message_timeout + _REPORT_MARGIN
-        )
+        timeout = self.settings.message_timeout
+        if wait is None and timeout == 0:  # message.timeout.ms=0: librdkafka waits forever
+            wait = _NO_DEADLINE
+        self._default_wait = wait if wait is not None else timeout + _REPORT_MARGIN
         self._closing = threading.Event()
         self._reloads = 0
         self._undelivered = 0

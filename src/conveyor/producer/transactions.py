@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,8 @@ class Transactions:
         self._lock = threading.Lock()
         self._owner: int | None = None
         self._initialized_for: object = None
+        self.on_first_begin: Callable[[], None] | None = None
+        """Called once, when the first transaction begins (the app records it in its slot)."""
 
     def active(self) -> bool:
         """Whether the calling thread is inside ``with producer.transaction():``."""
@@ -121,6 +123,9 @@ class Transactions:
             client.init_transactions(_TIMEOUT)
             self._initialized_for = client
         client.begin_transaction()
+        first, self.on_first_begin = self.on_first_begin, None
+        if first is not None:
+            first()
         if ev.TRANSACTION_STARTED in producer.monitor.subscribed:
             producer.monitor.instrument(ev.TRANSACTION_STARTED, producer_id=producer.id)
         return client
