@@ -386,7 +386,12 @@ class Listener:
     def _call(self, action: Callable[[], Any], timeout: float | None = None) -> Any:
         """Run ``action`` on the listener thread and wait for its result (woken by a Future).
 
-        Returns ``None`` when the listener does not get to it in time (stopped or stuck)."""
+        Returns ``None`` when the listener does not get to it in time (stopped or stuck).
+
+        On the listener's own thread the action runs at once. A batch on that thread that
+        outlives ``_TAKE_OVER_AFTER`` has a successor polling beside it: an action it started
+        before the hand-over finishes beside the successor's loop, so such actions must only
+        make librdkafka calls (commit, group metadata), never change the listener's state."""
         if threading.current_thread() is self._thread:
             return action()
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
