@@ -74,6 +74,10 @@ class Tracker:
         self.report_bytes = 0
         self.installed = False
         """Whether the reports and errors topics exist (checked when reporting starts)."""
+        self._checked = False
+        # errors seen before the first check said whether the topics exist (a consumer can fail
+        # before the tracker's first list of topics returns): published once it says they do
+        self._early: list[dict[str, Any]] = []
         self._warned = False
 
     # -- monitor listeners ----------------------------------------------------------------------
@@ -119,14 +123,18 @@ class Tracker:
     def _error(self, event: Event) -> None:
         if event.get("label") == LABEL or event.get("topic") in self.topics.names:
             return  # the web UI's own messages failed: logged, never fed back into the topic
-        if not self.installed:
-            return
         with self._lock:
+            if not self.installed:
+                if not self._checked and len(self._early) < _MAX_ERRORS_PER_INTERVAL:
+                    self._early.append(error_record(event, self.id, self.app.settings.client_id))
+                return
             self._errors += 1
             if self._errors_sent_this_interval >= _MAX_ERRORS_PER_INTERVAL:
                 return
             self._errors_sent_this_interval += 1
-        record = error_record(event, self.id, self.app.settings.client_id)
+        self._publish(error_record(event, self.id, self.app.settings.client_id))
+
+    def _publish(self, record: dict[str, Any]) -> None:
         try:
             self.app.producer.produce_async(
                 topic=self.topics.errors, key=self.id, payload=json_dumps(record), label=LABEL
@@ -160,12 +168,20 @@ class Tracker:
             existing = set(self.app.admin.list_topics())
         except Exception as exc:
             _log.warning("the web UI's reporting cannot list topics (%s); reporting anyway", exc)
-            self.installed = True
-            return
-        missing = [
-            name for name in (self.topics.reports, self.topics.errors) if name not in existing
-        ]
-        self.installed = not missing
+            missing = []
+        else:
+            missing = [
+                name for name in (self.topics.reports, self.topics.errors) if name not in existing
+            ]
+        with self._lock:
+            self.installed = not missing
+            self._checked = True
+            early, self._early = self._early, []
+            if self.installed:
+                self._errors += len(early)
+                self._errors_sent_this_interval += len(early)
+        for record in early if self.installed else []:
+            self._publish(record)
         if missing and not self._warned:
             self._warned = True
             _log.warning(

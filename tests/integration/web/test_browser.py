@@ -87,7 +87,7 @@ def site(
         assert eventually(lambda: get_json(f"{url}/api/status")["ok"], 90), get_json(
             f"{url}/api/status"
         )
-        assert eventually(lambda: get_json(f"{url}/api/errors")["paging"]["total"] >= 1, 180)
+        assert eventually(lambda: get_json(f"{url}/api/errors")["paging"]["total"] >= 1, 60)
         yield url
     finally:
         for process in (server, ui):
