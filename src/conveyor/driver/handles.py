@@ -392,7 +392,6 @@ class BatchDeliveryHandle(_Waitable):
         "_reports",
         "count",
         "keep_reports",
-        "on_delivery",
     )
 
     def __init__(
@@ -416,14 +415,17 @@ class BatchDeliveryHandle(_Waitable):
         self._errors: list[tuple[Any, Any, Any]] = []
         self._notify = notify
         self._every = every  # notify of every delivery, not only failures
-        self.on_delivery = self._shared_callback()
         if count == 0:
             self._state = _DONE
 
-    def _shared_callback(self) -> Callable[[Any, Any], None]:
+    def shared_callback(self) -> Callable[[Any, Any], None]:
         """The delivery callback of every unlabeled message, doing as little as possible:
         closure variables are cheaper to reach than attributes, and keeping the message
-        objects alive would cost the garbage collector more than everything else here."""
+        objects alive would cost the garbage collector more than everything else here.
+
+        Made once per burst by the producer and never kept on the handle: the callback holds
+        the handle, and a handle holding its callback would be a reference cycle, freed only by
+        the garbage collector's rare full collections (the soak saw thousands wait there)."""
         advance = self._counter.__next__
         observe = self._observe
         complete = self._complete

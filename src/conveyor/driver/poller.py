@@ -41,6 +41,13 @@ _IDLE_SLICE = 0.1
 _BACKSTOP = 0.005
 
 
+class _Stopped:
+    """A stopped poller's client: nothing to serve."""
+
+    def poll(self, timeout: float = 0.0) -> int:
+        return 0
+
+
 class Poller:
     """Serves ``client.poll`` on a daemon thread until :meth:`stop`.
 
@@ -183,10 +190,15 @@ class Poller:
                 changed.release()
         return True
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread after its current poll; safe to call twice or from the thread itself."""
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the thread after its current poll; safe to call twice or from the thread itself.
+        Returns True when the thread has ended: then the poller has let its client go."""
         self._running = False
         with self._changed:
             self._changed.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+        if self._thread.is_alive():
+            return False
+        self._client = _Stopped()
+        return True

@@ -41,6 +41,32 @@ EXPLAIN_TIMEOUT = 0.3
 does in milliseconds; one that does not must not hold the caller much past its deadline)."""
 
 
+class _ClosedProducer:
+    """What a closed client calls instead of librdkafka's producer: nothing is queued, nothing
+    is served, and anything sent fails."""
+
+    def __len__(self) -> int:
+        return 0
+
+    def poll(self, timeout: float = 0.0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0.0) -> int:
+        return 0
+
+    def purge(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        def closed(*args: Any, **kwargs: Any) -> Any:
+            raise KafkaError(f"the producer's client is closed ({name} refused)")
+
+        return closed
+
+
+_CLOSED = _ClosedProducer()
+
+
 class ProducerClient:
     """One librdkafka producer and its poller thread.
 
@@ -246,13 +272,23 @@ class ProducerClient:
         return int(self._kafka.flush(timeout))
 
     def close(self, timeout: float) -> int:
-        """Flush, purge what is left (its handles fail), stop the poller; return how many were purged."""
+        """Flush, purge what is left (its handles fail), stop the poller and let librdkafka's
+        producer go; return how many were purged."""
         remaining = self.flush(timeout) if timeout > 0 else len(self._kafka)
         if remaining:
             self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
             self._kafka.flush(min(5.0, max(timeout, 1.0)))  # serves the purge reports
-        self.poller.stop()
+        if self.poller.stop():
+            self._release()
         return remaining
+
+    def _release(self) -> None:
+        """Drop every reference to librdkafka's producer, so that it is destroyed (its threads
+        and sockets gone) now: it and this client refer to each other (its callbacks), and
+        such a cycle waits for the garbage collector's rare full collections. A producer
+        replaced after a fatal error was found alive, threads and all, minutes later."""
+        self._kafka = _CLOSED
+        self.produce = _CLOSED.produce
 
     # -- transactions -------------------------------------------------------------------------
 

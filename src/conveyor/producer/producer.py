@@ -249,7 +249,7 @@ class _Dispatcher:
             explain=core._explain,
             lead=client.lead,
         )
-        shared = batch.on_delivery
+        shared = batch.shared_callback()
         produce = client.produce
         sent = 0
         topic = ""

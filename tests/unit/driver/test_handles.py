@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import threading
 import time
 from typing import Any
@@ -129,8 +130,9 @@ def test_a_delivery_error_says_whether_the_message_may_be_in_the_log(
 
 def test_a_burst_completes_after_its_last_delivery() -> None:
     batch = BatchDeliveryHandle(3)
+    on_delivery = batch.shared_callback()
     for offset in range(2):
-        batch.on_delivery(None, FakeMessage(0, offset))
+        on_delivery(None, FakeMessage(0, offset))
     assert not batch.done()
     batch.labeled("last")(None, FakeMessage(0, 2))
     assert batch.done()
@@ -140,8 +142,9 @@ def test_a_burst_completes_after_its_last_delivery() -> None:
 
 def test_a_burst_with_failures_lists_them() -> None:
     batch = BatchDeliveryHandle(2, keep_reports=True)
-    batch.on_delivery(None, FakeMessage(0, 0))
-    batch.on_delivery(FakeError(), FakeMessage(0, 1))
+    on_delivery = batch.shared_callback()
+    on_delivery(None, FakeMessage(0, 0))
+    on_delivery(FakeError(), FakeMessage(0, 1))
     with pytest.raises(BatchDeliveryError) as raised:
         batch.wait(0)
     assert raised.value.delivered == 1
@@ -150,12 +153,28 @@ def test_a_burst_with_failures_lists_them() -> None:
 
 def test_a_truncated_burst_completes_with_what_was_sent() -> None:
     batch = BatchDeliveryHandle(5)
-    batch.on_delivery(None, FakeMessage())
-    batch.on_delivery(None, FakeMessage())
+    on_delivery = batch.shared_callback()
+    on_delivery(None, FakeMessage())
+    on_delivery(None, FakeMessage())
     batch.truncate(2)
     assert batch.done()
     empty = BatchDeliveryHandle(0)
     assert empty.done()
+
+
+def test_a_burst_is_freed_without_the_garbage_collector() -> None:
+    """No reference cycle: once its callback is gone (librdkafka served every message), the
+    handle goes at once, not at Python's next full collection."""
+    gc.disable()
+    try:
+        batch = BatchDeliveryHandle(1)
+        on_delivery = batch.shared_callback()
+        on_delivery(None, FakeMessage())
+        alive = id(batch)
+        del batch, on_delivery
+        assert alive not in {id(o) for o in gc.get_objects() if type(o) is BatchDeliveryHandle}
+    finally:
+        gc.enable()
 
 
 def test_future_handles_wake_on_the_future_and_map_errors() -> None:
