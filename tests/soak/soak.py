@@ -26,6 +26,7 @@ message copied). Exit status 0 when every invariant held.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -73,12 +74,28 @@ class Fault:
 
 
 @dataclass
+class Kinds:
+    """What one process holds, by kind: threads by name, descriptors by kind, objects by type
+    (the commonest), bytes allocated by source line (when traced)."""
+
+    threads: Counter[str]
+    descriptors: Counter[str]
+    objects: Counter[str] = field(default_factory=Counter)
+    allocations: Counter[str] = field(default_factory=Counter)
+    garbage: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
 class Samples:
     """One node's RSS (bytes), threads and descriptors over time: (seconds alive, rss, thr, fd)."""
 
     born: float
     node: int | None
     rows: list[tuple[float, int, int, int]] = field(default_factory=list)
+    # what the threads and descriptors were, first after the first minute and last: (threads by
+    # name, descriptors by kind), so a growth says what grew
+    settled: Kinds | None = None
+    last: Kinds | None = None
 
 
 class Soak:
@@ -98,6 +115,8 @@ class Soak:
         self.samples: dict[int, Samples] = {}
         self.progress: list[tuple[float, int]] = []  # (monotonic, inputs committed)
         self.stopping = threading.Event()
+        self.sampling = threading.Event()
+        self.sampling.set()
         self.swarm: subprocess.Popen[bytes] | None = None
         self.feeder: subprocess.Popen[bytes] | None = None
         self.feeder_starts = 0
@@ -124,8 +143,11 @@ class Soak:
             if not self._wait(lambda: self._copies() > 0, 120):
                 raise RuntimeError("nothing was copied within 2 minutes of the start")
             self._inject_faults(time.monotonic() + self.minutes * 60)
+            self.sampling.clear()  # judged up to here: the drain and the stop come next
             self._stop_feeder()
             drained = self._wait(self._drained, 240)
+            if not drained:
+                self._dump_stacks()
             self._stop_swarm()
             self.stopping.set()
             return self._check(drained)
@@ -155,7 +177,7 @@ class Soak:
     def _env(self) -> dict[str, str]:
         env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=self.bootstrap, INPUT=self.topics["in"],
                    OUTPUT=self.topics["eos"], RELAY=self.topics["relay"], DLQ=self.topics["dlq"],
-                   WEB_PREFIX=self.web_prefix)  # fmt: skip
+                   WEB_PREFIX=self.web_prefix, SOAK_WORKDIR=str(self.workdir))  # fmt: skip
         env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
         return env
 
@@ -178,6 +200,23 @@ class Soak:
         self.feeder.send_signal(signal.SIGTERM)
         if self.feeder.wait(60) != 0:
             raise RuntimeError(f"the feeder exited with {self.feeder.returncode}")
+
+    def _dump_stacks(self) -> None:
+        """Not drained: every node writes its threads' stacks to the swarm's log (SIGUSR2,
+        see soak_app.py), so that what holds it up can be read there."""
+        assert self.swarm is not None
+        for pid in _children(self.swarm.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR2)
+        threading.Event().wait(3.0)  # a moment to write them
+        console.print(f"  not drained: the nodes' stacks are in {self.workdir / 'swarm.log'}")
+        with contextlib.suppress(Exception), Admin({"bootstrap.servers": self.bootstrap}) as admin:
+            for topic in self.topics.values():
+                for info in admin.topic_info(topic).partitions:
+                    console.print(
+                        f"  {topic}/{info.partition}: leader {info.leader}, "
+                        f"in sync {info.in_sync_replicas}"
+                    )
 
     def _stop_swarm(self) -> None:
         assert self.swarm is not None
@@ -274,7 +313,7 @@ class Soak:
 
     def _sample_nodes(self) -> None:
         while not self.stopping.wait(5.0):
-            if self.swarm is None:
+            if self.swarm is None or not self.sampling.is_set():
                 continue
             for pid in _children(self.swarm.pid):
                 row = _usage(pid)
@@ -284,6 +323,11 @@ class Soak:
                 if samples is None:
                     samples = self.samples[pid] = Samples(time.monotonic(), _node(pid))
                 samples.rows.append((time.monotonic() - samples.born, *row))
+                if samples.node == WITNESS and samples.rows[-1][0] >= 60:
+                    kinds = _kinds(pid, self.workdir)
+                    if kinds is not None:
+                        samples.last = kinds
+                        samples.settled = samples.settled or kinds
 
     def _drained(self) -> bool:
         """Both groups committed everything the feeder wrote."""
@@ -368,6 +412,13 @@ class Soak:
             judged[f"node {pid}: threads {threads0} -> {threads1}, fds {fds0} -> {fds1}"] = (
                 threads1 <= threads0 + 2 and fds1 <= fds0 + 8
             )
+            if samples.settled and samples.last:
+                for what in ("threads", "descriptors", "objects", "allocations", "garbage"):
+                    first, last = getattr(samples.settled, what), getattr(samples.last, what)
+                    grew = {name: last[name] - first[name] for name in first | last
+                            if last[name] != first[name]}  # fmt: skip
+                    largest = dict(sorted(grew.items(), key=lambda kv: -abs(kv[1]))[:12])
+                    console.print(f"  witness {what} that changed after minute 1: {largest}")
         return judged
 
     def _print(
@@ -518,6 +569,31 @@ def _usage(pid: int) -> tuple[int, int, int] | None:
         return rss, int(status["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
     except (OSError, KeyError, ValueError):
         return None
+
+
+def _kinds(pid: int, workdir: Path) -> Kinds | None:
+    """What ``pid`` holds now: its threads by name (librdkafka's native names, and the Python
+    names the app writes to ``diagnostics-<pid>.json``), its descriptors by kind (socket,
+    pipe, file...) and the app's own counts of objects by type and of allocations by line."""
+    try:
+        threads = Counter(
+            (task / "comm").read_text().strip() for task in Path(f"/proc/{pid}/task").iterdir()
+        )
+        descriptors: Counter[str] = Counter()
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            target = os.readlink(fd)
+            descriptors[target.split(":")[0] if ":" in target else re.sub(r"\d+", "N", target)] += 1
+    except OSError:
+        return None
+    kinds = Kinds(threads, descriptors)
+    written = workdir / f"diagnostics-{pid}.json"
+    with contextlib.suppress(OSError, ValueError):  # not written yet: the next sample reads it
+        diagnostics = json.loads(written.read_text())
+        kinds.threads.update(f"py:{name}" for name in diagnostics["threads"])
+        kinds.objects.update(dict(diagnostics["objects"]))
+        kinds.allocations.update(dict(diagnostics["allocations"]))
+        kinds.garbage.update(dict(diagnostics["garbage"]))
+    return kinds
 
 
 def _free_base() -> int:
