@@ -19,10 +19,10 @@ from conveyor.errors import ConfigurationError, ConveyorError, NotAssignedError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
+from conveyor.liveness import Liveness
 from conveyor.metrics import Metrics
 from conveyor.processing import ProcessingContext, Runner
 from conveyor.processing.event_loop import EventLoopThread
-from conveyor.processing.liveness import Liveness
 from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
@@ -142,14 +142,14 @@ class App:
         self.crash: BaseException | None = None
         self.state = "idle"
         self._closing_hooks: list[Callable[[], None]] = []
-        self.web = Web(self)
-        """The web UI's side of the app: ``app.web.enable()`` turns reporting on."""
         self.tracing = Tracing(self.monitor)
         """OpenTelemetry tracing: ``app.tracing.enable()`` (extra ``conveyor[otel]``)."""
         self.latency = Latency(self.monitor)
         """Per-stage latency histograms: ``app.latency.enable()``, ``app.latency.snapshot()``."""
         self.metrics = Metrics(self)
         """Prometheus metrics: ``app.metrics.enable()``, ``app.metrics.serve(9464)``."""
+        self.web = Web(self, metrics=self.metrics, latency=self.latency)
+        """The web UI's side of the app: ``app.web.enable()`` turns reporting on."""
         self._recurring: RecurringTasks | None = None
         self.schedules = Schedules(self)
         """Scheduled messages: ``app.schedules.enable()`` dispatches ``producer.produce_at``."""

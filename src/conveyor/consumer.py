@@ -14,7 +14,7 @@ from conveyor.messages import Message, Messages, piped_message
 from conveyor.producer import BatchDeliveryHandle, DeliveryHandle, DeliveryReport, Producer
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.host import Host
     from conveyor.processing.executor import PartitionExecutor
     from conveyor.routing.topic import Topic
 
@@ -70,7 +70,7 @@ class Consumer:
     virtual_partition: int | None = None
     """The lane this instance runs (``0 .. max_partitions - 1``) on a route with
     ``virtual_partitions``; ``None`` without them."""
-    app: App
+    app: Host
     _executor: PartitionExecutor
     _transaction: _TransactionScope | None = None
 

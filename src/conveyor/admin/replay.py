@@ -11,7 +11,7 @@ from conveyor.errors import ConveyorError, KafkaError, WaitTimeoutError
 from conveyor.instrumentation import events as ev
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.host import Host
 
 __all__ = ["redrive_dead_letters", "replay_dead_letters", "restored"]
 
@@ -36,7 +36,7 @@ def restored(raw: Any, dlq_topic: str, to: str | None) -> dict[str, Any]:
     return {"topic": target, "payload": raw.value(), "key": raw.key(), "headers": kept}
 
 
-def _reader(app: App, group: str, monitor: Any) -> ConsumerClient:
+def _reader(app: Host, group: str, monitor: Any) -> ConsumerClient:
     kafka = {
         k: v
         for k, v in app.settings.kafka.items()
@@ -60,7 +60,7 @@ def _reader(app: App, group: str, monitor: Any) -> ConsumerClient:
 
 
 def replay_dead_letters(
-    app: App,
+    app: Host,
     dlq_topic: str,
     to: str | None = None,
     limit: int | None = None,
@@ -142,7 +142,7 @@ _RUN_GAP = 1_000  # selected offsets further apart than this are read as separat
 
 
 def redrive_dead_letters(
-    app: App,
+    app: Host,
     dlq_topic: str,
     selection: Iterable[tuple[int, int]],
     to: str | None = None,

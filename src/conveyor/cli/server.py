@@ -157,7 +157,9 @@ def run_until_signalled(
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGTSTP, on_quiet)
-    start_heartbeat(app)  # a swarm node's beat to its supervisor (nothing otherwise)
+    start_heartbeat(
+        app, app.liveness.check
+    )  # a swarm node's beat to its supervisor (nothing otherwise)
     try:
         app.run(consumer_groups=groups, subscription_groups=subscriptions, topics=topics)
     except Exception as exc:

@@ -18,7 +18,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.metrics.statistics import StatisticsGauge, gauges_of
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.host import Host
     from conveyor.instrumentation import Event
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
@@ -66,7 +66,7 @@ class Metrics:
     ``statistics.interval.ms``.
     """
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: Host) -> None:
         self.app = app
         self.enabled = False
         self.registry: Any = None

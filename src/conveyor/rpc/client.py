@@ -8,10 +8,9 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.admin import Admin
-from conveyor.app import App
 from conveyor.errors import ConfigurationError, RemoteError, RpcClientClosedError, RpcTimeoutError
 from conveyor.instrumentation import Monitor
 from conveyor.instrumentation import events as ev
@@ -20,6 +19,9 @@ from conveyor.messages import Message
 from conveyor.producer import Producer
 from conveyor.rpc.handlers import JSON, Codec
 from conveyor.tracing import Tracing
+
+if TYPE_CHECKING:
+    from conveyor.host import Host
 
 __all__ = ["Client"]
 
@@ -90,7 +92,7 @@ class Client:
 
     def __init__(
         self,
-        app_or_kafka: App | Mapping[str, Any],
+        app_or_kafka: Host | Mapping[str, Any],
         *,
         commands_topic: str,
         results_topic: str,
@@ -105,17 +107,17 @@ class Client:
                 f"retries must be a whole number >= 0, got {retries!r}", "retries"
             )
         self._tracing: Tracing | None = None
-        if isinstance(app_or_kafka, App):
+        if isinstance(app_or_kafka, Mapping):
+            kafka = dict(app_or_kafka)
+            self._producer = Producer(kafka)
+            self._owns_producer = True
+            self.monitor = monitor or Monitor()
+        else:
             kafka = dict(app_or_kafka.settings.kafka)
             self._producer = app_or_kafka.producer
             self._owns_producer = False
             self._tracing = app_or_kafka.tracing
             self.monitor = monitor or app_or_kafka.monitor
-        else:
-            kafka = dict(app_or_kafka)
-            self._producer = Producer(kafka)
-            self._owns_producer = True
-            self.monitor = monitor or Monitor()
         self.headers = list((headers or {}).items())
         self.retries = retries
         self.codec = codec

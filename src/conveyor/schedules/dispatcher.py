@@ -36,8 +36,8 @@ from conveyor.schedules.wire import (
 )
 
 if TYPE_CHECKING:
-    from conveyor.app import App
     from conveyor.processing.executor import PartitionExecutor
+    from conveyor.routing.host import RoutedHost
 
 __all__ = ["Schedules"]
 
@@ -64,7 +64,7 @@ class Schedules:
                             payload=b"...", key="user-7")
     """
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: RoutedHost) -> None:
         self.app = app
         self.topic = DEFAULT_TOPIC
         self.enabled = False

@@ -27,8 +27,8 @@ from conveyor.instrumentation import events as ev
 from conveyor.schedules.cron import Cron
 
 if TYPE_CHECKING:
-    from conveyor.app import App
     from conveyor.instrumentation import Event
+    from conveyor.routing.host import RoutedHost
 
 __all__ = ["DEFAULT_TOPIC", "RecurringTasks"]
 
@@ -50,7 +50,7 @@ class _Task:
 class RecurringTasks:
     """The recurring tasks of one app (made by the first ``app.recurring(...)``)."""
 
-    def __init__(self, app: App, topic: str = DEFAULT_TOPIC) -> None:
+    def __init__(self, app: RoutedHost, topic: str = DEFAULT_TOPIC) -> None:
         self.app = app
         self.topic = topic
         self.tasks: dict[str, _Task] = {}

@@ -31,7 +31,7 @@ from conveyor.web.probe import thread_stacks
 from conveyor.web.tracking import LABEL
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.host import Host
     from conveyor.producer import Producer
     from conveyor.web.topics import WebTopics
 
@@ -250,7 +250,7 @@ class CommandHandler:
     """Carries out the commands for this process while the app runs (on a thread of its own,
     reading the commands topic from its end) and answers each."""
 
-    def __init__(self, app: App, topics: WebTopics, process_id: str) -> None:
+    def __init__(self, app: Host, topics: WebTopics, process_id: str) -> None:
         self.app = app
         self.topics = topics
         self.id = process_id

@@ -24,7 +24,8 @@ from conveyor.web.reports import ProcessSampler, build_report
 from conveyor.web.topics import WebTopics
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.host import Host
+    from conveyor.tracing.latency import Latency
 
 __all__ = ["LABEL", "Tracker", "process_id"]
 
@@ -51,8 +52,11 @@ class Tracker:
     app's consumers stopped and before its producer closes.
     """
 
-    def __init__(self, app: App, topics: WebTopics, interval: float) -> None:
+    def __init__(
+        self, app: Host, topics: WebTopics, interval: float, latency: Latency | None = None
+    ) -> None:
         self.app = app
+        self.latency = latency
         self.topics = topics
         self.interval = interval
         self.id = process_id()
@@ -227,8 +231,8 @@ class Tracker:
         )
         if state is not None:
             report["process"]["state"] = state
-        latency = self.app.latency
-        if latency.active:  # per-stage latency, when the app measures it
+        latency = self.latency
+        if latency is not None and latency.active:  # per-stage latency, when the app measures it
             report["latency"] = {
                 topic: {stage: summary.to_dict() for stage, summary in stages.items()}
                 for topic, stages in latency.snapshot().items()

@@ -16,7 +16,9 @@ from conveyor.web.topics import WebTopics
 from conveyor.web.tracking import Tracker
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.metrics.prometheus import Metrics
+    from conveyor.routing.host import RoutedHost
+    from conveyor.tracing.latency import Latency
     from conveyor.web.data import WebData
 
 __all__ = ["Web"]
@@ -31,8 +33,14 @@ class Web:
         asgi = app.web.asgi()            # mount it in Starlette or FastAPI, or `conveyor web`
     """
 
-    def __init__(self, app: App) -> None:
+    def __init__(
+        self, app: RoutedHost, metrics: Metrics | None = None, latency: Latency | None = None
+    ) -> None:
         self.app = app
+        self.metrics = metrics
+        """The app's metrics, which the UI's ``/metrics`` serves when they are enabled."""
+        self.latency = latency
+        """The app's per-stage latency, which the reports carry when it is measured."""
         self.topics = WebTopics()
         self.tracking_interval = 5.0
         self.enabled = False
@@ -76,7 +84,7 @@ class Web:
             self.enabled = True
         self.topics = topics or self.topics
         self.tracking_interval = float(tracking_interval)
-        self.tracker = Tracker(self.app, self.topics, self.tracking_interval)
+        self.tracker = Tracker(self.app, self.topics, self.tracking_interval, self.latency)
         self.tracker.attach()
         if commands:
             self.commands = CommandHandler(self.app, self.topics, self.tracker.id)
@@ -174,4 +182,4 @@ class Web:
             raise ConfigurationError(
                 f"the web UI needs the web extra: pip install 'conveyor[web]' ({exc})", "web"
             ) from exc
-        return create_asgi(self.app, self.data, self.access)
+        return create_asgi(self, self.data, self.access)

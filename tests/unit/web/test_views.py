@@ -58,7 +58,7 @@ def app() -> App:
 
 
 def views(data: FakeData, the_app: App | None = None) -> Views:
-    return Views(the_app or app(), cast(WebData, data), clock=lambda: NOW)
+    return Views((the_app or app()).web, cast(WebData, data), clock=lambda: NOW)
 
 
 def state(

@@ -20,7 +20,7 @@ from conveyor.web.ui.views import NotFound, Page
 
 if TYPE_CHECKING:
     from conveyor.admin import Admin
-    from conveyor.app import App
+    from conveyor.routing.host import RoutedHost
 
 __all__ = ["ExplorerViews", "Redrive", "Redrives"]
 
@@ -101,7 +101,7 @@ class Redrives:
 class ExplorerViews:
     """The explorer's and the DLQs' pages of one app's web UI."""
 
-    def __init__(self, app: App, admin: Callable[[], Admin], explorer: Explorer) -> None:
+    def __init__(self, app: RoutedHost, admin: Callable[[], Admin], explorer: Explorer) -> None:
         self.app = app
         self._admin = admin
         self.explorer = explorer

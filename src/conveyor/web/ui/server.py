@@ -40,7 +40,7 @@ from conveyor.web.ui.guard import CSRF_FIELD, Guard, body_of, form_of, safe_next
 from conveyor.web.ui.views import NotFound, Page, Views
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.web.ui.host import UiHost
 
 __all__ = ["NAVIGATION", "create_asgi"]
 
@@ -125,10 +125,11 @@ def _environment() -> Environment:
     return environment
 
 
-def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
-    """The UI of ``app``, reading ``data`` (started at the first request), behind ``access``
-    (an open UI when ``None``)."""
-    views = Views(app, data)
+def create_asgi(web: UiHost, data: WebData, access: Access | None = None) -> Any:
+    """The UI of ``web`` (an app's ``app.web``), reading ``data`` (started at the first
+    request), behind ``access`` (an open UI when ``None``)."""
+    app = web.app
+    views = Views(web, data)
     explorer = ExplorerViews(app, lambda: views.admin, Explorer(app.settings.kafka))
     environment = _environment()
     guard = Guard(access or Access())
@@ -294,7 +295,7 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
 
     def writable(topic: str) -> None:
         """Refuse to send messages into the web UI's own topics or Kafka's internal ones."""
-        if topic in app.web.topics.names or topic.startswith("__"):
+        if topic in web.topics.names or topic.startswith("__"):
             raise ConfigurationError(f"{topic!r} is internal: messages are not sent there", "to")
 
     async def republish(request: Request) -> Response:
@@ -383,7 +384,7 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
         except ValueError:
             raise ConfigurationError("timeout must be a number of seconds", "timeout") from None
         result = await run_in_threadpool(
-            lambda: app.web.commander().send(name, process=process, by=f"web UI ({guard.user(request) or 'anonymous'})",
+            lambda: web.commander().send(name, process=process, by=f"web UI ({guard.user(request) or 'anonymous'})",
                                              timeout=timeout, **arguments))  # fmt: skip
         status = 200 if result.done else 504 if result.status == "timed out" else 409
         return answer(request, body is not None, f"{name}: {result.status}", result.to_dict(),
@@ -439,13 +440,14 @@ def create_asgi(app: App, data: WebData, access: Access | None = None) -> Any:
 
     def metrics(request: Request) -> Response:
         """The app's Prometheus metrics, when this process has them enabled."""
-        if not app.metrics.enabled:
+        metrics = web.metrics
+        if metrics is None or not metrics.enabled:
             return Response(
                 "metrics are not enabled in this process: call app.metrics.enable()\n",
                 status_code=404,
                 media_type="text/plain",
             )
-        return Response(app.metrics.exposition(), media_type=CONTENT_TYPE)
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     routes.append(Route("/metrics", metrics, name="metrics"))
     routes.append(

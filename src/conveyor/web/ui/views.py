@@ -18,7 +18,7 @@ from conveyor.web.aggregation import DEAD_AFTER_INTERVALS, RESOLUTIONS, process_
 from conveyor.web.data import WebData
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.web.ui.host import UiHost
 
 __all__ = ["PER_PAGE", "RANGES", "NotFound", "Views"]
 
@@ -64,8 +64,9 @@ def paginate(
 class Views:
     """The pages of one app's web UI."""
 
-    def __init__(self, app: App, data: WebData, clock: Callable[[], float] = time.time) -> None:
-        self.app = app
+    def __init__(self, web: UiHost, data: WebData, clock: Callable[[], float] = time.time) -> None:
+        self.web = web
+        self.app = web.app
         self.data = data
         self.clock = clock
         self._admin: Admin | None = None
@@ -322,7 +323,7 @@ class Views:
                 "name": name, "partitions": info.partition_count,
                 "replication_factor": len(info.partitions[0].replicas) if info.partitions else 0,
                 "messages": total, "messages_per_second": round(per_second, 2) if per_second is not None else None,
-                "web": name in self.app.web.topics.names,
+                "web": name in self.web.topics.names,
             })  # fmt: skip
         return Page("Topics", {"topics": rows, "paging": paging, "internal": internal})
 
@@ -381,7 +382,7 @@ class Views:
             checks.append({"name": name, "ok": ok, "detail": detail, "hint": "" if ok else hint})
 
         try:
-            changes = plan(self.admin, self.app.web.topics.declared())
+            changes = plan(self.admin, self.web.topics.declared())
             check("Topics", not changes,
                   "all the web UI's topics exist with their settings" if not changes else "; ".join(f"{c.topic}: {c.detail}" for c in changes),
                   "run `conveyor web install --app ...` (or `conveyor web migrate` to fix settings)")  # fmt: skip
@@ -394,7 +395,7 @@ class Views:
             )
         states = self.data.states()
         newest = max((float(s.get("reported_at") or 0) for s in states.values()), default=None)
-        interval = self.app.web.tracking_interval
+        interval = self.web.tracking_interval
         check("Reports", newest is not None and now - newest <= DEAD_AFTER_INTERVALS * interval,
               "no process has reported yet" if newest is None else f"the newest report is {now - newest:.1f} s old",
               "call app.web.enable() before app.run(), and run the app (conveyor server)")  # fmt: skip

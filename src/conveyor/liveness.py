@@ -22,7 +22,7 @@ from conveyor.errors import ConfigurationError
 from conveyor.validation import check_seconds
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.routing.host import RoutedHost
 
 __all__ = ["Health", "Liveness"]
 
@@ -40,7 +40,7 @@ class Health:
 class Liveness:
     """The liveness of one app (``app.liveness``)."""
 
-    def __init__(self, app: App, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, app: RoutedHost, clock: Callable[[], float] = time.time) -> None:
         self.app = app
         self.consuming_ttl = 300.0
         kafka_interval = app.settings.kafka.get("max.poll.interval.ms", _DEFAULT_POLL_INTERVAL_MS)
