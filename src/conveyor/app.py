@@ -203,6 +203,17 @@ class App:
                 producer = self._producer
         return producer
 
+    def make_producers_with(self, factory: Callable[..., Producer]) -> None:
+        """From now on make the app's producers with ``factory(settings, monitor=...)``
+        (``conveyor.testing`` captures this way). Producers made before are closed at once
+        (what they queued is not sent) and made again, by ``factory``, at their next use."""
+        with self._producer_lock:
+            for previous in (self._producer, self._transactional_producer):
+                if previous is not None:
+                    previous.close(0)
+            self._producer = self._transactional_producer = None
+            self._producer_type = factory
+
     def _new_producer(self, settings: dict[str, Any]) -> Producer:
         """One of the app's producers, with its monitor, tracing and latency stamps."""
         producer = self._producer_type(settings, monitor=self.monitor)

@@ -15,7 +15,7 @@ from conveyor.producer import BatchDeliveryHandle, DeliveryHandle, DeliveryRepor
 
 if TYPE_CHECKING:
     from conveyor.host import Host
-    from conveyor.processing.executor import PartitionExecutor
+    from conveyor.partition import PartitionHandle
     from conveyor.routing.topic import Topic
 
 __all__ = ["Consumer"]
@@ -71,7 +71,7 @@ class Consumer:
     """The lane this instance runs (``0 .. max_partitions - 1``) on a route with
     ``virtual_partitions``; ``None`` without them."""
     app: Host
-    _executor: PartitionExecutor
+    _executor: PartitionHandle
     _transaction: _TransactionScope | None = None
 
     def consume(self) -> Awaitable[None] | None:
@@ -145,12 +145,12 @@ class Consumer:
                 "transaction",
             )
         executor = self._executor
-        if not hasattr(executor, "offsets_in_transactions"):
+        if executor.in_lane:
             raise ConfigurationError(
                 "transaction() is not available in virtual partitions' lanes", "virtual_partitions"
             )
         own_cluster = self.route.kafka.get("bootstrap.servers")
-        if own_cluster and own_cluster != executor.context.settings.kafka.get("bootstrap.servers"):
+        if own_cluster and own_cluster != executor.kafka.get("bootstrap.servers"):
             raise TransactionError(
                 f"{self.topic} is read from another cluster ({own_cluster}) than the app's "
                 "transactional producer writes to: a transaction cannot commit its offsets"
@@ -196,7 +196,7 @@ class Consumer:
     def collapsed(self) -> bool:
         """Whether the partition runs in one lane, in strict order, after a failure (with
         virtual partitions; always False without them)."""
-        return bool(getattr(self._executor, "collapsed", False))
+        return self._executor.collapsed
 
     def is_revoked(self) -> bool:
         """Whether the partition was taken from this process (a long job may stop early)."""
@@ -334,7 +334,7 @@ class _TransactionScope:
 
     __slots__ = ("executor", "next_offset", "refused")
 
-    def __init__(self, executor: PartitionExecutor) -> None:
+    def __init__(self, executor: PartitionHandle) -> None:
         self.executor = executor
         self.next_offset: int | None = None
         self.refused = False

@@ -109,19 +109,16 @@ class _SinkTrace:
     """With tracing on: the spans of one batch handed to a sink (``queued``, ``published``)."""
 
     def __init__(self, consumer: Consumer, sink: Any) -> None:
-        lane = consumer._executor
-        executor = getattr(lane, "executor", lane)  # a lane stands in for its partition
-        self.tracing = executor.context.tracing
-        self.polls = executor.polls
-        self.group = executor.group_id
+        handle = consumer._executor
+        self.tracing = handle.tracing
+        self.polls = handle.polls
+        self.group = handle.group_id
         self.sink = type(sink).__name__
         self.handed = time.time()
 
     @staticmethod
     def of(consumer: Consumer, sink: Any) -> _SinkTrace | None:
-        lane = consumer._executor
-        executor = getattr(lane, "executor", lane)
-        tracing = executor.context.tracing
+        tracing = consumer._executor.tracing
         return _SinkTrace(consumer, sink) if tracing is not None and tracing.enabled else None
 
     def done(self, records: Sequence[Message], results: Any, error: Exception | None) -> None:

@@ -18,7 +18,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
     from conveyor.tracing import ProcessSpan
+    from conveyor.tracing.tracer import Tracing
 
 __all__ = ["ListenerActions", "PartitionExecutor", "RunningBatch"]
 
@@ -332,6 +333,21 @@ class PartitionExecutor:
     def collapsed(self) -> bool:
         """Whether its virtual partitions run in one lane after a failure (never without them)."""
         return False
+
+    @property
+    def in_lane(self) -> bool:
+        """Its consumer runs in no virtual partition's lane (a lane says True)."""
+        return False
+
+    @property
+    def kafka(self) -> Mapping[str, Any]:
+        """The app's librdkafka settings."""
+        return self.context.settings.kafka
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """The app's tracing (``None`` when the app has none)."""
+        return self.context.tracing
 
     def first_waiting(self) -> Any | None:
         """The first message fetched and not processed yet (``None``: none)."""

@@ -36,7 +36,7 @@ from conveyor.schedules.wire import (
 )
 
 if TYPE_CHECKING:
-    from conveyor.processing.executor import PartitionExecutor
+    from conveyor.partition import PartitionHandle
     from conveyor.routing.host import RoutedHost
 
 __all__ = ["Schedules"]
@@ -71,7 +71,7 @@ class Schedules:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._pending: dict[int, dict[str, _Entry]] = {}
-        self._executors: dict[int, PartitionExecutor] = {}
+        self._executors: dict[int, PartitionHandle] = {}
         self._last_seen: dict[int, int] = {}
         self._caught_up: set[int] = set()
         self._heaps: dict[int, list[tuple[float, int, str]]] = {}  # per partition: (at, seq, id)
@@ -125,7 +125,7 @@ class Schedules:
 
     # -- loading (worker threads) -------------------------------------------------------------
 
-    def _load(self, executor: PartitionExecutor, batch: list[Any]) -> None:
+    def _load(self, executor: PartitionHandle, batch: list[Any]) -> None:
         partition = executor.partition
         with self._changed:
             if executor.revoked or self._executors.get(partition, executor) is not executor:
@@ -169,14 +169,14 @@ class Schedules:
             self._changed.notify_all()
         self._mark(partition)
 
-    def _caught_up_with(self, executor: PartitionExecutor) -> None:
+    def _caught_up_with(self, executor: PartitionHandle) -> None:
         with self._changed:
             self._executors[executor.partition] = executor
             self._pending.setdefault(executor.partition, {})
             self._caught_up.add(executor.partition)
             self._changed.notify_all()
 
-    def _forget(self, executor: PartitionExecutor) -> None:
+    def _forget(self, executor: PartitionHandle) -> None:
         partition = executor.partition
         with self._changed:
             if self._executors.get(partition, executor) is not executor:

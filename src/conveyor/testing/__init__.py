@@ -23,6 +23,8 @@ captured after each test.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from conveyor.testing.capture import Captured, CapturingProducer, capture, produced
 from conveyor.testing.partition import (
     DeadLetter,
@@ -36,6 +38,9 @@ from conveyor.testing.partition import (
     revoke,
 )
 from conveyor.testing.records import Record
+
+if TYPE_CHECKING:
+    from conveyor.testing.host import AppUnderTest
 
 __all__ = [
     "Captured",
@@ -56,10 +61,8 @@ __all__ = [
 ]
 
 
-def clear(app: object) -> None:
+def clear(app: AppUnderTest) -> None:
     """Forget what ``app``'s producers captured (see :func:`capture`)."""
-    from conveyor.app import App  # noqa: PLC0415 - keeps this package light to import
-
-    if not isinstance(app, App):
+    if not callable(getattr(app, "make_producers_with", None)):
         raise TypeError(f"clear() takes a conveyor.App, not {type(app).__name__}")
     capture(app).clear()

@@ -24,7 +24,7 @@ from conveyor.producer.partitioners import Partitioner, partitioner_for
 from conveyor.testing.records import Record, as_bytes, raw_headers
 
 if TYPE_CHECKING:
-    from conveyor.app import App
+    from conveyor.testing.host import AppUnderTest
 
 __all__ = ["CaptureClient", "Captured", "CapturingProducer", "capture", "produced"]
 
@@ -228,11 +228,11 @@ class CapturingProducer(Producer):
         return client
 
 
-_captures: weakref.WeakKeyDictionary[App, Captured] = weakref.WeakKeyDictionary()
+_captures: weakref.WeakKeyDictionary[AppUnderTest, Captured] = weakref.WeakKeyDictionary()
 _captures_lock = threading.Lock()
 
 
-def capture(app: App, partitions: Mapping[str, int] | None = None) -> Captured:
+def capture(app: AppUnderTest, partitions: Mapping[str, int] | None = None) -> Captured:
     """Make ``app``'s producer (and its transactional producer) capture what they are given
     instead of sending it, and return what they captured so far. Calling it again returns the
     same :class:`Captured` (``partitions`` are added to what it knows).
@@ -250,23 +250,19 @@ def capture(app: App, partitions: Mapping[str, int] | None = None) -> Captured:
         return found
 
 
-def _declared_partitions(app_ref: weakref.ref[App], topic: str) -> int | None:
+def _declared_partitions(app_ref: weakref.ref[AppUnderTest], topic: str) -> int | None:
     app = app_ref()  # a weak reference: what an app captured must not keep the app alive
     routes = app.routes.find(topic) if app is not None else []
     return next((route.partitions for route in routes if route.partitions), None)
 
 
-def _install(app: App, captured: Captured) -> None:
-    """From now on the app makes producers that capture (with the settings it always uses)."""
-    with app._producer_lock:
-        for previous in (app._producer, app._transactional_producer):
-            if previous is not None and not isinstance(previous, CapturingProducer):
-                previous.close(0)  # made before the test captured: nothing of it is kept
-        app._producer = app._transactional_producer = None
-        app._producer_type = partial(CapturingProducer, captured=captured)
+def _install(app: AppUnderTest, captured: Captured) -> None:
+    """From now on the app makes producers that capture (with the settings it always uses);
+    those made before the test captured are closed, nothing of them kept."""
+    app.make_producers_with(partial(CapturingProducer, captured=captured))
 
 
-def produced(app: App, topic: str | None = None) -> list[Message]:
+def produced(app: AppUnderTest, topic: str | None = None) -> list[Message]:
     """The messages ``app``'s producers were given (committed ones, for transactions), in
     order, as :class:`~conveyor.Message` objects: ``payload``, ``key`` and ``headers`` decoded
     by the route of their topic when the app consumes it (else JSON, UTF-8 and a dict), the
@@ -277,7 +273,7 @@ def produced(app: App, topic: str | None = None) -> list[Message]:
     return [Message(record, _deserializers(app, record.topic())) for record in records]
 
 
-def _deserializers(app: App, topic: str) -> Deserializers:
+def _deserializers(app: AppUnderTest, topic: str) -> Deserializers:
     for route in app.routes:
         if route.name == topic or (route.pattern is not None and route.matches(topic)):
             return route.deserializers

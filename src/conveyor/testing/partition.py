@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,11 +26,13 @@ from conveyor.producer.messages import (
 )
 from conveyor.testing.capture import capture
 from conveyor.testing.records import Record, as_bytes, raw_headers
+from conveyor.tracing.latency import PollTimes
 
 if TYPE_CHECKING:
-    from conveyor.app import App
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
+    from conveyor.testing.host import AppUnderTest
+    from conveyor.tracing.tracer import Tracing
 
 __all__ = [
     "DeadLetter",
@@ -92,22 +95,18 @@ class Recorded:
         return max((mark.offset for mark in self.marks), default=None)
 
 
-@dataclass
-class _Context:
-    settings: Any
-
-
 class TestPartition:
     """The partition a consumer under test serves (see the module's text)."""
 
     __test__ = False  # not a pytest test class, despite its name
 
-    def __init__(self, app: App, route: Topic, topic: str, partition: int) -> None:
+    def __init__(self, app: AppUnderTest, route: Topic, topic: str, partition: int) -> None:
         self.app = app
         self.route = route
         self.topic = topic
         self.partition = partition
-        self.context = _Context(app.settings)
+        self.polls = PollTimes()
+        """When each fetch came: none here (a test's messages are given, not fetched)."""
         self.recorded = Recorded()
         self.attempt = 0
         self.revoked = False
@@ -118,6 +117,26 @@ class TestPartition:
     @property
     def group_id(self) -> str:
         return self.route.consumer_group
+
+    @property
+    def collapsed(self) -> bool:
+        return False
+
+    @property
+    def in_lane(self) -> bool:
+        return False
+
+    @property
+    def high_watermark(self) -> int | None:
+        return self.next_offset
+
+    @property
+    def kafka(self) -> Mapping[str, Any]:
+        return self.app.settings.kafka
+
+    @property
+    def tracing(self) -> Tracing | None:
+        return self.app.tracing
 
     def producer(self) -> Producer:
         return self.app.producer
@@ -170,7 +189,7 @@ class TestPartition:
 
 
 def consumer_for(
-    app: App, topic: str, partition: int = 0, *, consumer_group: str | None = None
+    app: AppUnderTest, topic: str, partition: int = 0, *, consumer_group: str | None = None
 ) -> Consumer:
     """A new instance of the consumer ``app`` routes ``topic`` to, serving ``partition``,
     without a broker. Feed it with :func:`produce`, run it with :func:`consume` (or call its
@@ -216,7 +235,7 @@ def consumer_for(
     instance.partition = partition
     instance.route = route
     instance.app = app
-    instance._executor = executor  # type: ignore[assignment]
+    instance._executor = executor
     instance.messages = executor.messages()
     return instance
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from conveyor.app import App
     from conveyor.consumer import Consumer
+    from conveyor.testing.host import AppUnderTest
 
 __all__ = ["conveyor_app", "conveyor_consumer", "pytest_addoption"]
 
@@ -33,7 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture
-def conveyor_app(request: pytest.FixtureRequest) -> Iterator[App]:
+def conveyor_app(request: pytest.FixtureRequest) -> Iterator[AppUnderTest]:
     """The app named by the ``conveyor_app`` ini option or ``$CONVEYOR_APP``, capturing
     (what it captured is cleared before and after the test)."""
     from conveyor.cli.loading import load_app  # noqa: PLC0415 - only when a test asks
@@ -54,7 +54,7 @@ def conveyor_app(request: pytest.FixtureRequest) -> Iterator[App]:
 
 
 @pytest.fixture
-def conveyor_consumer(conveyor_app: App) -> Iterator[Callable[..., Consumer]]:
+def conveyor_consumer(conveyor_app: AppUnderTest) -> Iterator[Callable[..., Consumer]]:
     """Makes the consumers of ``conveyor_app``'s routes (what the app captured is cleared
     before and after the test, also when ``conveyor_app`` is a fixture of your own)."""
     from conveyor.testing import capture, consumer_for  # noqa: PLC0415

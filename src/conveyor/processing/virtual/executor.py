@@ -27,10 +27,11 @@ import inspect
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from conveyor.processing.timers import Timer, Timers
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
+    from conveyor.tracing.tracer import Tracing
 
 __all__ = ["Lane", "VirtualPartitionExecutor"]
 
@@ -148,6 +150,48 @@ class Lane:
     @property
     def collapsed(self) -> bool:
         return self.executor.collapsed
+
+    @property
+    def topic(self) -> str:
+        return self.executor.topic
+
+    @property
+    def partition(self) -> int:
+        return self.executor.partition
+
+    @property
+    def in_lane(self) -> bool:
+        return True
+
+    @property
+    def high_watermark(self) -> int | None:
+        return self.executor.high_watermark
+
+    @property
+    def kafka(self) -> Mapping[str, Any]:
+        return self.executor.kafka
+
+    @property
+    def tracing(self) -> Tracing | None:
+        return self.executor.tracing
+
+    @property
+    def polls(self) -> PollTimes:
+        return self.executor.polls
+
+    def transactional_producer(self) -> Producer:
+        return self.executor.transactional_producer()
+
+    def offsets_in_transactions(self) -> None:
+        raise ConfigurationError(
+            "transaction() is not available in virtual partitions' lanes", "virtual_partitions"
+        )
+
+    def group_metadata(self) -> Any:
+        return self.executor.group_metadata()
+
+    def forget_group_metadata(self) -> None:
+        self.executor.forget_group_metadata()
 
     def __repr__(self) -> str:
         executor = self.executor
@@ -529,7 +573,7 @@ class VirtualPartitionExecutor(PartitionExecutor):
         consumer.partition = self.partition
         consumer.route = self.route
         consumer.virtual_partition = lane.index
-        consumer._executor = lane  # type: ignore[assignment]  # the lane stands in for it
+        consumer._executor = lane  # the lane stands in for its partition
         self.context.prepare_consumer(consumer)
         if self.consumer is None:
             self.consumer = consumer  # the one the listener and the snapshot look at
