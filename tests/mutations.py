@@ -164,10 +164,37 @@ MUTATIONS = (
     Mutation(
         "web: consumer errors not published to the errors topic",
         "conveyor/web/tracking.py",
-        (("        if not self.installed:\n            return\n", "        return\n"),),
+        (
+            (
+                "    def _publish(self, record: dict[str, Any]) -> None:\n        try:",
+                "    def _publish(self, record: dict[str, Any]) -> None:\n        return\n        try:",
+            ),
+        ),
         (
             "tests/integration/web/test_reporting.py::test_an_exception_in_a_consumer_shows_on_the_errors_page_with_its_traceback",
         ),
+    ),
+    Mutation(
+        "web: an error before the tracker's first look at the topics dropped",
+        "conveyor/web/tracking.py",
+        (
+            (
+                "                    self._early.append(error_record(event, self.id, self.app.settings.client_id))",
+                "                    pass",
+            ),
+        ),
+        ("tests/unit/web/test_tracking.py",),
+    ),
+    Mutation(
+        "producer: a closed client keeps librdkafka's producer (until a full collection)",
+        "conveyor/driver/producers.py",
+        (
+            (
+                "        if self.poller.stop():\n            self._release()\n",
+                "        self.poller.stop()\n",
+            ),
+        ),
+        ("tests/unit/driver/test_producers.py",),
     ),
     Mutation(
         "web: lag left out of the metric series",

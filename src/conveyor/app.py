@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from conveyor.admin import Admin
-from conveyor.connect.consumer import SinkBinding
+from conveyor.connect.lifecycle import close_sinks, open_sinks
 from conveyor.consumer import Consumer
 from conveyor.driver.clients import check_settings
 from conveyor.errors import ConfigurationError, ConveyorError, NotAssignedError
@@ -22,7 +22,6 @@ from conveyor.iterator import Iterator
 from conveyor.liveness import Liveness
 from conveyor.metrics import Metrics
 from conveyor.processing import ProcessingContext, Runner
-from conveyor.processing.event_loop import EventLoopThread
 from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
@@ -308,7 +307,7 @@ class App:
         if self._logging is not None:  # logging may have been set up since the app was built
             self._logging.refresh()
         try:
-            self._open_sinks(routes, self._runner.event_loop)
+            open_sinks(self.routes.sinks, {route.name for route in routes}, self._runner.event_loop)
         except BaseException:  # a sink that cannot open: nothing runs
             self._runner.discard()
             self._runner = None
@@ -498,7 +497,9 @@ class App:
             self.monitor.instrument(ev.APP_STOPPING, app=self)
         deadline = time.monotonic() + self.settings.shutdown_timeout
         clean = (
-            self._runner.shut_down(deadline, self._close_sinks)
+            self._runner.shut_down(
+                deadline, lambda event_loop: close_sinks(self.routes.sinks, event_loop)
+            )
             if self._runner is not None
             else True
         )
@@ -516,38 +517,6 @@ class App:
         if ev.APP_STOPPED in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_STOPPED, app=self, clean=clean and self.crash is None)
         self._stopped.set()
-
-    def _open_sinks(self, routes: list[Topic], event_loop: EventLoopThread) -> None:
-        """Open the sinks of ``routes`` before anything is consumed (an async one on the
-        event loop its lanes run on); one that cannot open closes the ones opened before."""
-        names = {route.name for route in routes}
-        opened = []
-        try:
-            for binding in self.routes.sinks:
-                if binding.topic in names:
-                    if binding.asynchronous:  # on the loop its lanes will run on
-                        event_loop.call(binding.open_async(), timeout=60)
-                    else:
-                        binding.open()
-                    opened.append(binding)
-        except BaseException:
-            self._close_sinks(event_loop, opened)
-            raise
-
-    def _close_sinks(
-        self, event_loop: EventLoopThread, bindings: Iterable[SinkBinding] | None = None
-    ) -> None:
-        """After the consumers stopped: flush and close every sink (an async one on the
-        event loop its lanes ran on); a sink that fails to close is logged."""
-        for binding in self.routes.sinks if bindings is None else bindings:
-            try:
-                if binding.asynchronous:
-                    if binding.opened:
-                        event_loop.call(binding.close_async(), timeout=30)
-                else:
-                    binding.close()
-            except Exception:
-                _log.exception("the sink of %r failed to close", binding.topic)
 
     def add_closing_hook(self, hook: Callable[[], None]) -> None:
         """Call ``hook()`` when the app stops, after its consumers stopped and before its

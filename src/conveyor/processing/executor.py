@@ -22,13 +22,13 @@ from collections.abc import Callable, Coroutine, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, Messages
 from conveyor.processing.backlog import Backlog
 from conveyor.processing.filters import Filtered, apply_filters
 from conveyor.processing.snapshot import LaneState
-from conveyor.processing.workers import run_hook
 from conveyor.tracing.latency import PollTimes
 
 if TYPE_CHECKING:

@@ -32,13 +32,13 @@ from conveyor.driver.consumers import (
     raw_topic,
 )
 from conveyor.errors import KafkaError, NotAssignedError
+from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.positions import StartPositions, initial_position
 from conveyor.processing.strategies import Backoff, FailurePolicy
 from conveyor.processing.virtual import VirtualPartitionExecutor
-from conveyor.processing.workers import run_hook
 
 if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext

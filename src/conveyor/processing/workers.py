@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-__all__ = ["PoolUsage", "WorkerPool", "run_hook"]
+from conveyor.hook_results import close_thread_loop
+
+__all__ = ["PoolUsage", "WorkerPool"]
 
 Job = Callable[[], None]
-
-_local = threading.local()
-
-
-_PLAIN_RESULTS = frozenset({bool, bytes, dict, float, int, list, str, tuple})
-
-
-def run_hook(result: Any) -> Any:
-    """Finish a hook's result: await it on this worker's own event loop when it is a coroutine."""
-    # A plain function's result: None, or a value (an RPC handler's) that is no awaitable
-    # (inspect.isawaitable costs an ABC check).
-    if result is None or type(result) in _PLAIN_RESULTS:
-        return result
-    if inspect.isawaitable(result):
-        loop = getattr(_local, "loop", None)
-        if loop is None:
-            loop = _local.loop = asyncio.new_event_loop()
-        return loop.run_until_complete(result)
-    return result
 
 
 @dataclass(frozen=True)
@@ -113,9 +93,7 @@ class WorkerPool:
             finally:
                 total[index] += clock() - started
                 since[index] = 0.0
-        loop = getattr(_local, "loop", None)
-        if loop is not None:
-            loop.close()
+        close_thread_loop()
 
     def usage(self) -> PoolUsage:
         """A reading of how busy the pool is (safe from any thread)."""

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from conveyor.consumer import Consumer
+from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
-from conveyor.processing.workers import run_hook
 from conveyor.rpc.arguments import ArgumentChecker
 from conveyor.serialization import json_dumps, json_loads
 

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from conveyor.processing.workers import WorkerPool, run_hook
+from conveyor.hook_results import run_hook
+from conveyor.processing.workers import WorkerPool
 
 
 def test_jobs_run_in_parallel_on_the_pool() -> None:
