@@ -29,7 +29,8 @@ NAMES_APP = {"conveyor.app", "conveyor"}  # App's module and the package that ex
 
 
 UNTIED_YET = pytest.mark.xfail(
-    strict=True, reason="issue 34: the long modules and functions are being cut (this turns green then)"
+    strict=True,
+    reason="issue 34: the long modules and functions are being cut (this turns green then)",
 )
 
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from conveyor.cli.main import cli
 from conveyor.web.access import verify_password
 from conveyor.web.ui.explorer_views import Redrive
-from conveyor.web.ui.server import _environment
+from conveyor.web.ui.rendering import environment as _environment
 
 PAGE: dict[str, Any] = {
     "base": "", "title": "t", "client_id": "shop", "active": "", "csrf_field": "csrf_token",

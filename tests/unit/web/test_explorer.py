@@ -20,7 +20,7 @@ from conveyor.web.explorer import (
     parse_json_path,
     parse_time,
 )
-from conveyor.web.ui.server import _environment  # the UI's own Jinja environment
+from conveyor.web.ui.rendering import environment as _environment  # the UI's own Jinja environment
 from unit.processing.fakes import FakeRaw
 
 

@@ -1,0 +1,154 @@
+"""The web UI's actions (POST, behind the guard): republish a message, redrive dead letters,
+send a command to the app's processes. Each answers JSON to an API call, else a page."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from conveyor.errors import ConfigurationError
+from conveyor.web.commands import COMMANDS, PARTITION_COMMANDS
+from conveyor.web.explorer import parse_time
+from conveyor.web.ui.guard import body_of, form_of
+from conveyor.web.ui.pages import offset_params
+from conveyor.web.ui.views import NotFound
+
+if TYPE_CHECKING:
+    from conveyor.web.ui.rendering import Ui
+
+__all__ = ["Actions"]
+
+
+async def _fields_of(request: Request) -> dict[str, Any] | None:
+    """A JSON request's fields (``None`` for a form post)."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            body = json.loads(await body_of(request))
+        except ValueError:
+            raise ConfigurationError("the request body is not JSON", "body") from None
+        if not isinstance(body, dict):
+            raise ConfigurationError("the request body must be a JSON object", "body")
+        return body
+    return None
+
+
+class Actions:
+    """The actions' handlers."""
+
+    def __init__(self, ui: Ui) -> None:
+        self.ui = ui
+        self.guard = ui.guard
+        self.explorer = ui.explorer
+
+    def _writable(self, topic: str) -> None:
+        """Refuse to send messages into the web UI's own topics or Kafka's internal ones."""
+        if topic in self.ui.web.topics.names or topic.startswith("__"):
+            raise ConfigurationError(f"{topic!r} is internal: messages are not sent there", "to")
+
+    async def republish(self, request: Request) -> Response:
+        topic, partition, offset = offset_params(request)
+        body = await _fields_of(request)
+        fields = body if body is not None else await form_of(request)
+        target = str(fields.get("to") or topic).strip()
+        await self.guard.authorize(
+            request, "republish", f"{topic}/{partition}@{offset} -> {target}", body
+        )
+        self._writable(target)
+        raw = await run_in_threadpool(self.explorer.explorer.raw_message, topic, partition, offset)
+        if raw is None:
+            raise NotFound("message", f"{topic}/{partition}@{offset}")
+        admin = self.ui.views.admin
+        if target != topic and target not in set(await run_in_threadpool(admin.list_topics)):
+            raise ConfigurationError(f"topic {target!r} does not exist", "to")
+        producer = self.ui.app.producer
+        report = await run_in_threadpool(lambda: producer.produce_sync(
+            topic=target, payload=raw.value(), key=raw.key(), headers=list(raw.headers() or []), timeout=30))  # fmt: skip
+        result = {"status": "done", "from": f"{topic}/{partition}@{offset}", "topic": report.topic,
+                  "partition": report.partition, "offset": report.offset}  # fmt: skip
+        return self.ui.answer(
+            request, body is not None, "Republished", result, "republished.html", "explorer"
+        )
+
+    async def redrive(self, request: Request) -> Response:
+        topic = request.path_params["topic"]
+        body = await _fields_of(request)
+        fields = body if body is not None else await form_of(request)
+        to = str(fields.get("to") or "").strip() or None
+        await self.guard.authorize(request, "redrive", f"{topic} -> {to or 'original'}", body)
+        if to is not None:
+            self._writable(to)
+        if body is not None:
+            refs = [str(ref) for ref in body.get("refs") or []]
+        else:
+            refs = (
+                [str(ref) for ref in fields.getlist("refs")] if hasattr(fields, "getlist") else []
+            )
+        everything = str(fields.get("all") or "") in ("1", "true", "True")
+        job = await run_in_threadpool(self.explorer.redrive, topic, refs, everything, to)
+        if body is not None:
+            return JSONResponse(job.to_dict(), status_code=202)
+        base = request.scope.get("root_path", "")
+        return RedirectResponse(f"{base}/dlq/{quote(topic)}/redrives/{job.id}", status_code=303)
+
+    async def command(self, request: Request) -> Response:
+        body = await _fields_of(request)
+        process = request.path_params.get("process_id")
+        raw_fields = body if body is not None else dict(await form_of(request))
+        name = str(raw_fields.get("command") or "")
+        if name not in COMMANDS:
+            raise ConfigurationError(
+                f"unknown command {name!r}; commands: {', '.join(COMMANDS)}", "command"
+            )
+        process = process or (str(raw_fields.get("process") or "") or None)
+        arguments, target = _arguments(name, raw_fields, process)
+        guard = self.guard
+        await guard.authorize(request, name, target, body if body is not None else raw_fields)
+        try:
+            timeout = min(max(float(str(raw_fields.get("timeout") or 10)), 0.5), 60.0)
+        except ValueError:
+            raise ConfigurationError("timeout must be a number of seconds", "timeout") from None
+        commander = self.ui.web.commander
+        result = await run_in_threadpool(
+            lambda: commander().send(name, process=process, by=f"web UI ({guard.user(request) or 'anonymous'})",
+                                     timeout=timeout, **arguments))  # fmt: skip
+        status = 200 if result.done else 504 if result.status == "timed out" else 409
+        return self.ui.answer(request, body is not None, f"{name}: {result.status}",
+                              result.to_dict(), "command_result.html", "processes", status)  # fmt: skip
+
+
+def _arguments(
+    name: str, raw_fields: dict[str, Any], process: str | None
+) -> tuple[dict[str, Any], str]:
+    """A command's arguments from the form or JSON fields, and what it targets (for the
+    guard's log): a partition command's topic, partition and options, checked."""
+    if name not in PARTITION_COMMANDS:
+        return {}, process or ""
+    arguments: dict[str, Any] = {"topic": str(raw_fields.get("topic") or "")}
+    try:
+        arguments["partition"] = int(str(raw_fields.get("partition")))
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            "a partition command needs a partition number", "partition"
+        ) from None
+    fields = dict(raw_fields)
+    to = str(fields.pop("to", "") or "").strip()  # the page's one seek field
+    if name == "seek" and to:
+        fields["offset" if to.isdigit() else "time"] = to
+    for option in ("until", "offset", "time", "group"):
+        value = fields.get(option)
+        if value in (None, ""):
+            continue
+        if option == "offset" and str(value).isdigit():
+            value = int(str(value))
+        elif option in ("until", "time") and isinstance(value, str):
+            value = parse_time(value).isoformat()  # as in the explorer: no zone is UTC
+        arguments[option] = value
+    target = f"{arguments['topic']}/{arguments['partition']}"
+    if process:
+        target += f" in {process}"
+    return arguments, target
