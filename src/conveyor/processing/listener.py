@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext
     from conveyor.processing.timers import Timers
     from conveyor.routing.topic import Topic
+    from conveyor.settings import AppSettings
 
 __all__ = ["Listener"]
 
@@ -117,31 +118,7 @@ class Listener:
         # it back while workers run Python, so take what librdkafka holds in large gulps.
         self._drain = max(self.max_messages * 10, 5_000)
         self.direct = routes[0].direct
-        config: dict[str, Any] = {
-            # When librdkafka's queue is full it waits fetch.queue.backoff.ms (1 s by default)
-            # before fetching that partition again; a listener that hands messages to workers
-            # fills the queue in bursts, and the full second showed as a 4x throughput loss.
-            "fetch.queue.backoff.ms": 10,
-            **settings.kafka,
-            **routes[0].kafka,  # the listener's routes share their own settings (see the runner)
-            "group.id": group_id,
-            "client.id": f"{settings.client_id}-{name}",
-            # Offsets are committed by the listener: what workers marked, every interval, at
-            # revocation and at shutdown; librdkafka never commits on its own.
-            "enable.auto.commit": False,
-        }
-        if any(route.pattern is not None for route in routes):
-            # New topics that match a pattern join at the next metadata refresh (librdkafka:
-            # every 5 min): sooner, unless the app chose.
-            config.setdefault("topic.metadata.refresh.interval.ms", 10_000)
-        # The route's initial_offset wins; without one the app's own auto.offset.reset holds
-        # (librdkafka's name, honoured), and Conveyor's default is to read from the start.
-        initial = routes[0].initial_offset
-        if initial is not None:
-            config["auto.offset.reset"] = initial
-        else:
-            config.setdefault("auto.offset.reset", "earliest")
-        config.pop("transactional.id", None)
+        config = consumer_config(settings, routes, group_id, f"{settings.client_id}-{name}")
         # librdkafka's group protocols: eager (the default) replaces the whole assignment at
         # each rebalance; cooperative-sticky and KIP-848's consumer protocol add and remove.
         self._incremental = config.get("group.protocol") == "consumer" or "cooperative" in str(
@@ -827,3 +804,36 @@ class Listener:
             )  # fmt: skip
         else:
             _log.error("%s: %s", self.name, error)
+
+
+def consumer_config(
+    settings: AppSettings, routes: list[Topic], group_id: str, client_id: str
+) -> dict[str, Any]:
+    """The librdkafka settings of the consumer of a listener of ``routes`` (which share their
+    own settings, see the runner): the app's, the routes', and what the listener needs."""
+    config: dict[str, Any] = {
+        # When librdkafka's queue is full it waits fetch.queue.backoff.ms (1 s by default)
+        # before fetching that partition again; a listener that hands messages to workers
+        # fills the queue in bursts, and the full second showed as a 4x throughput loss.
+        "fetch.queue.backoff.ms": 10,
+        **settings.kafka,
+        **routes[0].kafka,  # the listener's routes share their own settings (see the runner)
+        "group.id": group_id,
+        "client.id": client_id,
+        # Offsets are committed by the listener: what workers marked, every interval, at
+        # revocation and at shutdown; librdkafka never commits on its own.
+        "enable.auto.commit": False,
+    }
+    if any(route.pattern is not None for route in routes):
+        # New topics that match a pattern join at the next metadata refresh (librdkafka:
+        # every 5 min): sooner, unless the app chose.
+        config.setdefault("topic.metadata.refresh.interval.ms", 10_000)
+    # The route's initial_offset wins; without one the app's own auto.offset.reset holds
+    # (librdkafka's name, honoured), and Conveyor's default is to read from the start.
+    initial = routes[0].initial_offset
+    if initial is not None:
+        config["auto.offset.reset"] = initial
+    else:
+        config.setdefault("auto.offset.reset", "earliest")
+    config.pop("transactional.id", None)
+    return config

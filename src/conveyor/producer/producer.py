@@ -276,22 +276,8 @@ class _Dispatcher:
                         payload, key = message["payload"], message.get("key")
                         arguments: tuple[Any, ...] = (topic, payload, key, -1, shared)
                     else:
-                        topic, payload, key, partition, timestamp, headers, label = fields
-                        callback = shared if label is None else batch.labeled(label)
-                        if core._send_hooks:
-                            headers, hooked = core._hook(topic, key, partition, headers, callback)
-                            if hooked is not None:
-                                callback = hooked
-                        arguments = (
-                            topic,
-                            payload,
-                            key,
-                            partition,
-                            callback,
-                            None,
-                            timestamp,
-                            headers,
-                        )
+                        topic = fields[0]
+                        arguments, hooked = core._full_arguments(fields, shared, batch)
                     try:
                         try:
                             produce(*arguments)
@@ -886,6 +872,20 @@ class Producer(_Dispatcher):
             if result is not None:
                 current = check_message(result)
         return current
+
+    def _full_arguments(
+        self, fields: tuple[Any, ...], shared: Any, batch: BatchDeliveryHandle
+    ) -> tuple[tuple[Any, ...], _Hooked | None]:
+        """librdkafka's produce arguments for a burst's message off the common shapes (a
+        partition, a timestamp, headers or a label), its send hooks applied."""
+        topic, payload, key, partition, timestamp, headers, label = fields
+        callback = shared if label is None else batch.labeled(label)
+        hooked = None
+        if self._send_hooks:
+            headers, hooked = self._hook(topic, key, partition, headers, callback)
+            if hooked is not None:
+                callback = hooked
+        return (topic, payload, key, partition, callback, None, timestamp, headers), hooked
 
     def _produce_when_room(self, client: ProducerClient, arguments: tuple[Any, ...]) -> None:
         """librdkafka's queue is full: wait for delivery reports to make room, then retry."""
