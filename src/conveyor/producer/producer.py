@@ -637,7 +637,10 @@ class Producer(_Dispatcher):
         self._reloads = 0
         self._undelivered = 0
         self._variants: dict[frozenset[tuple[str, Any]], ProducerClient] = {}
-        self.transactions = Transactions(self)
+        self.transactions = Transactions(
+            self.settings.transactional, self._active_client, self.monitor, self.id,
+            self._report_error,
+        )  # fmt: skip
         self._transactional = self.transactions.enabled
         self._send_hooks: tuple[SendHook, ...] = ()
         self._client = self._new_client(self.settings.kafka, f"conveyor-producer-{self.id}")

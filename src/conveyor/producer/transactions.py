@@ -20,7 +20,7 @@ from conveyor.messages import Message, Messages
 
 if TYPE_CHECKING:
     from conveyor.driver.producers import ProducerClient
-    from conveyor.producer.producer import Producer
+    from conveyor.instrumentation.monitor import Monitor
 
 Offsets = Messages | Iterable[Message | tuple[str, int, int]]
 """What ``send_offsets`` takes: a batch (its last offset is committed), consumed messages (each
@@ -34,9 +34,22 @@ _TIMEOUT = 30.0
 class Transactions:
     """The transaction state of one producer (``producer.transactions``)."""
 
-    def __init__(self, producer: Producer) -> None:
-        self._producer = producer
-        self.enabled = producer.settings.transactional
+    def __init__(
+        self,
+        enabled: bool,
+        client: Callable[[], ProducerClient],
+        monitor: Monitor,
+        producer_id: str,
+        report_error: Callable[[str, BaseException], None],
+    ) -> None:
+        """``client()`` gives the producer's client (a new one after a fatal error); the
+        ``monitor``, the ``producer_id`` and ``report_error`` are the producer's own."""
+        self.enabled = enabled
+        self._client = client
+        self._monitor = monitor
+        self._producer_id = producer_id
+        self._report_error = report_error
+        self._in_use: ProducerClient | None = None  # the open transaction's client
         self._lock = threading.Lock()
         self._owner: int | None = None
         self._initialized_for: object = None
@@ -65,12 +78,11 @@ class Transactions:
             raise TransactionError(
                 "transactions do not nest: this thread is already inside producer.transaction()"
             )
-        producer = self._producer
         with self._lock:
             self._owner = threading.get_ident()
             started = time.perf_counter()
             try:
-                client = self._begin()
+                client = self._in_use = self._begin()
                 try:
                     yield self
                 except BaseException as exc:
@@ -78,8 +90,7 @@ class Transactions:
                     raise
                 self._commit(client, started)
             finally:
-                self._owner = None
-        del producer
+                self._owner = self._in_use = None
 
     def initialize(self, timeout: float = _TIMEOUT) -> None:
         """Initialize transactions now, not at the first one. Kafka then fences any older
@@ -92,7 +103,7 @@ class Transactions:
         if not self.enabled or not self._lock.acquire(blocking=False):
             return
         try:
-            client = self._producer._active_client()
+            client = self._client()
             if self._initialized_for is not client:
                 client.init_transactions(timeout)
                 self._initialized_for = client
@@ -112,13 +123,13 @@ class Transactions:
         Raises:
             TransactionError: no open transaction in this thread, or the broker refused.
         """
-        if not self.active():
+        client = self._in_use
+        if not self.active() or client is None:
             raise TransactionError("send_offsets needs an open transaction in this thread")
-        self._producer._client.send_offsets(_next_offsets(offsets), group_metadata, timeout)
+        client.send_offsets(_next_offsets(offsets), group_metadata, timeout)
 
     def _begin(self) -> ProducerClient:
-        producer = self._producer
-        client = producer._active_client()
+        client = self._client()
         if self._initialized_for is not client:
             client.init_transactions(_TIMEOUT)
             self._initialized_for = client
@@ -126,34 +137,32 @@ class Transactions:
         first, self.on_first_begin = self.on_first_begin, None
         if first is not None:
             first()
-        if ev.TRANSACTION_STARTED in producer.monitor.subscribed:
-            producer.monitor.instrument(ev.TRANSACTION_STARTED, producer_id=producer.id)
+        if ev.TRANSACTION_STARTED in self._monitor.subscribed:
+            self._monitor.instrument(ev.TRANSACTION_STARTED, producer_id=self._producer_id)
         return client
 
     def _commit(self, client: ProducerClient, started: float) -> None:
-        producer = self._producer
         try:
             client.commit_transaction(_TIMEOUT)
         except TransactionError as failure:
             if failure.txn_requires_abort or not failure.fatal:
                 self._abort(client, started, failure)
             raise
-        if ev.TRANSACTION_COMMITTED in producer.monitor.subscribed:
-            producer.monitor.instrument(
+        if ev.TRANSACTION_COMMITTED in self._monitor.subscribed:
+            self._monitor.instrument(
                 ev.TRANSACTION_COMMITTED,
-                producer_id=producer.id,
+                producer_id=self._producer_id,
                 duration=time.perf_counter() - started,
             )
 
     def _abort(self, client: ProducerClient, started: float, cause: BaseException) -> None:
-        producer = self._producer
         try:
             client.abort_transaction(_TIMEOUT)
         except TransactionError as failure:
-            producer._report_error("transaction.abort.error", failure)
-        if ev.TRANSACTION_ABORTED in producer.monitor.subscribed:
-            producer.monitor.instrument(
-                ev.TRANSACTION_ABORTED, producer_id=producer.id,
+            self._report_error("transaction.abort.error", failure)
+        if ev.TRANSACTION_ABORTED in self._monitor.subscribed:
+            self._monitor.instrument(
+                ev.TRANSACTION_ABORTED, producer_id=self._producer_id,
                 duration=time.perf_counter() - started, error=cause,
             )  # fmt: skip
 
