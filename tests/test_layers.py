@@ -11,6 +11,7 @@ every circle::
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
@@ -208,6 +209,59 @@ def test_no_function_over_100_lines() -> None:
     assert long_functions() == []
 
 
+README = SOURCE.parent / "README.md"
+LAYOUT_BEGIN = "<!-- layout: python tests/test_layers.py --layout -->"
+LAYOUT_END = "<!-- /layout -->"
+_OUTSIDE = (
+    ("tests/unit/", "pure logic, no broker (mirrors src/conveyor)"),
+    ("tests/integration/", "against a real Kafka broker the project starts (mirrors the parts)"),
+    ("tests/test_*.py", "the public API, modules importable alone, typing, these layers"),
+    ("tests/soak/", "make soak: the whole product under random faults on a local cluster"),
+    ("bench/", "benchmark scripts beside bare confluent-kafka loops (make bench)"),
+    ("examples/", "the example app that make run runs"),
+)
+
+
+def _summary(path: Path) -> str:
+    """The first sentence of a module's docstring, on one line."""
+    text = " ".join((ast.get_docstring(ast.parse(path.read_text())) or "").split())
+    text = re.sub(r":(?:class|mod|func|meth|attr):`~?([^`]+)`", r"\1", text).replace("``", "")
+    ends = [at for at in (text.find(". "), text.find("? ")) if at > 0]
+    return text[: min(ends) + (text[min(ends)] == "?")] if ends else text.rstrip(".")
+
+
+def layout(width: int = 100) -> str:
+    """The repository's layout as the README shows it: each part of the package (a
+    subpackage or a module of its own) with the first sentence of its docstring."""
+    rows = []
+    for path in sorted(PACKAGE.iterdir()):
+        if path.is_dir() and (path / "__init__.py").exists():
+            rows.append((f"  {path.name}/", _summary(path / "__init__.py")))
+        elif path.suffix == ".py" and not path.name.startswith("_"):
+            rows.append((f"  {path.name}", _summary(path)))
+    rows = [("src/conveyor/", "the package (src layout, typed: py.typed, mypy --strict)"), *rows,
+            *_OUTSIDE]  # fmt: skip
+    lines = []
+    for name, text in rows:
+        words, line = text.split(), f"{name:21}"
+        for word in words:
+            if len(line) + 1 + len(word) > width and line.strip() != name.strip():
+                lines.append(line.rstrip())
+                line = " " * 21
+            line += ("" if line.endswith(" ") else " ") + word
+        lines.append(line.rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def test_the_readme_shows_the_layout_of_the_tree() -> None:
+    text = README.read_text()
+    begin, end = text.index(LAYOUT_BEGIN), text.index(LAYOUT_END)
+    shown = text[begin + len(LAYOUT_BEGIN) : end].strip().removeprefix("```").removesuffix("```")
+    assert shown.strip("\n") == layout().strip("\n"), (
+        "the README's layout is not the tree's: python tests/test_layers.py --layout"
+    )
+
+
 def layers(edges: list[Import]) -> dict[str, set[str]]:
     """Each package (``conveyor.web``...) and the packages its modules import at load time."""
 
@@ -223,6 +277,9 @@ def layers(edges: list[Import]) -> dict[str, set[str]]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--layout"]:
+        print(f"{LAYOUT_BEGIN}\n```\n{layout()}```\n{LAYOUT_END}")
+        raise SystemExit(0)
     edges = imports()
     for source, targets in sorted(layers(edges).items()):
         short = sorted(t.removeprefix("conveyor.") for t in targets)
