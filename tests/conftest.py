@@ -23,6 +23,9 @@ from conveyor.broker import DevelopmentBroker
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 TESTS = Path(__file__).parent
+# The subprocess apps the integration tests start build their App with tests/app_env.py:
+# every process this session starts finds it.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(TESTS), os.environ.get("PYTHONPATH"))))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

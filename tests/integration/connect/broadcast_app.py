@@ -6,16 +6,12 @@ from __future__ import annotations
 import os
 import uuid
 
-from conveyor import App
+from app_env import app_from_env
 from conveyor.connect.sinks import Broadcast, Webhook
 
-app = App(
-    client_id="broadcaster",
-    kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": f"broadcaster-{uuid.uuid4().hex[:8]}",
-    },
-    max_wait_time=0.2,
+app = app_from_env(
+    "broadcaster",
+    kafka={"group.id": f"broadcaster-{uuid.uuid4().hex[:8]}", "session.timeout.ms": None},
 )
 app.routes.sink(os.environ["TOPIC"], Broadcast(), lanes=16)
 app.routes.sink(f"{os.environ['TOPIC']}-hooks", Webhook("http://127.0.0.1:9/none"), lanes=2)

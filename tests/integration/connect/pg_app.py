@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from conveyor import App
+from app_env import app_from_env
 from conveyor.connect.sinks import Postgres, record_json
 
 SLOW = float(os.environ.get("SLOW", "0"))
@@ -30,17 +30,7 @@ def on_commit(event: dict[str, Any]) -> None:
         sys.stdout.flush()
 
 
-app = App(
-    client_id="pg-connector",
-    kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": os.environ["GROUP"],
-        "auto.commit.interval.ms": 100,
-        "session.timeout.ms": 6_000,
-    },
-    concurrency=8,
-    max_wait_time=0.2,
-)
+app = app_from_env("pg-connector", kafka={"auto.commit.interval.ms": 100}, concurrency=8)
 app.routes.sink(
     os.environ["TOPIC"],
     Postgres(os.environ["DSN"], table=os.environ["TABLE"], encode=slow_encode),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import threading
 
-from conveyor import App, Consumer
+from app_env import app_from_env
+from conveyor import Consumer
 
 _never = threading.Event()
 
@@ -21,15 +22,6 @@ class MaybeHangs(Consumer):
                 _never.wait(float(os.environ.get("HANG", "30")))
 
 
-app = App(
-    client_id="liveness",
-    kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": os.environ["GROUP"],
-        "session.timeout.ms": 6_000,
-    },
-    max_wait_time=0.2,
-    shutdown_timeout=2,
-)
+app = app_from_env("liveness", shutdown_timeout=2)
 app.routes.topic(os.environ["TOPIC"], MaybeHangs)
 app.liveness.configure(consuming_ttl=float(os.environ.get("CONSUMING_TTL", "1")))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from conveyor import App, Consumer
+from app_env import app_from_env
+from conveyor import Consumer
 
 
 def say(line: str) -> None:
@@ -27,15 +28,9 @@ class Strict(Consumer):
             self.mark_as_consumed(message)
 
 
-app = App(
-    client_id="dlq-server",
-    kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": os.environ["GROUP"],
-        "auto.commit.interval.ms": int(os.environ.get("COMMIT_MS", "200")),
-        "session.timeout.ms": 6_000,  # a killed member leaves the group in 6 s, not 45
-    },
-    max_wait_time=0.2,
+app = app_from_env(
+    "dlq-server",
+    kafka={"auto.commit.interval.ms": int(os.environ.get("COMMIT_MS", "200"))},
     pause_timeout=0.05,
     pause_max_timeout=0.1,
 )

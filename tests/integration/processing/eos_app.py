@@ -20,7 +20,8 @@ import sys
 import threading
 from typing import Any
 
-from conveyor import App, Consumer
+from app_env import app_from_env
+from conveyor import Consumer
 from conveyor.instrumentation import events
 from conveyor.producer import transactions
 
@@ -49,17 +50,11 @@ class Transform(Consumer):
         sys.stdout.flush()
 
 
-app = App(
-    client_id=f"eos-{os.environ['GROUP']}",  # its own slots (see conveyor.slots)
-    kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": os.environ["GROUP"],
-        "session.timeout.ms": 6_000,
-        "transaction.timeout.ms": int(os.environ.get("TRANSACTION_TIMEOUT_MS", "60000")),
-    },
+app = app_from_env(
+    f"eos-{os.environ['GROUP']}",  # its own slots (see conveyor.slots)
+    kafka={"transaction.timeout.ms": int(os.environ.get("TRANSACTION_TIMEOUT_MS", "60000"))},
     concurrency=2,
     max_messages=20,
-    max_wait_time=0.2,
     shutdown_timeout=20,
 )
 app.routes.topic(os.environ["TOPIC"], Transform)

@@ -13,7 +13,8 @@ import sys
 import threading
 import time
 
-from conveyor import App, Consumer
+from app_env import app_from_env
+from conveyor import Consumer
 
 SLOW = float(os.environ.get("SLOW", "0"))
 _out = threading.Lock()
@@ -33,17 +34,11 @@ class LaneConsumer(Consumer):
             say([f"p {message.offset} {message.key} {message.payload['seq']}"])
 
 
-app = App(
-    client_id="lanes",
-    kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": os.environ["GROUP"],
-        "auto.commit.interval.ms": 100,
-        "session.timeout.ms": 6_000,
-    },
+app = app_from_env(
+    "lanes",
+    kafka={"auto.commit.interval.ms": 100},
     concurrency=16,
     max_messages=20,
-    max_wait_time=0.2,
     shutdown_timeout=20,
 )
 app.routes.topic(os.environ["TOPIC"], LaneConsumer, virtual_partitions={"max_partitions": 16})

@@ -12,7 +12,8 @@ import os
 import sys
 import time
 
-from conveyor import App, Consumer
+from app_env import app_from_env
+from conveyor import Consumer
 
 SLOW = float(os.environ.get("SLOW", "0"))
 
@@ -36,20 +37,17 @@ class ReportingConsumer(Consumer):
 
 
 PROTOCOL = os.environ.get("GROUP_PROTOCOL", "classic")
-app = App(
-    client_id="reporting",
+app = app_from_env(
+    "reporting",
     kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": os.environ["GROUP"],
         "auto.commit.interval.ms": 500,
         "group.protocol": PROTOCOL,
-        # a killed member leaves the group in 6 s, not 45 (under the new protocol the broker
-        # decides: the development broker's group.consumer.session.timeout.ms is 10 s)
-        **({"session.timeout.ms": 6_000} if PROTOCOL == "classic" else {}),
+        # under the new protocol the broker decides the session (the development broker's
+        # group.consumer.session.timeout.ms is 10 s): librdkafka refuses the setting then
+        **({"session.timeout.ms": None} if PROTOCOL != "classic" else {}),
     },
     concurrency=2,
     max_messages=200,
-    max_wait_time=0.2,
     shutdown_timeout=20,
 )
 app.routes.topic(os.environ["TOPIC"], ReportingConsumer)

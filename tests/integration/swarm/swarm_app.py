@@ -13,7 +13,8 @@ import os
 import threading
 from pathlib import Path
 
-from conveyor import App, Consumer
+from app_env import app_from_env
+from conveyor import Consumer
 from conveyor.web import WebTopics
 
 PROCESSED = Path(os.environ["PROCESSED_DIR"])
@@ -37,18 +38,14 @@ class Work(Consumer):
             out.flush()
 
 
-app = App(
-    client_id="swarm",
+app = app_from_env(
+    "swarm",
     kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": os.environ["GROUP"],
-        "session.timeout.ms": 6_000,
         "auto.commit.interval.ms": 200,
         "group.protocol": os.environ.get("GROUP_PROTOCOL", "classic"),
     },
     concurrency=2,
     max_messages=20,
-    max_wait_time=0.2,
     shutdown_timeout=10,
 )
 app.routes.topic(os.environ["TOPIC"], Work)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import threading
 
-from conveyor import App, Consumer
+from app_env import app_from_env
+from conveyor import Consumer
 from conveyor.web import WebTopics
 
 FAIL_OFFSET = int(os.environ.get("FAIL_OFFSET", "-1"))
@@ -42,15 +43,10 @@ def reject_order(offset: int) -> None:
     raise ValueError(f"order at offset {offset} has no customer")
 
 
-app = App(
-    client_id="webshop",
-    kafka={
-        "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        "group.id": os.environ.get("GROUP", "webshop"),
-        "session.timeout.ms": 6_000,
-    },
+app = app_from_env(
+    "webshop",
+    kafka={"group.id": os.environ.get("GROUP", "webshop")},
     concurrency=2,
-    max_wait_time=0.2,
     pause_timeout=0.2,
 )
 app.routes.topic(
