@@ -163,7 +163,7 @@ MUTATIONS = (
     ),
     Mutation(
         "web: consumer errors not published to the errors topic",
-        "conveyor/web/tracking.py",
+        "conveyor/web/process/tracking.py",
         (
             (
                 "    def _publish(self, record: dict[str, Any]) -> None:\n        try:",
@@ -176,7 +176,7 @@ MUTATIONS = (
     ),
     Mutation(
         "web: an error before the tracker's first look at the topics dropped",
-        "conveyor/web/tracking.py",
+        "conveyor/web/process/tracking.py",
         (
             (
                 "                    self._early.append(error_record(event, self.id, self.app.settings.client_id))",
@@ -198,7 +198,7 @@ MUTATIONS = (
     ),
     Mutation(
         "web: lag left out of the metric series",
-        "conveyor/web/aggregation.py",
+        "conveyor/web/aggregation/fold.py",
         (("            lag[topic] = lag.get(topic, 0) + value", "            pass"),),
         (
             "tests/integration/web/test_reporting.py::test_lag_appears_on_a_topic_and_falls_as_the_consumer_catches_up",
@@ -206,7 +206,7 @@ MUTATIONS = (
     ),
     Mutation(
         "web: a silent process never shown as dead",
-        "conveyor/web/aggregation.py",
+        "conveyor/web/aggregation/fold.py",
         (('        return "dead"\n', "        return reported\n"),),
         (
             "tests/integration/web/test_reporting.py::test_a_process_appears_and_shows_as_dead_after_it_is_killed",

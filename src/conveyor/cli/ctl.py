@@ -11,7 +11,7 @@ import click
 
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, error_console, key_value_table, table
-from conveyor.web.aggregation import process_status
+from conveyor.web.aggregation.fold import process_status
 from conveyor.web.commands import CommandResult
 
 if TYPE_CHECKING:

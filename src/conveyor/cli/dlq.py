@@ -9,7 +9,7 @@ from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, error_console, table
 from conveyor.errors import ConfigurationError
-from conveyor.web.dead_letters import parse_refs
+from conveyor.web.reading.dead_letters import parse_refs
 
 __all__ = ["dlq"]
 

@@ -11,7 +11,11 @@ from dataclasses import dataclass
 
 from conveyor.routing.topic import Topic
 
-__all__ = ["WebTopics"]
+__all__ = ["LABEL", "WebTopics"]
+
+LABEL = "conveyor.web"
+"""The label of every message the web UI's parts produce: errors about them are not
+reported again (a failing errors topic must not feed itself)."""
 
 _DAY_MS = 24 * 3600 * 1000
 

@@ -10,16 +10,17 @@ from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
 from conveyor.validation import check_seconds
 from conveyor.web.access import Access, Policy
-from conveyor.web.aggregator import Aggregator
-from conveyor.web.commands import Commander, CommandHandler
+from conveyor.web.aggregation.aggregator import Aggregator
+from conveyor.web.commands import Commander
+from conveyor.web.process.command_handler import CommandHandler
+from conveyor.web.process.tracking import Tracker
 from conveyor.web.topics import WebTopics
-from conveyor.web.tracking import Tracker
 
 if TYPE_CHECKING:
     from conveyor.metrics.prometheus import Metrics
     from conveyor.routing.host import RoutedHost
     from conveyor.tracing.latency import Latency
-    from conveyor.web.data import WebData
+    from conveyor.web.reading.data import WebData
 
 __all__ = ["Web"]
 
@@ -165,7 +166,7 @@ class Web:
         """The tail of the web UI's topics that the pages read (started on first use)."""
         with self._lock:
             if self._data is None:
-                from conveyor.web.data import WebData  # noqa: PLC0415 - only the UI needs it
+                from conveyor.web.reading.data import WebData  # noqa: PLC0415 - only the UI needs it
 
                 self._data = WebData(self.app.settings.kafka, self.topics)
             return self._data

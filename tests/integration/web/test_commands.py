@@ -21,7 +21,7 @@ import pytest
 from conveyor import App, Producer
 from conveyor.errors import ConfigurationError
 from conveyor.web import WebTopics
-from conveyor.web.aggregation import process_status
+from conveyor.web.aggregation.fold import process_status
 from conveyor.web.commands import Commander
 
 HERE = Path(__file__).parent

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 from starlette.testclient import TestClient
 
 from conveyor import App, Consumer, Producer
-from conveyor.web.explorer import Explorer
-from conveyor.web.explorer_query import Filters, Start
+from conveyor.web.reading.explorer import Explorer
+from conveyor.web.reading.explorer_query import Filters, Start
 from helpers import running
 
 T0 = 1_760_000_000_000  # ms: the produced messages' timestamps are T0 + offset seconds

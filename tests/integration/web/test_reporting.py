@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 
 from conveyor import App, Consumer, Producer
 from conveyor.web import WebTopics
-from conveyor.web.aggregation import process_status
-from conveyor.web.data import WebData
+from conveyor.web.aggregation.fold import process_status
+from conveyor.web.reading.data import WebData
 from helpers import running
 
 HERE = Path(__file__).parent

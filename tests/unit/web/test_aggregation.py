@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conveyor.serialization import json_dumps, json_loads
-from conveyor.web.aggregation import RESOLUTIONS, Aggregate, process_status
+from conveyor.web.aggregation.fold import RESOLUTIONS, Aggregate, process_status
 from conveyor.web.reports import parse_report
 
 T0 = 1_000_000.0

@@ -12,7 +12,7 @@ import pytest
 from conveyor import App, Consumer, NotAssignedError
 from conveyor.errors import ConfigurationError
 from conveyor.web.commands import check_command
-from conveyor.web.probe import thread_stacks
+from conveyor.web.process.probe import thread_stacks
 
 
 @pytest.mark.parametrize(

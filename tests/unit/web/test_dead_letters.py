@@ -3,7 +3,7 @@ messages grouped by original topic, partition and error class from their headers
 
 from __future__ import annotations
 
-from conveyor.web.dead_letters import dead_letter_topics, group_dead_letters, read
+from conveyor.web.reading.dead_letters import dead_letter_topics, group_dead_letters, read
 from unit.processing.fakes import FakeRaw
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from conveyor.errors import ConfigurationError
-from conveyor.web.explorer import Explorer
-from conveyor.web.explorer_query import Filters, Start, parse_json_path, parse_time
-from conveyor.web.message_views import export_line, message_view
+from conveyor.web.reading.explorer import Explorer
+from conveyor.web.reading.explorer_query import Filters, Start, parse_json_path, parse_time
+from conveyor.web.reading.message_views import export_line, message_view
 from conveyor.web.ui.rendering import environment as _environment  # the UI's own Jinja environment
 from unit.processing.fakes import FakeRaw
 

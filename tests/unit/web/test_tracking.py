@@ -8,8 +8,8 @@ from typing import Any
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.monitor import Event
 from conveyor.serialization import json_loads
+from conveyor.web.process.tracking import Tracker
 from conveyor.web.topics import WebTopics
-from conveyor.web.tracking import Tracker
 
 TOPICS = WebTopics.prefixed("t")
 

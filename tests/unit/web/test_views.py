@@ -9,8 +9,8 @@ import pytest
 
 from conveyor import App, Consumer
 from conveyor.instrumentation.monitor import Event
-from conveyor.web.data import WebData
-from conveyor.web.tracking import error_record
+from conveyor.web.process.tracking import error_record
+from conveyor.web.reading.data import WebData
 from conveyor.web.ui.views import PER_PAGE, NotFound, Views
 
 NOW = 1_000_000.0
@@ -22,7 +22,7 @@ class Orders(Consumer):
 
 
 class FakeData:
-    """What :class:`Views` reads of :class:`~conveyor.web.data.WebData`, held in memory."""
+    """What :class:`Views` reads of :class:`~conveyor.web.reading.data.WebData`, held in memory."""
 
     def __init__(
         self,

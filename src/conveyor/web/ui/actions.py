@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from conveyor.errors import ConfigurationError
 from conveyor.web.commands import COMMANDS, PARTITION_COMMANDS
-from conveyor.web.explorer_query import parse_time
+from conveyor.web.reading.explorer_query import parse_time
 from conveyor.web.ui.guard import body_of, form_of
 from conveyor.web.ui.pages import offset_params
 from conveyor.web.ui.views import NotFound

@@ -14,9 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.errors import ConfigurationError
-from conveyor.web.dead_letters import dead_letter_topics, group_dead_letters, parse_refs, read
-from conveyor.web.explorer import Explorer
-from conveyor.web.explorer_query import Filters, Start
+from conveyor.web.reading.dead_letters import (
+    dead_letter_topics,
+    group_dead_letters,
+    parse_refs,
+    read,
+)
+from conveyor.web.reading.explorer import Explorer
+from conveyor.web.reading.explorer_query import Filters, Start
 from conveyor.web.ui.views import NotFound, Page
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from conveyor.metrics import CONTENT_TYPE
-from conveyor.web.explorer_query import Filters, Start
+from conveyor.web.reading.explorer_query import Filters, Start
 from conveyor.web.ui.rendering import broker, number, whole
 from conveyor.web.ui.views import Page
 

@@ -17,8 +17,8 @@ from starlette.routing import Route
 from conveyor._version import __version__
 from conveyor.errors import ConfigurationError
 from conveyor.web.access import Access
-from conveyor.web.data import WebData
-from conveyor.web.explorer import Explorer
+from conveyor.web.reading.data import WebData
+from conveyor.web.reading.explorer import Explorer
 from conveyor.web.ui.charts import bar_chart, line_chart
 from conveyor.web.ui.explorer_views import ExplorerViews
 from conveyor.web.ui.guard import CSRF_FIELD, Guard

@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from conveyor.web.access import Access
-from conveyor.web.data import WebData
+from conveyor.web.reading.data import WebData
 from conveyor.web.ui.actions import Actions
 from conveyor.web.ui.auth import SignIn
 from conveyor.web.ui.failures import exception_handlers

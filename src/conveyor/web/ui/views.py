@@ -14,8 +14,8 @@ from conveyor.errors import ConveyorError
 from conveyor.masking import mask, shown_setting
 from conveyor.settings import producer_settings
 from conveyor.tracing import STAGES
-from conveyor.web.aggregation import DEAD_AFTER_INTERVALS, RESOLUTIONS, process_status, rate
-from conveyor.web.data import WebData
+from conveyor.web.aggregation.fold import DEAD_AFTER_INTERVALS, RESOLUTIONS, process_status, rate
+from conveyor.web.reading.data import WebData
 
 if TYPE_CHECKING:
     from conveyor.web.ui.host import UiHost

@@ -23,10 +23,9 @@ from conveyor.errors import ConveyorError, KafkaError
 from conveyor.producer import Producer
 from conveyor.serialization import json_dumps, json_loads
 from conveyor.settings import producer_settings
-from conveyor.web.aggregation import RESOLUTIONS, Aggregate
+from conveyor.web.aggregation.fold import RESOLUTIONS, Aggregate
 from conveyor.web.reports import MalformedReport, parse_report
-from conveyor.web.topics import WebTopics
-from conveyor.web.tracking import LABEL
+from conveyor.web.topics import LABEL, WebTopics
 
 __all__ = ["AGGREGATOR_KEY", "GROUP", "Aggregator"]
 

@@ -21,19 +21,16 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.monitor import Event
 from conveyor.serialization import json_dumps
 from conveyor.web.reports import ProcessSampler, build_report
-from conveyor.web.topics import WebTopics
+from conveyor.web.topics import LABEL, WebTopics
 
 if TYPE_CHECKING:
     from conveyor.host import Host
     from conveyor.tracing.latency import Latency
 
-__all__ = ["LABEL", "Tracker", "process_id"]
+__all__ = ["Tracker", "process_id"]
 
 _log = logging.getLogger("conveyor.web")
 
-LABEL = "conveyor.web"
-"""The label of every message the web UI's parts produce: errors about them are not
-reported again (a failing errors topic must not feed itself)."""
 
 _SLOWEST = 10
 _MAX_ERRORS_PER_INTERVAL = 200

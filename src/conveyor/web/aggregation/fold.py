@@ -1,5 +1,5 @@
 """Folding reports into what the web UI shows: the newest state of each process and the
-metric series at three resolutions. Pure logic (no Kafka); :mod:`conveyor.web.aggregator`
+metric series at three resolutions. Pure logic (no Kafka); :mod:`conveyor.web.aggregation.aggregator`
 feeds it from the reports topic and publishes what it holds.
 
 Folding is idempotent: a report whose ``seq`` is not newer than the process's last one is

@@ -15,7 +15,7 @@ from conveyor.driver.consumers import ConsumerClient
 from conveyor.errors import ConveyorError, KafkaError
 from conveyor.serialization import json_loads
 from conveyor.settings import producer_settings
-from conveyor.web.aggregator import AGGREGATOR_KEY
+from conveyor.web.aggregation.aggregator import AGGREGATOR_KEY
 from conveyor.web.topics import WebTopics
 
 __all__ = ["WebData"]

@@ -17,9 +17,9 @@ from typing import Any
 
 from conveyor.driver.consumers import ConsumerClient
 from conveyor.errors import ConfigurationError
-from conveyor.web.data import reader_settings
-from conveyor.web.explorer_query import Filters, Start
-from conveyor.web.message_views import export_line, message_view
+from conveyor.web.reading.data import reader_settings
+from conveyor.web.reading.explorer_query import Filters, Start
+from conveyor.web.reading.message_views import export_line, message_view
 
 __all__ = ["Explorer", "Page"]
 

@@ -1,0 +1,175 @@
+"""The process side of the commands (``conveyor ctl``, the web UI's actions): a thread that
+reads the commands topic from its end while the app runs, carries out what is meant for this
+process (quiet, stop, probe, pause, resume, seek) and answers on the same topic."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from conveyor.errors import ConveyorError, NotAssignedError
+from conveyor.instrumentation import events as ev
+from conveyor.serialization import json_dumps
+from conveyor.web.commands import (
+    ANY_PROCESS,
+    PARTITION_COMMANDS,
+    check_command,
+    parse_command_time,
+    read_commands,
+    tail_commands,
+)
+from conveyor.web.process.probe import thread_stacks
+from conveyor.web.topics import LABEL
+
+if TYPE_CHECKING:
+    from conveyor.host import Host
+    from conveyor.web.topics import WebTopics
+
+__all__ = ["CommandHandler"]
+
+_log = logging.getLogger("conveyor.web.commands")
+_RECHECK = 60.0  # seconds between looks for a missing commands topic
+
+
+class CommandHandler:
+    """Carries out the commands for this process while the app runs (on a thread of its own,
+    reading the commands topic from its end) and answers each."""
+
+    def __init__(self, app: Host, topics: WebTopics, process_id: str) -> None:
+        self.app = app
+        self.topics = topics
+        self.id = process_id
+        self._stopped = threading.Event()
+        self._listening = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._warned = False
+
+    def attach(self) -> None:
+        self._unsubscribe = self.app.monitor.subscribe(ev.APP_RUNNING, lambda _e: self.start())
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="conveyor-web-commands", daemon=True)
+        self._thread.start()
+
+    def wait_listening(self, timeout: float) -> bool:
+        """Whether the handler reads the topic (commands sent from now on reach it)."""
+        return self._listening.wait(timeout)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                client = tail_commands(
+                    self.app.settings.kafka, self.topics.commands, "conveyor-commands"
+                )
+            except Exception as error:  # a missing topic, the broker away: look again later
+                if not self._warned:
+                    self._warned = True
+                    _log.warning("commands to this process cannot reach it: %s", error)
+                self._stopped.wait(_RECHECK)
+                continue
+            self._listening.set()
+            try:
+                while not self._stopped.is_set():
+                    for message in read_commands(client, 0.5):
+                        if message.get("type") == "command":
+                            self._handle(message)
+            except Exception as error:  # the reader failed: a new one, from the end
+                _log.warning("reading commands failed (%s); reading again", error)
+                self._stopped.wait(1.0)
+            finally:
+                client.close()
+
+    def _handle(self, request: dict[str, Any]) -> None:
+        target, command = request.get("process"), request.get("command")
+        if target != self.id and not (target == ANY_PROCESS and command in PARTITION_COMMANDS):
+            return
+        args = request.get("args") or {}
+        try:
+            outcome = self._carry_out(str(command), target, args)
+            status, reason, result = "done", "", outcome
+        except NotAssignedError as error:
+            if target == ANY_PROCESS:
+                return  # another process has the partition: it answers
+            status, reason, result = "refused", str(error), {}
+        except ConveyorError as error:  # a bad argument, a listener that did not get to it
+            status, reason, result = "refused", str(error), {}
+        except Exception as error:  # a command never takes the process down
+            status, reason, result = "refused", f"{type(error).__name__}: {error}", {}
+        _log.info(
+            "command %s %s from %s: %s%s",
+            command, _describe(args), request.get("by", "?"), status,
+            f" ({reason})" if reason else "",
+        )  # fmt: skip
+        answer = {
+            "type": "result",
+            "id": request.get("id"),
+            "command": command,
+            "process": self.id,
+            "status": status,
+            "reason": reason,
+            "result": result,
+            "at": time.time(),
+        }
+        try:
+            self.app.producer.produce_async(
+                topic=self.topics.commands, key=self.id, payload=json_dumps(answer), label=LABEL
+            )
+        except Exception as error:
+            _log.warning("could not answer command %s: %s", command, error)
+        if command == "stop" and status == "done":
+            self.app.stop()  # after the answer is queued: the producer flushes it on close
+
+    def _carry_out(self, command: str, target: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+        checked = check_command(command, target, args)
+        app = self.app
+        if command == "quiet":
+            app.quiet()
+            return {"state": app.state}
+        if command == "stop":
+            return {"state": "stopping"}
+        if command == "probe":
+            return {"threads": thread_stacks()}
+        topic, partition, group = checked["topic"], checked["partition"], checked.get("group")
+        if command == "pause":
+            until = checked.get("until")
+            app.pause(
+                topic,
+                partition,
+                until=None if until is None else parse_command_time(until, "until"),
+                group=group,
+            )
+            return {"topic": topic, "partition": partition, "until": until}
+        if command == "resume":
+            app.resume(topic, partition, group=group)
+            return {"topic": topic, "partition": partition}
+        to: int | datetime = (
+            checked["offset"]
+            if "offset" in checked
+            else parse_command_time(checked["time"], "time")
+        )
+        offset = app.seek(topic, partition, to, group=group)
+        return {"topic": topic, "partition": partition, "offset": offset}
+
+
+def _describe(args: Mapping[str, Any]) -> str:
+    if "topic" not in args:
+        return ""
+    extra = "".join(
+        f" {name} {args[name]}" for name in ("group", "until", "offset", "time") if name in args
+    )
+    return f"{args['topic']}/{args['partition']}{extra}"
