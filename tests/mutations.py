@@ -4,7 +4,8 @@ Each mutation below is a textual patch of one feature in a scratch copy of ``src
 working tree is never touched); the tests that guard the feature run against that copy
 (``PYTHONPATH`` puts it before the editable install) and must fail. The result is a table:
 ``killed`` (the tests failed, as they should), ``survived`` (they passed: a test to fix) or
-``stale`` (the patch no longer applies: update it here).
+``stale`` (the patch no longer applies, or leaves code that does not compile: update it
+here).
 
 Not part of ``make test`` (it runs each guarding test again per mutation, a few minutes in
 all). Run it with a broker up::
@@ -388,7 +389,7 @@ MUTATIONS = (
     Mutation(
         "a route's own kafka settings left out of its listener",
         "conveyor/processing/listener.py",
-        (("            **routes[0].kafka,", ""),),
+        (("        **routes[0].kafka,", ""),),
         ("tests/integration/processing/test_route_kafka.py",),
     ),
     Mutation(
@@ -453,7 +454,7 @@ MUTATIONS = (
     Mutation(
         "rpc: no reply cache (a retried request runs its handler again)",
         "conveyor/rpc/handlers.py",
-        (("            cached = replies.get(cache_key)", "            cached = None"),),
+        (("        cached = self.rpc.replies.get(cache_key)", "        cached = None"),),
         ("tests/integration/rpc/test_rpc_production.py",),
     ),
     Mutation(
@@ -461,8 +462,8 @@ MUTATIONS = (
         "conveyor/rpc/handlers.py",
         (
             (
-                "                if checker is not None:\n                    args, kwargs = checker.check(args, kwargs)",
-                "                pass",
+                "            if checker is not None:\n                args, kwargs = checker.check(args, kwargs)",
+                "            pass",
             ),
         ),
         (
@@ -792,7 +793,12 @@ MUTATIONS = (
     Mutation(
         "exactly once: a transactional.id per process (pid), not per slot",
         "conveyor/app.py",
-        (('host_slot(f"{client_id}-transactional")', "str(os.getpid())"),),
+        (
+            (
+                "                instance = host_slot(self._slot_name)",
+                "                instance = str(os.getpid())",
+            ),
+        ),
         (
             "tests/integration/processing/test_exactly_once.py::test_outputs_are_exactly_once_under_repeated_sigkill",
         ),
@@ -810,7 +816,7 @@ MUTATIONS = (
     ),
     Mutation(
         "produce_sync: the follower waits the caller's whole timeout again",
-        "conveyor/producer/producer.py",
+        "conveyor/producer/dispatch.py",
         (
             (
                 "report = handle.wait(max(0.0, deadline - time.monotonic()))",
@@ -837,13 +843,18 @@ MUTATIONS = (
 
 
 def apply(mutation: Mutation, scratch: Path) -> bool:
-    """Patch the scratch copy; False when a patch no longer applies."""
+    """Patch the scratch copy; False when a patch no longer applies, or leaves code that does
+    not compile (its tests would fail for the wrong reason: an import error, not the feature)."""
     target = scratch / mutation.path
     text = target.read_text()
     for old, new in mutation.patches:
         if text.count(old) != 1:
             return False
         text = text.replace(old, new)
+    try:
+        compile(text, str(target), "exec")
+    except SyntaxError:
+        return False
     target.write_text(text)
     return True
 

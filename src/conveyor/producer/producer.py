@@ -14,43 +14,36 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from conveyor.driver import (
     AcknowledgedHandle,
     BatchDeliveryHandle,
     DeliveryHandle,
-    DeliveryReport,
 )
 from conveyor.driver.producers import EXPLAIN_TIMEOUT, PURGED, ProducerClient
 from conveyor.errors import (
     ConfigurationError,
     DeliveryError,
-    InvalidMessageError,
     ProducerClosedError,
     ProducerForkedError,
     QueueFullError,
-    WaitTimeoutError,
 )
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
 from conveyor.instrumentation.rate_limit import RateLimitedLog
+from conveyor.producer.dispatch import CLOSED, FORKED, OPEN, Dispatcher
 from conveyor.producer.messages import (
-    MESSAGE_FIELDS,
     check_message,
-    check_topic,
-    encode_headers,
-    encode_key,
-    encode_partition,
     encode_payload,
-    encode_timestamp,
 )
 from conveyor.producer.partitioners import partitioner_for
+from conveyor.producer.send_hooks import Hooked, SendHook
 from conveyor.producer.settings import (
     VARIANT_SETTINGS,
     Middleware,
@@ -58,6 +51,7 @@ from conveyor.producer.settings import (
     build_settings,
 )
 from conveyor.producer.transactions import Transactions
+from conveyor.producer.variants import Variant
 from conveyor.schedules.wire import DEFAULT_TOPIC, cancel_message, schedule_message
 from conveyor.serialization import Serializer
 
@@ -66,7 +60,6 @@ __all__ = ["MESSAGE_TIMEOUT_MARGIN", "Producer", "SendHook", "Variant"]
 _log = logging.getLogger("conveyor.producer")
 _hook_failures = RateLimitedLog(_log)
 
-_OPEN, _CLOSED, _FORKED = "open", "closed", "forked"
 
 MESSAGE_TIMEOUT_MARGIN = 1.0
 """Seconds past ``message.timeout.ms`` by which a ``produce_sync`` without a ``timeout`` (and
@@ -77,484 +70,20 @@ _NO_DEADLINE = 365 * 24 * 3600.0
 # should a delivery report's signal have come just before it started waiting.
 _ROOM_RECHECK = 0.05
 
-_ACKNOWLEDGED = ev.MESSAGE_ACKNOWLEDGED
-_PRODUCED_ASYNC = ev.MESSAGE_PRODUCED_ASYNC
-# A producing thread serves the delivery reports already queued every this many messages,
-# while it holds the GIL anyway. Left to the poller thread alone, librdkafka wakes it for
-# each small batch of reports and every wake-up is a hand-off of the GIL between threads:
-# measured as ~1.5x the CPU per message of a bare loop (which calls poll(0) as it goes), and
-# produce_many_async at 0.8x of it instead of 0.92x.
-_SERVE_EVERY = 128
-_TOPIC_PAYLOAD = frozenset({"topic", "payload"})
-_TOPIC_PAYLOAD_KEY = frozenset({"topic", "payload", "key"})
 
 _live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
     for producer in list(_live_producers):
-        producer._state = _FORKED
+        producer._state = FORKED
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class _Dispatcher:
-    """The produce_* methods, shared by :class:`Producer` and its :class:`Variant` views."""
-
-    _core: Producer
-    _client: ProducerClient
-
-    def _active_client(self) -> ProducerClient:
-        raise NotImplementedError
-
-    # -- public API ---------------------------------------------------------------------------
-
-    def produce_async(
-        self,
-        *,
-        topic: str,
-        payload: Any = None,
-        key: str | bytes | None = None,
-        headers: Any = None,
-        partition: int | None = None,
-        partition_key: str | bytes | None = None,
-        timestamp: Any = None,
-        label: Any = None,
-    ) -> DeliveryHandle:
-        """Hand one message to librdkafka and return its :class:`DeliveryHandle` at once.
-
-        ``payload`` is bytes, str (sent as UTF-8), ``None`` (a tombstone) or anything the
-        serializer takes (JSON for dicts and lists by default). ``headers`` is a dict or a
-        list of ``(name, value)`` pairs (repeated names allowed), values str or bytes.
-        ``partition`` picks a partition; ``partition_key`` picks the one a message keyed with
-        it would land in, without sending it as the key. ``timestamp`` is milliseconds since
-        the epoch or an aware ``datetime``. ``label`` travels to the delivery report and the
-        monitor events.
-
-        Raises:
-            InvalidMessageError: the message is malformed (raised here, before dispatch).
-            QueueFullError: librdkafka's queue stayed full for ``queue_full_timeout``.
-            DeliveryError: librdkafka refused the message at once (e.g. an unknown partition).
-            ProducerClosedError, ProducerForkedError: the producer cannot be used.
-        """
-        handle, client = self._send(
-            topic, payload, key, headers, partition, partition_key, timestamp, label
-        )
-        poller = client.poller
-        if poller.parked:  # it sleeps while nothing is in flight: now something is
-            poller.wake()
-        return handle
-
-    def _produce_unhurried(self, message: Mapping[str, Any]) -> DeliveryHandle:
-        """:meth:`produce_async` of ``message`` (its keyword arguments as a dict), whose
-        delivery report nobody waits for at once (a copy behind a held offset, an RPC
-        request): a parked poller is left parked, so the report is served within its idle
-        slice (0.1 s), or at once by a thread that waits on the handle. Waking it cost an RPC
-        round trip ~30 us on 2 cores (its wake-up and callbacks compete with the broker and
-        the other side for the CPU)."""
-        if not message.keys() <= MESSAGE_FIELDS:
-            check_message(dict(message))  # names the unknown field
-        get = message.get
-        topic: str = get("topic")  # type: ignore[assignment]  # _send checks it
-        handle, _client = self._send(
-            topic, get("payload"), get("key"), get("headers"), get("partition"),
-            get("partition_key"), get("timestamp"), get("label"),
-        )  # fmt: skip
-        return handle
-
-    def produce_sync(
-        self,
-        *,
-        topic: str,
-        payload: Any = None,
-        key: str | bytes | None = None,
-        headers: Any = None,
-        partition: int | None = None,
-        partition_key: str | bytes | None = None,
-        timestamp: Any = None,
-        label: Any = None,
-        timeout: float | None = None,
-    ) -> DeliveryReport:
-        """Produce one message and return its :class:`DeliveryReport` once the broker acknowledged it.
-
-        Takes the arguments of :meth:`produce_async`, plus ``timeout``: seconds to wait for
-        the acknowledgement (default: the producer's ``wait_timeout``, else until librdkafka
-        reports, which ``message.timeout.ms`` bounds).
-
-        Raises:
-            DeliveryError: the message was not delivered (librdkafka's code and name kept).
-            WaitTimeoutError: no report within ``timeout`` (the message may still be delivered).
-            InvalidMessageError, QueueFullError, ProducerClosedError, ProducerForkedError.
-        """
-        core = self._core
-        started = time.perf_counter()
-        # The poller is not woken: if it is parked, this thread serves its own report (lead).
-        handle, client = self._send(
-            topic, payload, key, headers, partition, partition_key, timestamp, label
-        )
-        wait = core._default_wait if timeout is None else timeout
-        deadline = time.monotonic() + wait  # the caller's: leading and following share it
-        if client.lead(handle.done, deadline) and handle.done():
-            report = handle.result()
-        else:  # a follower: the poller (or another waiter leading) serves the report
-            try:
-                report = handle.wait(max(0.0, deadline - time.monotonic()))
-            except WaitTimeoutError:
-                raise WaitTimeoutError(
-                    f"no delivery report within {wait:.3f} s; the message may still be "
-                    "delivered (possibly persisted)"
-                ) from None
-        if ev.MESSAGE_PRODUCED_SYNC in core.monitor.subscribed:
-            core.monitor.instrument(
-                ev.MESSAGE_PRODUCED_SYNC, producer_id=core.id, report=report, label=label,
-                duration=time.perf_counter() - started,
-            )  # fmt: skip
-        return report
-
-    def produce_many_async(
-        self, messages: Iterable[Mapping[str, Any]], *, reports: bool = False
-    ) -> BatchDeliveryHandle:
-        """Check every message, then hand them all to librdkafka as one burst.
-
-        ``messages`` are dicts with the keyword arguments of :meth:`produce_async`. Nothing
-        is sent unless every message is valid. Returns one :class:`BatchDeliveryHandle` for
-        the burst; its ``wait()`` gives the reports of the labeled messages (of all messages
-        with ``reports=True``, at some cost in throughput) in the order they were acknowledged.
-
-        Raises:
-            InvalidMessageError: a message is malformed (none was sent).
-            QueueFullError: the queue stayed full; ``error.handle`` covers the messages sent before.
-        """
-        core = self._core
-        if core._state is not _OPEN:
-            core._raise_unusable()
-        if core.transactions.needs_implicit():
-            with core.transaction():
-                return self.produce_many_async(messages, reports=reports)
-        started = time.perf_counter()
-        client = self._active_client()
-        if type(messages) is not list:
-            messages = list(messages)
-        # One checking pass that allocates nothing for the common shapes ({"topic", "payload"
-        # [, "key"]}); only messages off those shapes are prepared in full (``special``).
-        special = self._check_many(messages, client)
-        count = len(messages)
-        batch = BatchDeliveryHandle(
-            count,
-            core._observer,
-            every=ev.MESSAGE_ACKNOWLEDGED in core.monitor.subscribed,
-            keep_reports=reports,
-            explain=core._explain,
-            lead=client.lead,
-        )
-        shared = batch.shared_callback()
-        produce = client.produce
-        sent = 0
-        topic = ""
-        hooked: _Hooked | None = None
-        try:
-            if special is None:
-                serve = client.serve
-                for message in messages:
-                    topic = message["topic"]
-                    payload, key = message["payload"], message.get("key")
-                    try:
-                        produce(topic, payload, key, -1, shared)
-                    except BufferError:
-                        core._produce_when_room(client, (topic, payload, key, -1, shared))
-                    sent += 1
-                    if not sent % _SERVE_EVERY:
-                        serve(0)
-            else:
-                for message in messages:
-                    fields = special.get(sent)
-                    hooked = None
-                    if fields is None:
-                        topic = message["topic"]
-                        payload, key = message["payload"], message.get("key")
-                        arguments: tuple[Any, ...] = (topic, payload, key, -1, shared)
-                    else:
-                        topic = fields[0]
-                        arguments, hooked = core._full_arguments(fields, shared, batch)
-                    try:
-                        try:
-                            produce(*arguments)
-                        except BufferError:
-                            core._produce_when_room(client, arguments)
-                    except Exception as exc:
-                        if hooked is not None:  # never queued: no report will end its hooks
-                            hooked.fail(exc)
-                        raise
-                    sent += 1
-        except Exception as exc:
-            batch.truncate(sent)
-            exc.handle = batch  # type: ignore[attr-defined]
-            if isinstance(exc, QueueFullError | InvalidMessageError):
-                raise
-            raise client.refused(exc, topic) from exc
-        client.serve(0)
-        poller = client.poller
-        if poller.parked:
-            poller.wake()
-        if ev.MESSAGES_PRODUCED_ASYNC in core.monitor.subscribed:
-            core.monitor.instrument(
-                ev.MESSAGES_PRODUCED_ASYNC, producer_id=core.id, count=count,
-                duration=time.perf_counter() - started,
-            )  # fmt: skip
-        return batch
-
-    def produce_many_sync(
-        self,
-        messages: Iterable[Mapping[str, Any]],
-        *,
-        timeout: float | None = None,
-        reports: bool = False,
-    ) -> list[DeliveryReport]:
-        """:meth:`produce_many_async`, then wait for every acknowledgement; returns the reports of
-        the labeled messages (of every message with ``reports=True``).
-
-        Raises:
-            BatchDeliveryError: some messages were not delivered (``failures`` lists them).
-            WaitTimeoutError, InvalidMessageError, QueueFullError.
-        """
-        core = self._core
-        started = time.perf_counter()
-        batch = self.produce_many_async(messages, reports=reports)
-        delivered = batch.wait(core._wait_timeout(timeout))
-        if ev.MESSAGES_PRODUCED_SYNC in core.monitor.subscribed:
-            core.monitor.instrument(
-                ev.MESSAGES_PRODUCED_SYNC, producer_id=core.id, count=batch.count,
-                duration=time.perf_counter() - started,
-            )  # fmt: skip
-        return delivered
-
-    def _send(
-        self,
-        topic: str,
-        payload: Any,
-        key: Any,
-        headers: Any,
-        partition: int | None,
-        partition_key: Any,
-        timestamp: Any,
-        label: Any,
-    ) -> tuple[DeliveryHandle, ProducerClient]:
-        """Check one message and hand it to librdkafka: its handle and the client it went to
-        (positional: this is the hot path of every produce)."""
-        core = self._core
-        if core._state is not _OPEN:
-            core._raise_unusable()
-        if core.middleware or core._transactional or partition_key is not None or core._send_hooks:
-            message = {
-                "topic": topic, "payload": payload, "key": key, "headers": headers,
-                "partition": partition, "partition_key": partition_key,
-                "timestamp": timestamp, "label": label,
-            }  # fmt: skip
-            return self._produce_message(message)
-        # The hot path, inlined: a bytes payload and nothing else set costs a few checks.
-        if type(topic) is not str or not topic:
-            topic = check_topic(topic)
-        if type(payload) is not bytes or len(payload) > core._max_bytes:
-            payload = encode_payload(payload, core._serializer, core._max_bytes)
-        if key is not None and type(key) is not bytes and type(key) is not str:
-            key = encode_key(key)
-        if headers is not None:
-            headers = encode_headers(headers)
-        client = self._client
-        if client.fatal is not None:
-            client = self._active_client()
-        subscribed = core.monitor.subscribed
-        handle = (
-            client.acknowledged_handle if _ACKNOWLEDGED in subscribed else client.plain_handle
-        )()
-        handle._fields = None
-        handle._label = label  # always set: reading an unset slot raises (measurably slow)
-        if partition is not None:
-            partition = encode_partition(partition)
-        if timestamp is not None:
-            timestamp = encode_timestamp(timestamp)
-        try:
-            # Positional on purpose: keyword arguments cost confluent-kafka a dict per call.
-            client.produce(
-                topic, payload, key, -1 if partition is None else partition, handle, None,
-                timestamp or 0, headers,
-            )  # fmt: skip
-        except BufferError:
-            core._produce_when_room(
-                client,
-                (
-                    topic,
-                    payload,
-                    key,
-                    -1 if partition is None else partition,
-                    handle,
-                    None,
-                    timestamp or 0,
-                    headers,
-                ),
-            )
-        except Exception as exc:
-            raise client.refused(exc, topic) from exc
-        core._unserved += 1
-        if core._unserved >= _SERVE_EVERY:  # see produce_many_async (a heuristic count)
-            core._unserved = 0
-            client.serve(0)
-        if _PRODUCED_ASYNC in subscribed:
-            core.monitor.instrument(
-                _PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
-            )
-        return handle, client
-
-    # -- internals ----------------------------------------------------------------------------
-
-    def _produce_message(self, message: dict[str, Any]) -> tuple[DeliveryHandle, ProducerClient]:
-        """The general path: middleware, partition_key, implicit transactions."""
-        core = self._core
-        if core.transactions.needs_implicit():
-            with core.transaction():
-                return self._produce_message(message)
-        client = self._active_client()
-        topic, payload, key, partition, timestamp, headers, label = self._prepare(message, client)
-        handle = core._new_handle(client, label)
-        if core._send_hooks:
-            headers, hooked = core._hook(topic, key, partition, headers, handle)
-            try:
-                self._dispatch(
-                    client, topic, payload, key, partition, hooked or handle, timestamp, headers
-                )
-            except Exception as exc:
-                if hooked is not None:
-                    hooked.fail(exc)
-                raise
-        else:
-            self._dispatch(client, topic, payload, key, partition, handle, timestamp, headers)
-        # As on the hot path: without it the poller thread woke for every delivery report,
-        # and those GIL hand-offs cost a traced (or any hooked) message ~0.2 ms of e2e p50.
-        core._unserved += 1
-        if core._unserved >= _SERVE_EVERY:
-            core._unserved = 0
-            client.serve(0)
-        if ev.MESSAGE_PRODUCED_ASYNC in core.monitor.subscribed:
-            core.monitor.instrument(
-                ev.MESSAGE_PRODUCED_ASYNC, producer_id=core.id, topic=topic, key=key, label=label
-            )
-        return handle, client
-
-    def _check_many(
-        self, messages: list[Mapping[str, Any]], client: ProducerClient
-    ) -> dict[int, tuple[Any, ...]] | None:
-        """Check every message of a burst (raising before anything is sent). Returns the full
-        preparation of the messages that are not of a common shape, by index, or ``None``
-        when all are ``{"topic": str, "payload": bytes[, "key": str | bytes | None]}`` dicts
-        (checked here without allocating anything per message)."""
-        core = self._core
-        if core.middleware or core._send_hooks:
-            return {index: self._prepare(message, client) for index, message in enumerate(messages)}
-        special: dict[int, tuple[Any, ...]] | None = None
-        max_bytes = core._max_bytes
-        index = 0
-        for message in messages:
-            if type(message) is dict:
-                size = len(message)
-                topic = message.get("topic")
-                payload = message.get("payload")
-                if (
-                    type(topic) is str
-                    and topic
-                    and type(payload) is bytes
-                    and len(payload) <= max_bytes
-                    and (
-                        size == 2
-                        or (
-                            size == 3
-                            and "key" in message
-                            and (
-                                (key := message["key"]) is None
-                                or type(key) is str
-                                or type(key) is bytes
-                            )
-                        )
-                    )
-                ):
-                    index += 1
-                    continue
-            if special is None:
-                special = {}
-            special[index] = self._prepare(message, client)
-            index += 1
-        return special
-
-    def _prepare(self, message: Mapping[str, Any], client: ProducerClient) -> tuple[Any, ...]:
-        core = self._core
-        if core.middleware:
-            message = core._apply_middleware(message)
-        elif type(message) is not dict:
-            message = (
-                check_message(dict(message))
-                if isinstance(message, Mapping)
-                else check_message(message)
-            )
-        topic = message.get("topic")
-        if type(topic) is not str or not topic:
-            topic = check_topic(topic)
-        payload = message.get("payload")
-        if type(payload) is not bytes or len(payload) > core._max_bytes:
-            payload = encode_payload(payload, core._serializer, core._max_bytes)
-        key = message.get("key")
-        if key is not None and type(key) is not bytes and type(key) is not str:
-            key = encode_key(key)
-        headers = message.get("headers")
-        if headers is not None:
-            headers = encode_headers(headers)
-        partition = message.get("partition")
-        partition = -1 if partition is None else encode_partition(partition)
-        partition_key = message.get("partition_key")
-        if partition_key is not None:
-            if partition != -1:
-                raise InvalidMessageError(
-                    "give partition or partition_key, not both", "partition_key"
-                )
-            raw = encode_key(partition_key, "partition_key")
-            raw_bytes = raw.encode() if type(raw) is str else raw
-            partition = core._partitioner(raw_bytes, client.partition_count(topic))  # type: ignore[arg-type]
-        timestamp = message.get("timestamp")
-        if not message.keys() <= MESSAGE_FIELDS:
-            check_message(message)
-        return (
-            topic,
-            payload,
-            key,
-            partition,
-            0 if timestamp is None else encode_timestamp(timestamp),
-            headers,
-            message.get("label"),
-        )
-
-    def _dispatch(
-        self,
-        client: ProducerClient,
-        topic: str,
-        payload: Any,
-        key: Any,
-        partition: int,
-        callback: Callable[[Any, Any], None],
-        timestamp: int,
-        headers: Any,
-    ) -> None:
-        try:
-            # Positional on purpose: keyword arguments cost confluent-kafka a dict per call.
-            client.produce(topic, payload, key, partition, callback, None, timestamp, headers)
-        except BufferError:
-            self._core._produce_when_room(
-                client, (topic, payload, key, partition, callback, None, timestamp, headers)
-            )
-        except Exception as exc:
-            raise client.refused(exc, topic) from exc
-
-
-class Producer(_Dispatcher):
+class Producer(Dispatcher):
     """Conveyor's producer (WaterDrop's role): produce_sync, produce_async, bursts, transactions.
 
     Args:
@@ -616,7 +145,7 @@ class Producer(_Dispatcher):
         self.middleware: list[Middleware] = list(self.settings.middleware)
         """The middleware chain; may be changed (append, insert) while the producer runs."""
         self._core = self
-        self._state = _OPEN
+        self._state = OPEN
         self._max_bytes = self.settings.max_message_bytes
         self._serializer = self.settings.serializer
         self._partitioner = partitioner_for(self.settings.partitioner)
@@ -670,7 +199,7 @@ class Producer(_Dispatcher):
         Raises:
             ConfigurationError: an unknown setting, or a transactional producer.
         """
-        self._raise_unusable() if self._state is not _OPEN else None
+        self._raise_unusable() if self._state is not OPEN else None
         overrides = {name.replace("_", "."): value for name, value in settings.items()}
         unknown = sorted(set(overrides) - VARIANT_SETTINGS)
         if unknown:
@@ -717,7 +246,7 @@ class Producer(_Dispatcher):
         partition: int,
         headers: list[tuple[str, Any]] | None,
         callback: Callable[[Any, Any], None],
-    ) -> tuple[list[tuple[str, Any]] | None, _Hooked | None]:
+    ) -> tuple[list[tuple[str, Any]] | None, Hooked | None]:
         """Run the send hooks: the headers to send, and the delivery callback that lets the
         hooks finish before ``callback`` (``None`` when no hook asked to hear of it)."""
         finishers = []
@@ -732,7 +261,7 @@ class Producer(_Dispatcher):
                 continue
             if finish is not None:
                 finishers.append(finish)
-        return headers, _Hooked(callback, tuple(finishers)) if finishers else None
+        return headers, Hooked(callback, tuple(finishers)) if finishers else None
 
     # -- scheduled messages -------------------------------------------------------------------
 
@@ -795,7 +324,7 @@ class Producer(_Dispatcher):
 
     def flush(self, timeout: float = 30.0) -> int:
         """Wait up to ``timeout`` seconds for every queued message; return how many are left."""
-        if self._state is not _OPEN:
+        if self._state is not OPEN:
             self._raise_unusable()
         clients = [self._client, *self._variants.values()]
         deadline = time.monotonic() + timeout
@@ -809,10 +338,10 @@ class Producer(_Dispatcher):
         raises :class:`ProducerClosedError`.
         """
         with self._lock:
-            if self._state is _CLOSED:
+            if self._state is CLOSED:
                 return self._undelivered
-            forked = self._state is _FORKED
-            self._state = _CLOSED
+            forked = self._state is FORKED
+            self._state = CLOSED
             self._closing.set()
         if forked:  # the parent owns the clients; touching them here would hang
             return 0
@@ -847,7 +376,7 @@ class Producer(_Dispatcher):
 
     @property
     def closed(self) -> bool:
-        return self._state is _CLOSED
+        return self._state is CLOSED
 
     def __repr__(self) -> str:
         return f"<Producer {self.id} {self._state}>"
@@ -855,11 +384,11 @@ class Producer(_Dispatcher):
     # -- internals ----------------------------------------------------------------------------
 
     def _raise_unusable(self) -> None:
-        if self._state is _CLOSED:
+        if self._state is CLOSED:
             raise ProducerClosedError(
                 f"producer {self.id!r} is closed; create a new one to produce"
             )
-        if self._state is _FORKED:
+        if self._state is FORKED:
             raise ProducerForkedError(
                 f"producer {self.id!r} was created in another process before os.fork(); librdkafka "
                 "clients do not survive fork(). Create the producer in this process (after the fork)."
@@ -878,7 +407,7 @@ class Producer(_Dispatcher):
 
     def _full_arguments(
         self, fields: tuple[Any, ...], shared: Any, batch: BatchDeliveryHandle
-    ) -> tuple[tuple[Any, ...], _Hooked | None]:
+    ) -> tuple[tuple[Any, ...], Hooked | None]:
         """librdkafka's produce arguments for a burst's message off the common shapes (a
         partition, a timestamp, headers or a label), its send hooks applied."""
         topic, payload, key, partition, timestamp, headers, label = fields
@@ -895,8 +424,8 @@ class Producer(_Dispatcher):
         deadline = time.monotonic() + self.settings.queue_full_timeout
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._state is not _OPEN:
-                if self._state is not _OPEN:
+            if remaining <= 0 or self._state is not OPEN:
+                if self._state is not OPEN:
                     self._raise_unusable()
                 raise QueueFullError(
                     f"librdkafka's local queue stayed full for {self.settings.queue_full_timeout} s "
@@ -1021,64 +550,3 @@ class Producer(_Dispatcher):
             self.monitor.instrument(
                 ev.STATISTICS_EMITTED, producer_id=self.id, statistics=json.loads(raw)
             )
-
-
-class SendHook(Protocol):
-    """Something that sees every message a producer sends (see :meth:`Producer.add_send_hook`)."""
-
-    def sending(
-        self, topic: str, key: Any, partition: int, headers: list[tuple[str, Any]] | None
-    ) -> tuple[list[tuple[str, Any]] | None, Callable[[Any, Any], None] | None]:
-        """The headers to send instead, and ``finish(error, message)`` to call on the delivery
-        report (``message`` is ``None`` when librdkafka refused it at once) or ``None``."""
-        ...
-
-
-class _Hooked:
-    """A delivery callback that lets the send hooks finish first."""
-
-    __slots__ = ("callback", "finishers")
-
-    def __init__(
-        self,
-        callback: Callable[[Any, Any], None],
-        finishers: tuple[Callable[[Any, Any], None], ...],
-    ) -> None:
-        self.callback = callback
-        self.finishers = finishers
-
-    def __call__(self, error: Any, message: Any) -> None:
-        self._finish(error, message)
-        self.callback(error, message)
-
-    def fail(self, error: BaseException) -> None:
-        """The message was refused before it was queued: it will get no delivery report."""
-        self._finish(error, None)
-
-    def _finish(self, error: Any, message: Any) -> None:
-        for finish in self.finishers:
-            try:
-                finish(error, message)
-            except Exception:
-                _log.exception("a send hook failed on a delivery report")
-
-
-class Variant(_Dispatcher):
-    """A view of a :class:`Producer` that sends with other per-topic settings (see :meth:`Producer.variant`)."""
-
-    def __init__(
-        self, producer: Producer, client: ProducerClient, settings: Mapping[str, Any]
-    ) -> None:
-        self._core = producer
-        self._client = client
-        self.settings = dict(settings)
-
-    def _active_client(self) -> ProducerClient:
-        if self._client.credentials_refused is not None:
-            raise self._client.credentials_refused
-        if self._client.fatal is not None:
-            raise self._client.fatal
-        return self._client
-
-    def __repr__(self) -> str:
-        return f"<Variant of {self._core.id} {self.settings}>"
