@@ -28,6 +28,7 @@ from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, Messages
 from conveyor.processing.backlog import Backlog
 from conveyor.processing.filters import Filtered, apply_filters
+from conveyor.processing.held_copies import HeldCopies
 from conveyor.processing.snapshot import LaneState
 from conveyor.tracing.latency import PollTimes
 
@@ -168,11 +169,11 @@ class PartitionExecutor:
         self.successor: PartitionExecutor | None = None
         self._resume_timer: Timer | None = None
         self._abort_batch = False
-        # Offsets whose copy (a dead letter, an at-least-once pipe) the broker has not
-        # acknowledged yet, with how many copies: nothing at or past the lowest is committed.
-        self._fenced: dict[int, int] = {}
-        self._copies_in_flight = 0
-        self._acknowledged = threading.Condition(self.lock)
+        self.copies = HeldCopies(
+            self.lock, self.topic, partition, lambda: self.revoked or self.stopped,
+            policy.backoff.delay, timers, context.monitor,
+        )  # fmt: skip
+        """Copies sent at least once (dead letters, pipes, replies) not acknowledged yet."""
         self.polls = PollTimes()  # when each fetch came, while latency is measured
         self.last_timestamp: float | None = None  # of the last processed message (s), for lag
         consumer_class = route.consumer_class
@@ -290,20 +291,12 @@ class PartitionExecutor:
         return self._fence(self.marked)
 
     def _fence(self, offset: int | None) -> int | None:
-        if offset is None or not self._fenced:
-            return offset
-        with self.lock:
-            lowest = min(self._fenced, default=offset)
-        return min(offset, lowest)
+        return self.copies.fence(offset)
 
     def wait_for_copies(self, deadline: float) -> bool:
         """Block until no copy sent for this partition awaits its acknowledgement (or the
         monotonic ``deadline``); True when none does."""
-        with self._acknowledged:
-            return self._acknowledged.wait_for(
-                lambda: self._copies_in_flight == 0,
-                timeout=max(0.0, deadline - time.monotonic()),
-            )
+        return self.copies.wait(deadline)
 
     def follow(self, predecessor: PartitionExecutor) -> None:
         """Start only after ``predecessor`` (the same partition, revoked) finished its batch."""
@@ -828,77 +821,7 @@ class PartitionExecutor:
         partition is assigned; once it is revoked or the app stops, the offset stays
         uncommitted, so the message is read again rather than lost. Only commits wait for the
         report, so the producer's poller is not hurried for it."""
-        resend = partial(producer._produce_unhurried, message)
-        handle = resend()
-        with self.lock:
-            self._fenced[offset] = self._fenced.get(offset, 0) + 1
-            self._copies_in_flight += 1
-        handle.add_done_callback(lambda done: self._copy_reported(offset, done, resend, attempt=1))
-        return handle
-
-    def _copy_reported(
-        self,
-        offset: int,
-        handle: DeliveryHandle,
-        resend: Callable[[], DeliveryHandle],
-        attempt: int,
-    ) -> None:
-        """A copy's delivery report (on the thread that serves reports)."""
-        failure = handle.error()
-        with self.lock:
-            self._copies_in_flight -= 1
-            if failure is None:
-                left = self._fenced[offset] - 1
-                if left:
-                    self._fenced[offset] = left
-                else:
-                    del self._fenced[offset]
-            again = failure is not None and not (self.revoked or self.stopped)
-            self._acknowledged.notify_all()
-        if failure is None:
-            return
-        self._copy_not_sent(offset, failure, resend, attempt, again)
-
-    def _copy_not_sent(
-        self,
-        offset: int,
-        failure: BaseException,
-        resend: Callable[[], DeliveryHandle],
-        attempt: int,
-        again: bool,
-    ) -> None:
-        """Copy ``attempt`` failed (reported, or refused at once): tell, and send it again after
-        the back-off when ``again``."""
-        delay = self.policy.backoff.delay(attempt)
-        _copy_failed.log(
-            logging.ERROR, f"{self.topic}/{self.partition}",
-            "%s/%s: the copy of offset %s was not delivered (%s); %s", self.topic, self.partition,
-            offset, failure, f"sending it again in {delay:.1f} s" if again
-            else "its offset stays uncommitted",
-        )  # fmt: skip
-        monitor = self.context.monitor
-        if ev.ERROR_OCCURRED in monitor.subscribed:
-            monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.copy.error", error=failure, topic=self.topic,
-                partition=self.partition, offset=offset, attempt=attempt,
-            )  # fmt: skip
-        if again:
-            self._timers.call_later(delay, lambda: self._send_again(offset, resend, attempt + 1))
-
-    def _send_again(self, offset: int, resend: Callable[[], DeliveryHandle], attempt: int) -> None:
-        with self.lock:
-            if self.revoked or self.stopped:
-                return
-            self._copies_in_flight += 1
-        try:
-            handle = resend()
-        except Exception as exc:
-            with self.lock:
-                self._copies_in_flight -= 1
-                self._acknowledged.notify_all()
-            self._copy_not_sent(offset, exc, resend, attempt, again=True)
-            return
-        handle.add_done_callback(lambda done: self._copy_reported(offset, done, resend, attempt))
+        return self.copies.send(offset, message, producer)
 
     def group_metadata(self) -> Any:
         return self.listener.group_metadata()
