@@ -228,7 +228,7 @@ MUTATIONS = (
     ),
     Mutation(
         "tracing: the dead letter sent outside the failed process span",
-        "conveyor/processing/executor.py",
+        "conveyor/processing/hook_runs.py",
         (
             (
                 "        span.failed(error)\n        try:",
@@ -293,7 +293,7 @@ MUTATIONS = (
     ),
     Mutation(
         "tracing: a failing tracer stops consuming",
-        "conveyor/processing/executor.py",
+        "conveyor/processing/hook_runs.py",
         (
             (
                 "        except Exception as error:\n            _tracing_failed.log(",

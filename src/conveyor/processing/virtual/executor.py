@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from conveyor.consumer import Consumer
     from conveyor.driver.handles import DeliveryHandle
     from conveyor.processing.context import ProcessingContext
-    from conveyor.processing.executor import ListenerActions
+    from conveyor.processing.listener_actions import ListenerActions
     from conveyor.processing.strategies import FailurePolicy
     from conveyor.processing.timers import Timer, Timers
     from conveyor.producer import Producer
