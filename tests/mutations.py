@@ -388,7 +388,7 @@ MUTATIONS = (
     ),
     Mutation(
         "a route's own kafka settings left out of its listener",
-        "conveyor/processing/listener.py",
+        "conveyor/processing/listener_reports.py",
         (("        **routes[0].kafka,", ""),),
         ("tests/integration/processing/test_route_kafka.py",),
     ),
