@@ -18,8 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 SOURCE = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SOURCE / "conveyor"
 
@@ -27,12 +25,6 @@ MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 100
 MAX_CIRCLE = 2  # two modules that import each other lazily can be one idea split in two
 NAMES_APP = {"conveyor.app", "conveyor"}  # App's module and the package that exports it
-
-
-UNTIED_YET = pytest.mark.xfail(
-    strict=True,
-    reason="issue 34: the executors, the listener and the producer are being cut by concern",
-)
 
 
 @dataclass(frozen=True)
@@ -200,7 +192,6 @@ def test_no_module_outside_app_init_and_cli_names_app() -> None:
     assert names_app(imports()) == []
 
 
-@UNTIED_YET
 def test_no_module_over_700_lines() -> None:
     assert long_modules() == []
 

@@ -26,34 +26,30 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
 from conveyor.processing.executor import PartitionExecutor, RunningBatch
 from conveyor.processing.snapshot import LaneState
 from conveyor.processing.strategies import RETRY
+from conveyor.processing.virtual.lane import Lane
 from conveyor.processing.virtual.lanes import LaneAssigner
 from conveyor.processing.virtual.tracker import OffsetTracker
 from conveyor.tracing.latency import PollTimes
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
-    from conveyor.driver.handles import DeliveryHandle
     from conveyor.processing.context import ProcessingContext
     from conveyor.processing.listener_actions import ListenerActions
     from conveyor.processing.strategies import FailurePolicy
     from conveyor.processing.timers import Timer, Timers
-    from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
-    from conveyor.tracing.tracer import Tracing
 
-__all__ = ["Lane", "VirtualPartitionExecutor"]
+__all__ = ["VirtualPartitionExecutor"]
 
 _log = logging.getLogger("conveyor.processing")
 _lane_failed = RateLimitedLog(_log)
@@ -67,135 +63,6 @@ class _Failure:
     delay: float  # the back-off before the collapsed run (0: at once)
     until: int  # collapsed at least through this offset
     error: BaseException
-
-
-class Lane:
-    """One virtual partition: its queue, its consumer instance, the batch it runs.
-
-    It is its consumer's ``_executor``: what the consumer asks (marking, pausing, producing,
-    dead letters) goes to the partition, with marks meaning this lane's messages."""
-
-    def __init__(self, executor: VirtualPartitionExecutor, index: int) -> None:
-        self.executor = executor
-        self.index = index
-        self.queue: deque[Any] = deque()
-        self.active = False  # a job of this lane is queued or running
-        self.batch: list[Any] = []  # the batch it runs now
-        self.running: RunningBatch | None = None
-        self.consumer: Consumer | None = None
-        self.abort = False  # the consumer sought or paused: do not mark the batch
-        self.handed_out = 0
-        self.since = 0.0  # when its queue last went from empty to not (monotonic)
-
-    def run(self) -> None:
-        self.executor._run_lane(self)
-
-    def failed(self, batch: list[Any], error: Exception, started: float) -> None:
-        self.executor._lane_failed(self, batch, error, started)
-
-    def put_back(self, batch: list[Any]) -> None:
-        self.queue.extendleft(reversed(batch))
-
-    def instance(self) -> Consumer:
-        consumer = self.consumer
-        if consumer is None:
-            consumer = self.executor._new_consumer(self)
-            self.consumer = consumer
-        return consumer
-
-    # -- what its consumer asks ---------------------------------------------------------------
-
-    @property
-    def revoked(self) -> bool:
-        return self.executor.revoked
-
-    @property
-    def attempt(self) -> int:
-        return self.executor.attempt
-
-    @property
-    def group_id(self) -> str:
-        return self.executor.group_id
-
-    def producer(self) -> Producer:
-        return self.executor.producer()
-
-    def mark(self, next_offset: int, sync: bool) -> bool:
-        """The consumer marked the message before ``next_offset``: it and this lane's earlier
-        messages of the batch finished."""
-        last = next_offset - 1
-        return self.executor.finish(
-            [raw.offset() for raw in self.batch if raw.offset() <= last] or [last], sync
-        )
-
-    def dispatch_to_dlq(
-        self, message: Message, dlq_topic: str, error: BaseException | None = None
-    ) -> None:
-        self.executor.dispatch_to_dlq(message, dlq_topic, error)
-
-    def send_held(self, offset: int, message: dict[str, Any], producer: Producer) -> DeliveryHandle:
-        return self.executor.send_held(offset, message, producer)
-
-    def request_seek(self, offset: int) -> None:
-        self.abort = True
-        self.executor.request_seek(offset)
-
-    def request_pause(self, offset: int | None, timeout: float | None) -> None:
-        self.abort = True
-        self.executor.request_pause(offset, timeout)
-
-    def request_resume(self) -> None:
-        self.executor.request_resume()
-
-    @property
-    def collapsed(self) -> bool:
-        return self.executor.collapsed
-
-    @property
-    def topic(self) -> str:
-        return self.executor.topic
-
-    @property
-    def partition(self) -> int:
-        return self.executor.partition
-
-    @property
-    def in_lane(self) -> bool:
-        return True
-
-    @property
-    def high_watermark(self) -> int | None:
-        return self.executor.high_watermark
-
-    @property
-    def kafka(self) -> Mapping[str, Any]:
-        return self.executor.kafka
-
-    @property
-    def tracing(self) -> Tracing | None:
-        return self.executor.tracing
-
-    @property
-    def polls(self) -> PollTimes:
-        return self.executor.polls
-
-    def transactional_producer(self) -> Producer:
-        return self.executor.transactional_producer()
-
-    def offsets_in_transactions(self) -> None:
-        raise ConfigurationError(
-            "transaction() is not available in virtual partitions' lanes", "virtual_partitions"
-        )
-
-    def group_metadata(self) -> Any:
-        return self.executor.group_metadata()
-
-    def forget_group_metadata(self) -> None:
-        self.executor.forget_group_metadata()
-
-    def __repr__(self) -> str:
-        executor = self.executor
-        return f"<Lane {executor.topic}/{executor.partition}#{self.index} queued={len(self.queue)}>"
 
 
 class VirtualPartitionExecutor(PartitionExecutor):
