@@ -123,7 +123,7 @@ def assert_listed_under_the_supervisor(
             cwd=HERE, capture_output=True, text=True, timeout=60, check=False,
             env=dict(os.environ, TOPIC=topic, GROUP=f"g-{topic}", KAFKA_BOOTSTRAP_SERVERS=bootstrap,
                      PROCESSED_DIR="/tmp", WEB_PREFIX=prefix, COLUMNS="250",
-                     PYTHONPATH=str(HERE)),
+                     PYTHONPATH=str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         rows = [line for line in done.stdout.splitlines() if "supervisor" in line]
@@ -241,7 +241,8 @@ def test_bad_input_is_refused_with_a_message(kafka_bootstrap: str) -> None:
             [sys.executable, "-m", "conveyor", "swarm", "--app", "swarm_app:app", *args],
             cwd=HERE, capture_output=True, text=True, timeout=60, check=False,
             env=dict(os.environ, TOPIC="t", GROUP="g", KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
-                     PROCESSED_DIR="/tmp", PYTHONPATH=str(HERE), GROUP_PROTOCOL=protocol),
+                     PROCESSED_DIR="/tmp", GROUP_PROTOCOL=protocol,
+                     PYTHONPATH=str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")),
         )  # fmt: skip
         assert done.returncode == code, done.stderr
         assert message in done.stderr

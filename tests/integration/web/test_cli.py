@@ -16,7 +16,10 @@ HERE = Path(__file__).parent
 
 def web(command: str, prefix: str, bootstrap: str, *extra: str) -> subprocess.CompletedProcess[str]:
     env = dict(
-        os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap, WEB_PREFIX=prefix, PYTHONPATH=str(HERE)
+        os.environ,
+        KAFKA_BOOTSTRAP_SERVERS=bootstrap,
+        WEB_PREFIX=prefix,
+        PYTHONPATH=str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
     return subprocess.run(
         [sys.executable, "-m", "conveyor", "web", command, "--app", "web_app:app", *extra],
