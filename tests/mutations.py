@@ -184,7 +184,7 @@ MUTATIONS = (
                 "                    pass",
             ),
         ),
-        ("tests/unit/web/test_tracking.py",),
+        ("tests/unit/web/process/test_tracking.py",),
     ),
     Mutation(
         "producer: a closed client keeps librdkafka's producer (until a full collection)",
