@@ -48,6 +48,22 @@ def _source_name(source: Any) -> str:
         return str(getattr(source, "name", source))
 
 
+class _ClosedAdmin:
+    """What a closed connection calls instead of librdkafka's admin client: every call fails."""
+
+    def poll(self, timeout: float = 0.0) -> int:
+        return 0
+
+    def __getattr__(self, name: str) -> Any:
+        def closed(*args: Any, **kwargs: Any) -> Any:
+            raise KafkaError(f"the admin client is closed ({name} refused)")
+
+        return closed
+
+
+_CLOSED = _ClosedAdmin()
+
+
 class AdminConnection:
     """One librdkafka admin client (plus, lazily, a group-less consumer for watermarks)."""
 
@@ -60,7 +76,7 @@ class AdminConnection:
             "error_cb": self._error,
         }
         try:
-            self._admin = AdminClient(settings)
+            self._admin: Any = AdminClient(settings)
         except (confluent_kafka.KafkaException, ValueError, TypeError) as exc:
             raise configuration_error(exc, "admin client", config) from exc
         self._consumer: Any = None
@@ -350,6 +366,10 @@ class AdminConnection:
             consumer.close()
 
     def close(self) -> None:
+        """Close the watermark consumer and let librdkafka's admin client go: it and this
+        connection refer to each other (its error callback), a cycle that would keep its
+        threads and sockets until the garbage collector's rare full collections."""
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        self._admin = _CLOSED

@@ -1,4 +1,4 @@
-"""A closed producer client lets librdkafka's producer go at once (threads and sockets)."""
+"""A closed client lets librdkafka's producer or admin client go at once (threads, sockets)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conveyor.driver.admin import AdminConnection
 from conveyor.driver.producers import ProducerClient
 from conveyor.errors import KafkaError
 
@@ -35,5 +36,20 @@ def test_closing_destroys_librdkafka_now_not_at_a_full_collection() -> None:
         assert librdkafka_threads() <= before  # others' clients may have ended meanwhile
         with pytest.raises(KafkaError, match="closed"):
             client.begin_transaction()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
+def test_closing_an_admin_connection_destroys_librdkafka_now() -> None:
+    before = librdkafka_threads()
+    gc.disable()
+    try:
+        connection = AdminConnection({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+        assert librdkafka_threads() > before
+        connection.close()
+        assert librdkafka_threads() <= before  # others' clients may have ended meanwhile
+        with pytest.raises(KafkaError, match="closed"):
+            connection.metadata(None, 1.0)
     finally:
         gc.enable()
