@@ -36,6 +36,9 @@ PURGED = frozenset({int(ErrorCode._PURGE_QUEUE), int(ErrorCode._PURGE_INFLIGHT)}
 """Error codes of messages purged before delivery (an abort, a close)."""
 
 _METADATA_TIMEOUT = 10.0
+_SEND_OFFSETS_GRACE = 5.0
+"""Seconds past its own timeout that a ``send_offsets_to_transaction`` may take before the
+client is given up (librdkafka answers within its timeout when it answers at all)."""
 EXPLAIN_TIMEOUT = 0.3
 """Seconds the check behind a timed-out delivery's message may take (a broker that answers
 does in milliseconds; one that does not must not hold the caller much past its deadline)."""
@@ -318,13 +321,41 @@ class ProducerClient:
         partitions = [
             TopicPartition(topic, partition, offset) for topic, partition, offset in offsets
         ]
-        self._transactional(
-            "could not add the offsets to the transaction: ",
-            self._kafka.send_offsets_to_transaction,
-            partitions,
-            group_metadata,
-            timeout,
-        )
+        call = self._kafka.send_offsets_to_transaction
+        returned = threading.Event()
+        raised: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                call(partitions, group_metadata, timeout)
+            except BaseException as exc:  # handed to the caller below
+                raised.append(exc)
+            finally:
+                returned.set()
+
+        # librdkafka may never return from this call, whatever its timeout, when the group's
+        # coordinator went away (confluentinc/librdkafka#5456, #5511): it is made on a thread
+        # of its own, so that a hung one costs this client (rebuilt) and not the worker, the
+        # transaction lock and with them every transactional consumer of the process.
+        threading.Thread(target=send, name="conveyor-send-offsets", daemon=True).start()
+        if not returned.wait(timeout + _SEND_OFFSETS_GRACE):
+            failure = TransactionError(
+                f"could not add the offsets to the transaction: librdkafka did not return within "
+                f"{timeout + _SEND_OFFSETS_GRACE:g} s (its coordinator request hangs: "
+                "confluentinc/librdkafka#5456); the transaction is abandoned and the producer "
+                "rebuilt, which fences it",
+                fatal=True,
+            )
+            self.mark_fatal(failure)
+            raise failure
+        if raised:
+            exc = raised[0]
+            failure = to_conveyor_error(
+                exc, TransactionError, context="could not add the offsets to the transaction: "
+            )
+            if failure.fatal:
+                self.mark_fatal(failure)
+            raise failure from exc
 
     def _transactional(self, context: str, call: Callable[..., Any], *args: Any) -> None:
         try:

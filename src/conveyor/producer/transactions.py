@@ -156,10 +156,11 @@ class Transactions:
             )
 
     def _abort(self, client: ProducerClient, started: float, cause: BaseException) -> None:
-        try:
-            client.abort_transaction(_TIMEOUT)
-        except TransactionError as failure:
-            self._report_error("transaction.abort.error", failure)
+        if client.fatal is None:  # a fatal client is rebuilt, and its successor fences this one
+            try:
+                client.abort_transaction(_TIMEOUT)
+            except TransactionError as failure:
+                self._report_error("transaction.abort.error", failure)
         if ev.TRANSACTION_ABORTED in self._monitor.subscribed:
             self._monitor.instrument(
                 ev.TRANSACTION_ABORTED, producer_id=self._producer_id,

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from conveyor.driver import producers
 from conveyor.driver.admin import AdminConnection
 from conveyor.driver.producers import ProducerClient
-from conveyor.errors import KafkaError
+from conveyor.errors import KafkaError, TransactionError
 
 
 def librdkafka_threads() -> int:
@@ -53,3 +57,43 @@ def test_closing_an_admin_connection_destroys_librdkafka_now() -> None:
             connection.metadata(None, 1.0)
     finally:
         gc.enable()
+
+
+class HangingOffsets:
+    """librdkafka's producer when ``send_offsets_to_transaction`` never returns (its
+    coordinator went away: confluentinc/librdkafka#5456)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def send_offsets_to_transaction(self, *_args: Any) -> None:
+        self.release.wait(30)
+
+    def __len__(self) -> int:  # nothing queued (the poller asks)
+        return 0
+
+    def poll(self, _timeout: float = 0.0) -> int:
+        return 0
+
+
+def test_a_send_offsets_that_never_returns_gives_the_client_up_in_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(producers, "_SEND_OFFSETS_GRACE", 0.2)
+    client = ProducerClient(
+        {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "hanging",
+        on_error=lambda _error: None, on_fatal=lambda _error: None,
+    )  # fmt: skip
+    real, hanging = client._kafka, HangingOffsets()
+    client._kafka = hanging
+    try:
+        started = time.monotonic()
+        with pytest.raises(TransactionError, match="did not return") as raised:
+            client.send_offsets([("orders", 0, 5)], None, 0.1)
+        assert time.monotonic() - started < 5
+        assert raised.value.fatal
+        assert client.fatal is raised.value  # rebuilt before reuse
+    finally:
+        hanging.release.set()
+        client._kafka = real
+        client.close(0.0)
