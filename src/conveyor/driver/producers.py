@@ -322,13 +322,14 @@ class ProducerClient:
             TopicPartition(topic, partition, offset) for topic, partition, offset in offsets
         ]
         call = self._kafka.send_offsets_to_transaction
+        context = "could not add the offsets to the transaction: "
         returned = threading.Event()
         raised: list[BaseException] = []
 
         def send() -> None:
             try:
-                call(partitions, group_metadata, timeout)
-            except BaseException as exc:  # handed to the caller below
+                self._transactional(context, call, partitions, group_metadata, timeout)
+            except BaseException as exc:  # raised in the caller's thread below
                 raised.append(exc)
             finally:
                 returned.set()
@@ -340,7 +341,7 @@ class ProducerClient:
         threading.Thread(target=send, name="conveyor-send-offsets", daemon=True).start()
         if not returned.wait(timeout + _SEND_OFFSETS_GRACE):
             failure = TransactionError(
-                f"could not add the offsets to the transaction: librdkafka did not return within "
+                f"{context}librdkafka did not return within "
                 f"{timeout + _SEND_OFFSETS_GRACE:g} s (its coordinator request hangs: "
                 "confluentinc/librdkafka#5456); the transaction is abandoned and the producer "
                 "rebuilt, which fences it",
@@ -349,13 +350,7 @@ class ProducerClient:
             self.mark_fatal(failure)
             raise failure
         if raised:
-            exc = raised[0]
-            failure = to_conveyor_error(
-                exc, TransactionError, context="could not add the offsets to the transaction: "
-            )
-            if failure.fatal:
-                self.mark_fatal(failure)
-            raise failure from exc
+            raise raised[0]
 
     def _transactional(self, context: str, call: Callable[..., Any], *args: Any) -> None:
         try:
