@@ -839,6 +839,14 @@ MUTATIONS = (
             "tests/unit/test_app.py::test_a_kafka_setting_of_the_wrong_type_is_named_for_app_and_producer",
         ),
     ),
+    Mutation(
+        "producer: the reload budget never refills",
+        "conveyor/producer/producer.py",
+        (("                self._reloads = 0  # a client that ran", "                pass  #"),),
+        (
+            "tests/integration/producer/test_recovery.py::test_the_reload_budget_refills_after_a_calm_spell",
+        ),
+    ),
 )
 
 

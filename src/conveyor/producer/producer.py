@@ -96,8 +96,10 @@ class Producer(Dispatcher):
             for acknowledgements (``None``: until librdkafka reports, bounded by ``message.timeout.ms``).
         queue_full_timeout: seconds to wait for room when librdkafka's local queue is full.
         reload_on_fatal_error: rebuild the client after a fatal error (idempotence or fencing)
-            instead of failing every later call; at most ``max_reloads`` times, waiting
-            ``reload_backoff`` seconds (doubling) before each.
+            instead of failing every later call; at most ``max_reloads`` times in a row, waiting
+            ``reload_backoff`` seconds (doubling) before each. A client that has run
+            :attr:`reload_calm` seconds (5 minutes) since the last rebuild earns the whole
+            budget back, so a long-lived producer fenced now and then never runs out of it.
         serializer: turns payloads that are not bytes, str or None into bytes (JSON by default).
         middleware: callables applied in order to each message dict before dispatch; each
             returns the message (or ``None`` to keep it as changed in place) or raises to reject it.
@@ -111,6 +113,9 @@ class Producer(Dispatcher):
     Raises:
         ConfigurationError: a setting is wrong (the message names it).
     """
+
+    reload_calm: float = 300.0
+    """Seconds a rebuilt client runs without a fatal error before ``max_reloads`` refills."""
 
     def __init__(
         self,
@@ -164,6 +169,7 @@ class Producer(Dispatcher):
         self._default_wait = wait if wait is not None else timeout + _REPORT_MARGIN
         self._closing = threading.Event()
         self._reloads = 0
+        self._last_reload = 0.0
         self._undelivered = 0
         self._variants: dict[frozenset[tuple[str, Any]], ProducerClient] = {}
         self.transactions = Transactions(
@@ -457,6 +463,8 @@ class Producer(Dispatcher):
                 return self._client
             error = failed.fatal
             assert error is not None
+            if time.monotonic() - self._last_reload >= self.reload_calm:
+                self._reloads = 0  # a client that ran a while earns back the whole budget
             if (
                 not self.settings.reload_on_fatal_error
                 or self._reloads >= self.settings.max_reloads
@@ -467,6 +475,7 @@ class Producer(Dispatcher):
             if self._closing.wait(backoff):
                 self._raise_unusable()
             failed.close(1.0)
+            self._last_reload = time.monotonic()
             self._client = self._new_client(self.settings.kafka, f"conveyor-producer-{self.id}")
             self.transactions.reset()
         if ev.PRODUCER_RELOADED in self.monitor.subscribed:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import uuid
 
+import pytest
+
 from conveyor import Event, Monitor, Producer
 
 
@@ -68,3 +70,46 @@ def test_statistics_reach_the_monitor(kafka_bootstrap: str, new_topic) -> None:
         assert arrived.wait(10)
     assert statistics[0]["type"] == "producer"
     assert statistics[0]["client_id"] == producer.id
+
+
+def _fence(settings: dict, topic: str) -> None:
+    with Producer(settings) as other:  # the same transactional.id fences the first producer
+        other.produce_sync(topic=topic, payload=b"fencer")
+
+
+def _produce_through_fencing(producer: Producer, topic: str) -> None:
+    """The fencing surfaces on one call, the reload on the next; raise what the last one raised."""
+    for attempt in range(3):
+        try:
+            producer.produce_sync(topic=topic, payload=b"after")
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+
+
+def test_the_reload_budget_refills_after_a_calm_spell(kafka_bootstrap: str, new_topic) -> None:
+    """max_reloads=1: a second fencing right after the first exhausts the budget, but a client
+    that ran reload_calm seconds since its rebuild earns it back (a long-lived transactional
+    producer fenced once a day must not fail for good on the eleventh day)."""
+    topic = new_topic()
+    settings = {"bootstrap.servers": kafka_bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"}
+    reloads: list[int] = []
+    monitor = Monitor()
+    monitor.subscribe("producer.reloaded", lambda event: reloads.append(event["attempt"]))
+    with Producer(settings, monitor=monitor, max_reloads=1, reload_backoff=0.05) as calm:
+        calm.reload_calm = 0.0  # every rebuilt client counts as having run long enough
+        for _ in range(2):
+            calm.produce_sync(topic=topic, payload=b"before")
+            _fence(settings, topic)
+            _produce_through_fencing(calm, topic)
+    assert reloads == [1, 1], "each fencing after a calm spell reloads as the first one did"
+
+    settings["transactional.id"] = f"tx-{uuid.uuid4().hex}"
+    with Producer(settings, max_reloads=1, reload_backoff=0.05) as restless:
+        restless.produce_sync(topic=topic, payload=b"before")
+        _fence(settings, topic)
+        _produce_through_fencing(restless, topic)
+        _fence(settings, topic)  # fenced again at once: the budget of one is spent
+        with pytest.raises(Exception, match=r"(?i)fenc|fatal|epoch"):
+            _produce_through_fencing(restless, topic)
