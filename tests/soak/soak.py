@@ -83,6 +83,7 @@ class Kinds:
     objects: Counter[str] = field(default_factory=Counter)
     allocations: Counter[str] = field(default_factory=Counter)
     garbage: Counter[str] = field(default_factory=Counter)
+    clients: Counter[str] = field(default_factory=Counter)  # librdkafka handles by holder
 
 
 @dataclass
@@ -416,7 +417,14 @@ class Soak:
                 threads1 <= threads0 + 2 and fds1 <= fds0 + 8
             )
             if samples.settled and samples.last:
-                for what in ("threads", "descriptors", "objects", "allocations", "garbage"):
+                for what in (
+                    "threads",
+                    "descriptors",
+                    "clients",
+                    "objects",
+                    "allocations",
+                    "garbage",
+                ):
                     first, last = getattr(samples.settled, what), getattr(samples.last, what)
                     grew = {name: last[name] - first[name] for name in first | last
                             if last[name] != first[name]}  # fmt: skip
@@ -596,6 +604,7 @@ def _kinds(pid: int, workdir: Path) -> Kinds | None:
         kinds.objects.update(dict(diagnostics["objects"]))
         kinds.allocations.update(dict(diagnostics["allocations"]))
         kinds.garbage.update(dict(diagnostics["garbage"]))
+        kinds.clients.update(dict(diagnostics.get("clients", [])))
     return kinds
 
 

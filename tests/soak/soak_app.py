@@ -22,17 +22,20 @@ import threading
 import tracemalloc
 from collections import Counter
 
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
-from conveyor import App, Consumer
+from conveyor import App
+from conveyor import Consumer as ConveyorConsumer
 from conveyor.errors import DeserializationError
 from conveyor.web import WebTopics
 
 INPUT, OUTPUT, RELAY, DLQ = (os.environ[name] for name in ("INPUT", "OUTPUT", "RELAY", "DLQ"))
 
 
-class Copy(Consumer):
+class Copy(ConveyorConsumer):
     """Exactly once: the batch's copies and its offset in one transaction."""
 
     def consume(self) -> None:
@@ -44,7 +47,7 @@ class Copy(Consumer):
             self.mark_as_consumed(self.messages.last)
 
 
-class Relay(Consumer):
+class Relay(ConveyorConsumer):
     """At least once, in order per key: each input's key and sequence number relayed. A payload
     that cannot be read fails the batch right there, after what came before it was relayed and
     marked: it is the first unmarked message, the one the DLQ gets."""
@@ -112,10 +115,36 @@ def _write_diagnostics(folder: str) -> None:
                 top = tracemalloc.take_snapshot().statistics("lineno")[:15]
                 found["allocations"] = [(str(stat.traceback), stat.size) for stat in top]
             found["objects"] = objects.most_common(40)
+            found["clients"] = sorted(Counter(_librdkafka_clients()).items())
         names = [re.sub(r"\d+", "N", thread.name) for thread in threading.enumerate()]
         with open(target + ".tmp", "w") as out:
             json.dump({"threads": names, **found}, out)
         os.replace(target + ".tmp", target)
+
+
+def _holder(thing: object) -> object | None:
+    """The object that holds ``thing`` in an attribute (through its ``__dict__`` or a slot)."""
+    for holder in gc.get_referrers(thing):
+        if isinstance(holder, dict):
+            for instance in gc.get_referrers(holder):
+                if getattr(instance, "__dict__", None) is holder:
+                    return instance
+        elif type(holder).__module__ not in ("builtins", "cimpl"):  # not a list, frame, method
+            return holder
+    return None
+
+
+def _librdkafka_clients() -> list[str]:
+    """Every librdkafka handle alive, named by its kind and the two objects that hold it
+    (``Producer<ProducerClient<Producer``): the soak says which kind of client grew."""
+    named = []
+    for handle in [o for o in gc.get_objects() if isinstance(o, (Producer, Consumer, AdminClient))]:
+        chain, thing = [type(handle).__name__], handle
+        for _ in range(2):
+            thing = _holder(thing)
+            chain.append(type(thing).__name__ if thing is not None else "?")
+        named.append("<".join(chain))
+    return named
 
 
 faulthandler.register(signal.SIGUSR2, all_threads=True)  # the soak asks when not drained
