@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Serializer", "json_dumps", "json_loads"]
+__all__ = ["Serializer", "json_dumps", "json_loads", "text_or_base64"]
 
 Serializer = Callable[[Any], bytes]
 """Turns a payload that is not ``bytes``, ``str`` or ``None`` into bytes."""
@@ -41,3 +42,14 @@ def _json_loads(raw: bytes | str) -> Any:
 json_loads: Callable[[bytes | str], Any] = _orjson.loads if _orjson is not None else _json_loads
 """Decode JSON bytes (or text): orjson's own function when installed (no wrapper between it
 and each payload of a batch), else the standard library's."""
+
+
+def text_or_base64(value: bytes | None) -> Any:
+    """Bytes as JSON can hold them: the text where they are UTF-8, else ``{"base64": ...}``
+    (the sinks' records and the web UI's exports)."""
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}

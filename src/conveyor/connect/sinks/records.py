@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from conveyor.serialization import json_dumps
+from conveyor.serialization import json_dumps, text_or_base64
 
 if TYPE_CHECKING:
     from conveyor.messages import Message
 
 __all__ = ["encoded_record", "record_json"]
-
-
-def _text_or_base64(value: bytes | None) -> Any:
-    if value is None:
-        return None
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(value).decode("ascii")}
 
 
 def record_json(record: Message) -> dict[str, Any]:
@@ -34,7 +24,7 @@ def record_json(record: Message) -> dict[str, Any]:
     try:
         json_dumps(payload)
     except (TypeError, ValueError):
-        payload = _text_or_base64(record.raw_payload)
+        payload = text_or_base64(record.raw_payload)
     return _document(record, payload)
 
 
@@ -53,7 +43,7 @@ def encoded_record(record: Message, encode: Callable[[Message], Any] = record_js
     try:
         return json_dumps(document)
     except (TypeError, ValueError):
-        document["payload"] = _text_or_base64(record.raw_payload)
+        document["payload"] = text_or_base64(record.raw_payload)
         return json_dumps(document)
 
 
@@ -64,7 +54,7 @@ def _document(record: Message, payload: Any) -> dict[str, Any]:
         "partition": record.partition,
         "offset": record.offset,
         "timestamp": None if timestamp is None else timestamp.isoformat(),
-        "key": _text_or_base64(record.raw_key),
-        "headers": {name: _text_or_base64(value) for name, value in record.raw_headers},
+        "key": text_or_base64(record.raw_key),
+        "headers": {name: text_or_base64(value) for name, value in record.raw_headers},
         "payload": payload,
     }

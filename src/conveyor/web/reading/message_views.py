@@ -3,9 +3,10 @@ one line of an export (:func:`export_line`)."""
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
+
+from conveyor.serialization import text_or_base64
 
 __all__ = ["HEX_LIMIT", "PREVIEW", "export_line", "message_view"]
 
@@ -76,15 +77,6 @@ def message_view(raw: Any, full: bool = True) -> dict[str, Any]:
 def export_line(raw: Any) -> bytes:
     """One message as a JSON line of the export: text where the bytes are UTF-8, else
     ``{"base64": ...}``; the payload as JSON where it is JSON."""
-
-    def text_or_base64(value: bytes | None) -> Any:
-        if value is None:
-            return None
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"base64": base64.b64encode(value).decode("ascii")}
-
     value = raw.value()
     payload = text_or_base64(value)
     if isinstance(payload, str):
