@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -10,17 +11,18 @@ from typing import Any
 
 import click
 
-from conveyor.admin import align, migrate, plan
+from conveyor.admin import Admin, align, migrate, plan
 from conveyor.app import App
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import changes_table, confirm, console, key_value_table, table
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConfigurationError, ConveyorError
 
 __all__ = ["cluster", "configs", "groups", "topics"]
 
 _app_option = click.option(
     "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app whose kafka settings (and routes) to use (default: $CONVEYOR_APP).",
+    help="The app whose kafka settings (and routes) to use (default: $CONVEYOR_APP; commands "
+    "that need no routes fall back to $KAFKA_BOOTSTRAP_SERVERS).",
 )  # fmt: skip
 _json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
@@ -30,6 +32,21 @@ _yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmat
 
 def _app(spec: str | None) -> App:
     return load_app(spec)
+
+
+def _admin(spec: str | None) -> Admin:
+    """The app's admin client; without an app, one for ``$KAFKA_BOOTSTRAP_SERVERS`` (a command
+    that needs no routes, such as ``topics create``, should not need an app to be written)."""
+    if spec:
+        return load_app(spec).admin
+    servers = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not servers:
+        raise ConfigurationError(
+            "no app given: pass --app module:attribute (e.g. shop.app:app), set CONVEYOR_APP, "
+            "or set KAFKA_BOOTSTRAP_SERVERS (this command needs no routes)",
+            "app",
+        )
+    return Admin({"bootstrap.servers": servers})
 
 
 def _emit(as_json: bool, data: Any, render: Callable[[], None]) -> None:
@@ -90,7 +107,7 @@ def topics_align(app_spec: str | None, as_json: bool) -> None:
 @click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets ...).")
 def topics_list(app_spec: str | None, as_json: bool, internal: bool) -> None:
     """List the cluster's topics with their partition counts."""
-    admin = _app(app_spec).admin
+    admin = _admin(app_spec)
     rows = [
         (name, admin.topic_info(name).partition_count)
         for name in admin.list_topics(internal=internal)
@@ -105,7 +122,7 @@ def topics_list(app_spec: str | None, as_json: bool, internal: bool) -> None:
 @click.argument("name")
 def topics_describe(app_spec: str | None, as_json: bool, name: str) -> None:
     """Partitions (leader, replicas, watermarks, share) and non-default configs of a topic."""
-    admin = _app(app_spec).admin
+    admin = _admin(app_spec)
     info = admin.topic_info(name)
     load = {row.partition: row for row in admin.partition_distribution(name)}
     configs = {
@@ -149,7 +166,7 @@ def topics_create(
 ) -> None:
     """Create a topic."""
     config = dict(item.split("=", 1) for item in settings if "=" in item)
-    _app(app_spec).admin.create_topic(name, partitions, replication_factor, config)
+    _admin(app_spec).create_topic(name, partitions, replication_factor, config)
     console.print(f"created {name} ({partitions} partition(s))", highlight=False)
 
 
@@ -160,7 +177,7 @@ def topics_create(
 def topics_delete(app_spec: str | None, yes: bool, name: str) -> None:
     """Delete a topic and all its messages."""
     confirm(yes, f"Delete topic {name} and all its messages?")
-    _app(app_spec).admin.delete_topic(name)
+    _admin(app_spec).delete_topic(name)
     console.print(f"deleted {name}", highlight=False)
 
 
@@ -170,7 +187,7 @@ def topics_delete(app_spec: str | None, yes: bool, name: str) -> None:
 @click.argument("total", type=click.IntRange(min=1))
 def topics_repartition(app_spec: str | None, name: str, total: int) -> None:
     """Grow a topic to TOTAL partitions (Kafka cannot shrink one)."""
-    _app(app_spec).admin.create_partitions(name, total)
+    _admin(app_spec).create_partitions(name, total)
     console.print(f"{name} now has {total} partitions", highlight=False)
 
 
@@ -203,7 +220,7 @@ def groups() -> None:
 @_json_option
 def groups_list(app_spec: str | None, as_json: bool) -> None:
     """List consumer groups with their state and member count."""
-    admin = _app(app_spec).admin
+    admin = _admin(app_spec)
     infos = [admin.describe_consumer_group(name) for name in admin.list_consumer_groups()]
     _emit(as_json, [{"group": g.name, "state": g.state, "members": len(g.members)} for g in infos],
           lambda: console.print(table("Consumer groups", ["group", "state", "members"],
@@ -216,7 +233,7 @@ def groups_list(app_spec: str | None, as_json: bool) -> None:
 @click.argument("name")
 def groups_describe(app_spec: str | None, as_json: bool, name: str) -> None:
     """A group's members and their partitions."""
-    group = _app(app_spec).admin.describe_consumer_group(name)
+    group = _admin(app_spec).describe_consumer_group(name)
     if group.state == "DEAD" and not group.members:
         raise ConveyorError(
             f"there is no consumer group {name!r} (`conveyor groups list` lists them)"
@@ -235,7 +252,7 @@ def groups_describe(app_spec: str | None, as_json: bool, name: str) -> None:
 @click.argument("names", nargs=-1)
 def groups_lags(app_spec: str | None, as_json: bool, names: tuple[str, ...]) -> None:
     """Committed offset, high watermark and lag per partition (all groups, or NAMES)."""
-    lags = _app(app_spec).admin.read_lags(list(names) or None)
+    lags = _admin(app_spec).read_lags(list(names) or None)
     _emit(as_json, [lag.__dict__ for lag in lags],
           lambda: console.print(table("Lags", ["group", "topic", "partition", "committed", "high", "lag"], [
               (lag.group, lag.topic, str(lag.partition), "-" if lag.committed is None else str(lag.committed),
@@ -265,7 +282,7 @@ def groups_seek(
     partitions: tuple[int, ...],
 ) -> None:
     """Move group NAME on TOPIC to POSITION: an offset, earliest, latest or an ISO time."""
-    admin = _app(app_spec).admin
+    admin = _admin(app_spec)
     target: Any
     if position in ("earliest", "latest"):
         target = position
@@ -303,7 +320,7 @@ def configs_describe(
     app_spec: str | None, as_json: bool, kind: str, name: str, show_all: bool
 ) -> None:
     """The configs of topic NAME or broker ID (non-default ones unless --all)."""
-    entries = _app(app_spec).admin.describe_configs(kind, name)
+    entries = _admin(app_spec).describe_configs(kind, name)
     shown = [e for e in entries.values() if show_all or not e.default]
     _emit(as_json, [e.__dict__ for e in shown],
           lambda: console.print(table(f"{kind} {name} configs", ["name", "value", "default", "read-only", "source"], [
@@ -321,7 +338,7 @@ def cluster() -> None:
 @_json_option
 def cluster_info(app_spec: str | None, as_json: bool) -> None:
     """Cluster id, controller and brokers."""
-    info = _app(app_spec).admin.cluster_info()
+    info = _admin(app_spec).cluster_info()
     _emit(as_json, {"cluster_id": info.cluster_id, "controller_id": info.controller_id,
                     "brokers": [{"id": b.id, "address": b.address} for b in info.brokers]},
           lambda: console.print(table(f"Cluster {info.cluster_id} (controller {info.controller_id})", ["broker", "address"],

@@ -187,3 +187,27 @@ def test_describing_a_group_that_does_not_exist_fails(
     result = run("groups", "describe", "--app", write(), f"nobody-{uuid.uuid4().hex[:8]}")
     assert result.exit_code == 1
     assert "there is no consumer group" in result.output
+
+
+def test_commands_that_need_no_routes_need_no_app(
+    kafka_bootstrap: str, kafka_admin: Admin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`conveyor topics create` and friends take the cluster from KAFKA_BOOTSTRAP_SERVERS when
+    no app is given; commands that read the routes still ask for one."""
+    monkeypatch.delenv("CONVEYOR_APP", raising=False)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    name = f"test-no-app-{uuid.uuid4().hex[:8]}"
+    created = run("topics", "create", name, "--partitions", "2")
+    assert created.exit_code == 0, created.output
+    try:
+        listed = json.loads(run("topics", "list", "--json").output)
+        assert {"topic": name, "partitions": 2} in listed
+    finally:
+        kafka_admin.delete_topic(name)
+    planned = run("topics", "plan")
+    assert planned.exit_code != 0
+    assert "no app given" in planned.output
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS")
+    refused = run("topics", "list")
+    assert refused.exit_code != 0
+    assert "KAFKA_BOOTSTRAP_SERVERS" in refused.output
