@@ -56,8 +56,11 @@ class App:
         max_messages: the most messages one ``consume()`` gets (default 100).
         max_wait_time: seconds a listener waits for the first message of a batch (default 1).
         shutdown_timeout: seconds a graceful stop waits for running batches (default 60).
-        pause_timeout, pause_max_timeout, pause_with_exponential_backoff: how long a partition
-            waits before retrying a batch whose ``consume()`` raised (1 s doubling up to 30 s).
+        pause_timeout: seconds a partition waits before retrying a batch whose ``consume()``
+            raised (default 1).
+        pause_max_timeout: the longest such wait (default 30).
+        pause_with_exponential_backoff: double the wait after each failure in a row, up to
+            ``pause_max_timeout`` (default True).
         gc_threshold: the garbage collector's first threshold while the app runs (default
             50,000; Python's is 700, which cost a third of the consume throughput here: see
             :mod:`conveyor.processing.collector`); ``None`` leaves the collector alone.
@@ -72,6 +75,10 @@ class App:
             ``(token, expiry)`` (expiry: an aware ``datetime`` or seconds since the epoch),
             called by every client the app makes (producers, consumers, admin, iterators, RPC
             clients, the web UI's) for its first token and again before each one expires.
+        instance_id: this process's stable name among the app's processes, in its
+            transactional producer's ``transactional.id`` (default: the host's name and the
+            process's slot on the host), so that a restarted process fences its predecessor's
+            open transaction at once.
 
     Raises:
         ConfigurationError: an unknown setting, a wrong type or an impossible value (named).

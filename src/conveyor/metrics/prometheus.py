@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
-from conveyor.metrics.statistics import StatisticsGauge, gauges_of
+from conveyor.metrics.statistics import HELP, StatisticsGauge, gauges_of
 
 if TYPE_CHECKING:
     from conveyor.host import Host
@@ -340,7 +340,7 @@ class _SnapshotCollector:
             if family is None:
                 family = families[name] = self.family(
                     name,
-                    "From librdkafka's statistics (statistics.interval.ms).",
+                    HELP.get(name, "From librdkafka's statistics (statistics.interval.ms)."),
                     labels=list(names),
                 )
             family.add_metric(list(names.values()), value)

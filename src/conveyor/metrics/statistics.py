@@ -10,19 +10,34 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["StatisticsGauge", "gauges_of"]
+__all__ = ["HELP", "StatisticsGauge", "gauges_of"]
 
 StatisticsGauge = tuple[str, dict[str, str], float]
 """``(metric name, labels, value)``."""
+
+HELP = {
+    "conveyor_librdkafka_queue_messages": "Messages in the client's local queue (librdkafka's "
+    "msg_cnt: waiting to be sent or for their delivery report).",
+    "conveyor_librdkafka_queue_bytes": "Bytes of the messages in the local queue (msg_size).",
+    "conveyor_librdkafka_broker_rtt_seconds": "Round trip to a broker, stat avg or p99 (rtt).",
+    "conveyor_librdkafka_broker_outbuf_messages": "Requests waiting to be sent to a broker "
+    "(outbuf_msg_cnt).",
+    "conveyor_librdkafka_fetch_queue_messages": "Messages fetched and not yet polled, per "
+    "partition (fetchq_cnt).",
+}
+"""The help text of each gauge, from librdkafka's statistics (``statistics.interval.ms``)."""
 
 
 def gauges_of(client: str, statistics: Mapping[str, Any]) -> Iterator[StatisticsGauge]:
     """The gauges of one client's statistics (times in seconds; librdkafka's are µs)."""
     name = str(statistics.get("name") or client)
-    for field, metric in (("msg_cnt", "queue_messages"), ("msg_size", "queue_bytes")):
+    for field, metric in (
+        ("msg_cnt", "conveyor_librdkafka_queue_messages"),
+        ("msg_size", "conveyor_librdkafka_queue_bytes"),
+    ):
         value = statistics.get(field)
         if isinstance(value, int | float):
-            yield f"conveyor_librdkafka_{metric}", {"client": name}, float(value)
+            yield metric, {"client": name}, float(value)
     for broker in (statistics.get("brokers") or {}).values():
         if not isinstance(broker, Mapping) or broker.get("nodeid", -1) == -1:
             continue  # bootstrap entries: no node id, no meaningful round trips

@@ -100,6 +100,9 @@ class Producer(Dispatcher):
             ``reload_backoff`` seconds (doubling) before each. A client that has run
             :attr:`reload_calm` seconds (5 minutes) since the last rebuild earns the whole
             budget back, so a long-lived producer fenced now and then never runs out of it.
+        max_reloads: rebuilds in a row before a fatal error is raised to the caller.
+        reload_backoff: seconds before the first rebuild (doubling for each in a row, up to
+            30).
         serializer: turns payloads that are not bytes, str or None into bytes (JSON by default).
         middleware: callables applied in order to each message dict before dispatch; each
             returns the message (or ``None`` to keep it as changed in place) or raises to reject it.

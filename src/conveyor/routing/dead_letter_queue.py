@@ -40,11 +40,17 @@ class DeadLetterQueue:
     topic: str | None
     """The DLQ topic; ``None`` means skip the message after the retries."""
     max_retries: int = 3
+    """Retries of a failing batch before its first unmarked message goes to the DLQ."""
     independent: bool = False
+    """Count the retries of each message apart (a success resets the count)."""
     dispatch_method: str = "produce_async"
+    """``"produce_async"`` or ``"produce_sync"`` (wait for the DLQ's acknowledgement)."""
     marking_method: str = "mark_as_consumed"
+    """``"mark_as_consumed"`` or ``"mark_as_consumed_sync"`` (commit at once) after dispatch."""
     transactional: bool = False
+    """Dispatch and mark in one transaction (the app's transactional producer)."""
     strategy: Strategy | None = None
+    """Decides per failure: retry, dispatch or skip (see :mod:`conveyor.processing.strategies`)."""
 
 
 def parse_dead_letter_queue(topic: str, value: Any) -> DeadLetterQueue | None:

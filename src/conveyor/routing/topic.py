@@ -35,24 +35,37 @@ class Topic:
     consumer_group: str
     subscription_group: str
     active: bool = True
+    """``False``: declared (for ``conveyor topics migrate``, the web UI) but not consumed."""
     partitions: int | None = None
+    """Partitions ``conveyor topics migrate`` creates the topic with (and grows it to)."""
     replication_factor: int | None = None
+    """Replicas ``conveyor topics migrate`` creates the topic with (``None``: the broker's)."""
     config: Mapping[str, str] = field(default_factory=dict)
+    """Topic configs ``conveyor topics migrate`` applies (``{"retention.ms": "86400000"}``)."""
     deserializers: Deserializers = field(default_factory=Deserializers)
+    """How ``message.payload``, ``.key`` and ``.headers`` are decoded (JSON payloads, text
+    keys by default)."""
     max_messages: int | None = None
+    """The most messages one ``consume()`` of this route gets (``None``: the app's)."""
     max_wait_time: float | None = None
+    """Seconds to wait for the first message of a batch (``None``: the app's)."""
     initial_offset: str | None = None
     """Where a group without a committed offset starts: ``"earliest"`` or ``"latest"``.
     ``None``: the app's ``kafka["auto.offset.reset"]``, else ``"earliest"``."""
     assign: tuple[int, ...] | None = None
+    """Partitions to read by direct assignment (a number or a list), with no group rebalancing."""
     manual_offset_management: bool = False
+    """Conveyor marks nothing itself; ``consume()`` marks with ``mark_as_consumed``."""
     pause_timeout: float | None = None
     """Per-topic override of the app's ``pause_timeout`` (first wait before a retry)."""
     pause_max_timeout: float | None = None
+    """Per-topic override of the app's ``pause_max_timeout`` (the longest wait)."""
     pause_with_exponential_backoff: bool | None = None
+    """Per-topic override of the app's ``pause_with_exponential_backoff``."""
     long_running_job: bool = False
     """Pause fetching the partition while a batch runs (no buffering behind a long job)."""
     dead_letter_queue: DeadLetterQueue | None = None
+    """Where messages go that keep failing: a dict (see below), validated at declaration."""
     virtual_partitions: VirtualPartitions | None = None
     """Run each partition's messages in parallel lanes by key (order kept per key)."""
     filters: tuple[Any, ...] = ()

@@ -73,7 +73,18 @@ class Broadcast:
     The server runs on a thread of its own; ``deliver`` only encodes each record and queues it
     for that thread, so it never blocks: an app whose sink routes are Broadcasts needs no
     more worker threads than cores (``App(concurrency=...)``; more only add GIL hand-overs —
-    lanes are not threads and may be many)."""
+    lanes are not threads and may be many).
+
+    Args:
+        host: the address the server listens on.
+        port: its port (0: a free one, see ``port`` once started).
+        channel: a record's channel, ``channel(record) -> str`` (default: its key as text;
+            keyless records go to the channel ``""``).
+        encode: shapes what subscribers get, ``encode(record) -> dict`` (default:
+            :func:`~conveyor.connect.sinks.records.record_json`).
+        queue_size: records waiting for one client, at most; a client that lets it fill is
+            dropped (close code 1013) and never slows the others.
+    """
 
     def __init__(
         self,

@@ -26,7 +26,15 @@ class JsonLines:
     whose offset is committed is on disk. A new file starts when the current one passed
     ``max_bytes`` or ``max_age`` seconds. ``encode(record) -> dict`` shapes a line (default:
     :func:`~conveyor.connect.sinks.records.record_json`); a record it cannot encode is
-    rejected (to the dead letter queue, with the reason)."""
+    rejected (to the dead letter queue, with the reason).
+
+    Args:
+        directory: where the files go (created when missing).
+        prefix: the start of each file's name.
+        max_bytes: a file this large is closed and the next record starts a new one.
+        max_age: seconds after which a file is closed likewise (``None``: no age limit).
+        encode: shapes a line, ``encode(record) -> dict``.
+    """
 
     def __init__(
         self,

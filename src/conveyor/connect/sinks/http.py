@@ -90,7 +90,16 @@ class Webhook:
     flight, so a few lanes do what many did (threads waiting on sockets cost GIL hand-overs).
     A record that fails stops its key (without a dead letter queue a 4xx too: the route
     retries it); a request that cannot be sent at all stops the batch; records of other keys
-    POSTed meanwhile are not POSTed again when the route retries. A Webhook serves one route."""
+    POSTed meanwhile are not POSTed again when the route retries. A Webhook serves one route.
+
+    Args:
+        url: where to POST (``http://`` or ``https://``).
+        batch: POST each batch as one JSON array instead of a request per record.
+        concurrency: keep-alive connections, at most (the lanes share them).
+        timeout: seconds per connect and per read.
+        headers: sent with every request (an ``Authorization`` header, say).
+        encode: shapes a request's body, ``encode(record) -> dict``.
+    """
 
     def __init__(
         self,

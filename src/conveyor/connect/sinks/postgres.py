@@ -31,7 +31,16 @@ class Postgres:
     ``headers`` (jsonb), ``timestamp`` (timestamptz) and ``stored_at`` (when the row was
     written: the order of delivery). Lanes share up to ``connections``
     connections. A record that cannot be encoded is rejected (to the dead letter queue, with
-    the reason); a database error retries the batch after the route's back-off."""
+    the reason); a database error retries the batch after the route's back-off.
+
+    Args:
+        dsn: the database, as psycopg takes it (``postgresql://user@host/db``).
+        table: the table's name.
+        create_table: create the table when it is missing (``False``: it must exist).
+        connections: connections the lanes share, at most.
+        encode: shapes a row, ``encode(record) -> dict`` with the keys of
+            :func:`~conveyor.connect.sinks.records.record_json` (its default).
+    """
 
     def __init__(
         self,
