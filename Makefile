@@ -8,6 +8,8 @@
 #                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka); the browser tests need
 #                Debian's chromium and the PostgreSQL sink's tests Debian's postgresql, each
 #                installed with apt-get when missing and run as root
+#   make docs    the documentation site on http://127.0.0.1:8000/ (MkDocs Material), rebuilt
+#                as you edit; `make test` builds it with --strict (site/)
 #   make bench   the benchmarks, with their same-run bare confluent-kafka baselines
 #   make soak    the whole product on a local 3-broker cluster under random faults for
 #                SOAK_MINUTES (10), its invariants checked (tests/soak/soak.py)
@@ -19,7 +21,7 @@ INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 SOAK_MINUTES ?= 10
 
-.PHONY: all setup browser postgresql run test lint typecheck pytest bench soak stop clean
+.PHONY: all setup browser postgresql run test lint typecheck pytest docs docs-build bench soak stop clean
 
 all: test
 
@@ -37,8 +39,8 @@ run: setup
 	$(BIN)/python examples/quickstart.py
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples docs/hooks
+	$(BIN)/ruff format --check src tests bench examples docs/hooks
 
 typecheck: $(INSTALLED)
 	$(BIN)/mypy
@@ -52,7 +54,15 @@ postgresql:
 pytest: setup browser postgresql
 	$(BIN)/conveyor broker exec -- $(BIN)/pytest $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+# The site, built with --strict: a broken link or anchor, or a reference that does not
+# resolve, fails it. Its examples run in pytest (tests/integration/docs/test_examples.py).
+docs-build: $(INSTALLED)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs: $(INSTALLED)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
+test: lint typecheck docs-build pytest
 
 bench: setup
 	$(BIN)/conveyor broker exec -- $(BIN)/conveyor bench
@@ -64,4 +74,4 @@ stop: $(INSTALLED)
 	$(BIN)/conveyor broker stop
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

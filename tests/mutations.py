@@ -305,7 +305,7 @@ MUTATIONS = (
         ),
     ),
     Mutation(
-        "virtual partitions: the commit is the highest finished offset (the seed's skip)",
+        "virtual partitions: the commit is the highest finished offset (skips a slow lane's messages)",
         "conveyor/processing/virtual/tracker.py",
         (
             (

@@ -200,7 +200,7 @@ def test_no_function_over_100_lines() -> None:
     assert long_functions() == []
 
 
-README = SOURCE.parent / "README.md"
+LAYOUT_PAGE = SOURCE.parent / "docs" / "development" / "index.md"
 LAYOUT_BEGIN = "<!-- layout: python tests/test_layers.py --layout -->"
 LAYOUT_END = "<!-- /layout -->"
 _OUTSIDE = (
@@ -210,6 +210,7 @@ _OUTSIDE = (
     ("tests/soak/", "make soak: the whole product under random faults on a local cluster"),
     ("bench/", "benchmark scripts beside bare confluent-kafka loops (make bench)"),
     ("examples/", "the example app that make run runs"),
+    ("docs/", "the documentation site (make docs): guides, operations, the generated reference"),
 )
 
 
@@ -222,7 +223,7 @@ def _summary(path: Path) -> str:
 
 
 def layout(width: int = 100) -> str:
-    """The repository's layout as the README shows it: each part of the package (a
+    """The repository's layout as the docs show it (docs/development/index.md): each part of the package (a
     subpackage or a module of its own) with the first sentence of its docstring."""
     rows = []
     for path in sorted(PACKAGE.iterdir()):
@@ -244,12 +245,12 @@ def layout(width: int = 100) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_the_readme_shows_the_layout_of_the_tree() -> None:
-    text = README.read_text()
+def test_the_docs_show_the_layout_of_the_tree() -> None:
+    text = LAYOUT_PAGE.read_text()
     begin, end = text.index(LAYOUT_BEGIN), text.index(LAYOUT_END)
     shown = text[begin + len(LAYOUT_BEGIN) : end].strip().removeprefix("```").removesuffix("```")
     assert shown.strip("\n") == layout().strip("\n"), (
-        "the README's layout is not the tree's: python tests/test_layers.py --layout"
+        "the docs' layout is not the tree's: python tests/test_layers.py --layout"
     )
 
 

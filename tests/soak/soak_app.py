@@ -20,6 +20,7 @@ import re
 import signal
 import threading
 import tracemalloc
+import types
 from collections import Counter
 
 from confluent_kafka import Consumer, Producer
@@ -134,16 +135,42 @@ def _holder(thing: object) -> object | None:
     return None
 
 
+def _anonymous_holders(thing: object) -> str:
+    """What holds ``thing`` when no object does in an attribute: frames (by function), bound
+    methods, cells, lists... (``frame:send+method:produce``)."""
+    kinds = []
+    for holder in gc.get_referrers(thing):
+        if isinstance(holder, types.FrameType):
+            kinds.append(f"frame:{holder.f_code.co_name}")
+        elif isinstance(holder, types.BuiltinMethodType | types.MethodType):
+            kinds.append(f"method:{holder.__name__}")
+        elif type(holder).__name__ != "list" or holder is not _scanning:
+            kinds.append(type(holder).__name__)
+    return "+".join(sorted(set(kinds))) or "nothing"
+
+
+_scanning: list[object] = []
+
+
 def _librdkafka_clients() -> list[str]:
     """Every librdkafka handle alive, named by its kind and the two objects that hold it
-    (``Producer<ProducerClient<Producer``): the soak says which kind of client grew."""
+    (``Producer<ProducerClient<Producer``), or by what refers to it when no object holds it
+    (``Producer<[frame:send]``): the soak says which kind of client grew."""
     named = []
-    for handle in [o for o in gc.get_objects() if isinstance(o, (Producer, Consumer, AdminClient))]:
-        chain, thing = [type(handle).__name__], handle
-        for _ in range(2):
-            thing = _holder(thing)
-            chain.append(type(thing).__name__ if thing is not None else "?")
-        named.append("<".join(chain))
+    _scanning[:] = [o for o in gc.get_objects() if isinstance(o, (Producer, Consumer, AdminClient))]
+    try:
+        for handle in _scanning:
+            holder = _holder(handle)
+            if holder is None:
+                named.append(f"{type(handle).__name__}<[{_anonymous_holders(handle)}]")
+                continue
+            owner = _holder(holder)
+            named.append(
+                f"{type(handle).__name__}<{type(holder).__name__}<"
+                f"{type(owner).__name__ if owner is not None else '?'}"
+            )
+    finally:
+        _scanning.clear()
     return named
 
 
