@@ -10,7 +10,9 @@ around it measured as a throughput loss.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -36,7 +38,12 @@ PURGED = frozenset({int(ErrorCode._PURGE_QUEUE), int(ErrorCode._PURGE_INFLIGHT)}
 """Error codes of messages purged before delivery (an abort, a close)."""
 
 _METADATA_TIMEOUT = 10.0
+_log = logging.getLogger("conveyor.driver")
+
 _SEND_OFFSETS_GRACE = 5.0
+# How long, at most, a client abandoned in a hung send_offsets_to_transaction is nudged.
+_UNSTICK_FOR = 600.0
+_UNSTICK_EVERY = 5.0
 """Seconds past its own timeout that a ``send_offsets_to_transaction`` may take before the
 client is given up (librdkafka answers within its timeout when it answers at all)."""
 EXPLAIN_TIMEOUT = 0.3
@@ -296,22 +303,16 @@ class ProducerClient:
     # -- transactions -------------------------------------------------------------------------
 
     def init_transactions(self, timeout: float) -> None:
-        self._transactional(
-            "could not initialize transactions: ", self._kafka.init_transactions, timeout
-        )
+        self._transactional("could not initialize transactions: ", "init_transactions", timeout)
 
     def begin_transaction(self) -> None:
-        self._transactional("could not begin a transaction: ", self._kafka.begin_transaction)
+        self._transactional("could not begin a transaction: ", "begin_transaction")
 
     def commit_transaction(self, timeout: float) -> None:
-        self._transactional(
-            "could not commit the transaction: ", self._kafka.commit_transaction, timeout
-        )
+        self._transactional("could not commit the transaction: ", "commit_transaction", timeout)
 
     def abort_transaction(self, timeout: float) -> None:
-        self._transactional(
-            "could not abort the transaction: ", self._kafka.abort_transaction, timeout
-        )
+        self._transactional("could not abort the transaction: ", "abort_transaction", timeout)
 
     def send_offsets(
         self, offsets: Iterable[tuple[str, int, int]], group_metadata: Any, timeout: float
@@ -321,14 +322,16 @@ class ProducerClient:
         partitions = [
             TopicPartition(topic, partition, offset) for topic, partition, offset in offsets
         ]
-        call = self._kafka.send_offsets_to_transaction
+        kafka = self._kafka
         context = "could not add the offsets to the transaction: "
         returned = threading.Event()
         raised: list[BaseException] = []
 
         def send() -> None:
             try:
-                self._transactional(context, call, partitions, group_metadata, timeout)
+                self._transactional(
+                    context, "send_offsets_to_transaction", partitions, group_metadata, timeout
+                )
             except BaseException as exc:  # raised in the caller's thread below
                 raised.append(exc)
             finally:
@@ -340,6 +343,7 @@ class ProducerClient:
         # transaction lock and with them every transactional consumer of the process.
         threading.Thread(target=send, name="conveyor-send-offsets", daemon=True).start()
         if not returned.wait(timeout + _SEND_OFFSETS_GRACE):
+            _unstick(kafka, returned)
             failure = TransactionError(
                 f"{context}librdkafka did not return within "
                 f"{timeout + _SEND_OFFSETS_GRACE:g} s (its coordinator request hangs: "
@@ -352,11 +356,46 @@ class ProducerClient:
         if raised:
             raise raised[0]
 
-    def _transactional(self, context: str, call: Callable[..., Any], *args: Any) -> None:
+    def _transactional(self, context: str, method: str, *args: Any) -> None:
+        # The method is looked up here, not passed in bound: a bound method in this frame's
+        # locals would keep librdkafka's producer alive for as long as any traceback through
+        # this frame lives (an error kept for a report, a retry), long after the client closed.
         try:
-            call(*args)
+            getattr(self._kafka, method)(*args)
         except Exception as exc:
             failure = to_conveyor_error(exc, TransactionError, context=context)
             if failure.fatal:  # fenced, or the coordinator gave up on us: rebuild before reuse
                 self.mark_fatal(failure)
             raise failure from exc
+
+
+def _unstick(kafka: Any, returned: threading.Event) -> None:
+    """Nudge librdkafka's producer ``kafka``, abandoned in a hung
+    ``send_offsets_to_transaction``, until the call returns (then the thread stuck in it ends
+    and the producer, its threads and sockets with it, is freed).
+
+    librdkafka retries the call's coordinator lookup only when one of its brokers changes
+    state, and a broker that left the metadata (stopped) has no thread left to change state
+    (confluentinc/librdkafka#5511): the call then waits until some other broker's state
+    changes, possibly for good. A metadata request every few seconds brings a returned broker
+    back into the client (a state change), which lets the lookup go on."""
+
+    def nudge() -> None:
+        started = time.monotonic()
+        while not returned.wait(_UNSTICK_EVERY):
+            if time.monotonic() - started > _UNSTICK_FOR:
+                _log.warning(
+                    "a send_offsets_to_transaction call is still hung in librdkafka after "
+                    "%.0f s; its abandoned producer stays allocated (confluentinc/librdkafka#5511)",
+                    time.monotonic() - started,
+                )
+                return
+            with contextlib.suppress(Exception):
+                kafka.list_topics(timeout=2.0)
+        _log.info(
+            "a hung send_offsets_to_transaction returned after %.0f s; its abandoned producer "
+            "is freed",
+            time.monotonic() - started,
+        )
+
+    threading.Thread(target=nudge, name="conveyor-unstick", daemon=True).start()

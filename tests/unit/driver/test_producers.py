@@ -59,15 +59,41 @@ def test_closing_an_admin_connection_destroys_librdkafka_now() -> None:
         gc.enable()
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
+def test_a_kept_transaction_error_does_not_keep_librdkafka_alive() -> None:
+    """An error kept for a report or a retry holds its traceback, and the traceback the frames
+    it went through: none of them may hold librdkafka's producer once its client closed."""
+    before = librdkafka_threads()
+    gc.disable()
+    try:
+        client = ProducerClient(
+            {"bootstrap.servers": "127.0.0.1:1", "log_level": 0, "transactional.id": "kept"},
+            "kept", on_error=lambda _error: None, on_fatal=lambda _error: None,
+        )  # fmt: skip
+        with pytest.raises(TransactionError) as raised:
+            client.begin_transaction()  # before init_transactions: refused at once
+        kept = raised.value
+        client.close(0.0)
+        assert librdkafka_threads() <= before, "the kept error's traceback held the producer"
+        assert kept.__traceback__ is not None
+    finally:
+        gc.enable()
+
+
 class HangingOffsets:
     """librdkafka's producer when ``send_offsets_to_transaction`` never returns (its
     coordinator went away: confluentinc/librdkafka#5456)."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.nudged = threading.Event()
 
     def send_offsets_to_transaction(self, *_args: Any) -> None:
         self.release.wait(30)
+
+    def list_topics(self, *_args: Any, **_kwargs: Any) -> None:
+        """A metadata request: what lets librdkafka's hung coordinator lookup go on (#5511)."""
+        self.nudged.set()
 
     def __len__(self) -> int:  # nothing queued (the poller asks)
         return 0
@@ -80,6 +106,7 @@ def test_a_send_offsets_that_never_returns_gives_the_client_up_in_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(producers, "_SEND_OFFSETS_GRACE", 0.2)
+    monkeypatch.setattr(producers, "_UNSTICK_EVERY", 0.05)
     client = ProducerClient(
         {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "hanging",
         on_error=lambda _error: None, on_fatal=lambda _error: None,
@@ -93,6 +120,12 @@ def test_a_send_offsets_that_never_returns_gives_the_client_up_in_time(
         assert time.monotonic() - started < 5
         assert raised.value.fatal
         assert client.fatal is raised.value  # rebuilt before reuse
+        assert hanging.nudged.wait(5), "the abandoned producer is nudged until the call returns"
+        hanging.release.set()
+        nudgers = [t for t in threading.enumerate() if t.name == "conveyor-unstick"]
+        for nudger in nudgers:
+            nudger.join(5)
+        assert not any(t.is_alive() for t in nudgers), "the nudging ends with the hung call"
     finally:
         hanging.release.set()
         client._kafka = real
