@@ -5,19 +5,26 @@ runs the delivery callback) and wakes its waiters at that moment: the waiter blo
 a lock that the completing thread releases, never on a sleep. Waits end at a monotonic
 deadline with :class:`~conveyor.errors.WaitTimeoutError`.
 
+Delivery handles are awaitable too: ``await handle`` gives the report (or raises) in a
+coroutine, woken through its event loop when the report is served (see :class:`_LoopInbox`);
+nothing waits in a thread and nothing polls.
+
 The handles are lean on purpose: ``produce_async`` creates one per message, so a
 handle allocates nothing else until someone waits on it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections import deque
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -141,15 +148,69 @@ _HINTS = {
 }
 
 
+class _LoopInbox:
+    """The futures of one event loop whose results came, handed to the loop in bunches.
+
+    The thread that serves delivery reports puts a settled future here; the loop is woken
+    (``call_soon_threadsafe``, a byte on its self-pipe) only when the inbox was empty, and
+    settles everything that came meanwhile in one go: with thousands of awaits in flight a
+    wake-up per report would cost more than the reports."""
+
+    __slots__ = ("_lock", "_loop", "_scheduled", "_settled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = weakref.ref(loop)  # the inboxes are kept by loop: no reference back
+        self._lock = threading.Lock()
+        self._settled: deque[asyncio.Future[None]] = deque()
+        self._scheduled = False
+
+    def put(self, future: asyncio.Future[None]) -> None:
+        """Settle ``future`` on its loop (from any thread)."""
+        with self._lock:
+            self._settled.append(future)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        loop = self._loop()
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits any more
+                loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            settled, self._settled = self._settled, deque()
+            self._scheduled = False
+        for future in settled:
+            if not future.done():  # a cancelled await: the delivery went on without it
+                future.set_result(None)
+
+
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _loop_future() -> tuple[asyncio.Future[None], Callable[[], None]]:
+    """A future of the running loop, and the function (safe from any thread) that settles it."""
+    loop = asyncio.get_running_loop()
+    inbox = _inboxes.get(loop)
+    if inbox is None:
+        inbox = _inboxes.setdefault(loop, _LoopInbox(loop))
+    future = loop.create_future()
+    put = inbox.put
+    return future, lambda: put(future)
+
+
 class _Waitable:
     """Completion flag plus a lazily created lock that the completing thread releases."""
 
-    __slots__ = ("_lead", "_state", "_waiter")
+    __slots__ = ("_lead", "_settle", "_state", "_waiter")
 
     def __init__(self) -> None:
         self._state = _PENDING
         self._waiter: Any = None
         self._lead: Lead | None = None
+        self._settle: list[Callable[[], None]] | None = None
 
     def done(self) -> bool:
         """Whether the result (or the failure) is in."""
@@ -161,6 +222,23 @@ class _Waitable:
         if waiter is not None:
             with contextlib.suppress(RuntimeError):  # completed twice (a truncated batch)
                 waiter.release()
+        if self._settle is not None:
+            with _waiter_creation:
+                settle, self._settle = self._settle, None
+            for wake in settle or ():
+                wake()
+
+    def _until_done(self) -> Generator[Any, None, None]:
+        """Await completion on the running loop (``yield from`` it in ``__await__``)."""
+        if self._state == _DONE:
+            return
+        future, wake = _loop_future()
+        with _waiter_creation:  # _complete reads the list under it: either it sees ours or
+            if self._state != _DONE:  # it completed before, which this re-check sees
+                self._settle = [*(self._settle or ()), wake]
+            else:
+                return
+        yield from future.__await__()
 
     def _block(self, timeout: float | None) -> None:
         if self._state == _DONE:
@@ -285,6 +363,18 @@ class DeliveryHandle:
         except AttributeError:
             return False
 
+    def __await__(self) -> Generator[Any, None, DeliveryReport]:
+        """``await handle``: the :class:`DeliveryReport`, or the delivery's error raised.
+
+        The coroutine is woken through its event loop when the report is served; cancelling
+        the await does not cancel the delivery (the message goes on, and nothing of the await
+        is left behind once it is reported)."""
+        if not self.done():
+            future, wake = _loop_future()
+            self.add_done_callback(lambda _handle: wake())
+            yield from future.__await__()
+        return self.result()
+
     def wait(self, timeout: float | None = None) -> DeliveryReport:
         """Block until the delivery is reported; ``timeout`` in seconds (``None``: no limit).
 
@@ -407,6 +497,7 @@ class BatchDeliveryHandle(_Waitable):
         self._state = _PENDING
         self._waiter = None
         self._lead = lead
+        self._settle = None
         self._explain = explain
         self.count = count
         self.keep_reports = keep_reports
@@ -474,6 +565,12 @@ class BatchDeliveryHandle(_Waitable):
         delivered = int(repr(self._counter)[6:-1]) - 1
         if delivered >= sent:
             self._complete()
+
+    def __await__(self) -> Generator[Any, None, list[DeliveryReport]]:
+        """``await burst``: the kept reports (see :meth:`wait`), or :class:`BatchDeliveryError`;
+        woken through the event loop once every message is reported."""
+        yield from self._until_done()
+        return self.result()
 
     def wait(self, timeout: float | None = None) -> list[DeliveryReport]:
         """Block until every message is reported; return the kept reports (see the class).

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
+from collections.abc import AsyncIterator, Mapping
 from collections.abc import Iterator as TypingIterator
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -83,6 +84,7 @@ class Iterator:
                                       on_fetch_error=self._on_fetch_error,
                                       on_connection=connection_reporter(monitor))  # fmt: skip
         self._client.assign(self._positions(topics))
+        self._reading: asyncio.Future[list[Message]] | None = None  # poll_async's read in flight
 
     def _positions(
         self, topics: Mapping[str, bool | Mapping[int, Start]]
@@ -142,6 +144,33 @@ class Iterator:
             if not messages and self.yield_nil:
                 yield None
 
+    async def __aiter__(self) -> AsyncIterator[Message | None]:
+        """``async for message in iterator``: as iterating, without blocking the event loop
+        (each read waits on a worker thread, see :meth:`poll_async`)."""
+        while not self._stopped.is_set():
+            messages = await self.poll_async(self.max_wait_time)
+            for message in messages:
+                yield message
+                if self._stopped.is_set():
+                    return
+            if not messages and self.yield_nil:
+                yield None
+
+    async def poll_async(self, timeout: float, limit: int = 500) -> list[Message]:
+        """:meth:`poll` from a coroutine: the read waits on a worker thread, so the event loop
+        runs on meanwhile. A read that a cancelled await left running is not lost: the next
+        call returns its messages. Await it from one task at a time."""
+        reading = self._reading
+        if reading is None:
+            reading = self._reading = asyncio.ensure_future(
+                asyncio.to_thread(self.poll, timeout, limit)
+            )
+        try:
+            return await asyncio.shield(reading)
+        finally:
+            if reading.done():
+                self._reading = None
+
     def poll(self, timeout: float, limit: int = 500) -> list[Message]:
         """One read, for a loop of its own instead of iterating: wait up to ``timeout`` seconds
         for the first message, then take what has already arrived, up to ``limit``. Fetch
@@ -168,6 +197,16 @@ class Iterator:
 
     def __enter__(self) -> Iterator:
         return self
+
+    async def __aenter__(self) -> Iterator:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self.stop()
+        reading = self._reading
+        if reading is not None:  # the read in flight ends within its timeout
+            await asyncio.wait([reading])
+        await asyncio.to_thread(self._client.close)
 
     def __exit__(self, *_exc: object) -> None:
         self.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import os
@@ -200,6 +201,20 @@ class Client:
             if not self._reading:
                 self._unattended_calls.notify()
         return future
+
+    async def acall(self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any) -> Any:
+        """Call ``name`` from a coroutine and return its result, without blocking the event
+        loop: the reply wakes the await through the loop, and many calls may be in flight on
+        one loop (``asyncio.gather``). Sent once, as :meth:`call_async`; a cancelled await
+        leaves the call to end by its reply or its timeout.
+
+        Raises:
+            RemoteError: the handler raised (or there is no such command).
+            RpcTimeoutError: no reply within ``timeout`` seconds.
+            RpcClientClosedError: the client was closed meanwhile.
+        """
+        future = self.call_async(name, *args, timeout=timeout, **kwargs)
+        return await asyncio.shield(asyncio.wrap_future(future))
 
     def pending(self) -> int:
         """Calls waiting for their reply."""

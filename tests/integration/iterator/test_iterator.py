@@ -117,3 +117,36 @@ def test_poll_for_a_loop_of_ones_own(kafka_bootstrap: str, new_topic) -> None:
             values.extend(message.payload["n"] for message in iterator.poll(1.0))
         assert values == [0, 1, 2, 3, 4]
         assert iterator.poll(0.3) == []
+
+
+def test_async_for_reads_without_blocking_the_loop(kafka_bootstrap: str, new_topic) -> None:
+    """`async for` over an Iterator: every message in order, the loop ticking meanwhile, and
+    `yield_nil` telling a caught-up reader so."""
+    import asyncio  # noqa: PLC0415
+
+    topic = new_topic()
+    fill(kafka_bootstrap, topic, 30)
+
+    async def scenario() -> tuple[list[int], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        ticking = asyncio.create_task(ticker())
+        offsets: list[int] = []
+        settings = {"bootstrap.servers": kafka_bootstrap}
+        async with Iterator({topic: True}, settings, yield_nil=True, max_wait_time=0.5) as messages:
+            async for message in messages:
+                if message is None:  # caught up
+                    break
+                offsets.append(message.offset)
+        ticking.cancel()
+        return offsets, ticks
+
+    offsets, ticks = asyncio.run(scenario())
+    assert offsets == list(range(30))
+    assert ticks >= 10, "the loop stood still while the iterator waited"

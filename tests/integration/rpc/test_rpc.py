@@ -359,3 +359,33 @@ def test_malformed_requests_are_dropped_and_counted(
     assert responder.malformed == 15  # type: ignore[attr-defined]
     lines = [r for r in caplog.records if "not an RPC request" in r.getMessage()]
     assert 1 <= len(lines) <= 2, "rate-limited, not one line per message"
+
+
+def test_awaited_calls_run_side_by_side_on_one_loop(
+    server: tuple[App, Handlers], rpc_topics: tuple[str, str]
+) -> None:
+    """acall: many calls in flight on one event loop, results in order of the calls, a remote
+    error raised where it was awaited, and the loop never blocked meanwhile."""
+    app, _ = server
+    commands, results = rpc_topics
+
+    async def scenario(client: Client) -> tuple[list[Any], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        ticking = asyncio.create_task(ticker())
+        sums = await asyncio.gather(*(client.acall("add", n, n, timeout=20) for n in range(50)))
+        with pytest.raises(RemoteError, match="no can do"):
+            await client.acall("fail", timeout=20)
+        ticking.cancel()
+        return sums, ticks
+
+    with Client(app, commands_topic=commands, results_topic=results) as client:
+        sums, ticks = asyncio.run(scenario(client))
+    assert sums == [2 * n for n in range(50)]
+    assert ticks >= 3, "the loop stood still while the calls were in flight"

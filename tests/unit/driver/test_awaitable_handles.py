@@ -1,0 +1,157 @@
+"""Delivery handles are awaitable: the report settles the await through the loop, a failure
+raises, a cancelled await leaves the delivery and nothing else behind."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from confluent_kafka import KafkaError
+
+from conveyor.driver import handles
+from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle
+from conveyor.errors import BatchDeliveryError, DeliveryError
+
+
+class _Message:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def topic(self) -> str:
+        return "orders"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000)
+
+
+def _error() -> KafkaError:
+    return KafkaError(KafkaError._MSG_TIMED_OUT)
+
+
+def _handle() -> DeliveryHandle:
+    handle = DeliveryHandle.bound_to(None)()
+    handle._fields = None
+    handle._label = None
+    return handle
+
+
+def _report_later(callback, *args, delay: float = 0.05) -> threading.Thread:  # type: ignore[no-untyped-def]
+    """Run ``callback(*args)`` on another thread, as the poller serves a report."""
+    thread = threading.Timer(delay, callback, args)
+    thread.start()
+    return thread
+
+
+def test_an_awaited_handle_gives_its_report_while_the_loop_runs_on() -> None:
+    async def scenario() -> tuple[int, int]:
+        handle = _handle()
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        ticking = asyncio.create_task(ticker())
+        _report_later(handle, None, _Message(41))
+        report = await handle
+        ticking.cancel()
+        return report.offset, ticks
+
+    offset, ticks = asyncio.run(scenario())
+    assert offset == 41
+    assert ticks >= 5, "the loop was blocked while the await waited"
+
+
+def test_an_awaited_failure_raises_the_delivery_error() -> None:
+    async def scenario() -> None:
+        handle = _handle()
+        _report_later(handle, _error(), _Message(-1))
+        await handle
+
+    with pytest.raises(DeliveryError, match="timed out"):
+        asyncio.run(scenario())
+
+
+def test_a_cancelled_await_leaves_nothing_behind_once_reported() -> None:
+    handle = _handle()
+
+    async def scenario() -> None:
+        waiting = asyncio.create_task(_await(handle))
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert handle in handles._done_callbacks, "the delivery is still awaited by the callback"
+        handle(None, _Message(7))  # the report comes after all: settles a cancelled future
+        await asyncio.sleep(0.01)
+
+    asyncio.run(scenario())
+    assert handle not in handles._done_callbacks
+    assert handle.result().offset == 7
+
+
+async def _await(handle: DeliveryHandle) -> None:
+    await handle
+
+
+def test_a_thousand_awaits_settle_in_bunches() -> None:
+    async def scenario() -> list[int]:
+        pending = [_handle() for _ in range(1000)]
+
+        def report_all() -> None:
+            for offset, handle in enumerate(pending):
+                handle(None, _Message(offset))
+
+        waiting = asyncio.gather(*(_offset(h) for h in pending))
+        await asyncio.sleep(0.01)
+        threading.Thread(target=report_all).start()
+        return await waiting
+
+    assert asyncio.run(scenario()) == list(range(1000))
+
+
+async def _offset(handle: DeliveryHandle) -> int:
+    return (await handle).offset
+
+
+def test_an_awaited_burst_completes_with_its_last_report() -> None:
+    async def scenario() -> int:
+        burst = BatchDeliveryHandle(3)
+        callback = burst.shared_callback()
+
+        def deliver() -> None:
+            for offset in range(3):
+                callback(None, _Message(offset))
+
+        _report_later(deliver)
+        assert await burst == []  # no labels, no reports kept
+        return burst.count
+
+    assert asyncio.run(scenario()) == 3
+
+
+def test_an_awaited_burst_raises_its_failures() -> None:
+    async def scenario() -> None:
+        burst = BatchDeliveryHandle(2)
+        callback = burst.shared_callback()
+        _report_later(lambda: (callback(None, _Message(0)), callback(_error(), _Message(1))))
+        await burst
+
+    with pytest.raises(BatchDeliveryError, match="1 of 2"):
+        asyncio.run(scenario())
+
+
+def test_an_empty_or_finished_burst_is_awaited_at_once() -> None:
+    async def scenario() -> list[object]:
+        return [await BatchDeliveryHandle(0)]
+
+    assert asyncio.run(scenario()) == [[]]
