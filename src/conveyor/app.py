@@ -79,6 +79,11 @@ class App:
             transactional producer's ``transactional.id`` (default: the host's name and the
             process's slot on the host), so that a restarted process fences its predecessor's
             open transaction at once.
+        event_loop_blocked_after: seconds one callback may hold the app's event loop, where
+            the lanes of ``async def consume()`` on routes with virtual partitions run
+            together, before an ``event_loop.blocked`` event names the lane holding it (a
+            blocking call there stalls every other lane); ``None`` does not watch (default
+            0.25).
 
     Raises:
         ConfigurationError: an unknown setting, a wrong type or an impossible value (named).
@@ -107,6 +112,7 @@ class App:
         monitor: Monitor | None = None,
         oauth_token_provider: Callable[[], tuple[str, Any]] | None = None,
         instance_id: str | None = None,
+        event_loop_blocked_after: float | None = AppSettings.event_loop_blocked_after,
         **unknown: Any,
     ) -> None:
         self.settings = build_app_settings(
@@ -123,6 +129,7 @@ class App:
             inline_quick_batches=inline_quick_batches,
             oauth_token_provider=oauth_token_provider,
             instance_id=instance_id,
+            event_loop_blocked_after=event_loop_blocked_after,
             unknown=unknown,
         )
         self._logging: LoggingListener | None = None

@@ -56,6 +56,9 @@ class AppSettings:
     :mod:`conveyor.processing.collector`); ``None`` leaves the collector alone."""
     oauth_token_provider: Callable[[], tuple[str, Any]] | None = None
     """Gives OAUTHBEARER tokens to every client the app makes (see ``App``)."""
+    event_loop_blocked_after: float | None = 0.25
+    """Seconds one callback may hold the app's event loop (where the lanes of ``async def
+    consume()`` run together) before ``event_loop.blocked`` names it; ``None``: not watched."""
     instance_id: str | None = None
     """This process's stable name among the app's processes (its transactional producer's
     ``transactional.id``); ``None``: the host name and the process's slot on the host."""
@@ -84,6 +87,7 @@ def build_app_settings(
     inline_quick_batches: Any = AppSettings.inline_quick_batches,
     oauth_token_provider: Any = None,
     instance_id: Any = None,
+    event_loop_blocked_after: Any = AppSettings.event_loop_blocked_after,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
     """Check every setting and return them frozen (the defaults are :class:`AppSettings`'s,
@@ -135,6 +139,8 @@ def build_app_settings(
         )
     if gc_threshold is not None:
         check_count("gc_threshold", gc_threshold, minimum=100)
+    if event_loop_blocked_after is not None:
+        check_seconds("event_loop_blocked_after", event_loop_blocked_after)
     if instance_id is not None and (
         not isinstance(instance_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,200}", instance_id)
     ):
@@ -165,6 +171,9 @@ def build_app_settings(
         inline_quick_batches=inline_quick_batches,
         oauth_token_provider=oauth_token_provider,
         instance_id=instance_id,
+        event_loop_blocked_after=(
+            None if event_loop_blocked_after is None else float(event_loop_blocked_after)
+        ),
     )
 
 

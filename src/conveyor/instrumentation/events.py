@@ -24,6 +24,7 @@ __all__ = [
     "DEAD_LETTER_QUEUE_SKIPPED",
     "ERROR_OCCURRED",
     "EVENTS",
+    "EVENT_LOOP_BLOCKED",
     "LATENCY_MEASURED",
     "MESSAGES_POLLED",
     "MESSAGES_PRODUCED_ASYNC",
@@ -104,6 +105,10 @@ OFFSETS_COMMITTED = "offsets.committed"
 """A listener committed offsets: ``listener``, ``group``, ``offsets`` (list of (topic, partition,
 next offset)), ``sync`` (bool; an asynchronous commit is reported when it was sent),
 ``duration`` (s), ``committed_at`` (wall-clock seconds)."""
+EVENT_LOOP_BLOCKED = "event_loop.blocked"
+"""One callback held the app's event loop (where async lanes run together) longer than the
+app's ``event_loop_blocked_after``: ``task`` (the lane: ``topic/partition lane N``),
+``seconds`` (held so far); once per stall."""
 LATENCY_MEASURED = "latency.measured"
 """A batch's stage latencies, with ``app.latency`` enabled: ``topic``, ``partition``, ``count``,
 ``stages`` (stage name -> mean seconds over the batch; see :mod:`conveyor.tracing.latency`)."""

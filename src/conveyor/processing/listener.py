@@ -81,7 +81,7 @@ class Listener(ListenerReports):
         routes: list[Topic],
         submit: Callable[[Callable[[], None]], None],
         timers: Timers,
-        submit_coroutine: Callable[[Coroutine[Any, Any, None]], None] | None = None,
+        submit_coroutine: Callable[[Coroutine[Any, Any, None], str], None] | None = None,
         run_here: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.context = context
@@ -321,12 +321,12 @@ class Listener(ListenerReports):
                 self._over_limit.discard(executor)
                 self._room.notify_all()
 
-    def submit_coroutine(self, coroutine: Coroutine[Any, Any, None]) -> None:
+    def submit_coroutine(self, coroutine: Coroutine[Any, Any, None], name: str = "") -> None:
         """Run ``coroutine`` on the app's event loop (lanes of an ``async def consume()``)."""
         if self._submit_coroutine is None:
             self.submit(lambda: run_hook(coroutine))
         else:
-            self._submit_coroutine(coroutine)
+            self._submit_coroutine(coroutine, name)
 
     def job_started(self) -> None:
         with self._jobs_lock:

@@ -9,11 +9,13 @@ through the context's one ``on_crash``.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from conveyor.errors import NotAssignedError, WaitTimeoutError
+from conveyor.instrumentation import events as ev
 from conveyor.processing.collector import raise_collection_threshold
 from conveyor.processing.event_loop import EventLoopThread
 from conveyor.processing.executor import PartitionExecutor
@@ -31,6 +33,9 @@ __all__ = ["Runner"]
 T = TypeVar("T")
 
 
+_log = logging.getLogger("conveyor")
+
+
 class Runner:
     """The processing engine of one app process (Karafka's runner + connection manager)."""
 
@@ -45,7 +50,10 @@ class Runner:
         )
         # Lanes of an async def consume() run here, concurrently (started on first use).
         self.event_loop = EventLoopThread(
-            settings.client_id, lambda error: context.on_crash(error, "the event loop")
+            settings.client_id,
+            lambda error: context.on_crash(error, "the event loop"),
+            on_blocked=lambda task, seconds: _report_blocked(context, task, seconds),
+            blocked_after=settings.event_loop_blocked_after,
         )
         self.listeners: list[Listener] = []
         self._restore_collector = raise_collection_threshold(None)
@@ -227,6 +235,18 @@ class Runner:
             busy_seconds=usage.busy_seconds,
             utilization=usage.utilization,
         )
+
+
+def _report_blocked(context: ProcessingContext, task: str, seconds: float) -> None:
+    """A lane held the app's event loop too long: an event, and a warning (every other lane
+    of every partition waited meanwhile)."""
+    if ev.EVENT_LOOP_BLOCKED in context.monitor.subscribed:
+        context.monitor.instrument(ev.EVENT_LOOP_BLOCKED, task=task, seconds=seconds)
+    _log.warning(
+        "%s has held the event loop for %.3f s: every async lane waits meanwhile (a blocking "
+        "call in async def consume()? await it, or run it with asyncio.to_thread)",
+        task, seconds,
+    )  # fmt: skip
 
 
 def _subscription_groups(

@@ -259,6 +259,29 @@ def test_async_lanes_run_concurrently_on_the_event_loop(kafka_bootstrap: str, ne
     assert running_now["most"] >= 8, f"at most {running_now['most']} lanes ran at once"
 
 
+def test_an_async_lane_that_blocks_the_loop_is_named(kafka_bootstrap: str, new_topic) -> None:
+    """A blocking call in an async lane stalls every other lane: event_loop.blocked names it
+    (its topic, partition and lane), with how long it held the loop."""
+    topic = new_topic(partitions=1)
+    produce_keyed(kafka_bootstrap, topic, keys=1, sequences=1)
+    blocked: list[dict[str, Any]] = []
+    told = threading.Event()
+
+    class Blocking(Consumer):
+        async def consume(self) -> None:
+            time.sleep(0.5)  # the mistake this reports: a blocking call on the shared loop
+
+    app = make_app(kafka_bootstrap, event_loop_blocked_after=0.1)
+    app.monitor.subscribe(
+        "event_loop.blocked", lambda event: (blocked.append(dict(event)), told.set())
+    )
+    app.routes.topic(topic, Blocking, virtual_partitions={"max_partitions": 4})
+    with running(app):
+        assert told.wait(60), "the blocked loop was not reported"
+    assert str(blocked[0]["task"]).startswith(f"{topic}/0 lane ")
+    assert blocked[0]["seconds"] > 0.1
+
+
 def test_a_poison_message_goes_to_the_dead_letter_queue_per_message(
     kafka_bootstrap: str, new_topic, read_messages
 ) -> None:

@@ -78,7 +78,7 @@ class FakeListener:
         self.ran_here += 1
         job()
 
-    def submit_coroutine(self, coroutine: Any) -> None:
+    def submit_coroutine(self, coroutine: Any, name: str = "") -> None:
         self.jobs.append(lambda: asyncio.run(coroutine))
 
     def run_jobs(self, limit: int = 100) -> int:

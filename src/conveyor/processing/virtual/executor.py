@@ -357,7 +357,9 @@ class VirtualPartitionExecutor(PartitionExecutor):
                 action()
         if self.asynchronous:
             for lane in lanes:
-                self.listener.submit_coroutine(self._run_lane_async(lane))
+                self.listener.submit_coroutine(
+                    self._run_lane_async(lane), f"{self.topic}/{self.partition} lane {lane.index}"
+                )
             return
         submit = self.listener.submit
         for lane in lanes:
