@@ -101,6 +101,8 @@ class Samples:
     last: Kinds | None = None
     # (seconds alive, RSS) right after a full collection the node made when asked, each minute
     collected: list[tuple[float, int]] = field(default_factory=list)
+    # what else the node said then: Python's blocks, glibc's heap in use and kept free
+    heap: list[dict[str, int]] = field(default_factory=list)
 
 
 class Soak:
@@ -338,9 +340,10 @@ class Soak:
                         samples.settled = samples.settled or kinds
                     alive = samples.rows[-1][0]
                     if not samples.collected or alive - samples.collected[-1][0] >= 60:
-                        rss = _rss_after_collection(pid, self.workdir)
-                        if rss is not None:
-                            samples.collected.append((alive, rss))
+                        answer = _after_collection(pid, self.workdir)
+                        if answer is not None:
+                            samples.collected.append((alive, int(answer.pop("rss"))))
+                            samples.heap.append(answer)
 
     def _drained(self) -> bool:
         """Both groups committed everything the feeder wrote."""
@@ -426,6 +429,13 @@ class Soak:
                               f"({growth:+.0%}); after full collections, minute by minute: "
                               f"{[rss >> 20 for _, rss in samples.collected]} MB")  # fmt: skip
                 rss0, rss1, growth = live0, live1, live
+                if samples.heap:
+                    first, last = samples.heap[0], samples.heap[-1]
+                    console.print("  witness heap after full collections, first -> last: " + ", ".join(
+                        f"{name} {first.get(name, 0) >> 10} -> {last.get(name, 0) >> 10} K"
+                        if name != "python_blocks" else
+                        f"{name} {first.get(name, 0)} -> {last.get(name, 0)}"
+                        for name in sorted(last)))  # fmt: skip
             judged[f"node {pid}: RSS {rss0 >> 20} -> {rss1 >> 20} MB ({growth:+.0%})"] = (
                 growth < RSS_GROWTH
             )
@@ -600,16 +610,16 @@ def _usage(pid: int) -> tuple[int, int, int] | None:
         return None
 
 
-def _rss_after_collection(pid: int, workdir: Path) -> int | None:
-    """Ask node ``pid`` (the soak app) for a full collection and its RSS right after; None
-    when it did not answer within 10 s."""
+def _after_collection(pid: int, workdir: Path) -> dict[str, int] | None:
+    """Ask node ``pid`` (the soak app) for a full collection and its RSS (and heap) right
+    after; None when it did not answer within 10 s."""
     answer = workdir / f"collected-{pid}.json"
     answer.unlink(missing_ok=True)
     (workdir / f"collect-{pid}").touch()
     pause = threading.Event()
     for _ in range(50):  # the app looks for the request every second
         with contextlib.suppress(OSError, ValueError):
-            return int(json.loads(answer.read_text())["rss"])
+            return dict(json.loads(answer.read_text()))
         pause.wait(0.2)
     return None
 

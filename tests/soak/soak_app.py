@@ -11,6 +11,7 @@ Configured by the environment: KAFKA_BOOTSTRAP_SERVERS, INPUT, OUTPUT, RELAY, DL
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import gc
 import itertools
@@ -18,6 +19,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import tracemalloc
 import types
@@ -140,9 +142,29 @@ def _answer_collection(folder: str) -> None:
         rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
     answer = os.path.join(folder, f"collected-{os.getpid()}.json")
     with open(answer + ".tmp", "w") as out:
-        json.dump({"rss": rss}, out)
+        json.dump({"rss": rss, "python_blocks": sys.getallocatedblocks(), **_malloc()}, out)
     os.replace(answer + ".tmp", answer)
     os.remove(asked)
+
+
+def _malloc() -> dict[str, int]:
+    """glibc's heap: bytes in use (Python's large objects, librdkafka's buffers) and bytes
+    freed but kept by the allocator (what a fragmented heap holds on to)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return {}
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost")]  # fmt: skip
+
+    if not hasattr(libc, "mallinfo2"):
+        return {}
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return {"malloc_in_use": info.uordblks + info.hblkhd, "malloc_free": info.fordblks}
 
 
 def _holder(thing: object) -> object | None:
