@@ -13,8 +13,10 @@ message. Then the feeder stops, the swarm drains and stops, and the script check
 * every poison message in the DLQ, with its origin;
 * the witness node's (swarm node 1, never killed: the kills go to node 2) RSS after its first
   minute grew < 15 %, its threads and descriptors flat (the short form reports, it does not
-  judge). The RSS is read right after a full collection the node makes when asked, once a
-  minute: garbage waiting for Python's next full collection is not a leak;
+  judge). The RSS is read once a minute right after the node, when asked, collected all
+  garbage and handed its heap's free memory back to the OS (``malloc_trim``): neither garbage
+  waiting for Python's next full collection nor memory the allocator keeps for later is a
+  leak (the untrimmed RSS is printed too);
 * no traceback in any process's output;
 
 and prints the faults with how long each recovery took (from the fault's end to the next

@@ -11,6 +11,7 @@ Configured by the environment: KAFKA_BOOTSTRAP_SERVERS, INPUT, OUTPUT, RELAY, DL
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import faulthandler
 import gc
@@ -130,21 +131,30 @@ def _write_diagnostics(folder: str) -> None:
 
 
 def _answer_collection(folder: str) -> None:
-    """When the soak asks (``collect-<pid>`` in ``folder``), collect all garbage and answer
-    with the RSS right after (``collected-<pid>.json``): the soak judges memory so, since
-    garbage that waits for Python's next full collection (rare under Conveyor's raised
-    ``gc_threshold``) is not a leak."""
+    """When the soak asks (``collect-<pid>`` in ``folder``), collect all garbage, hand the
+    heap's free memory back to the OS (``malloc_trim``) and answer with the RSS right after
+    (``collected-<pid>.json``): the soak judges memory so, since neither garbage that waits
+    for Python's next full collection (rare under Conveyor's raised ``gc_threshold``) nor
+    freed memory the allocator keeps for later (librdkafka's fetch buffers after a backlog,
+    say) is a leak."""
     asked = os.path.join(folder, f"collect-{os.getpid()}")
     if not os.path.exists(asked):
         return
     gc.collect()
-    with open("/proc/self/status") as status:
-        rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+    untrimmed, heap = _rss(), _malloc()
+    with contextlib.suppress(OSError, AttributeError):  # glibc only
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # hand what the heap keeps free back to the OS
     answer = os.path.join(folder, f"collected-{os.getpid()}.json")
     with open(answer + ".tmp", "w") as out:
-        json.dump({"rss": rss, "python_blocks": sys.getallocatedblocks(), **_malloc()}, out)
+        json.dump({"rss": _rss(), "rss_untrimmed": untrimmed,
+                   "python_blocks": sys.getallocatedblocks(), **heap}, out)  # fmt: skip
     os.replace(answer + ".tmp", answer)
     os.remove(asked)
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
 
 
 def _malloc() -> dict[str, int]:
