@@ -222,6 +222,9 @@ class _Waitable:
         if waiter is not None:
             with contextlib.suppress(RuntimeError):  # completed twice (a truncated batch)
                 waiter.release()
+        self._wake_awaits()
+
+    def _wake_awaits(self) -> None:
         if self._settle is not None:
             with _waiter_creation:
                 settle, self._settle = self._settle, None
@@ -233,11 +236,13 @@ class _Waitable:
         if self._state == _DONE:
             return
         future, wake = _loop_future()
-        with _waiter_creation:  # _complete reads the list under it: either it sees ours or
-            if self._state != _DONE:  # it completed before, which this re-check sees
-                self._settle = [*(self._settle or ()), wake]
-            else:
-                return
+        with _waiter_creation:
+            self._settle = [*(self._settle or ()), wake]
+        # _complete marks the state done first and looks for awaits second; this looks at
+        # the state after registering, so one of the two sees the other (and the list is
+        # taken under the lock: woken once).
+        if self._state == _DONE:
+            self._wake_awaits()
         yield from future.__await__()
 
     def _block(self, timeout: float | None) -> None:
@@ -351,8 +356,21 @@ class DeliveryHandle:
         with _callbacks_lock:
             if not self.done():
                 _done_callbacks.setdefault(self, []).append(callback)
-                return
-        _call_back(callback, self)
+                registered = True
+            else:
+                registered = False
+        if not registered:
+            _call_back(callback, self)
+            return
+        # The report may have come between the check and the registration, its callback
+        # looking for registrations (without the lock) before this one was there: it sets
+        # the result first and looks second, so this look after registering sees the result
+        # whenever that one saw nothing. The pop decides who calls back: exactly one of us.
+        if self.done():
+            with _callbacks_lock:
+                callbacks = _done_callbacks.pop(self, None)
+            for late in callbacks or ():
+                _call_back(late, self)
 
     def done(self) -> bool:
         """Whether the report (or the failure) is in."""

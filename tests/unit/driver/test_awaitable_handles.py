@@ -155,3 +155,33 @@ def test_an_empty_or_finished_burst_is_awaited_at_once() -> None:
         return [await BatchDeliveryHandle(0)]
 
     assert asyncio.run(scenario()) == [[]]
+
+
+def test_reports_racing_the_awaits_never_leave_one_waiting() -> None:
+    """The report may come while an await registers: every await still ends (500 races of
+    each kind, the report served by another thread at the same moment)."""
+
+    def report(handle: DeliveryHandle, burst: BatchDeliveryHandle, go: threading.Event) -> None:
+        callback = burst.shared_callback()
+        go.wait()
+        handle(None, _Message(1))
+        callback(None, _Message(1))
+
+    async def scenario() -> int:
+        ended = 0
+        for _ in range(500):
+            handle, burst, go = _handle(), BatchDeliveryHandle(1), threading.Event()
+            thread = threading.Thread(target=report, args=(handle, burst, go))
+            thread.start()
+            go.set()
+            await asyncio.wait_for(_both(handle, burst), timeout=5)
+            thread.join()
+            ended += 1
+        return ended
+
+    assert asyncio.run(scenario()) == 500
+
+
+async def _both(handle: DeliveryHandle, burst: BatchDeliveryHandle) -> None:
+    await handle
+    await burst
