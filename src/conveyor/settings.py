@@ -104,16 +104,7 @@ def build_app_settings(
         raise ConfigurationError(
             f"client_id must be a non-empty string, got {client_id!r}", "client_id"
         )
-    if kafka is None or not isinstance(kafka, Mapping):
-        raise ConfigurationError(
-            'kafka must be a dict of librdkafka settings with "bootstrap.servers"', "kafka"
-        )
-    for key in kafka:
-        if not isinstance(key, str):
-            raise ConfigurationError(f"kafka setting names must be strings, got {key!r}", "kafka")
-    check_kafka_values(kafka)
-    if not kafka.get("bootstrap.servers"):
-        raise ConfigurationError('kafka["bootstrap.servers"] is required', "bootstrap.servers")
+    _check_kafka(kafka)
     check_count("concurrency", concurrency)
     check_count("max_messages", max_messages)
     for name, value in (
@@ -175,6 +166,20 @@ def build_app_settings(
             None if event_loop_blocked_after is None else float(event_loop_blocked_after)
         ),
     )
+
+
+def _check_kafka(kafka: Any) -> None:
+    """The ``kafka`` dict: a mapping of names to values librdkafka takes, with the brokers."""
+    if kafka is None or not isinstance(kafka, Mapping):
+        raise ConfigurationError(
+            'kafka must be a dict of librdkafka settings with "bootstrap.servers"', "kafka"
+        )
+    for key in kafka:
+        if not isinstance(key, str):
+            raise ConfigurationError(f"kafka setting names must be strings, got {key!r}", "kafka")
+    check_kafka_values(kafka)
+    if not kafka.get("bootstrap.servers"):
+        raise ConfigurationError('kafka["bootstrap.servers"] is required', "bootstrap.servers")
 
 
 _CONSUMER_ONLY_PREFIXES = (

@@ -109,6 +109,18 @@ def test_the_app_s_own_settings_of_the_wrong_type_are_named(name: str, value: An
     assert raised.value.setting == name
 
 
+def test_event_loop_blocked_after_is_checked() -> None:
+    settings = {"bootstrap.servers": "127.0.0.1:1"}
+    assert App(kafka=settings).settings.event_loop_blocked_after == 0.25
+    assert (
+        App(kafka=settings, event_loop_blocked_after=None).settings.event_loop_blocked_after is None
+    )
+    for wrong in (0, -1, "1", True):
+        with pytest.raises(ConfigurationError) as raised:
+            App(kafka=settings, event_loop_blocked_after=wrong)
+        assert raised.value.setting == "event_loop_blocked_after"
+
+
 def test_instance_id_is_checked() -> None:
     assert App(kafka={"bootstrap.servers": "127.0.0.1:1"}, instance_id="pod-3").settings.instance_id
     for wrong in ("", "a b", 7, "x/y"):
