@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -105,3 +106,26 @@ class FakeRaw:
 
     def partition(self) -> int:
         return self._partition
+
+
+class LoopTicks:
+    """Counts the turns of the running event loop while a test awaits something: a count
+    that stays low says an await blocked the loop. ``async with LoopTicks() as ticks:``,
+    then ``ticks.count``; ``period`` 0 yields at every turn."""
+
+    def __init__(self, period: float = 0.001) -> None:
+        self.period = period
+        self.count = 0
+        self._task: Any = None
+
+    async def _tick(self) -> None:
+        while True:
+            self.count += 1
+            await asyncio.sleep(self.period)
+
+    async def __aenter__(self) -> LoopTicks:
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self._task.cancel()

@@ -3,6 +3,7 @@ another thread, and never creates a consumer group."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from datetime import UTC, datetime
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from conveyor import Admin, ConfigurationError, Iterator, Producer
+from helpers import LoopTicks
 
 
 def fill(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
@@ -122,30 +124,22 @@ def test_poll_for_a_loop_of_ones_own(kafka_bootstrap: str, new_topic) -> None:
 def test_async_for_reads_without_blocking_the_loop(kafka_bootstrap: str, new_topic) -> None:
     """`async for` over an Iterator: every message in order, the loop ticking meanwhile, and
     `yield_nil` telling a caught-up reader so."""
-    import asyncio  # noqa: PLC0415
 
     topic = new_topic()
     fill(kafka_bootstrap, topic, 30)
 
     async def scenario() -> tuple[list[int], int]:
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        ticking = asyncio.create_task(ticker())
         offsets: list[int] = []
         settings = {"bootstrap.servers": kafka_bootstrap}
-        async with Iterator({topic: True}, settings, yield_nil=True, max_wait_time=0.5) as messages:
+        async with (
+            LoopTicks() as ticks,
+            Iterator({topic: True}, settings, yield_nil=True, max_wait_time=0.5) as messages,
+        ):
             async for message in messages:
                 if message is None:  # caught up
                     break
                 offsets.append(message.offset)
-        ticking.cancel()
-        return offsets, ticks
+        return offsets, ticks.count
 
     offsets, ticks = asyncio.run(scenario())
     assert offsets == list(range(30))

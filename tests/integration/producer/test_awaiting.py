@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from conveyor import Producer
+from helpers import LoopTicks
 
 
 def test_a_thousand_awaits_in_flight_never_block_the_loop(
@@ -14,20 +15,11 @@ def test_a_thousand_awaits_in_flight_never_block_the_loop(
     topic = new_topic(partitions=3)
 
     async def scenario(producer: Producer) -> tuple[list[int], int]:
-        ticks = 0
-
-        async def ticker() -> None:  # would stop counting if an await blocked the loop
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0)
-
-        ticking = asyncio.create_task(ticker())
-        handles = [producer.produce_async(topic=topic, payload={"n": n}, key=str(n % 7))
-                   for n in range(1000)]  # fmt: skip
-        reports = await asyncio.gather(*handles)
-        ticking.cancel()
-        return sorted(r.offset for r in reports if r.partition == 0), ticks
+        async with LoopTicks(0) as ticks:  # would stop counting if an await blocked the loop
+            handles = [producer.produce_async(topic=topic, payload={"n": n}, key=str(n % 7))
+                       for n in range(1000)]  # fmt: skip
+            reports = await asyncio.gather(*handles)
+        return sorted(r.offset for r in reports if r.partition == 0), ticks.count
 
     with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
         offsets, ticks = asyncio.run(scenario(producer))

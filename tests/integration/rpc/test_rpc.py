@@ -15,6 +15,7 @@ import pytest
 
 from conveyor import App, Producer, RemoteError, RpcClientClosedError, RpcTimeoutError
 from conveyor.rpc import Client, Handlers
+from helpers import LoopTicks
 
 
 @pytest.fixture
@@ -370,20 +371,11 @@ def test_awaited_calls_run_side_by_side_on_one_loop(
     commands, results = rpc_topics
 
     async def scenario(client: Client) -> tuple[list[Any], int]:
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        ticking = asyncio.create_task(ticker())
-        sums = await asyncio.gather(*(client.acall("add", n, n, timeout=20) for n in range(50)))
-        with pytest.raises(RemoteError, match="no can do"):
-            await client.acall("fail", timeout=20)
-        ticking.cancel()
-        return sums, ticks
+        async with LoopTicks() as ticks:
+            sums = await asyncio.gather(*(client.acall("add", n, n, timeout=20) for n in range(50)))
+            with pytest.raises(RemoteError, match="no can do"):
+                await client.acall("fail", timeout=20)
+        return sums, ticks.count
 
     with Client(app, commands_topic=commands, results_topic=results) as client:
         sums, ticks = asyncio.run(scenario(client))

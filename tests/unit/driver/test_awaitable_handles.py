@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError
 from conveyor.driver import handles
 from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle
 from conveyor.errors import BatchDeliveryError, DeliveryError
+from helpers import LoopTicks
 
 
 class _Message:
@@ -52,19 +53,10 @@ def _report_later(callback, *args, delay: float = 0.05) -> threading.Thread:  # 
 def test_an_awaited_handle_gives_its_report_while_the_loop_runs_on() -> None:
     async def scenario() -> tuple[int, int]:
         handle = _handle()
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        ticking = asyncio.create_task(ticker())
-        _report_later(handle, None, _Message(41))
-        report = await handle
-        ticking.cancel()
-        return report.offset, ticks
+        async with LoopTicks() as ticks:
+            _report_later(handle, None, _Message(41))
+            report = await handle
+        return report.offset, ticks.count
 
     offset, ticks = asyncio.run(scenario())
     assert offset == 41
