@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import faulthandler
 import os
 import re
 import shlex
@@ -46,6 +47,7 @@ from conveyor import App
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE_SECONDS = 3.0
+HANG_SECONDS = 120.0  # below the test's PAGE_SECONDS (150): stacks are dumped before the kill
 SHELL_SERVE_SECONDS = 6.0  # a command starts a new interpreter and joins the group first
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 FENCE = re.compile(r"^```(\w*)")
@@ -241,9 +243,18 @@ def serve_shell(block: Block, page: str) -> None:
             )
 
 
+class _Said(list[str]):
+    """The lines of what was done, printed as they come (a page that hangs shows how far it got)."""
+
+    def append(self, line: str) -> None:
+        print(line, flush=True)
+        super().append(line)
+
+
 def run_page(path: Path, display: str) -> list[str]:
-    """Run every block of the page at ``path``; return one line per block (what was done)."""
-    done = []
+    """Run every block of the page at ``path``; return one line per block (what was done),
+    each printed as soon as its block is done."""
+    done = _Said()
     namespace: dict[str, object] = {"__name__": "__main__"}
     for block in blocks_of(path.read_text()):
         if block.kind == "skip":
@@ -285,9 +296,11 @@ def main() -> int:
         os.chdir(scratch)
         sys.path.insert(0, scratch)  # a block's files import as the reader's would
         sys.path.append(str(ROOT / "examples"))  # and so does the example shop (make run's)
+        # a page that hangs is killed by the test after its PAGE_SECONDS: say where each
+        # thread was shortly before, so the failure names the block and the call
+        faulthandler.dump_traceback_later(HANG_SECONDS, exit=False)
         try:
-            for line in run_page(page, display):
-                print(line, flush=True)
+            run_page(page, display)
         except ExampleFailed as failure:
             print(f"FAILED {failure}", flush=True)
             return 1

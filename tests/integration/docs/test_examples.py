@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+
+from conveyor import Admin
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNNER = ROOT / "tests" / "docs_examples.py"
@@ -23,38 +24,35 @@ PAGES = sorted(
 
 
 @pytest.fixture(scope="module")
-def topics_before(kafka_bootstrap: str) -> set[str]:
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    return set(admin.list_topics(timeout=10).topics)
+def topics_before(kafka_admin: Admin) -> set[str]:
+    return set(kafka_admin.list_topics())
 
 
-def _delete_topics_of(page: Path, kafka_bootstrap: str, before: set[str]) -> None:
+def _delete_topics_of(page: Path, admin: Admin, before: set[str]) -> None:
     """The pages name their topics plainly ("orders"): each page starts without the topics an
     earlier page made, nor those it names itself (left by an earlier run, or by `make run`).
     The suite's own topics (made before, named ``test-...``) are left alone."""
     text = page.read_text()
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     made = [
-        t for t in admin.list_topics(timeout=10).topics
+        t for t in admin.list_topics()
         if not t.startswith(("test-", "_"))
         and (t not in before or f'"{t}"' in text or f"topics create {t}" in text)
     ]  # fmt: skip
-    if made:
-        for future in admin.delete_topics(made, operation_timeout=30).values():
-            future.result()
-        pause = threading.Event()
-        for _ in range(100):  # deletion is asynchronous: wait until they are gone (10 s at most)
-            if not set(made) & set(admin.list_topics(timeout=10).topics):
-                break
-            pause.wait(0.1)
+    for name in made:
+        admin.delete_topic(name)
+    pause = threading.Event()
+    for _ in range(100):  # deletion is asynchronous: wait until they are gone (10 s at most)
+        if not set(made) & set(admin.list_topics()):
+            break
+        pause.wait(0.1)
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_block_of_the_page_runs(
-    page: Path, kafka_bootstrap: str, topics_before: set[str]
+    page: Path, kafka_bootstrap: str, kafka_admin: Admin, topics_before: set[str]
 ) -> None:
-    _delete_topics_of(page, kafka_bootstrap, topics_before)
+    _delete_topics_of(page, kafka_admin, topics_before)
     environment = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
     try:
         run = subprocess.run(
@@ -62,9 +60,13 @@ def test_every_block_of_the_page_runs(
             timeout=PAGE_SECONDS, env=environment, check=False, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except subprocess.TimeoutExpired as hung:
-        shown = (hung.stdout or b"").decode() if isinstance(hung.stdout, bytes) else hung.stdout
         pytest.fail(
-            f"the page's blocks did not finish within {PAGE_SECONDS} s; done so far:\n{shown}"
+            f"the page's blocks did not finish within {PAGE_SECONDS} s; done so far:\n"
+            f"{_text(hung.stdout)}\nthreads before the kill:\n{_text(hung.stderr)[-8000:]}"
         )
     print(run.stdout)
     assert run.returncode == 0, (run.stdout + run.stderr)[-8000:]
+
+
+def _text(output: bytes | str | None) -> str:
+    return output.decode() if isinstance(output, bytes) else (output or "")
