@@ -2,7 +2,7 @@
 on consumers: sinks, scheduled messages) sees it.
 
 Three classes implement it: the engine's :class:`~conveyor.processing.executor.PartitionExecutor`,
-a virtual partition's :class:`~conveyor.processing.virtual.executor.Lane` (standing in for its
+a virtual partition's :class:`~conveyor.processing.virtual.lane.Lane` (standing in for its
 partition) and ``conveyor.testing``'s ``TestPartition``. mypy checks each against this list, so
 a member one of them lacks is an error here, not an ``AttributeError`` in a user's test.
 """

@@ -37,6 +37,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.listener_reports import ListenerReports, consumer_config
+from conveyor.processing.partition_core import PartitionCore
 from conveyor.processing.positions import StartPositions, initial_position
 from conveyor.processing.strategies import Backoff, FailurePolicy
 from conveyor.processing.virtual import VirtualPartitionExecutor
@@ -138,13 +139,13 @@ class Listener(ListenerReports):
             on_stall=self._fence,
             on_error=self._on_offsets_error,
         )
-        self.executors: dict[Partition, PartitionExecutor] = {}
+        self.executors: dict[Partition, PartitionCore] = {}
         self._direct_start: list[Partition] | None = None  # a direct assignment not made yet
         self._assigned: set[Partition] = set()
         self._group_metadata: Any = None
-        self._retiring: dict[Partition, PartitionExecutor] = {}
+        self._retiring: dict[Partition, PartitionCore] = {}
         self._commands: deque[Callable[[], None]] = deque()
-        self._discarding: set[PartitionExecutor] = set()
+        self._discarding: set[PartitionCore] = set()
         """Executors sought since the last poll: what that poll fetched for them is stale."""
         interval = config.get("auto.commit.interval.ms", 5000)  # the route's own, else the app's
         self._commit_interval = float(interval) / 1000
@@ -160,7 +161,7 @@ class Listener(ListenerReports):
         # their workers to drain them before it polls again (librdkafka's own queue limits
         # then hold the rest), and pauses them only if the wait outlasts the slice below.
         self._room = threading.Condition()
-        self._over_limit: set[PartitionExecutor] = set()
+        self._over_limit: set[PartitionCore] = set()
         self._running_jobs = 0
         self.state = "created"
         """created, running, quiet, stopping, stopped or crashed."""
@@ -246,7 +247,7 @@ class Listener(ListenerReports):
 
         self._command(resume_now)
 
-    def seek(self, executor: PartitionExecutor, offset: int) -> None:
+    def seek(self, executor: PartitionCore, offset: int) -> None:
         """Continue ``executor``'s partition from ``offset``; what was fetched before is dropped."""
 
         def seek_now() -> None:
@@ -260,7 +261,7 @@ class Listener(ListenerReports):
         self,
         topic: str,
         partition: int,
-        action: Callable[[PartitionExecutor, Listener], Any],
+        action: Callable[[PartitionCore, Listener], Any],
         timeout: float,
     ) -> tuple[Any] | None:
         """Run ``action(executor, self)`` on this thread for an assigned partition (its
@@ -309,12 +310,12 @@ class Listener(ListenerReports):
         cached = self._group_metadata
         return cached if cached is not None else self._call(self._client.group_metadata)
 
-    def over_limit(self, executor: PartitionExecutor) -> None:
+    def over_limit(self, executor: PartitionCore) -> None:
         """A partition's backlog passed its high-water mark (called on this thread)."""
         with self._room:
             self._over_limit.add(executor)
 
-    def drained(self, executor: PartitionExecutor) -> None:
+    def drained(self, executor: PartitionCore) -> None:
         """A partition's backlog fell below its low-water mark (called by a worker)."""
         if executor in self._over_limit:
             with self._room:
@@ -419,7 +420,7 @@ class Listener(ListenerReports):
             executor = getattr(getattr(job, "func", None), "__self__", None)
             where = (
                 f"{executor.topic}/{executor.partition}"
-                if isinstance(executor, PartitionExecutor)
+                if isinstance(executor, PartitionCore)
                 else "a partition"
             )
             _log.info(
@@ -579,7 +580,7 @@ class Listener(ListenerReports):
             high = self._client.cached_high_watermark(topic, partition)
             executor.add(run, high if high >= 0 else None, alone)
 
-    def _executor(self, topic: str, partition: int) -> PartitionExecutor | None:
+    def _executor(self, topic: str, partition: int) -> PartitionCore | None:
         key = (topic, partition)
         executor = self.executors.get(key)
         if executor is None:

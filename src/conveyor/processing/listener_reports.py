@@ -16,7 +16,7 @@ from conveyor.instrumentation import events as ev
 
 if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext
-    from conveyor.processing.executor import PartitionExecutor
+    from conveyor.processing.partition_core import PartitionCore
     from conveyor.routing.topic import Topic
     from conveyor.settings import AppSettings
 
@@ -31,7 +31,7 @@ class ListenerReports:
 
     name: str
     context: ProcessingContext
-    executors: dict[Any, PartitionExecutor]
+    executors: dict[Any, PartitionCore]
 
     @property
     def group_id(self) -> str:
@@ -59,7 +59,7 @@ class ListenerReports:
         max.poll.interval.ms: not a fetch error of some topic, but (mostly) a batch that held
         the listener's thread; say which, and for how long."""
         now = time.time()
-        longest: tuple[float, PartitionExecutor] | None = None
+        longest: tuple[float, PartitionCore] | None = None
         for executor in list(self.executors.values()):
             for _, batch in executor.running_batches():
                 ran = now - batch.started_at

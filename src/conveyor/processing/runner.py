@@ -18,8 +18,8 @@ from conveyor.errors import NotAssignedError, WaitTimeoutError
 from conveyor.instrumentation import events as ev
 from conveyor.processing.collector import raise_collection_threshold
 from conveyor.processing.event_loop import EventLoopThread
-from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.listener import Listener
+from conveyor.processing.partition_core import PartitionCore
 from conveyor.processing.snapshot import JobState, ListenerState, PartitionState, PoolState
 from conveyor.processing.timers import Timers
 from conveyor.processing.workers import WorkerPool
@@ -125,7 +125,7 @@ class Runner:
         self,
         topic: str,
         partition: int,
-        action: Callable[[PartitionExecutor, Listener], T],
+        action: Callable[[PartitionCore, Listener], T],
         timeout: float = 10.0,
         group: str | None = None,
     ) -> T:
@@ -273,7 +273,7 @@ def _subscription_groups(
     return named
 
 
-def _lag_seconds(executor: PartitionExecutor, lag: int | None, now: float) -> float | None:
+def _lag_seconds(executor: PartitionCore, lag: int | None, now: float) -> float | None:
     if lag is None:
         return None
     if lag == 0:

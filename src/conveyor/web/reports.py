@@ -9,10 +9,12 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from conveyor.processing.snapshot import Snapshot
 from conveyor.serialization import json_loads
+
+if TYPE_CHECKING:
+    from conveyor.processing.snapshot import Snapshot
 
 __all__ = [
     "SCHEMA",

@@ -16,6 +16,7 @@ import confluent_kafka
 from conveyor import App, Monitor
 from conveyor.processing.context import ProcessingContext
 from conveyor.processing.executor import PartitionExecutor
+from conveyor.processing.partition_core import PartitionCore
 from conveyor.processing.strategies import Backoff, FailurePolicy
 from conveyor.processing.virtual import VirtualPartitionExecutor
 from conveyor.routing.topic import Topic
@@ -61,7 +62,7 @@ class FakeListener:
         self.commit_result = commit_result
         self.running_jobs = 0
         self.ran_here = 0
-        self.over: set[PartitionExecutor] = set()
+        self.over: set[PartitionCore] = set()
 
     @property
     def group_id(self) -> str:
@@ -103,7 +104,7 @@ class FakeListener:
         if then is not None:
             then()
 
-    def seek(self, executor: PartitionExecutor, offset: int) -> None:
+    def seek(self, executor: PartitionCore, offset: int) -> None:
         self.actions.append(("seek", executor.topic, executor.partition, offset))
         executor.discard_pending()
 
@@ -115,10 +116,10 @@ class FakeListener:
         self.actions.append(("group_metadata",))
         return "group-metadata"
 
-    def over_limit(self, executor: PartitionExecutor) -> None:
+    def over_limit(self, executor: PartitionCore) -> None:
         self.over.add(executor)
 
-    def drained(self, executor: PartitionExecutor) -> None:
+    def drained(self, executor: PartitionCore) -> None:
         self.over.discard(executor)
 
 
@@ -250,7 +251,7 @@ class FakeProducer:
 class Rig:
     """An executor wired to fakes, and the fakes to assert on."""
 
-    executor: PartitionExecutor
+    executor: PartitionCore
     listener: FakeListener
     timers: FakeTimers
     producer: FakeProducer

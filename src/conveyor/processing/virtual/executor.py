@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
-from conveyor.processing.executor import PartitionExecutor, RunningBatch
+from conveyor.processing.partition_core import PartitionCore, RunningBatch
 from conveyor.processing.snapshot import LaneState
 from conveyor.processing.strategies import RETRY
 from conveyor.processing.virtual.lane import Lane
@@ -65,8 +65,9 @@ class _Failure:
     error: BaseException
 
 
-class VirtualPartitionExecutor(PartitionExecutor):
-    """A :class:`PartitionExecutor` whose messages run in lanes (see the module)."""
+class VirtualPartitionExecutor(PartitionCore):
+    """The executor of a partition whose messages run in lanes (see the module); what it
+    shares with :class:`~conveyor.processing.executor.PartitionExecutor` is their core."""
 
     def __init__(
         self,
@@ -78,7 +79,9 @@ class VirtualPartitionExecutor(PartitionExecutor):
         timers: Timers,
         topic: str | None = None,
     ) -> None:
-        super().__init__(listener, route, partition, context, policy, timers, topic)
+        # lanes finish out of order: the fetch times are forgotten by the committable offset
+        polls = PollTimes(in_order=False)
+        super().__init__(listener, route, partition, context, policy, timers, topic, polls=polls)
         settings = route.virtual_partitions
         assert settings is not None
         count = settings.max_partitions or context.settings.concurrency
@@ -90,7 +93,6 @@ class VirtualPartitionExecutor(PartitionExecutor):
         self._linger_due = 0.0
         self.lanes = [Lane(self, index) for index in range(count)]
         self.tracker = OffsetTracker()
-        self.polls = PollTimes(in_order=False)  # lanes finish out of order
         consumer_class = route.consumer_class
         self.asynchronous = consumer_class is not None and inspect.iscoroutinefunction(
             consumer_class.consume

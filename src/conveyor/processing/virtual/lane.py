@@ -15,7 +15,7 @@ from conveyor.messages import Message
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
     from conveyor.driver.handles import DeliveryHandle
-    from conveyor.processing.executor import RunningBatch
+    from conveyor.processing.partition_core import RunningBatch
     from conveyor.processing.virtual.executor import VirtualPartitionExecutor
     from conveyor.producer import Producer
     from conveyor.tracing.latency import PollTimes

@@ -1,0 +1,347 @@
+"""What every executor of an assigned topic-partition shares, whether its messages run in
+order on one consumer (:class:`~conveyor.processing.executor.PartitionExecutor`) or in
+virtual partitions' lanes
+(:class:`~conveyor.processing.virtual.executor.VirtualPartitionExecutor`): the partition's
+state (pending messages, flags, marked offset, held copies), the listener's calls that do not
+depend on how batches run (revoke, stop, back-pressure, commits and their fence), and what a
+consumer and the failure policy ask of their partition (producers, dead letters, group
+metadata, transactions).
+
+How batches run is each executor's own: the members marked abstract below. The listener,
+the runner and the snapshot see only a ``PartitionCore``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from conveyor.instrumentation import events as ev
+from conveyor.instrumentation.rate_limit import RateLimitedLog
+from conveyor.processing.backlog import Backlog
+from conveyor.processing.held_copies import HeldCopies
+from conveyor.processing.hook_runs import ConsumeRuns
+from conveyor.tracing.latency import PollTimes
+
+if TYPE_CHECKING:
+    from conveyor.consumer import Consumer
+    from conveyor.driver.handles import DeliveryHandle
+    from conveyor.messages import Message
+    from conveyor.processing.context import ProcessingContext
+    from conveyor.processing.listener_actions import ListenerActions
+    from conveyor.processing.snapshot import LaneState
+    from conveyor.processing.strategies import FailurePolicy
+    from conveyor.processing.timers import Timer, Timers
+    from conveyor.producer import Producer
+    from conveyor.routing.topic import Topic
+    from conveyor.tracing.tracer import Tracing
+
+__all__ = ["PartitionCore", "RunningBatch"]
+
+_copy_failed = RateLimitedLog(logging.getLogger("conveyor.processing"))
+
+
+class RunningBatch:
+    """The batch a worker runs now: its offsets and when it started (wall clock)."""
+
+    __slots__ = ("count", "first_offset", "last_offset", "started_at")
+
+    def __init__(self, first_offset: int, last_offset: int, count: int) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.count = count
+        self.started_at = time.time()
+
+
+class PartitionCore(ConsumeRuns, ABC):
+    """The state and the shared operations of one assigned topic-partition in one listener
+    (see the module)."""
+
+    def __init__(
+        self,
+        listener: ListenerActions,
+        route: Topic,
+        partition: int,
+        context: ProcessingContext,
+        policy: FailurePolicy,
+        timers: Timers,
+        topic: str | None = None,
+        *,
+        polls: PollTimes | None = None,
+    ) -> None:
+        self.listener = listener
+        self.route = route
+        self.topic = topic or route.name  # a pattern route serves topics of other names
+        self.partition = partition
+        self.context = context
+        self.policy = policy
+        self._timers = timers
+        self.max_messages = route.max_messages or context.settings.max_messages
+        self._high_water = max(self.max_messages * 10, 2_000)
+        self._low_water = self._high_water // 4
+        self.pending = Backlog()
+        self.lock = threading.Lock()
+        self.scheduled = False  # a job is queued or running
+        self.revoked = False
+        self.stopped = False
+        self.held = False  # paused by the user, quieted, or waiting out an error
+        self.backpressure = False  # fetching paused in librdkafka while too much is pending
+        self.eof = False
+        self.marked: int | None = None  # the next offset to read, as last marked
+        self.transactional = False  # offsets committed by consume-transform-produce transactions
+        self.high_watermark: int | None = None  # as of the latest fetch
+        self.first_fetched: int | None = None  # where this process started reading
+        self.attempt = 0  # failed attempts of the current batch so far
+        self._marked_at_failure = -1
+        self.consumer: Consumer | None = None
+        # Set when this partition was revoked while a batch ran and then assigned again: the
+        # new executor starts only once this one's last batch is over (order per partition).
+        self.successor: PartitionCore | None = None
+        self._resume_timer: Timer | None = None
+        self.copies = HeldCopies(
+            self.lock, self.topic, partition, lambda: self.revoked or self.stopped,
+            policy.backoff.delay, timers, context.monitor,
+        )  # fmt: skip
+        """Copies sent at least once (dead letters, pipes, replies) not acknowledged yet."""
+        self.polls = (
+            polls if polls is not None else PollTimes()
+        )  # when each fetch came, while latency is measured
+        self.last_timestamp: float | None = None  # of the last processed message (s), for lag
+
+    # -- how batches run: each executor's own -------------------------------------------------
+
+    @abstractmethod
+    def add(self, raws: list[Any], high_watermark: int | None, alone: bool = False) -> None:
+        """Messages fetched for this partition, in order, and the partition's high watermark
+        (``alone``: they are all the listener's poll brought)."""
+
+    @abstractmethod
+    def reached_eof(self) -> None:
+        """The listener read to the end of the partition."""
+
+    @abstractmethod
+    def run(self) -> None:
+        """The job the listener submits: run what is pending."""
+
+    @abstractmethod
+    def tick(self) -> None:
+        """Run the consumers' ``tick()`` if the partition is idle."""
+
+    @abstractmethod
+    def _dropped(self, seek: bool) -> None:
+        """With the lock held, in the same section that cleared ``pending``: drop what else
+        holds fetched messages; ``seek``: they will be read again."""
+
+    @abstractmethod
+    def running_batches(self) -> list[tuple[int | None, RunningBatch]]:
+        """The batches running now, each with its lane (``None`` without virtual partitions)."""
+
+    @abstractmethod
+    def lane_states(self) -> list[LaneState]:
+        """Its virtual partitions now (none without them)."""
+
+    @property
+    @abstractmethod
+    def collapsed(self) -> bool:
+        """Whether its virtual partitions run in one lane after a failure."""
+
+    @abstractmethod
+    def first_waiting(self) -> Any | None:
+        """The first message fetched and not processed yet (``None``: none)."""
+
+    @abstractmethod
+    def _instance(self) -> Consumer:
+        """The consumer instance the partition's hooks run on (made when first needed)."""
+
+    @abstractmethod
+    def _call(self, hook: str, event: str) -> None:
+        """Run ``hook`` (``revoked``, ``shutdown``...) on its consumers, with ``event``."""
+
+    @abstractmethod
+    def _release(self) -> None:
+        """A wait is over (a back-off, a pause, a predecessor's batch): run again."""
+
+    @abstractmethod
+    def mark(self, next_offset: int, sync: bool) -> bool:
+        """Processed through ``next_offset - 1``; with ``sync``, commit now. False when the
+        partition was revoked (or the commit failed)."""
+
+    @abstractmethod
+    def request_seek(self, offset: int) -> None:
+        """The consumer seeks to ``offset``."""
+
+    @abstractmethod
+    def request_pause(self, offset: int | None, timeout: float | None) -> None:
+        """The consumer pauses the partition (from ``offset``; for ``timeout`` seconds)."""
+
+    # -- the listener's calls (its thread) ----------------------------------------------------
+
+    def revoke(self) -> None:
+        """The partition was taken away: drop what is pending; ``revoked()`` runs on a worker."""
+        with self.lock:
+            self.revoked = True
+            self.pending.clear()
+            self._cancel_resume_timer()
+            self._dropped(seek=False)
+        latency = self.context.latency
+        if latency is not None:
+            latency.forget(self.topic, self.partition)
+        if self.consumer is not None and not self.stopped:
+            self.listener.submit(self._run_revoked)
+
+    def hold(self) -> None:
+        """Take no new batch (quiet); what runs finishes, what is pending stays."""
+        with self.lock:
+            self.held = True
+
+    def stop(self) -> None:
+        """The app stops: drop what is pending and start nothing more."""
+        with self.lock:
+            self.stopped = True
+            self.pending.clear()
+            self._cancel_resume_timer()
+            self._dropped(seek=False)
+
+    def throttle(self) -> bool:
+        """Too much is pending and the workers are slow: returns True when the listener should
+        now pause fetching this partition (it resumes once the backlog drained)."""
+        with self.lock:
+            if self.backpressure or self.revoked:
+                return False
+            self.backpressure = True
+            return True
+
+    def discard_pending(self) -> None:
+        """A seek is done: what was fetched before it is stale."""
+        with self.lock:
+            self.pending.clear()
+            self.polls.clear()
+            self._dropped(seek=True)
+
+    def committable(self) -> int | None:
+        """The offset to commit for this partition (``None``: nothing marked, revoked, or its
+        offsets go through transactions): the marked one, or the lowest offset whose copy is
+        not acknowledged yet, if lower."""
+        if self.revoked or self.transactional:
+            return None
+        return self._fence(self.marked)
+
+    def _fence(self, offset: int | None) -> int | None:
+        return self.copies.fence(offset)
+
+    def wait_for_copies(self, deadline: float) -> bool:
+        """Block until no copy sent for this partition awaits its acknowledgement (or the
+        monotonic ``deadline``); True when none does."""
+        return self.copies.wait(deadline)
+
+    def follow(self, predecessor: PartitionCore) -> None:
+        """Start only after ``predecessor`` (the same partition, revoked) finished its batch."""
+        with predecessor.lock:
+            if predecessor.scheduled:
+                self.held = True
+                predecessor.successor = self
+
+    @property
+    def in_lane(self) -> bool:
+        """Its consumer runs in no virtual partition's lane (a lane says True)."""
+        return False
+
+    @property
+    def kafka(self) -> Mapping[str, Any]:
+        """The app's librdkafka settings."""
+        return self.context.settings.kafka
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """The app's tracing (``None`` when the app has none)."""
+        return self.context.tracing
+
+    def run_shutdown(self) -> None:
+        self._call("shutdown", ev.CONSUMER_SHUTDOWN)
+
+    def _report_dispatch_failure(self, offset: int, error: Exception) -> None:
+        _copy_failed.log(
+            logging.ERROR, f"{self.topic}/{self.partition}",
+            "%s/%s: could not move offset %s to the dead letter queue (%r); it stays in the "
+            "retry path", self.topic, self.partition, offset, error,
+        )  # fmt: skip
+        monitor = self.context.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="consumer.dispatch.error", error=error, topic=self.topic,
+                partition=self.partition, offset=offset, attempt=self.attempt,
+            )  # fmt: skip
+
+    def _cancel_resume_timer(self) -> None:
+        timer, self._resume_timer = self._resume_timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _run_revoked(self) -> None:
+        self.listener.job_started()
+        try:
+            self._call("revoked", ev.CONSUMER_REVOKED)
+        finally:
+            self.listener.job_finished()
+
+    # -- asked by the consumer (on its worker) and by the failure policy ----------------------
+
+    @property
+    def group_id(self) -> str:
+        return self.listener.group_id
+
+    def producer(self) -> Producer:
+        """The app's producer."""
+        return self.context.producer()
+
+    def send_held(self, offset: int, message: dict[str, Any], producer: Producer) -> DeliveryHandle:
+        """Send ``message`` (a produce dict) without waiting, and commit nothing at or past
+        ``offset`` until the broker acknowledged it (a dead letter, an at-least-once pipe, an
+        RPC reply).
+
+        A failed delivery is sent again after the topic's back-off, for as long as this
+        partition is assigned; once it is revoked or the app stops, the offset stays
+        uncommitted, so the message is read again rather than lost. Only commits wait for the
+        report, so the producer's poller is not hurried for it."""
+        return self.copies.send(offset, message, producer)
+
+    def group_metadata(self) -> Any:
+        return self.listener.group_metadata()
+
+    def transactional_producer(self) -> Producer:
+        """The app's transactional producer (consume-transform-produce transactions)."""
+        return self.context.transactional_producer()
+
+    def offsets_in_transactions(self) -> None:
+        """From now on this partition's offsets are committed by transactions only: the
+        listener no longer commits them (an older offset it committed could land after a
+        transaction's and move the group back). The first time, what was marked before is
+        committed synchronously, behind any asynchronous commit still on its way."""
+        if self.transactional:
+            return
+        marked = self.committable()
+        if marked is not None:
+            self.listener.commit_now(self.topic, self.partition, marked)
+        self.transactional = True
+
+    def forget_group_metadata(self) -> None:
+        """A transaction's offsets were refused: ask librdkafka for the group's metadata again
+        (the generation may have moved on without an assignment)."""
+        self.listener.forget_group_metadata()
+
+    def enhance_dlq_message(self, dlq_message: dict[str, Any], message: Message) -> dict[str, Any]:
+        enhanced = self._instance().enhance_dlq_message(dlq_message, message)
+        return dlq_message if enhanced is None else enhanced
+
+    def dispatch_to_dlq(
+        self, message: Message, dlq_topic: str, error: BaseException | None = None
+    ) -> None:
+        """The consumer moves ``message`` to the dead letter queue itself (``error``: why)."""
+        self.policy.dispatch(message, error, self.attempt, dlq_topic, self)
+
+    def request_resume(self) -> None:
+        self.listener.resume(self.topic, self.partition, then=self._release)
