@@ -5,8 +5,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+)
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from conveyor.errors import ConfigurationError, TransactionError
@@ -16,9 +21,10 @@ from conveyor.producer import BatchDeliveryHandle, DeliveryHandle, DeliveryRepor
 if TYPE_CHECKING:
     from conveyor.host import Host
     from conveyor.partition import PartitionHandle
+    from conveyor.producer.transactions import Transactions
     from conveyor.routing.topic import Topic
 
-__all__ = ["Consumer"]
+__all__ = ["Consumer", "TransactionBlock"]
 
 _log = logging.getLogger("conveyor.transactions")
 
@@ -116,34 +122,35 @@ class Consumer:
             return scope.mark(message.offset + 1)
         return self._executor.mark(message.offset + 1, sync=True)
 
-    @contextmanager
-    def transaction(self) -> Iterator[Producer]:
+    def transaction(self) -> TransactionBlock:
         """Consume-transform-produce, exactly once: what the block produces (``produce_*``,
         ``pipe_*`` of this consumer) and the offset it marks (``mark_as_consumed``) are
         committed together in one Kafka transaction of the app's transactional producer, or
-        not at all.
+        not at all. ``with self.transaction():`` in ``consume()``, ``async with
+        self.transaction():`` in ``async def consume()`` (the loop runs the other lanes while
+        the transaction waits for the broker).
 
         An exception in the block aborts the transaction (nothing it produced is visible to
         ``read_committed`` readers, its offset is not committed) and propagates, so the batch
         is retried from the last committed mark as any failure is. A partition revoked while
         the block ran aborts it too (the broker also refuses the offsets of a stale group
         generation). Once a transaction marked an offset of this partition, its offsets are
-        committed by transactions only (see the README's "Exactly once"). Yields the
-        transactional producer.
+        committed by transactions only (see the README's "Exactly once"). The block gets the
+        transactional producer (``as producer``).
 
         Raises:
             TransactionError: nested, the partition was revoked, or Kafka refused the
                 transaction (it was aborted).
-            ConfigurationError: on a route with virtual partitions (not supported).
+            ConfigurationError: on a route with virtual partitions (not supported), or
+                ``with`` in an ``async def consume()`` (use ``async with``).
         """
+        return TransactionBlock(self)
+
+    def _open_transaction(self) -> tuple[Producer, _TransactionScope]:
+        """The checks before a transaction opens; its producer and the scope that records
+        the block's marks."""
         if self._transaction is not None:
             raise TransactionError("transactions do not nest: this consumer is already in one")
-        if _on_event_loop():
-            raise ConfigurationError(
-                "transaction() is not available in async def consume(): transactions belong to "
-                "a thread, and async consumers share the event loop's",
-                "transaction",
-            )
         executor = self._executor
         if executor.in_lane:
             raise ConfigurationError(
@@ -155,42 +162,65 @@ class Consumer:
                 f"{self.topic} is read from another cluster ({own_cluster}) than the app's "
                 "transactional producer writes to: a transaction cannot commit its offsets"
             )
-        producer = executor.transactional_producer()
-        scope = _TransactionScope(executor)
+        return executor.transactional_producer(), _TransactionScope(executor)
+
+    @contextmanager
+    def _transaction_in_thread(self) -> Iterator[Producer]:
+        producer, scope = self._open_transaction()
         with producer.transaction() as transactions:
             self._transaction = scope
             try:
                 yield producer
-                # The invariant: a transaction commits with its input's offset or not at all;
-                # outputs without it would be produced again by whoever reads the partition next.
-                if executor.revoked or scope.refused:
-                    raise TransactionError(
-                        f"{self.topic}/{self.partition} was revoked during the transaction: "
-                        "aborted, its offset not committed"
-                    )
-                if scope.next_offset is None:
-                    raise TransactionError(
-                        f"the transaction on {self.topic}/{self.partition} marked no offset: "
-                        "call mark_as_consumed inside the block (aborted: its outputs would "
-                        "commit without their input's offset, and be produced again)"
-                    )
-                executor.offsets_in_transactions()
-                if _log.isEnabledFor(logging.DEBUG):
-                    _log.debug(
-                        "transaction of %s/%s sends offset %d",
-                        self.topic, self.partition, scope.next_offset,
-                    )  # fmt: skip
-                try:
-                    transactions.send_offsets(
-                        [(self.topic, self.partition, scope.next_offset)],
-                        executor.group_metadata(),
-                    )
-                except TransactionError:
-                    executor.forget_group_metadata()  # a new generation: ask again
-                    raise
+                self._send_offsets(scope, transactions)
             finally:
                 self._transaction = None
-        executor.mark(scope.next_offset, sync=False)  # committed: retries start after it
+        assert scope.next_offset is not None
+        self._executor.mark(scope.next_offset, sync=False)  # committed: retries start after it
+
+    @asynccontextmanager
+    async def _transaction_on_loop(self) -> AsyncIterator[Producer]:
+        producer, scope = self._open_transaction()
+        async with producer.transaction_async() as transactions:
+            self._transaction = scope
+            try:
+                yield producer
+                # on a thread: the first one commits what was marked before, synchronously
+                await asyncio.to_thread(self._send_offsets, scope, transactions)
+            finally:
+                self._transaction = None
+        assert scope.next_offset is not None
+        self._executor.mark(scope.next_offset, sync=False)
+
+    def _send_offsets(self, scope: _TransactionScope, transactions: Transactions) -> None:
+        """The block ended without an error: send the offset it marked with the transaction
+        (blocking: the broker's answer)."""
+        executor = self._executor
+        # The invariant: a transaction commits with its input's offset or not at all;
+        # outputs without it would be produced again by whoever reads the partition next.
+        if executor.revoked or scope.refused:
+            raise TransactionError(
+                f"{self.topic}/{self.partition} was revoked during the transaction: "
+                "aborted, its offset not committed"
+            )
+        if scope.next_offset is None:
+            raise TransactionError(
+                f"the transaction on {self.topic}/{self.partition} marked no offset: "
+                "call mark_as_consumed inside the block (aborted: its outputs would "
+                "commit without their input's offset, and be produced again)"
+            )
+        executor.offsets_in_transactions()
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug(
+                "transaction of %s/%s sends offset %d",
+                self.topic, self.partition, scope.next_offset,
+            )  # fmt: skip
+        try:
+            transactions.send_offsets(
+                [(self.topic, self.partition, scope.next_offset)], executor.group_metadata()
+            )
+        except TransactionError:
+            executor.forget_group_metadata()  # a new generation: ask again
+            raise
 
     @property
     def collapsed(self) -> bool:
@@ -327,6 +357,45 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {getattr(self, 'topic', '?')}/{getattr(self, 'partition', '?')}>"
+
+
+class TransactionBlock:
+    """What :meth:`Consumer.transaction` returns: the block, as ``with`` in ``consume()`` or
+    ``async with`` in ``async def consume()``; either gives the transactional producer."""
+
+    __slots__ = ("_consumer", "_in_thread", "_on_loop")
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+        self._in_thread: AbstractContextManager[Producer] | None = None
+        self._on_loop: AbstractAsyncContextManager[Producer] | None = None
+
+    def __enter__(self) -> Producer:
+        if _on_event_loop():
+            raise ConfigurationError(
+                "`with self.transaction():` in async def consume() would hold the event loop "
+                "that the other lanes share while the broker answers: use "
+                "`async with self.transaction():`",
+                "transaction",
+            )
+        self._in_thread = self._consumer._transaction_in_thread()
+        return self._in_thread.__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: Any
+    ) -> bool | None:
+        assert self._in_thread is not None
+        return self._in_thread.__exit__(kind, error, traceback)
+
+    async def __aenter__(self) -> Producer:
+        self._on_loop = self._consumer._transaction_on_loop()
+        return await self._on_loop.__aenter__()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: Any
+    ) -> bool | None:
+        assert self._on_loop is not None
+        return await self._on_loop.__aexit__(kind, error, traceback)
 
 
 class _TransactionScope:

@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -325,9 +325,22 @@ class Producer(Dispatcher):
         ends. Requires ``kafka["transactional.id"]``.
 
         Raises:
-            TransactionError: not transactional, nested use, or the broker refused.
+            TransactionError: not transactional, nested use, the block would wait on its own
+                event loop for a transaction another task of that loop holds (use
+                :meth:`transaction_async` there), or the broker refused.
         """
         return self.transactions.transaction()
+
+    def transaction_async(self) -> AbstractAsyncContextManager[Transactions]:
+        """``async with producer.transaction_async():`` in a coroutine: the same transaction,
+        the block being its task's alone (other tasks of the loop that produce meanwhile do
+        not join it). Waiting for another block to end, beginning, committing and aborting
+        run on a thread, so the event loop keeps running meanwhile.
+
+        Raises:
+            TransactionError: not transactional, nested use, or the broker refused.
+        """
+        return self.transactions.transaction_async()
 
     # -- closing ------------------------------------------------------------------------------
 

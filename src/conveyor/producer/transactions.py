@@ -1,17 +1,24 @@
-"""Kafka transactions for a producer: ``with producer.transaction():``.
+"""Kafka transactions for a producer: ``with producer.transaction():`` in a thread and
+``async with producer.transaction_async():`` in a coroutine.
 
-librdkafka runs one transaction at a time per client, so the block holds a lock:
-other threads that produce meanwhile wait for it to end (their messages would
-otherwise join a transaction they know nothing of). A produce outside any block
-on a transactional producer runs in a transaction of its own.
+librdkafka runs one transaction at a time per client, so the block holds a lock: other
+threads and tasks that open one meanwhile wait for it to end. Who is inside the block is a
+context variable, not the thread: on an event loop many tasks share one thread, and only
+the task that opened the transaction produces in it (a produce from anywhere else on a
+transactional producer runs in a transaction of its own, once the open one ended). The async
+block waits for the lock and runs librdkafka's blocking calls (begin, commit, abort) on a
+thread, so the loop keeps running meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import TransactionError
@@ -51,18 +58,28 @@ class Transactions:
         self._report_error = report_error
         self._in_use: ProducerClient | None = None  # the open transaction's client
         self._lock = threading.Lock()
-        self._owner: int | None = None
+        self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waiting_guard = (
+            threading.Lock()
+        )  # async blocks waiting for the lock, woken by _release
+        self._open: object | None = None  # the open transaction's token
+        self._inside: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+            f"conveyor-transaction-{producer_id}", default=None
+        )  # the token, in the context (thread or task) that opened it
+        self._holding_loop: asyncio.AbstractEventLoop | None = None  # of an open async block
         self._initialized_for: object = None
         self.on_first_begin: Callable[[], None] | None = None
         """Called once, when the first transaction begins (the app records it in its slot)."""
 
     def active(self) -> bool:
-        """Whether the calling thread is inside ``with producer.transaction():``."""
-        return self._owner == threading.get_ident()
+        """Whether the caller (its thread, or its task on an event loop) is inside the open
+        transaction's block."""
+        token = self._open
+        return token is not None and self._inside.get() is token
 
     def needs_implicit(self) -> bool:
         """A transactional producer used outside a transaction block wraps the call in one."""
-        return self.enabled and self._owner != threading.get_ident()
+        return self.enabled and not self.active()
 
     def reset(self) -> None:
         """The client was rebuilt: the next transaction initializes it again."""
@@ -70,16 +87,17 @@ class Transactions:
 
     @contextmanager
     def transaction(self) -> Iterator[Transactions]:
-        if not self.enabled:
+        self._check_can_open()
+        loop = _running_loop()
+        if loop is not None and loop is self._holding_loop:
             raise TransactionError(
-                'this producer is not transactional: set kafka["transactional.id"] to use transactions'
+                "a transaction of this producer is open in another task of this event loop: "
+                "waiting for it here would stop the loop it needs to finish; use "
+                "`async with producer.transaction_async():`"
             )
-        if self._owner == threading.get_ident():
-            raise TransactionError(
-                "transactions do not nest: this thread is already inside producer.transaction()"
-            )
-        with self._lock:
-            self._owner = threading.get_ident()
+        self._lock.acquire()
+        try:
+            inside = self._enter()
             started = time.perf_counter()
             try:
                 client = self._in_use = self._begin()
@@ -90,7 +108,124 @@ class Transactions:
                     raise
                 self._commit(client, started)
             finally:
-                self._owner = self._in_use = None
+                self._leave(inside)
+        finally:
+            self._release()
+
+    @asynccontextmanager
+    async def transaction_async(self) -> AsyncIterator[Transactions]:
+        """``producer.transaction()`` for a coroutine (see the module): the block is this task's
+        alone; waiting for the lock, beginning, committing and aborting leave the loop free."""
+        self._check_can_open()
+        loop = asyncio.get_running_loop()
+        await self._acquire(loop)
+        inside = self._enter()
+        self._holding_loop = loop
+        started = time.perf_counter()
+        begun = loop.run_in_executor(None, contextvars.copy_context().run, self._begin)
+        try:
+            client = self._in_use = await asyncio.shield(begun)
+        except BaseException:
+            # Cancelled while librdkafka begins (or begin failed): whoever finishes last lets
+            # go of the lock, so that the next transaction cannot start under this one.
+            self._inside.reset(inside)
+            begun.add_done_callback(lambda done: self._abandon(done, loop, started))
+            raise
+        try:
+            yield self
+        except BaseException as exc:
+            await self._finish(loop, inside, self._abort, client, started, exc)
+            raise
+        await self._finish(loop, inside, self._commit, client, started)
+
+    def _check_can_open(self) -> None:
+        if not self.enabled:
+            raise TransactionError(
+                'this producer is not transactional: set kafka["transactional.id"] to use transactions'
+            )
+        if self.active():
+            raise TransactionError(
+                "transactions do not nest: the caller is already inside producer.transaction()"
+            )
+
+    def _enter(self) -> contextvars.Token[object | None]:
+        """With the lock held: a new transaction token, set in the caller's context."""
+        token = self._open = object()
+        return self._inside.set(token)
+
+    def _leave(self, inside: contextvars.Token[object | None] | None) -> None:
+        """End the open transaction's bookkeeping (the lock is let go by the caller)."""
+        self._open = self._in_use = self._holding_loop = None
+        if inside is not None:
+            self._inside.reset(inside)
+
+    async def _acquire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take the lock without blocking the loop (and without a thread per waiter): wait
+        for a release's wake-up between tries. A waiter that is cancelled holds nothing."""
+        while not self._lock.acquire(blocking=False):
+            woken: asyncio.Future[None] = loop.create_future()
+            with self._waiting_guard:
+                self._waiting.append((loop, woken))
+            # A release between the failed try and the registration woke nobody: try again.
+            if self._lock.acquire(blocking=False):
+                self._forget_waiter(woken)
+                return
+            try:
+                await woken
+            finally:
+                self._forget_waiter(woken)
+
+    def _forget_waiter(self, woken: asyncio.Future[None]) -> None:
+        with self._waiting_guard:
+            self._waiting = [entry for entry in self._waiting if entry[1] is not woken]
+
+    def _release(self) -> None:
+        """Let go of the lock and wake every async block waiting for it (they try again)."""
+        self._lock.release()
+        with self._waiting_guard:
+            waiting, self._waiting = self._waiting, []
+        for loop, woken in waiting:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
+                loop.call_soon_threadsafe(_wake, woken)
+
+    async def _finish(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        inside: contextvars.Token[object | None],
+        finish: Callable[..., None],
+        *arguments: Any,
+    ) -> None:
+        """Commit or abort (``finish(*arguments)``) on a thread, then let go of the lock. A
+        cancelled await does not cut it short: the thread finishes and lets go itself."""
+        self._inside.reset(inside)
+
+        def run() -> None:
+            try:
+                finish(*arguments)
+            finally:
+                self._leave(None)
+                self._release()
+
+        await asyncio.shield(loop.run_in_executor(None, run))
+
+    def _abandon(
+        self, begun: asyncio.Future[ProducerClient], loop: asyncio.AbstractEventLoop, started: float
+    ) -> None:
+        """An async block that never ran its body: abort what began, then let go of the lock."""
+        client = None if begun.cancelled() or begun.exception() is not None else begun.result()
+
+        def run() -> None:
+            try:
+                if client is not None:
+                    self._abort(client, started, asyncio.CancelledError())
+            finally:
+                self._leave(None)
+                self._release()
+
+        if client is None:
+            run()
+        else:
+            loop.run_in_executor(None, run)
 
     def initialize(self, timeout: float = _TIMEOUT) -> None:
         """Initialize transactions now, not at the first one. Kafka then fences any older
@@ -108,7 +243,7 @@ class Transactions:
                 client.init_transactions(timeout)
                 self._initialized_for = client
         finally:
-            self._lock.release()
+            self._release()
 
     def send_offsets(
         self, offsets: Offsets, group_metadata: Any, timeout: float = _TIMEOUT
@@ -121,11 +256,13 @@ class Transactions:
         ``group_metadata`` is the consumer group's metadata (from the consumer's listener).
 
         Raises:
-            TransactionError: no open transaction in this thread, or the broker refused.
+            TransactionError: no open transaction in the caller's block, or the broker refused.
         """
         client = self._in_use
         if not self.active() or client is None:
-            raise TransactionError("send_offsets needs an open transaction in this thread")
+            raise TransactionError(
+                "send_offsets needs an open transaction: call it inside the transaction's block"
+            )
         client.send_offsets(_next_offsets(offsets), group_metadata, timeout)
 
     def _begin(self) -> ProducerClient:
@@ -166,6 +303,18 @@ class Transactions:
                 ev.TRANSACTION_ABORTED, producer_id=self._producer_id,
                 duration=time.perf_counter() - started, error=cause,
             )  # fmt: skip
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _next_offsets(offsets: Offsets) -> list[tuple[str, int, int]]:

@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any
 
 import confluent_kafka
+import pytest
 
 from conveyor import Admin, App, Consumer, Producer
 from conveyor.errors import TransactionError
@@ -98,13 +99,39 @@ class FailsOnceInside(Consumer):
             self.mark_as_consumed(self.messages.last)
 
 
+class FailsOnceInsideOnTheLoop(Consumer):
+    """FailsOnceInside as an ``async def consume()``: ``async with self.transaction()``, each
+    output awaited (both partitions' lanes share the app's loop and take turns at the
+    producer's one transaction)."""
+
+    failed = threading.Event()
+    output = ""
+
+    async def consume(self) -> None:
+        async with self.transaction():
+            for message in self.messages:
+                where = f"{message.partition}:{message.offset}".encode()
+                for kind in (b"a", b"b"):
+                    await self.produce_async(
+                        topic=self.output, payload=kind, headers=[("input", where)]
+                    )
+                if message.partition == 0 and message.offset == 5 and not self.failed.is_set():
+                    self.failed.set()
+                    raise RuntimeError("fails inside the transaction")
+            self.mark_as_consumed(self.messages.last)
+
+
+@pytest.mark.parametrize("consumer_class", [FailsOnceInside, FailsOnceInsideOnTheLoop])
 def test_a_failure_inside_the_transaction_aborts_it_and_the_retry_commits_once(
-    kafka_bootstrap: str, new_topic, kafka_admin: Admin
+    kafka_bootstrap: str,
+    new_topic,
+    kafka_admin: Admin,
+    consumer_class: type[FailsOnceInside] | type[FailsOnceInsideOnTheLoop],
 ) -> None:
     inputs, outputs = new_topic(partitions=2), new_topic(partitions=2)
     produce_inputs(kafka_bootstrap, inputs, 40, 2)
-    FailsOnceInside.failed.clear()
-    FailsOnceInside.output = outputs
+    consumer_class.failed.clear()
+    consumer_class.output = outputs
     group = f"eos-{uuid.uuid4().hex[:8]}"
     app = App(
         client_id="eos",
@@ -112,14 +139,14 @@ def test_a_failure_inside_the_transaction_aborts_it_and_the_retry_commits_once(
         max_wait_time=0.2,
         pause_timeout=0.2,
     )
-    app.routes.topic(inputs, FailsOnceInside)
+    app.routes.topic(inputs, consumer_class)
     with running(app):
         committed = committed_outputs(kafka_bootstrap, outputs, 80)
         deadline = time.monotonic() + 30
         while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < 40:
             assert time.monotonic() < deadline, kafka_admin.read_lags([group])
             threading.Event().wait(0.1)  # committed by transactions: the broker is the witness
-    assert FailsOnceInside.failed.is_set()
+    assert consumer_class.failed.is_set()
     assert_exactly_once(committed, [f"{n % 2}:{n // 2}" for n in range(40)])
     everything = read_outputs(kafka_bootstrap, outputs, "read_uncommitted")
     assert len(everything) > 80, "the aborted transaction's outputs exist, unread"

@@ -329,3 +329,43 @@ def test_bad_use_is_told_clearly() -> None:
         testing.produce(Recording(), b"x")
     stamp = datetime(2026, 1, 2, tzinfo=UTC)
     assert testing.produce(consumer, b"z", timestamp=stamp).timestamp == stamp
+
+
+class TransformOnTheLoop(Consumer):
+    async def consume(self) -> None:
+        async with self.transaction() as producer:
+            for message in self.messages:
+                await producer.produce_async(topic="out", payload={"double": message.payload * 2})
+                self.mark_as_consumed(message)
+            if message.payload < 0:
+                raise ValueError("negative")
+
+
+class ThreadBlockOnTheLoop(Consumer):
+    async def consume(self) -> None:
+        with self.transaction():
+            pass
+
+
+def test_an_async_consumer_commits_with_async_with_and_is_told_when_it_uses_with() -> None:
+    app = App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
+    app.routes.topic("in", TransformOnTheLoop, manual_offset_management=True)
+    app.routes.topic("plain", ThreadBlockOnTheLoop)
+    consumer = testing.consumer_for(app, "in")
+    testing.produce(consumer, 2)
+    testing.consume(consumer)
+    assert [m.payload for m in testing.produced(app, "out")] == [{"double": 4}]
+    captured = testing.capture(app)
+    assert captured.offsets == [("in", 0, 1)]
+
+    testing.produce(consumer, -1)
+    with pytest.raises(ValueError, match="negative"):
+        testing.consume(consumer)
+    assert [m.payload for m in testing.produced(app, "out")] == [{"double": 4}]
+    assert [r.value() for r in captured.aborted] == [b'{"double":-2}']
+    assert captured.offsets == [("in", 0, 1)]
+
+    plain = testing.consumer_for(app, "plain")
+    testing.produce(plain, 1)
+    with pytest.raises(ConfigurationError, match=r"async with self\.transaction\(\)"):
+        testing.consume(plain)
