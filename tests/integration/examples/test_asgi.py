@@ -116,3 +116,43 @@ def test_a_web_server_runs_the_app_in_its_lifespan_and_produces_from_its_handler
         for partition in (0, 1)
     }
     assert committed == placed_per_partition
+
+
+UVLOOP_APP = """
+import asyncio, sys, threading
+import uvloop
+from conveyor import App, Consumer
+
+uvloop.install()  # before the app starts: its own loop (the async lanes') follows the policy
+topic, bootstrap = sys.argv[1], sys.argv[2]
+loops, consumed = [], threading.Event()
+
+class Records(Consumer):
+    async def consume(self):
+        loops.append(type(asyncio.get_running_loop()).__module__)
+        await self.produce_async(topic=topic + "-echo", payload=self.messages.last.payload)
+        consumed.set()
+
+app = App(client_id="uvloop-app", kafka={"bootstrap.servers": bootstrap, "group.id": topic})
+app.routes.topic(topic, Records)
+app.start()
+app.producer.produce_sync(topic=topic, payload={"n": 1})
+print(consumed.wait(60), loops[:1], flush=True)
+app.stop_and_wait()
+"""
+
+
+def test_with_uvloop_installed_the_apps_own_loop_is_uvloop(
+    kafka_bootstrap: str, kafka_admin: Admin, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic()
+    kafka_admin.create_topic(f"{topic}-echo", 1)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", UVLOOP_APP, topic, kafka_bootstrap],
+            capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    finally:
+        kafka_admin.delete_topic(f"{topic}-echo")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "True ['uvloop']", done.stdout
