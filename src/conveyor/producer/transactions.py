@@ -59,9 +59,8 @@ class Transactions:
         self._in_use: ProducerClient | None = None  # the open transaction's client
         self._lock = threading.Lock()
         self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        self._waiting_guard = (
-            threading.Lock()
-        )  # async blocks waiting for the lock, woken by _release
+        # async blocks waiting for the lock, each woken by the next _release
+        self._waiting_guard = threading.Lock()
         self._open: object | None = None  # the open transaction's token
         self._inside: contextvars.ContextVar[object | None] = contextvars.ContextVar(
             f"conveyor-transaction-{producer_id}", default=None
