@@ -847,6 +847,36 @@ MUTATIONS = (
             "tests/integration/producer/test_recovery.py::test_the_reload_budget_refills_after_a_calm_spell",
         ),
     ),
+    Mutation(
+        "transactions: the block belongs to the thread, not to the task that opened it",
+        "conveyor/producer/transactions.py",
+        (
+            (
+                "        return token is not None and self._inside.get() is token",
+                "        return token is not None",
+            ),
+        ),
+        ("tests/unit/producer/test_transactions_async.py",),
+    ),
+    Mutation(
+        "transactions: an async block commits on the loop's thread",
+        "conveyor/producer/transactions.py",
+        (("        await asyncio.shield(loop.run_in_executor(None, run))", "        run()"),),
+        ("tests/unit/producer/test_transactions_async.py",),
+    ),
+    Mutation(
+        "transactions: `with self.transaction()` allowed in async def consume()",
+        "conveyor/consumer.py",
+        (
+            (
+                '        if _on_event_loop():\n            raise ConfigurationError(\n                "`with self.transaction():`',
+                '        if False:\n            raise ConfigurationError(\n                "`with self.transaction():`',
+            ),
+        ),
+        (
+            "tests/unit/testing/test_consumers.py::test_an_async_consumer_commits_with_async_with_and_is_told_when_it_uses_with",
+        ),
+    ),
 )
 
 
