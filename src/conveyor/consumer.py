@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from conveyor.errors import ConfigurationError, TransactionError
 from conveyor.messages import Message, Messages, piped_message
 from conveyor.producer import BatchDeliveryHandle, DeliveryHandle, DeliveryReport, Producer
+from conveyor.producer.transactions import off_the_loop
 
 if TYPE_CHECKING:
     from conveyor.host import Host
@@ -184,8 +185,9 @@ class Consumer:
             self._transaction = scope
             try:
                 yield producer
-                # on a thread: the first one commits what was marked before, synchronously
-                await asyncio.to_thread(self._send_offsets, scope, transactions)
+                # on a thread (the first one commits what was marked before, synchronously);
+                # a cancellation waits for it, so that the abort never runs beside it
+                await off_the_loop(self._send_offsets, scope, transactions)
             finally:
                 self._transaction = None
         assert scope.next_offset is not None

@@ -33,7 +33,7 @@ Offsets = Messages | Iterable[Message | tuple[str, int, int]]
 """What ``send_offsets`` takes: a batch (its last offset is committed), consumed messages (each
 one's partition moves past it), or ``(topic, partition, next offset)`` triples."""
 
-__all__ = ["Transactions"]
+__all__ = ["Transactions", "off_the_loop"]
 
 _TIMEOUT = 30.0
 
@@ -97,6 +97,8 @@ class Transactions:
         self._lock.acquire()
         try:
             inside = self._enter()
+            # On a loop's thread, another task of the loop must not wait for this block there.
+            self._holding_loop = loop
             started = time.perf_counter()
             try:
                 client = self._in_use = self._begin()
@@ -121,13 +123,18 @@ class Transactions:
         inside = self._enter()
         self._holding_loop = loop
         started = time.perf_counter()
-        begun = loop.run_in_executor(None, contextvars.copy_context().run, self._begin)
+        try:
+            begun = loop.run_in_executor(None, contextvars.copy_context().run, self._begin)
+        except BaseException:  # the loop's executor is shut down
+            self._leave(inside)
+            self._release()
+            raise
         try:
             client = self._in_use = await asyncio.shield(begun)
         except BaseException:
             # Cancelled while librdkafka begins (or begin failed): whoever finishes last lets
             # go of the lock, so that the next transaction cannot start under this one.
-            self._inside.reset(inside)
+            self._forget_token(inside)
             begun.add_done_callback(lambda done: self._abandon(done, loop, started))
             raise
         try:
@@ -156,6 +163,12 @@ class Transactions:
         """End the open transaction's bookkeeping (the lock is let go by the caller)."""
         self._open = self._in_use = self._holding_loop = None
         if inside is not None:
+            self._forget_token(inside)
+
+    def _forget_token(self, inside: contextvars.Token[object | None]) -> None:
+        # An async block finalised from another context (a garbage-collected generator, the
+        # loop's shutdown_asyncgens) cannot reset its own context: there is none to reset.
+        with contextlib.suppress(ValueError):
             self._inside.reset(inside)
 
     async def _acquire(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -196,7 +209,8 @@ class Transactions:
     ) -> None:
         """Commit or abort (``finish(*arguments)``) on a thread, then let go of the lock. A
         cancelled await does not cut it short: the thread finishes and lets go itself."""
-        self._inside.reset(inside)
+        self._open = None  # the block is over: tasks it spawned no longer produce in it
+        self._forget_token(inside)
 
         def run() -> None:
             try:
@@ -205,7 +219,12 @@ class Transactions:
                 self._leave(None)
                 self._release()
 
-        await asyncio.shield(loop.run_in_executor(None, run))
+        try:
+            finishing = loop.run_in_executor(None, run)
+        except RuntimeError:  # the loop's executor is shut down: finish here
+            run()
+            return
+        await asyncio.shield(finishing)
 
     def _abandon(
         self, begun: asyncio.Future[ProducerClient], loop: asyncio.AbstractEventLoop, started: float
@@ -223,8 +242,11 @@ class Transactions:
 
         if client is None:
             run()
-        else:
+            return
+        try:
             loop.run_in_executor(None, run)
+        except RuntimeError:  # the loop's executor is shut down: abort here
+            run()
 
     def initialize(self, timeout: float = _TIMEOUT) -> None:
         """Initialize transactions now, not at the first one. Kafka then fences any older
@@ -302,6 +324,25 @@ class Transactions:
                 ev.TRANSACTION_ABORTED, producer_id=self._producer_id,
                 duration=time.perf_counter() - started, error=cause,
             )  # fmt: skip
+
+
+async def off_the_loop(function: Callable[..., Any], *arguments: Any) -> Any:
+    """``function(*arguments)`` on a thread (in the caller's context); a cancelled await still
+    waits for it to end before the cancellation goes on, so that what comes next (an abort)
+    never runs beside it."""
+    running = asyncio.ensure_future(asyncio.to_thread(function, *arguments))
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(running)
+        except asyncio.CancelledError:
+            if running.done():
+                raise
+            cancelled = True
+            continue
+        if cancelled:
+            raise asyncio.CancelledError
+        return result
 
 
 def _wake(woken: asyncio.Future[None]) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from conveyor.errors import TransactionError
 from conveyor.instrumentation.monitor import Monitor
-from conveyor.producer.transactions import Transactions
+from conveyor.producer.transactions import Transactions, off_the_loop
 
 
 class FakeClient:
@@ -197,3 +197,49 @@ def test_many_blocks_waiting_at_once_all_run_in_turn() -> None:
     asyncio.run(main())
     assert sorted(inside) == list(range(40))
     assert client.calls.count("commit") == 40
+
+
+def test_a_cancelled_off_the_loop_call_ends_before_the_cancellation_goes_on() -> None:
+    """What runs after a cancelled send_offsets (the abort) never runs beside it."""
+    order: list[str] = []
+    release = threading.Event()
+
+    def send_offsets() -> None:
+        order.append("sending")
+        assert release.wait(10)
+        order.append("sent")
+
+    async def main() -> None:
+        task = asyncio.create_task(off_the_loop(send_offsets))
+        while not order:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        assert not task.done(), "the cancellation went on while the call ran"
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        order.append("aborting")
+
+    asyncio.run(main())
+    assert order == ["sending", "sent", "aborting"]
+
+
+def test_a_thread_block_on_the_loop_makes_another_task_raise_instead_of_hanging_it() -> None:
+    transactions = _transactions(FakeClient())
+
+    async def main() -> None:
+        opened = asyncio.Event()
+
+        async def elsewhere() -> None:
+            await opened.wait()
+            with transactions.transaction():
+                pass
+
+        other = asyncio.create_task(elsewhere())
+        with transactions.transaction():
+            opened.set()
+            with pytest.raises(TransactionError, match="another task of this event loop"):
+                await other
+
+    asyncio.run(main())
