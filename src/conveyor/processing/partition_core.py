@@ -184,9 +184,7 @@ class PartitionCore(ConsumeRuns, ABC):
         """The partition was taken away: drop what is pending; ``revoked()`` runs on a worker."""
         with self.lock:
             self.revoked = True
-            self.pending.clear()
-            self._cancel_resume_timer()
-            self._dropped(seek=False)
+            self._drop_pending()
         latency = self.context.latency
         if latency is not None:
             latency.forget(self.topic, self.partition)
@@ -202,9 +200,14 @@ class PartitionCore(ConsumeRuns, ABC):
         """The app stops: drop what is pending and start nothing more."""
         with self.lock:
             self.stopped = True
-            self.pending.clear()
-            self._cancel_resume_timer()
-            self._dropped(seek=False)
+            self._drop_pending()
+
+    def _drop_pending(self) -> None:
+        """With the lock held: the partition is over here (revoked or stopped); drop what
+        waits and the timer that would run it."""
+        self.pending.clear()
+        self._cancel_resume_timer()
+        self._dropped(seek=False)
 
     def throttle(self) -> bool:
         """Too much is pending and the workers are slow: returns True when the listener should
