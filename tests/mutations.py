@@ -877,6 +877,28 @@ MUTATIONS = (
             "tests/unit/testing/test_consumers.py::test_an_async_consumer_commits_with_async_with_and_is_told_when_it_uses_with",
         ),
     ),
+    Mutation(
+        "awaits: a report served while the await registers is not looked for again",
+        "conveyor/driver/handles.py",
+        (
+            (
+                "            elif self.done() and _awaits.pop(self, None) is awaiting:",
+                "            elif False:",
+            ),
+        ),
+        ("tests/unit/driver/test_awaitable_handles.py",),
+    ),
+    Mutation(
+        "awaits: a second await of one handle is not registered",
+        "conveyor/driver/handles.py",
+        (
+            (
+                "                self.add_done_callback(lambda _handle: awaiting[0](future))",
+                "                pass",
+            ),
+        ),
+        ("tests/unit/driver/test_awaitable_handles.py",),
+    ),
 )
 
 

@@ -193,12 +193,16 @@ _inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
 def _loop_future() -> tuple[asyncio.Future[None], Callable[[], None]]:
     """A future of the running loop, and the function (safe from any thread) that settles it."""
     loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    put = _inbox(loop).put
+    return future, lambda: put(future)
+
+
+def _inbox(loop: asyncio.AbstractEventLoop) -> _LoopInbox:
     inbox = _inboxes.get(loop)
     if inbox is None:
         inbox = _inboxes.setdefault(loop, _LoopInbox(loop))
-    future = loop.create_future()
-    put = inbox.put
-    return future, lambda: put(future)
+    return inbox
 
 
 class _Waitable:
@@ -279,6 +283,11 @@ class _Waitable:
 # Threads blocked in DeliveryHandle.wait(), by handle. Kept outside the handles so that a
 # handle nobody waits on is three attribute stores and nothing more.
 _single_waiters: dict[DeliveryHandle, Any] = {}
+# Awaits of DeliveryHandles, by handle: the loop future to settle and the inbox of its loop
+# (one await per handle here, the common case; a second one registers a done callback).
+_awaits: dict[
+    DeliveryHandle, tuple[Callable[[asyncio.Future[None]], None], asyncio.Future[None]]
+] = {}
 # Callbacks registered with DeliveryHandle.add_done_callback(), by handle; same reason.
 _done_callbacks: dict[DeliveryHandle, list[Callable[[DeliveryHandle], None]]] = {}
 _callbacks_lock = threading.Lock()
@@ -340,6 +349,10 @@ class DeliveryHandle:
                 waiter.release()
         if error is not None and self._notify is not None:
             _tell(self._notify, error, message, self.label)  # failures are always reported
+        if _awaits:
+            awaiting = _awaits.pop(self, None)
+            if awaiting is not None:
+                awaiting[0](awaiting[1])
         if _done_callbacks:
             with _callbacks_lock:
                 callbacks = _done_callbacks.pop(self, None)
@@ -388,8 +401,16 @@ class DeliveryHandle:
         the await does not cancel the delivery (the message goes on, and nothing of the await
         is left behind once it is reported)."""
         if not self.done():
-            future, wake = _loop_future()
-            self.add_done_callback(lambda _handle: wake())
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
+            awaiting = (_inbox(loop).put, future)
+            if _awaits.setdefault(self, awaiting) is not awaiting:  # awaited twice at once
+                self.add_done_callback(lambda _handle: awaiting[0](future))
+            # The callback sets the result first and looks for awaits second; this looks at
+            # the result after registering: one of the two sees the other. Whoever pops the
+            # entry settles the future (settling it late, unawaited, is harmless).
+            elif self.done() and _awaits.pop(self, None) is awaiting:
+                future.set_result(None)
             yield from future.__await__()
         return self.result()
 

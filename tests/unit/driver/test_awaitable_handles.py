@@ -82,17 +82,50 @@ def test_a_cancelled_await_leaves_nothing_behind_once_reported() -> None:
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        assert handle in handles._done_callbacks, "the delivery is still awaited by the callback"
+        assert handle in handles._awaits, "the delivery is still awaited by the callback"
         handle(None, _Message(7))  # the report comes after all: settles a cancelled future
         await asyncio.sleep(0.01)
 
     asyncio.run(scenario())
-    assert handle not in handles._done_callbacks
+    assert handle not in handles._awaits
     assert handle.result().offset == 7
 
 
 async def _await(handle: DeliveryHandle) -> None:
     await handle
+
+
+def test_two_tasks_awaiting_one_handle_both_get_its_report() -> None:
+    async def scenario() -> list[int]:
+        handle = _handle()
+        first, second = asyncio.create_task(_offset(handle)), asyncio.create_task(_offset(handle))
+        await asyncio.sleep(0.01)  # both wait now
+        _report_later(handle, None, _Message(9), delay=0.0)
+        return await asyncio.wait_for(asyncio.gather(first, second), timeout=5)
+
+    assert asyncio.run(scenario()) == [9, 9]
+    assert not handles._done_callbacks
+
+
+def test_a_report_served_while_the_await_registers_still_ends_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The report lands after the await saw no result and before it registered: the await's
+    look after registering finds it (else nobody would ever wake it)."""
+    handle = _handle()
+
+    class ReportFirst(dict):  # type: ignore[type-arg]
+        def setdefault(self, key, default=None):  # type: ignore[no-untyped-def]
+            handle(None, _Message(3))  # served on "another thread" just now: no await yet
+            return super().setdefault(key, default)
+
+    monkeypatch.setattr(handles, "_awaits", ReportFirst())
+
+    async def scenario() -> int:
+        return await asyncio.wait_for(_offset(handle), timeout=2)
+
+    assert asyncio.run(scenario()) == 3
+    assert not handles._awaits, "the entry is left behind"
 
 
 def test_a_thousand_awaits_settle_in_bunches() -> None:
