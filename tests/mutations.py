@@ -899,6 +899,48 @@ MUTATIONS = (
         ),
         ("tests/unit/driver/test_awaitable_handles.py",),
     ),
+    Mutation(
+        "typed routes: a batch is not checked against its models before consume()",
+        "conveyor/processing/executor.py",
+        (("        if self.route.deserializers.validates:", "        if False:"),),
+        (
+            "tests/integration/models/test_typed_messages.py::test_an_invalid_payload_goes_to_the_dlq_with_its_errors_and_the_others_in_order[partition]",
+        ),
+    ),
+    Mutation(
+        "typed routes: a lane's batch is not checked against its models",
+        "conveyor/processing/virtual/executor.py",
+        (
+            (
+                "        checked = check_models(batch, self.route.deserializers)\n        if checked.error is None:",
+                "        checked = check_models(batch[:0], self.route.deserializers)\n        if checked.error is None:",
+            ),
+        ),
+        (
+            "tests/integration/models/test_typed_messages.py::test_an_invalid_payload_goes_to_the_dlq_with_its_errors_and_the_others_in_order[virtual-partitions]",
+        ),
+    ),
+    Mutation(
+        "typed routes: an invalid payload is retried before the DLQ",
+        "conveyor/processing/strategies.py",
+        (
+            (
+                "if attempt <= dlq.max_retries and not isinstance(error, MessageValidationError):",
+                "if attempt <= dlq.max_retries:",
+            ),
+        ),
+        (
+            "tests/integration/models/test_typed_messages.py::test_an_invalid_payload_goes_to_the_dlq_with_its_errors_and_the_others_in_order[partition]",
+        ),
+    ),
+    Mutation(
+        "typed routes: the DLQ copy carries no validation errors",
+        "conveyor/messages.py",
+        (("    if isinstance(error, MessageValidationError):", "    if False:"),),
+        (
+            "tests/integration/models/test_typed_messages.py::test_an_invalid_payload_goes_to_the_dlq_with_its_errors_and_the_others_in_order[partition]",
+        ),
+    ),
 )
 
 

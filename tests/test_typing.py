@@ -34,3 +34,44 @@ def test_consumer_produce_twins_are_checked(tmp_path: Path) -> None:
         'Argument "topic" to "produce_sync" of "Consumer" has incompatible type "int"' in errors[0]
     )
     assert 'Unexpected keyword argument "topc" for "produce_async" of "Consumer"' in errors[1]
+
+
+TYPED_CODE = """
+import msgspec
+from conveyor import Consumer
+
+class Order(msgspec.Struct):
+    id: int
+
+class Orders(Consumer[Order]):
+    def consume(self) -> None:
+        for message in self.messages:
+            number: int = message.payload.id
+            text: str = message.payload.id
+        first: Order = self.messages.payloads[0]
+        self.messages.first.payload.missing
+
+class Keyed(Consumer[Order, int]):
+    def consume(self) -> None:
+        key: str = self.messages.first.key
+"""
+
+
+def test_a_consumers_messages_are_typed_by_its_models(tmp_path: Path) -> None:
+    module = tmp_path / "typed_code.py"
+    module.write_text(TYPED_CODE)
+    out, _err, status = api.run(
+        ["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"), str(module)]
+    )
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert status == 1, out
+    assert len(errors) == 3, out
+    assert (
+        'Incompatible types in assignment (expression has type "int", variable has type "str")'
+        in errors[0]
+    )
+    assert '"Order" has no attribute "missing"' in errors[1]
+    assert (
+        'Incompatible types in assignment (expression has type "int", variable has type "str")'
+        in errors[2]
+    )

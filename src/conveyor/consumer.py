@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import (
     AbstractAsyncContextManager,
@@ -12,10 +13,10 @@ from contextlib import (
     asynccontextmanager,
     contextmanager,
 )
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 from conveyor.errors import ConfigurationError, TransactionError
-from conveyor.messages import Message, Messages, piped_message
+from conveyor.messages import KeyT, Message, Messages, PayloadT, piped_message
 from conveyor.producer import BatchDeliveryHandle, DeliveryHandle, DeliveryReport, Producer
 from conveyor.producer.transactions import off_the_loop
 
@@ -45,9 +46,15 @@ def _same_as(
     return forward
 
 
-class Consumer:
+class Consumer(Generic[PayloadT, KeyT]):
     """Subclass it and implement ``consume``. One instance serves one topic-partition for
     as long as this process owns it, so it may keep state between batches.
+
+    Typed messages: ``class Orders(Consumer[Order])`` declares the payload model (a pydantic
+    model, a msgspec Struct, a dataclass or a TypedDict), ``Consumer[Order, OrderKey]`` the key
+    model too (also ``str``, ``int`` or ``UUID``). Payloads are then validated instances of it
+    (``self.messages`` is typed so under mypy), and a payload that does not fit goes to the
+    route's dead letter queue at once, with what was wrong (see the typed messages guide).
 
     Hooks: ``consume()`` (sync or ``async def``) gets ``self.messages``, a batch of one
     partition in order; ``revoked()`` runs after the partition was taken away; ``shutdown()``
@@ -66,8 +73,12 @@ class Consumer:
                     handle(message.payload)
     """
 
-    messages: Messages
+    messages: Messages[PayloadT, KeyT]
     """The current batch (one partition, in offset order)."""
+    payload_model: ClassVar[Any] = None
+    """The payload model declared with ``Consumer[Model]`` (``None``: JSON, untyped)."""
+    key_model: ClassVar[Any] = None
+    """The key model declared with ``Consumer[Payload, Key]`` (``None``: UTF-8 text)."""
     topic: str
     """The topic this instance serves."""
     partition: int
@@ -80,6 +91,17 @@ class Consumer:
     app: Host
     _executor: PartitionHandle
     _transaction: _TransactionScope | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, Consumer):
+                declared = [_declared(argument) for argument in typing.get_args(base)]
+                if declared and declared[0] is not None:
+                    cls.payload_model = declared[0]
+                if len(declared) > 1 and declared[1] is not None:
+                    cls.key_model = declared[1]
 
     def consume(self) -> Awaitable[None] | None:
         """Handle ``self.messages``. Override this."""
@@ -426,3 +448,10 @@ def _on_event_loop() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _declared(argument: Any) -> Any:
+    """A type argument of ``Consumer[...]`` as a model: ``None`` for a type variable or ``Any``."""
+    if isinstance(argument, typing.TypeVar) or argument is Any:
+        return None
+    return argument

@@ -10,6 +10,7 @@
     │   └── TransactionError           a transaction could not begin, commit or abort
     ├── InvalidMessageError            a message is malformed; raised before librdkafka sees it
     ├── DeserializationError           a consumed payload, key or headers could not be decoded
+    │   └── MessageValidationError     a payload or key is not a valid instance of its model
     ├── WaitTimeoutError               a wait reached its deadline (the work may still finish)
     ├── QueueFullError                 the local queue stayed full past ``queue_full_timeout``
     ├── ProducerClosedError            the producer was closed
@@ -29,6 +30,8 @@ Every message says what is wrong and what to do about it, in one paragraph.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AuthenticationError",
     "BatchDeliveryError",
@@ -43,6 +46,7 @@ __all__ = [
     "DeserializationError",
     "InvalidMessageError",
     "KafkaError",
+    "MessageValidationError",
     "NotAssignedError",
     "ProducerClosedError",
     "ProducerForkedError",
@@ -155,6 +159,27 @@ class DeserializationError(ConveyorError, ValueError):
         self.topic = topic
         self.partition = partition
         self.offset = offset
+
+
+class MessageValidationError(DeserializationError):
+    """A consumed message's payload (or key: ``part``) is not a valid instance of its route's
+    model. ``errors`` says what is wrong, field by field: each has a ``path`` (JSONPath, ``$``
+    for the whole value) and a ``message`` (the model library's words). A route with a dead
+    letter queue sends such a message there at once (no retry makes it valid), with the
+    errors in its ``original_validation_errors`` header."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        part: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        errors: list[Any],
+    ) -> None:
+        super().__init__(message, part=part, topic=topic, partition=partition, offset=offset)
+        self.errors = errors
 
 
 class WaitTimeoutError(ConveyorError, TimeoutError):

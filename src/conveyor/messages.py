@@ -7,36 +7,75 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic
 
-from conveyor.errors import DeserializationError
-from conveyor.serialization import json_loads
+from typing_extensions import TypeVar
 
-__all__ = ["Deserializers", "Message", "Messages", "dead_letter_message", "piped_message"]
+from conveyor.errors import DeserializationError, MessageValidationError
+from conveyor.models import decoder, field_errors, key_decoder
+from conveyor.models.codecs import model_name
+from conveyor.serialization import json_dumps, json_loads
+
+__all__ = [
+    "Deserializers", "KeyT", "Message", "Messages", "PayloadT", "dead_letter_message",
+    "piped_message",
+]  # fmt: skip
 
 _UNSET: Any = object()
+
+PayloadT = TypeVar("PayloadT", default=Any)
+"""What a message's ``payload`` is: its route's payload model (``Any`` without one)."""
+KeyT = TypeVar("KeyT", default=Any)
+"""What a message's ``key`` is: its route's key model (``Any`` without one)."""
 
 
 class Deserializers:
     """How a topic's messages are decoded: ``payload`` (JSON by default), ``key`` (UTF-8),
     ``headers`` (a dict of name to raw bytes, the last value of a repeated name winning).
-    Each is a callable taking the raw value (``None`` stays ``None`` for payload and key)."""
+    Each is a callable taking the raw value (``None`` stays ``None`` for payload and key).
 
-    __slots__ = ("headers", "key", "payload")
+    ``payload_model`` / ``key_model``: a model (pydantic, msgspec Struct, dataclass,
+    TypedDict; for keys also ``str``, ``int`` or ``UUID``) that the part is decoded into and
+    validated against; a message that does not fit raises
+    :class:`~conveyor.errors.MessageValidationError`. A consumer declares them as
+    ``Consumer[Payload, Key]``; the route passes them here."""
+
+    __slots__ = ("headers", "key", "key_model", "payload", "payload_model")
 
     def __init__(
         self,
         payload: Callable[[bytes], Any] | None = None,
         key: Callable[[bytes], Any] | None = None,
         headers: Callable[[list[tuple[str, bytes]]], Any] | None = None,
+        *,
+        payload_model: Any = None,
+        key_model: Any = None,
     ) -> None:
+        if payload_model is not None and payload is None:
+            payload = decoder(payload_model, "payload")
+        if key_model is not None and key is None:
+            key = key_decoder(key_model)
         self.payload = payload or json_loads
         self.key = key or _utf8
         self.headers = headers or _headers_dict
+        self.payload_model = payload_model
+        self.key_model = key_model
+
+    @property
+    def validates(self) -> bool:
+        """Whether payloads or keys are checked against a model."""
+        return self.payload_model is not None or self.key_model is not None
 
     def names(self) -> dict[str, str]:
         """Each part's deserializer as a person reads it (``{"payload": "JSON", ...}``)."""
-        return {part: _callable_name(getattr(self, part)) for part in ("payload", "key", "headers")}
+        names = {
+            part: _callable_name(getattr(self, part)) for part in ("payload", "key", "headers")
+        }
+        if self.payload_model is not None:
+            names["payload"] = model_name(self.payload_model)
+        if self.key_model is not None:
+            names["key"] = model_name(self.key_model)
+        return names
 
     def __repr__(self) -> str:
         names = ", ".join(f"{part}={name}" for part, name in self.names().items())
@@ -60,7 +99,7 @@ def _headers_dict(raw: list[tuple[str, bytes]]) -> dict[str, bytes]:
     return dict(raw)
 
 
-class Message:
+class Message(Generic[PayloadT, KeyT]):
     """One consumed message.
 
     ``raw_payload`` / ``raw_key`` are the bytes as stored; ``payload`` and ``key`` are
@@ -105,11 +144,13 @@ class Message:
         return list(self._raw.headers() or [])
 
     @property
-    def payload(self) -> Any:
+    def payload(self) -> PayloadT:
         """The payload, deserialized on first access (a tombstone stays ``None``).
 
         Raises:
-            DeserializationError: the topic's payload deserializer failed (names the message).
+            DeserializationError: the topic's payload deserializer failed (names the message);
+                :class:`~conveyor.errors.MessageValidationError` when it does not fit the
+                route's model.
         """
         if self._payload is _UNSET:
             raw = self._raw.value()
@@ -120,14 +161,15 @@ class Message:
                     self._payload = self._deserializers.payload(raw)
                 except Exception as exc:
                     raise self._undecodable("payload", self._deserializers.payload, exc) from exc
-        return self._payload
+        payload: PayloadT = self._payload
+        return payload
 
     @property
     def deserialized(self) -> bool:
         return self._payload is not _UNSET
 
     @property
-    def key(self) -> Any:
+    def key(self) -> KeyT:
         """The key, deserialized on first access (UTF-8 text by default)."""
         if self._key is _UNSET:
             raw = self._raw.key()
@@ -138,7 +180,8 @@ class Message:
                     self._key = self._deserializers.key(raw)
                 except Exception as exc:
                     raise self._undecodable("key", self._deserializers.key, exc) from exc
-        return self._key
+        key: KeyT = self._key
+        return key
 
     @property
     def headers(self) -> Any:
@@ -156,6 +199,16 @@ class Message:
         raw = self._raw
         topic, partition, offset = raw.topic(), raw.partition(), raw.offset()
         name = _callable_name(deserializer)
+        model = getattr(self._deserializers, f"{part}_model", None)
+        errors = field_errors(error) if model is not None else None
+        if errors is not None:
+            first = errors[0] if errors else None
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            return MessageValidationError(
+                f"the {part} of {topic}/{partition}@{offset} is not a valid {model_name(model)}"
+                + (f": {first.path}: {first.message}{more}" if first is not None else ""),
+                part=part, topic=topic, partition=partition, offset=offset, errors=errors,
+            )  # fmt: skip
         return DeserializationError(
             f"cannot decode the {part} of {topic}/{partition}@{offset} with {name}: "
             f"{type(error).__name__}: {error}",
@@ -180,7 +233,7 @@ class Message:
         return f"<Message {self.topic}/{self.partition}@{self.offset}>"
 
 
-class Messages(Sequence[Message]):
+class Messages(Sequence[Message[PayloadT, KeyT]]):
     """The batch handed to ``consume()``: messages of ONE partition, in offset order.
 
     Iterable, with ``len``, indexing, ``first``, ``last``, ``payloads``, ``raw_payloads``,
@@ -201,6 +254,7 @@ class Messages(Sequence[Message]):
         topic: str,
         partition: int,
         consumer_lag: int | None = None,
+        payloads: list[Any] | None = None,
     ) -> None:
         self._raws = raws
         self._deserializers = deserializers
@@ -208,12 +262,12 @@ class Messages(Sequence[Message]):
         self.partition = partition
         self.consumer_lag = consumer_lag
         self.processed_at = time.time()
-        self._decoded: list[Any] | None = None
+        self._decoded: list[Any] | None = payloads  # decoded already (checked against a model)
 
     def __len__(self) -> int:
         return len(self._raws)
 
-    def __iter__(self) -> Iterator[Message]:
+    def __iter__(self) -> Iterator[Message[PayloadT, KeyT]]:
         deserializers = self._deserializers
         decoded = self._decoded
         if decoded is None:
@@ -231,15 +285,15 @@ class Messages(Sequence[Message]):
         return Message(self._raws[index], self._deserializers)
 
     @property
-    def first(self) -> Message:
+    def first(self) -> Message[PayloadT, KeyT]:
         return Message(self._raws[0], self._deserializers)
 
     @property
-    def last(self) -> Message:
+    def last(self) -> Message[PayloadT, KeyT]:
         return Message(self._raws[-1], self._deserializers)
 
     @property
-    def payloads(self) -> list[Any]:
+    def payloads(self) -> list[PayloadT]:
         """Every payload, decoded by the topic's payload deserializer in one pass, without a
         :class:`Message` per message (a tombstone is ``None``). The list is kept: messages
         iterated afterwards carry their payload already, and asking again returns the same list.
@@ -299,6 +353,10 @@ def dead_letter_message(
             "".join(traceback.format_exception(error))[-8000:] if error is not None else "",
         ),
     ]
+    if isinstance(error, MessageValidationError):
+        # What was wrong, field by field, as JSON: [{"path": "$.price", "message": "..."}]
+        errors = [item.to_dict() for item in error.errors]
+        headers.append(("original_validation_errors", json_dumps(errors)))
     return {"topic": dlq_topic, "payload": raw.value(), "key": key, "headers": headers}
 
 

@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from conveyor.models.encoding import encode_instance
+
 __all__ = ["Serializer", "json_dumps", "json_loads", "text_or_base64"]
 
 Serializer = Callable[[Any], bytes]
@@ -22,7 +24,8 @@ except ImportError:  # pragma: no cover - exercised when orjson is absent
 
 
 def json_dumps(value: Any) -> bytes:
-    """Encode ``value`` as compact UTF-8 JSON (orjson when installed, else the standard library).
+    """Encode ``value`` as compact UTF-8 JSON (orjson when installed, else the standard library);
+    a model instance (pydantic, msgspec Struct, dataclass) by its own library.
 
     orjson's result sits in a buffer of at least 4 KB that it never shrinks: fine for bytes
     handed on at once, but copy what you keep (``bytes(memoryview(result))``)."""
@@ -30,7 +33,12 @@ def json_dumps(value: Any) -> bytes:
         try:
             return bytes(_orjson.dumps(value))
         except TypeError:
-            pass  # e.g. integers past 64 bits: let the standard library decide
+            pass  # e.g. integers past 64 bits, a model: let the standard library decide
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        encoded = encode_instance(value)  # a pydantic model, msgspec Struct, dataclass
+        if encoded is not None:
+            return encoded
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 

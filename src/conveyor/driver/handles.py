@@ -6,7 +6,7 @@ a lock that the completing thread releases, never on a sleep. Waits end at a mon
 deadline with :class:`~conveyor.errors.WaitTimeoutError`.
 
 Delivery handles are awaitable too: ``await handle`` gives the report (or raises) in a
-coroutine, woken through its event loop when the report is served (see :class:`_LoopInbox`);
+coroutine, woken through its event loop when the report is served (see :mod:`conveyor.driver.loop_wakeups`);
 nothing waits in a thread and nothing polls.
 
 The handles are lean on purpose: ``produce_async`` creates one per message, so a
@@ -22,13 +22,12 @@ import itertools
 import logging
 import threading
 import time
-import weakref
-from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from conveyor.driver.errors import to_conveyor_error
+from conveyor.driver.loop_wakeups import inbox_of, loop_future
 from conveyor.errors import BatchDeliveryError, DeliveryError, KafkaError, WaitTimeoutError
 
 __all__ = [
@@ -148,63 +147,6 @@ _HINTS = {
 }
 
 
-class _LoopInbox:
-    """The futures of one event loop whose results came, handed to the loop in bunches.
-
-    The thread that serves delivery reports puts a settled future here; the loop is woken
-    (``call_soon_threadsafe``, a byte on its self-pipe) only when the inbox was empty, and
-    settles everything that came meanwhile in one go: with thousands of awaits in flight a
-    wake-up per report would cost more than the reports."""
-
-    __slots__ = ("_lock", "_loop", "_scheduled", "_settled")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = weakref.ref(loop)  # the inboxes are kept by loop: no reference back
-        self._lock = threading.Lock()
-        self._settled: deque[asyncio.Future[None]] = deque()
-        self._scheduled = False
-
-    def put(self, future: asyncio.Future[None]) -> None:
-        """Settle ``future`` on its loop (from any thread)."""
-        with self._lock:
-            self._settled.append(future)
-            if self._scheduled:
-                return
-            self._scheduled = True
-        loop = self._loop()
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits any more
-                loop.call_soon_threadsafe(self._drain)
-
-    def _drain(self) -> None:
-        with self._lock:
-            settled, self._settled = self._settled, deque()
-            self._scheduled = False
-        for future in settled:
-            if not future.done():  # a cancelled await: the delivery went on without it
-                future.set_result(None)
-
-
-_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopInbox] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _loop_future() -> tuple[asyncio.Future[None], Callable[[], None]]:
-    """A future of the running loop, and the function (safe from any thread) that settles it."""
-    loop = asyncio.get_running_loop()
-    future = loop.create_future()
-    put = _inbox(loop).put
-    return future, lambda: put(future)
-
-
-def _inbox(loop: asyncio.AbstractEventLoop) -> _LoopInbox:
-    inbox = _inboxes.get(loop)
-    if inbox is None:
-        inbox = _inboxes.setdefault(loop, _LoopInbox(loop))
-    return inbox
-
-
 class _Waitable:
     """Completion flag plus a lazily created lock that the completing thread releases."""
 
@@ -239,7 +181,7 @@ class _Waitable:
         """Await completion on the running loop (``yield from`` it in ``__await__``)."""
         if self._state == _DONE:
             return
-        future, wake = _loop_future()
+        future, wake = loop_future()
         with _waiter_creation:
             self._settle = [*(self._settle or ()), wake]
         # _complete marks the state done first and looks for awaits second; this looks at
@@ -403,7 +345,7 @@ class DeliveryHandle:
         if not self.done():
             loop = asyncio.get_running_loop()
             future = loop.create_future()
-            awaiting = (_inbox(loop).put, future)
+            awaiting = (inbox_of(loop).put, future)
             if _awaits.setdefault(self, awaiting) is not awaiting:  # awaited twice at once
                 self.add_done_callback(lambda _handle: awaiting[0](future))
             # The callback sets the result first and looks for awaits second; this looks at

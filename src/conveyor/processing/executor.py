@@ -29,6 +29,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
 from conveyor.processing.filters import Filtered, apply_filters
+from conveyor.processing.model_check import check_models
 from conveyor.processing.partition_core import PartitionCore, RunningBatch
 from conveyor.processing.snapshot import LaneState
 
@@ -265,13 +266,28 @@ class PartitionExecutor(PartitionCore):
                 if hold is not None:
                     self._hold(hold[2])
                 return
+        payloads = None
+        if self.route.deserializers.validates:
+            checked = check_models(batch, self.route.deserializers)
+            if checked.error is not None:
+                if checked.valid == 0:  # the failure path: the DLQ at once, or retries
+                    self._failed(batch, checked.error, time.perf_counter())
+                    return
+                with self.lock:  # the invalid one heads the next run, after these
+                    if not (self.revoked or self.stopped):
+                        self.pending.put_back(batch[checked.valid :])
+                batch = batch[: checked.valid]
+                through = batch[-1].offset() + 1
+            payloads = checked.payloads
         consumer = self.consumer
         if consumer is None:
             consumer = self._instance()
         self.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
         self._abort_batch = False
         try:
-            started = self._consume(consumer, batch, self._failed, self.pending.put_back)
+            started = self._consume(
+                consumer, batch, self._failed, self.pending.put_back, payloads=payloads
+            )
         finally:
             self.running = None
         if started is None:

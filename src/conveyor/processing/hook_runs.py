@@ -69,14 +69,16 @@ class ConsumeRuns:
         failed: Callable[[list[Any], Exception, float], None],
         put_back: Callable[[list[Any]], None],
         extra: dict[str, Any] | None = None,
+        payloads: list[Any] | None = None,
     ) -> float | None:
         """Run ``consumer.consume()`` over ``batch``, with its event, span and latency.
 
         Returns when it started (``perf_counter``), or ``None`` when it raised: then
         ``failed(batch, error, started)`` ran, inside the batch's span. A ``BaseException``
         (SystemExit, KeyboardInterrupt) puts the batch back (``put_back``) and propagates:
-        the offset never moves past it. ``extra`` goes into the consume event."""
-        run = self._consume_started(consumer, batch, extra)
+        the offset never moves past it. ``extra`` goes into the consume event; ``payloads``
+        are the batch's, decoded already (by the check against the route's models)."""
+        run = self._consume_started(consumer, batch, extra, payloads)
         try:
             run_hook(consumer.consume())
         except Exception as exc:
@@ -94,9 +96,10 @@ class ConsumeRuns:
         failed: Callable[[list[Any], Exception, float], None],
         put_back: Callable[[list[Any]], None],
         extra: dict[str, Any] | None = None,
+        payloads: list[Any] | None = None,
     ) -> float | None:
         """:meth:`_consume` of an ``async def consume()``, awaited on the running loop."""
-        run = self._consume_started(consumer, batch, extra)
+        run = self._consume_started(consumer, batch, extra, payloads)
         try:
             await consumer.consume()  # type: ignore[misc]
         except Exception as exc:
@@ -108,7 +111,11 @@ class ConsumeRuns:
         return self._consume_returned(run)
 
     def _consume_started(
-        self, consumer: Consumer, batch: list[Any], extra: dict[str, Any] | None
+        self,
+        consumer: Consumer,
+        batch: list[Any],
+        extra: dict[str, Any] | None,
+        payloads: list[Any] | None = None,
     ) -> _ConsumeRun:
         high = self.high_watermark
         last_offset = batch[-1].offset()
@@ -118,6 +125,7 @@ class ConsumeRuns:
             self.topic,
             self.partition,
             consumer_lag=None if high is None else max(0, high - last_offset - 1),
+            payloads=payloads,
         )
         monitor = self.context.monitor
         if ev.CONSUMER_CONSUME in monitor.subscribed:

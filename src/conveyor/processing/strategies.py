@@ -11,6 +11,8 @@ One :class:`FailurePolicy` per topic holds the whole rule (Karafka's DLQ strateg
   ``mark_as_consumed_sync``) and processing goes on from the next message. An asynchronous
   copy holds its offset back from commits until the broker acknowledged it (and is sent
   again if it fails); a copy that cannot be sent at all leaves the message in the retry path;
+- a message that does not fit its route's model (:class:`~conveyor.errors.MessageValidationError`)
+  is dispatched at once: no retry makes it fit;
 - ``independent=True`` gives each message its own retries: progress since the previous
   failure starts the count again.
 
@@ -26,7 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from conveyor.errors import ConfigurationError, DeliveryError, WaitTimeoutError
+from conveyor.errors import (
+    ConfigurationError,
+    DeliveryError,
+    MessageValidationError,
+    WaitTimeoutError,
+)
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message, dead_letter_message
@@ -156,8 +163,8 @@ class FailurePolicy:
                     "strategy",
                 )
             return SKIP if action == DISPATCH and dlq.topic is None else action
-        if attempt <= dlq.max_retries:
-            return RETRY
+        if attempt <= dlq.max_retries and not isinstance(error, MessageValidationError):
+            return RETRY  # (a payload that does not fit its model will not fit on a retry)
         return DISPATCH if dlq.topic is not None else SKIP
 
     def give_up(

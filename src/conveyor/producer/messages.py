@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from conveyor.errors import InvalidMessageError
+from conveyor.models.encoding import encode_key_instance
 from conveyor.serialization import Serializer
 
 __all__ = [
@@ -73,7 +74,13 @@ def encode_key(key: Any, field: str = "key") -> bytes | str | None:
         return key
     if isinstance(key, bytes | bytearray | memoryview):
         return bytes(key)
-    raise InvalidMessageError(f"{field} must be str or bytes, got {type(key).__name__}", field)
+    encoded = encode_key_instance(key)  # an int or UUID as text, a model as JSON
+    if encoded is not None:
+        return encoded
+    raise InvalidMessageError(
+        f"{field} must be str, bytes, an int, a UUID or a model instance, got {type(key).__name__}",
+        field,
+    )
 
 
 def encode_headers(headers: Any) -> list[tuple[str, bytes | str | None]] | None:

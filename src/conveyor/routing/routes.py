@@ -108,7 +108,9 @@ class Routes:
                 name, "replication_factor", options.get("replication_factor"), allow_none=True
             ),
             config=_config(name, options.get("config")),
-            deserializers=_deserializers(name, options.get("deserializers")),
+            deserializers=_with_models(
+                name, _deserializers(name, options.get("deserializers")), consumer_class
+            ),
             max_messages=_positive_int(
                 name, "max_messages", options.get("max_messages"), allow_none=True
             ),
@@ -403,6 +405,33 @@ def _deserializers(topic: str, value: Any) -> Deserializers:
     raise ConfigurationError(
         f"routes.topic({topic!r}): deserializers must be a dict or Deserializers", "deserializers"
     )
+
+
+def _with_models(topic: str, deserializers: Deserializers, consumer_class: Any) -> Deserializers:
+    """The route's deserializers with the consumer's models (``Consumer[Payload, Key]``); a
+    part decoded both by a model and by a deserializer of the route is refused."""
+    payload_model = getattr(consumer_class, "payload_model", None)
+    key_model = getattr(consumer_class, "key_model", None)
+    if payload_model is None and key_model is None:
+        return deserializers
+    plain = Deserializers()
+    for part, model in (("payload", payload_model), ("key", key_model)):
+        if model is not None and getattr(deserializers, part) is not getattr(plain, part):
+            raise ConfigurationError(
+                f"routes.topic({topic!r}): {consumer_class.__qualname__} declares a {part} model "
+                f"and the route a {part} deserializer; keep one of them",
+                "deserializers",
+            )
+    try:
+        return Deserializers(
+            None if payload_model is not None else deserializers.payload,
+            None if key_model is not None else deserializers.key,
+            deserializers.headers,
+            payload_model=payload_model,
+            key_model=key_model,
+        )
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"routes.topic({topic!r}): {exc}", exc.setting) from exc
 
 
 def _initial_offset(topic: str, value: Any) -> str | None:

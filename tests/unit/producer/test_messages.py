@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -49,11 +50,13 @@ def test_topic_is_required(topic: object) -> None:
     assert raised.value.field == "topic"
 
 
-def test_keys_are_text_or_bytes() -> None:
+def test_keys_are_text_bytes_ints_uuids_or_models() -> None:
     assert encode_key("k") == "k"
     assert encode_key(b"k") == b"k"
-    with pytest.raises(InvalidMessageError, match="key must be str or bytes, got int"):
-        encode_key(7)
+    assert encode_key(7) == "7"
+    assert encode_key(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
+    with pytest.raises(InvalidMessageError, match=r"key must be str, bytes, an int, .* got float"):
+        encode_key(7.5)
 
 
 def test_headers_as_dict_or_pairs_with_repeats() -> None:

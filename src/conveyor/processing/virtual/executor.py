@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
+from conveyor.processing.model_check import check_models
 from conveyor.processing.partition_core import PartitionCore, RunningBatch
 from conveyor.processing.snapshot import LaneState
 from conveyor.processing.strategies import RETRY
@@ -374,9 +375,16 @@ class VirtualPartitionExecutor(PartitionCore):
         self.listener.job_started()
         try:
             while (batch := self._take(lane)) is not None:
+                payloads = None
+                if self.route.deserializers.validates:
+                    if (checked := self._checked(lane, batch)) is None:
+                        continue
+                    batch, payloads = checked
                 consumer, extra = self._lane_started(lane, batch)
                 try:
-                    started = self._consume(consumer, batch, lane.failed, lane.put_back, extra)
+                    started = self._consume(
+                        consumer, batch, lane.failed, lane.put_back, extra, payloads
+                    )
                 finally:
                     lane.running = None
                 if started is not None:
@@ -390,10 +398,15 @@ class VirtualPartitionExecutor(PartitionCore):
         self.listener.job_started()
         try:
             while (batch := self._take(lane)) is not None:
+                payloads = None
+                if self.route.deserializers.validates:
+                    if (checked := self._checked(lane, batch)) is None:
+                        continue
+                    batch, payloads = checked
                 consumer, extra = self._lane_started(lane, batch)
                 try:
                     started = await self._consume_async(
-                        consumer, batch, lane.failed, lane.put_back, extra
+                        consumer, batch, lane.failed, lane.put_back, extra, payloads
                     )
                 finally:
                     lane.running = None
@@ -401,6 +414,21 @@ class VirtualPartitionExecutor(PartitionCore):
                     self._lane_returned(lane, consumer, batch, started, extra)
         finally:
             self.listener.job_finished()
+
+    def _checked(self, lane: Lane, batch: list[Any]) -> tuple[list[Any], list[Any] | None] | None:
+        """A typed route's lane batch against its models: the valid front to consume and its
+        payloads (the rest waits in the lane); ``None`` when the first message does not fit,
+        which the failure path then has (the DLQ at once, or retries)."""
+        checked = check_models(batch, self.route.deserializers)
+        if checked.error is None:
+            return batch, checked.payloads
+        if checked.valid == 0:
+            lane.failed(batch, checked.error, time.perf_counter())
+            return None
+        with self.lock:
+            if not (self.revoked or self.stopped):
+                lane.put_back(batch[checked.valid :])
+        return batch[: checked.valid], checked.payloads
 
     def _take(self, lane: Lane) -> list[Any] | None:
         """The lane's next batch; ``None`` when it stops (then it is no longer active, and

@@ -1,0 +1,23 @@
+"""Typed messages: payload and key models, decoded, validated and encoded by their library.
+
+pydantic models, msgspec Structs, dataclasses and TypedDicts, declared on consumers
+(``class Orders(Consumer[Order])``); produced as they are; what was wrong with an invalid
+one, field by field.
+"""
+
+from __future__ import annotations
+
+from conveyor.models.codecs import FieldError, decoder, field_errors, json_schema, key_decoder
+from conveyor.models.encoding import encode_instance, encode_key_instance
+from conveyor.models.kinds import model_kind
+
+__all__ = [
+    "FieldError",
+    "decoder",
+    "encode_instance",
+    "encode_key_instance",
+    "field_errors",
+    "json_schema",
+    "key_decoder",
+    "model_kind",
+]

@@ -1,0 +1,149 @@
+"""Decoding bytes into models (validated) and telling what was wrong when they are not.
+
+A route's model gives its deserializer: the library's own function straight from bytes
+(msgspec's ``Decoder.decode``, pydantic's ``model_validate_json``), with no layer of ours
+between it and each payload; what a failure means (which field, what is wrong) is worked out
+only when one happens (:func:`field_errors`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from conveyor.errors import ConfigurationError
+from conveyor.models.kinds import KEY_SCALARS, MSGSPEC, PYDANTIC, model_kind
+
+__all__ = ["FieldError", "decoder", "field_errors", "json_schema", "key_decoder", "model_name"]
+
+_MAX_ERRORS = 20  # a payload wrong in every field says enough with its first twenty
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One reason a payload (or key) is not a valid model: where (``path``, JSONPath from
+    ``$``, the whole value) and what is wrong (``message``, the model library's words)."""
+
+    path: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+def model_name(model: Any) -> str:
+    """``model`` as a person reads it: ``Order`` or ``list[Order]``."""
+    return getattr(model, "__qualname__", None) or repr(model)
+
+
+def _library(kind: str, model: Any, role: str) -> str:
+    """Which library decodes ``model``: its own, or for dataclasses and TypedDicts msgspec
+    when installed, else pydantic."""
+    if kind in (PYDANTIC, MSGSPEC):
+        return kind
+    for library in (MSGSPEC, PYDANTIC):
+        if importlib.util.find_spec(library) is not None:
+            return library
+    raise ConfigurationError(
+        f"the {role} model {model_name(model)} is a {kind}: decoding it needs msgspec or "
+        "pydantic installed (pip install msgspec)",
+        role,
+    )
+
+
+def decoder(model: Any, role: str = "payload") -> Callable[[bytes], Any]:
+    """The function that turns a JSON payload into a validated ``model`` instance.
+
+    Raises:
+        ConfigurationError: ``model`` is not a model Conveyor knows (names ``role``).
+    """
+    kind = model_kind(model)
+    if kind is None:
+        raise ConfigurationError(
+            f"{model_name(model)} is not a model for a {role}: use a pydantic model, a msgspec "
+            "Struct, a dataclass or a TypedDict",
+            role,
+        )
+    library = _library(kind, model, role)
+    if library == MSGSPEC:
+        import msgspec  # noqa: PLC0415 - optional: only for models of it
+
+        return msgspec.json.Decoder(model).decode
+    if kind == PYDANTIC:
+        return model.model_validate_json  # type: ignore[no-any-return]
+    import pydantic  # noqa: PLC0415 - optional: only for models of it
+
+    return pydantic.TypeAdapter(model).validate_json
+
+
+def key_decoder(model: Any) -> Callable[[bytes], Any]:
+    """A key model's decoder: ``str``, ``int`` and ``UUID`` from the key's text, models from JSON."""
+    if model is str:
+        return _text
+    if model is int:
+        return int
+    if model is uuid.UUID:
+        return _uuid
+    if model in KEY_SCALARS:  # pragma: no cover - every scalar is handled above
+        raise AssertionError(model)
+    return decoder(model, role="key")
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8")
+
+
+def _uuid(raw: bytes) -> uuid.UUID:
+    return uuid.UUID(raw.decode("ascii"))
+
+
+def field_errors(error: BaseException) -> list[FieldError] | None:
+    """What ``error`` (raised by a model's decoder) says is wrong, field by field; ``None``
+    when it is not a validation failure (a bug in a custom type, say)."""
+    kind = type(error)
+    module = kind.__module__.split(".")[0]
+    if module in ("pydantic", "pydantic_core") and hasattr(error, "errors"):
+        return [
+            FieldError(_path(item.get("loc", ())), str(item.get("msg", "")))
+            for item in error.errors(include_url=False)[:_MAX_ERRORS]
+        ]
+    if module == "msgspec":
+        text = str(error)
+        message, separator, where = text.rpartition(" - at `")
+        if separator:
+            return [FieldError(where.rstrip("`"), message)]
+        return [FieldError("$", text)]
+    if isinstance(error, ValueError | UnicodeDecodeError):  # a scalar key: int, UUID, text
+        return [FieldError("$", str(error))]
+    return None
+
+
+def _path(location: Any) -> str:
+    """pydantic's ``loc`` as JSONPath: ``("items", 0, "price")`` -> ``$.items[0].price``."""
+    path = "$"
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def json_schema(model: Any) -> dict[str, Any]:
+    """``model``'s JSON Schema, by the library that decodes it."""
+    kind = model_kind(model)
+    if kind is None:
+        if model is str or model is uuid.UUID:
+            return {"type": "string", **({"format": "uuid"} if model is uuid.UUID else {})}
+        if model is int:
+            return {"type": "integer"}
+        raise ConfigurationError(f"{model_name(model)} is not a model", "model")
+    library = _library(kind, model, "model")
+    if library == MSGSPEC:
+        import msgspec  # noqa: PLC0415 - optional: only for models of it
+
+        return msgspec.json.schema(model)
+    if kind == PYDANTIC:
+        return model.model_json_schema()  # type: ignore[no-any-return]
+    import pydantic  # noqa: PLC0415 - optional: only for models of it
+
+    return pydantic.TypeAdapter(model).json_schema()
