@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from conveyor.models.encoding import encode_instance
+from conveyor.models.encoding import encode_instance, to_builtins
 
 __all__ = ["Serializer", "json_dumps", "json_loads", "text_or_base64"]
 
@@ -29,17 +29,19 @@ def json_dumps(value: Any) -> bytes:
 
     orjson's result sits in a buffer of at least 4 KB that it never shrinks: fine for bytes
     handed on at once, but copy what you keep (``bytes(memoryview(result))``)."""
-    if _orjson is not None:
-        try:
-            return bytes(_orjson.dumps(value))
-        except TypeError:
-            pass  # e.g. integers past 64 bits, a model: let the standard library decide
     kind = type(value)
     if kind is not dict and kind is not list:
         encoded = encode_instance(value)  # a pydantic model, msgspec Struct, dataclass
         if encoded is not None:
             return encoded
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    if _orjson is not None:
+        try:
+            return bytes(_orjson.dumps(value, default=to_builtins))
+        except TypeError:
+            pass  # e.g. integers past 64 bits: let the standard library decide
+    return json.dumps(
+        value, separators=(",", ":"), ensure_ascii=False, default=to_builtins
+    ).encode()
 
 
 def _json_loads(raw: bytes | str) -> Any:

@@ -7,12 +7,20 @@ one, field by field.
 
 from __future__ import annotations
 
-from conveyor.models.codecs import FieldError, decoder, field_errors, json_schema, key_decoder
+from conveyor.models.codecs import (
+    FieldError,
+    converter,
+    decoder,
+    field_errors,
+    json_schema,
+    key_decoder,
+)
 from conveyor.models.encoding import encode_instance, encode_key_instance
 from conveyor.models.kinds import model_kind
 
 __all__ = [
     "FieldError",
+    "converter",
     "decoder",
     "encode_instance",
     "encode_key_instance",

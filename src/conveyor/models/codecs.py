@@ -16,7 +16,9 @@ from typing import Any
 from conveyor.errors import ConfigurationError
 from conveyor.models.kinds import KEY_SCALARS, MSGSPEC, PYDANTIC, model_kind
 
-__all__ = ["FieldError", "decoder", "field_errors", "json_schema", "key_decoder", "model_name"]
+__all__ = [
+    "FieldError", "converter", "decoder", "field_errors", "json_schema", "key_decoder", "model_name",
+]  # fmt: skip
 
 _MAX_ERRORS = 20  # a payload wrong in every field says enough with its first twenty
 
@@ -78,6 +80,39 @@ def decoder(model: Any, role: str = "payload") -> Callable[[bytes], Any]:
     return pydantic.TypeAdapter(model).validate_json
 
 
+def converter(model: Any, role: str = "argument") -> Callable[[Any], Any]:
+    """The function that turns decoded JSON (dicts, lists) into a validated ``model``
+    instance (an RPC argument or result); an instance of it already passes as it is.
+
+    Raises:
+        ConfigurationError: ``model`` is not a model Conveyor knows (names ``role``).
+    """
+    kind = model_kind(model)
+    if kind is None:
+        raise ConfigurationError(f"{model_name(model)} is not a model for an {role}", role)
+    library = _library(kind, model, role)
+    if library == MSGSPEC:
+        import msgspec  # noqa: PLC0415 - optional: only for models of it
+
+        def convert(value: Any) -> Any:
+            return value if _is_instance(value, model) else msgspec.convert(value, model)
+
+        return convert
+    if kind == PYDANTIC:
+        return model.model_validate  # type: ignore[no-any-return]
+    import pydantic  # noqa: PLC0415 - optional: only for models of it
+
+    return pydantic.TypeAdapter(model).validate_python
+
+
+def _is_instance(value: Any, model: Any) -> bool:
+    return isinstance(model, type) and not _is_typeddict(model) and isinstance(value, model)
+
+
+def _is_typeddict(model: Any) -> bool:
+    return model_kind(model) == "TypedDict"
+
+
 def key_decoder(model: Any) -> Callable[[bytes], Any]:
     """A key model's decoder: ``str``, ``int`` and ``UUID`` from the key's text, models from JSON."""
     if model is str:
@@ -128,8 +163,9 @@ def _path(location: Any) -> str:
     return path
 
 
-def json_schema(model: Any) -> dict[str, Any]:
-    """``model``'s JSON Schema, by the library that decodes it."""
+def json_schema(model: Any, ref_template: str = "#/$defs/{model}") -> dict[str, Any]:
+    """``model``'s JSON Schema, by the library that decodes it; the models it refers to are
+    under ``$defs``, referred to by ``ref_template`` (``{model}`` is the name)."""
     kind = model_kind(model)
     if kind is None:
         if model is str or model is uuid.UUID:
@@ -141,9 +177,12 @@ def json_schema(model: Any) -> dict[str, Any]:
     if library == MSGSPEC:
         import msgspec  # noqa: PLC0415 - optional: only for models of it
 
-        return msgspec.json.schema(model)
+        (schema,), definitions = msgspec.json.schema_components(
+            (model,), ref_template=ref_template.replace("{model}", "{name}")
+        )
+        return {**schema, "$defs": definitions} if definitions else schema
     if kind == PYDANTIC:
-        return model.model_json_schema()  # type: ignore[no-any-return]
+        return model.model_json_schema(ref_template=ref_template)  # type: ignore[no-any-return]
     import pydantic  # noqa: PLC0415 - optional: only for models of it
 
-    return pydantic.TypeAdapter(model).json_schema()
+    return pydantic.TypeAdapter(model).json_schema(ref_template=ref_template)

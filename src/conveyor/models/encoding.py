@@ -11,7 +11,7 @@ from typing import Any
 
 from conveyor.models.kinds import DATACLASS, MSGSPEC, PYDANTIC, instance_kind
 
-__all__ = ["encode_instance", "encode_key_instance"]
+__all__ = ["encode_instance", "encode_key_instance", "to_builtins"]
 
 
 def encode_instance(value: Any) -> bytes | None:
@@ -37,3 +37,19 @@ def encode_key_instance(key: Any) -> bytes | str | None:
     if type(key) is int or isinstance(key, uuid.UUID):
         return str(key)
     return encode_instance(key)
+
+
+def to_builtins(value: Any) -> Any:
+    """A model instance inside a larger value (an RPC argument, a handler's result) as the
+    dicts and lists JSON encoders take; ``TypeError`` for anything else (the JSON encoders'
+    ``default`` hook)."""
+    kind = instance_kind(value)
+    if kind == PYDANTIC:
+        return value.model_dump(mode="json")
+    if kind == MSGSPEC:
+        return sys.modules["msgspec"].to_builtins(value)
+    if kind == DATACLASS:
+        return dataclasses.asdict(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

@@ -5,8 +5,9 @@ never runs with them.
 The checks follow what a JSON codec can carry: ``int`` (not ``bool``), ``float`` (an ``int``
 too), ``str``, ``bool``, ``None``, ``list[T]`` / ``tuple[T, ...]`` / ``Sequence[T]``,
 ``dict[str, T]`` / ``Mapping``, unions (``X | None``), ``Literal[...]``, ``Any`` and
-unannotated parameters (anything). Other annotations (a dataclass, a custom class) are
-checked with ``isinstance`` when they are classes and passed through otherwise.
+unannotated parameters (anything). A parameter typed with a model (a pydantic model, a
+msgspec Struct, a dataclass, a TypedDict) gets its JSON value validated into an instance;
+other annotations (a custom class) are passed through.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import types
 import typing
 from collections.abc import Callable
 from typing import Any
+
+from conveyor.models import converter, field_errors, model_kind
 
 __all__ = ["ArgumentChecker", "InvalidArguments"]
 
@@ -110,6 +113,14 @@ class ArgumentChecker:
         self._positional_calls = not any(
             p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params
         )
+        # Parameters typed with a model (pydantic, msgspec, dataclass, TypedDict): their JSON
+        # value is validated into an instance before the handler runs.
+        self._models = {
+            name: converter(hint)
+            for name, hint in self.hints.items()
+            if name != "return" and model_kind(hint) is not None
+        }
+        self._positions = {p.name: index for index, p in enumerate(positional)}
 
     def check(self, args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
         """The arguments to call the handler with.
@@ -131,7 +142,7 @@ class ArgumentChecker:
                     raise InvalidArguments(
                         f"{name} must be {_describe(hint)}, not {type(value).__name__} ({value!r})"
                     )
-            return list(args), {}
+            return self._converted(list(args), {})
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
@@ -151,4 +162,28 @@ class ArgumentChecker:
                 raise InvalidArguments(
                     f"{name} must be {_describe(hint)}, not {type(bad[0]).__name__} ({bad[0]!r})"
                 )
-        return list(args), dict(kwargs)
+        return self._converted(list(args), dict(kwargs))
+
+    def _converted(
+        self, args: list[Any], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """The arguments with each model-typed one validated into its model."""
+        for name, convert in self._models.items():
+            position = self._positions.get(name)
+            if position is not None and position < len(args):
+                args[position] = self._convert(name, convert, args[position])
+            elif name in kwargs:
+                kwargs[name] = self._convert(name, convert, kwargs[name])
+        return args, kwargs
+
+    def _convert(self, name: str, convert: Callable[[Any], Any], value: Any) -> Any:
+        try:
+            return convert(value)
+        except Exception as error:
+            errors = field_errors(error)
+            if errors is None:
+                raise
+            reasons = "; ".join(f"{e.path}: {e.message}" for e in errors)
+            raise InvalidArguments(
+                f"{name} is not a valid {_describe(self.hints[name])}: {reasons}"
+            ) from None

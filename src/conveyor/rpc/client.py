@@ -12,11 +12,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from conveyor.admin import Admin
-from conveyor.errors import ConfigurationError, RemoteError, RpcClientClosedError, RpcTimeoutError
+from conveyor.errors import (
+    ConfigurationError,
+    MessageValidationError,
+    RemoteError,
+    RpcClientClosedError,
+    RpcTimeoutError,
+)
 from conveyor.instrumentation import Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
 from conveyor.messages import Message
+from conveyor.models import converter, field_errors
+from conveyor.models.codecs import model_name
 from conveyor.producer import Producer
 from conveyor.rpc.handlers import JSON, Codec
 from conveyor.tracing import Tracing
@@ -39,11 +47,14 @@ class _Call:
     """One call waiting for its reply: its command, when it was sent, and how it ended (the
     Future of :meth:`Client.call_async` is ended too)."""
 
-    __slots__ = ("done", "error", "future", "name", "sent_at", "value")
+    __slots__ = ("done", "error", "future", "name", "returns", "sent_at", "value")
 
-    def __init__(self, name: str, future: concurrent.futures.Future[Any] | None) -> None:
+    def __init__(
+        self, name: str, future: concurrent.futures.Future[Any] | None, returns: Any = None
+    ) -> None:
         self.name = name
         self.future = future
+        self.returns = returns  # the result's model (validated on arrival), or None
         self.sent_at = time.perf_counter()
         self.done = False
         self.value: Any = None
@@ -151,15 +162,20 @@ class Client:
         )
         self._thread.start()
 
-    def call(self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any) -> Any:
-        """Call ``name`` remotely and return its result.
+    def call(
+        self, name: str, *args: Any, timeout: float = 5.0, returns: Any = None, **kwargs: Any
+    ) -> Any:
+        """Call ``name`` remotely and return its result. Arguments may be model instances
+        (pydantic, msgspec, dataclass: sent as JSON); ``returns``, a model, validates the
+        result into an instance of it.
 
         Raises:
             RemoteError: the handler raised (or there is no such command).
             RpcTimeoutError: no reply within ``timeout`` seconds.
             RpcClientClosedError: the client was closed meanwhile.
+            MessageValidationError: the result does not fit ``returns`` (``part="result"``).
         """
-        call = _Call(name, None)
+        call = _Call(name, None, _converter(returns))
         call_id, payload = self._start(call, args, kwargs, timeout)
         attempts = self.retries + 1
         try:
@@ -191,18 +207,20 @@ class Client:
         raise error from None
 
     def call_async(
-        self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any
+        self, name: str, *args: Any, timeout: float = 5.0, returns: Any = None, **kwargs: Any
     ) -> concurrent.futures.Future[Any]:
         """Send the call and return a Future of its result (or of RemoteError); sent once
         (``retries`` are :meth:`call`'s)."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._start(_Call(name, future), args, kwargs, timeout)
+        self._start(_Call(name, future, _converter(returns)), args, kwargs, timeout)
         with self._lock:
             if not self._reading:
                 self._unattended_calls.notify()
         return future
 
-    async def acall(self, name: str, *args: Any, timeout: float = 5.0, **kwargs: Any) -> Any:
+    async def acall(
+        self, name: str, *args: Any, timeout: float = 5.0, returns: Any = None, **kwargs: Any
+    ) -> Any:
         """Call ``name`` from a coroutine and return its result, without blocking the event
         loop: the reply wakes the await through the loop, and many calls may be in flight on
         one loop (``asyncio.gather``). Sent once, as :meth:`call_async`; a cancelled await
@@ -213,7 +231,7 @@ class Client:
             RpcTimeoutError: no reply within ``timeout`` seconds.
             RpcClientClosedError: the client was closed meanwhile.
         """
-        future = self.call_async(name, *args, timeout=timeout, **kwargs)
+        future = self.call_async(name, *args, timeout=timeout, returns=returns, **kwargs)
         return await asyncio.shield(asyncio.wrap_future(future))
 
     def pending(self) -> int:
@@ -373,12 +391,13 @@ class Client:
             )  # fmt: skip
         if "error" in reply:
             error = reply["error"] or {}
-            failure = RemoteError(str(error.get("type")), str(error.get("message")))
-            self._end_span(call_id, message, failure)
-            call.finish(None, failure)
+            remote = RemoteError(str(error.get("type")), str(error.get("message")))
+            self._end_span(call_id, message, remote)
+            call.finish(None, remote)
         else:
-            self._end_span(call_id, message, None)
-            call.finish(reply.get("ok"), None)
+            value, failure = _result(call, reply.get("ok"), message)
+            self._end_span(call_id, message, failure)
+            call.finish(value, failure)
         return True
 
     def _end_span(
@@ -432,3 +451,26 @@ class Client:
 def _partitions(kafka: Mapping[str, Any], topic: str) -> list[int]:
     with Admin(kafka) as admin:
         return [p.partition for p in admin.topic_info(topic).partitions]
+
+
+def _converter(returns: Any) -> Any:
+    return None if returns is None else (returns, converter(returns, "returns"))
+
+
+def _result(call: _Call, value: Any, message: Message) -> tuple[Any, BaseException | None]:
+    """The reply's result, validated into the call's ``returns`` model when it has one."""
+    if call.returns is None:
+        return value, None
+    model, convert = call.returns
+    try:
+        return convert(value), None
+    except Exception as error:
+        errors = field_errors(error)
+        if errors is None:
+            return None, error
+        reasons = "; ".join(f"{e.path}: {e.message}" for e in errors)
+        return None, MessageValidationError(
+            f"the result of {call.name!r} is not a valid {model_name(model)}: {reasons}",
+            part="result", topic=message.topic, partition=message.partition,
+            offset=message.offset, errors=errors,
+        )  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import uuid
 from typing import Any
 
@@ -13,7 +14,8 @@ import msgspec
 import pydantic
 import pytest
 
-from conveyor import App, Consumer, MessageValidationError, Producer
+from conveyor import App, Consumer, MessageValidationError, Producer, RemoteError
+from conveyor.rpc import Client, Handlers
 from helpers import Record, running
 
 
@@ -169,3 +171,42 @@ def test_models_round_trip_produce_consume_pipe(kafka_bootstrap: str, new_topic)
     assert sorted(
         (item[1:] for item in record.items if item[0] == "audit"), key=lambda item: item[0]
     ) == [(f"r{n}", Order(id=n, total=n / 2)) for n in range(3)]
+
+
+class Quote(pydantic.BaseModel):
+    order: int
+    price: float
+
+
+def test_an_rpc_call_with_model_arguments_and_result(kafka_bootstrap: str, new_topic) -> None:
+    commands, results = new_topic(), new_topic()
+    handlers = Handlers()
+    seen: list[Any] = []
+
+    @handlers.register("quote")
+    def quote(order: Order, discount: float = 0.0) -> Quote:
+        seen.append(order)
+        return Quote(order=order.id, price=order.total * (1 - discount))
+
+    @handlers.register("broken")
+    def broken(order: Order) -> dict[str, Any]:
+        return {"order": order.id}  # no price: not a Quote
+
+    app = make_app(kafka_bootstrap, "typed-rpc")
+    app.routes.rpc(commands, handlers, results_topic=results)
+    assigned = threading.Event()
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda _e: assigned.set())
+    config = {"bootstrap.servers": kafka_bootstrap}
+    with running(app), Client(config, commands_topic=commands, results_topic=results) as client:
+        assert assigned.wait(30)
+        result = client.call("quote", Order(id=7, total=10.0), discount=0.5, returns=Quote)
+        assert result == Quote(order=7, price=5.0)
+        assert client.call("quote", {"id": 8, "total": 2.0}) == {"order": 8, "price": 2.0}
+        with pytest.raises(
+            RemoteError, match=r"order is not a valid Order: \$\.id: Expected `int`"
+        ):
+            client.call("quote", {"id": "eight", "total": 2.0})
+        with pytest.raises(MessageValidationError, match=r"not a valid Quote: \$\.price") as bad:
+            client.call("broken", Order(id=9, total=1.0), returns=Quote)
+        assert bad.value.part == "result"
+    assert seen == [Order(id=7, total=10.0), Order(id=8, total=2.0)], "validated into Orders"

@@ -86,10 +86,12 @@ def test_what_a_codec_does_not_produce_is_left_to_the_handler() -> None:
     assert checker.check(["2026-11-25T10:00:00Z", {"x": 1}], {}) == (
         ["2026-11-25T10:00:00Z", {"x": 1}],
         {},
-    ), "a datetime arrives as text; a TypedDict is not isinstance-able: both pass"
-    assert checker.check(["t", {}], {"count": None})[1] == {"count": None}, "its own default"
+    ), "a datetime arrives as text and passes; a TypedDict is a model: validated"
+    assert checker.check(["t", {"x": 2}], {"count": None})[1] == {"count": None}, "its default"
     with pytest.raises(InvalidArguments, match="count must be int"):
-        checker.check(["t", {}], {"count": "3"})
+        checker.check(["t", {"x": 2}], {"count": "3"})
+    with pytest.raises(InvalidArguments, match=r"where is not a valid Point: \$: .*`x`"):
+        checker.check(["t", {}], {})
 
 
 POSITIONAL = [1, 0.5, "x", ["a"], {"a": 1.5}]

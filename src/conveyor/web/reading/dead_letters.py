@@ -5,6 +5,7 @@ messages grouped by where they came from and why they failed (their ``original_*
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,9 @@ class DeadLetter:
     error_message: str
     attempts: int | None
     key: str | None
+    validation_errors: tuple[dict[str, str], ...] = ()
+    """What was wrong with a payload that did not fit its model: ``{"path", "message"}`` each
+    (the ``original_validation_errors`` header; empty for other failures)."""
 
     @property
     def ref(self) -> str:
@@ -78,6 +82,23 @@ def _number(value: bytes | None) -> int | None:
         return int(_text(value))
     except ValueError:
         return None
+
+
+def _field_errors(value: bytes | None) -> tuple[dict[str, str], ...]:
+    """The ``original_validation_errors`` header, or nothing when absent or not as written."""
+    if not value:
+        return ()
+    try:
+        errors = json.loads(value)
+    except ValueError:
+        return ()
+    if not isinstance(errors, list):
+        return ()
+    return tuple(
+        {"path": str(item.get("path", "")), "message": str(item.get("message", ""))}
+        for item in errors
+        if isinstance(item, dict)
+    )
 
 
 def read(raw: Any) -> DeadLetter:
@@ -99,6 +120,7 @@ def read(raw: Any) -> DeadLetter:
         error_message=_text(headers.get("original_error_message")),
         attempts=_number(headers.get("original_attempts")),
         key=None if key is None else key.decode("utf-8", "replace"),
+        validation_errors=_field_errors(headers.get("original_validation_errors")),
     )
 
 

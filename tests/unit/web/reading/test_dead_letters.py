@@ -64,3 +64,18 @@ def test_dead_letters_are_grouped_by_origin_and_error_class() -> None:
     assert first["newest"] == 1_700_000_000.002
     assert letters[0].attempts == 3
     assert letters[0].original_offset == 40
+
+
+def test_a_payload_that_did_not_fit_its_model_shows_its_field_errors() -> None:
+    errors = b'[{"path": "$.id", "message": "Expected `int`, got `str`"}]'
+    raw = FakeRaw(
+        0, topic="orders_dlq", value=b"{}",
+        headers=[("original_error_class", b"MessageValidationError"),
+                 ("original_validation_errors", errors)],
+    )  # fmt: skip
+    assert read(raw).validation_errors == (
+        {"path": "$.id", "message": "Expected `int`, got `str`"},
+    )
+    garbled = FakeRaw(1, topic="orders_dlq", headers=[("original_validation_errors", b"[{")])
+    assert read(garbled).validation_errors == (), "a header not as written reads as none"
+    assert read(letter(2, "orders", 0, "ValueError")).validation_errors == ()

@@ -65,7 +65,7 @@ def test_dlq_pages_render_with_and_without_actions() -> None:
                     "count": 1, "newest": None, "sample": "<b>boom</b>", "refs": ["0:0"]}],
         "letters": [{"ref": "0:0", "partition": 0, "offset": 0, "timestamp": None, "original_topic": "",
                      "original_partition": None, "original_offset": None, "error_class": "(none)",
-                     "error_message": "", "attempts": None, "key": None}],
+                     "error_message": "", "attempts": None, "key": None, "validation_errors": []}],
     }  # fmt: skip
     with_actions = render("dlq.html", **page)
     assert "redrive-selected" in with_actions
@@ -75,6 +75,10 @@ def test_dlq_pages_render_with_and_without_actions() -> None:
     )
     for action in ("redrive-selected", "redrive-all", "redrive-group", 'name="refs"'):
         assert action not in without
+    invalid = {**page["letters"][0], "error_class": "MessageValidationError",
+               "validation_errors": [{"path": "$.lines[0].qty", "message": "Expected <int>"}]}  # fmt: skip
+    shown = render("dlq.html", **{**page, "letters": [invalid]})
+    assert "<li><code>$.lines[0].qty</code> Expected &lt;int&gt;</li>" in shown
 
 
 def test_a_sensitive_config_is_masked_on_the_topic_page() -> None:
