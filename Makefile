@@ -7,7 +7,8 @@
 #                real broker (started and stopped again unless one runs already, or
 #                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka); the browser tests need
 #                Debian's chromium and the PostgreSQL sink's tests Debian's postgresql, each
-#                installed with apt-get when missing and run as root
+#                installed with apt-get when missing and run as root; the AsyncAPI tests
+#                the official AsyncAPI 3.0 JSON Schema, fetched with npm into .cache/
 #   make docs    the documentation site on http://127.0.0.1:8000/ (MkDocs Material), rebuilt
 #                as you edit; `make test` builds it with --strict (site/)
 #   make bench   the benchmarks, with their same-run bare confluent-kafka baselines
@@ -21,7 +22,7 @@ INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 SOAK_MINUTES ?= 10
 
-.PHONY: all setup browser postgresql run test lint typecheck pytest docs docs-build bench soak stop clean
+.PHONY: all setup browser postgresql asyncapi-schema run test lint typecheck pytest docs docs-build bench soak stop clean
 
 all: test
 
@@ -51,7 +52,10 @@ browser:
 postgresql:
 	tools/ensure-postgresql
 
-pytest: setup browser postgresql
+asyncapi-schema:
+	tools/ensure-asyncapi-schema
+
+pytest: setup browser postgresql asyncapi-schema
 	$(BIN)/conveyor broker exec -- $(BIN)/pytest $(PYTEST_ARGS)
 
 # The site, built with --strict: a broken link or anchor, or a reference that does not

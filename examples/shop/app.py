@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import ClassVar
 
 from conveyor import App, Consumer
 
@@ -49,6 +50,8 @@ ledger = Ledger()
 
 class OrdersConsumer(Consumer):
     """Charges each order: one payment per order, produced before the order is marked."""
+
+    produces: ClassVar[dict[str, None]] = {PAYMENTS: None}  # for conveyor asyncapi
 
     def consume(self) -> None:
         payments = [

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import logging
 import typing
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
@@ -79,6 +79,10 @@ class Consumer(Generic[PayloadT, KeyT]):
     """The payload model declared with ``Consumer[Model]`` (``None``: JSON, untyped)."""
     key_model: ClassVar[Any] = None
     """The key model declared with ``Consumer[Payload, Key]`` (``None``: UTF-8 text)."""
+    produces: ClassVar[Mapping[str, Any]] = {}
+    """The topics this consumer produces to, each with its payload model (``None``: JSON of
+    any shape): ``produces = {"invoices": Invoice}``. Documentation only: the AsyncAPI
+    document shows them as the app's send operations."""
     topic: str
     """The topic this instance serves."""
     partition: int

@@ -8,6 +8,7 @@ import click
 
 from conveyor._version import __version__
 from conveyor.cli.admin import cluster, configs, groups, topics
+from conveyor.cli.asyncapi import asyncapi
 from conveyor.cli.bench import bench
 from conveyor.cli.broker import broker
 from conveyor.cli.connect import connect
@@ -47,6 +48,7 @@ cli.add_command(info)
 cli.add_command(web)
 cli.add_command(connect)
 cli.add_command(ctl)
+cli.add_command(asyncapi)
 for _group in (topics, groups, configs, cluster, dlq):
     cli.add_command(_group)
 

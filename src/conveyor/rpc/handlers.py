@@ -76,6 +76,10 @@ class Handlers:
     def get(self, name: str) -> Callable[..., Any] | None:
         return self._handlers.get(name)
 
+    def names(self) -> list[str]:
+        """The registered commands, in the order they were registered."""
+        return list(self._handlers)
+
     def checker(self, name: str) -> ArgumentChecker | None:
         return self._checkers.get(name)
 

@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from conveyor import App
+from conveyor import App, Consumer
 from conveyor.errors import ConfigurationError
 from conveyor.web.access import Access, Session, Sessions, hash_password, verify_password
 from conveyor.web.ui.guard import is_open, route_path
@@ -344,3 +344,25 @@ def test_the_policy_sees_where_messages_go() -> None:
                                "partition": 2, "offset": 5}, headers={"X-CSRF-Token": token},
     )  # fmt: skip
     assert asked == ["orders/0@1 -> audit", "orders_dlq -> original", "orders/2 in h:1:a"]
+
+
+def test_the_asyncapi_page_and_document_are_served_behind_the_guard() -> None:
+    app = new_app()
+    app.routes.topic("orders", _Orders, dead_letter_queue={"topic": "orders_dlq"})
+    open_ui = TestClient(app.web.asgi())
+    document = open_ui.get("/api/asyncapi").json()
+    assert document["asyncapi"] == "3.0.0"
+    assert set(document["channels"]) == {"orders", "orders_dlq"}
+    page = open_ui.get("/asyncapi").text
+    assert "<code>receive_orders_shop</code>" in page
+    assert "asyncapi: &#34;3.0.0&#34;" in page or 'asyncapi: "3.0.0"' in page
+    closed = new_app()
+    closed.routes.topic("orders", _Orders)
+    closed.web.protect(password_hash=HASH)
+    guarded = TestClient(closed.web.asgi(), follow_redirects=False)
+    assert guarded.get("/api/asyncapi").status_code == 401
+    assert guarded.get("/asyncapi").status_code == 303
+
+
+class _Orders(Consumer):
+    def consume(self) -> None: ...

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from conveyor.metrics import CONTENT_TYPE
 from conveyor.web.reading.explorer_query import Filters, Start
@@ -40,6 +40,13 @@ class Pages:
 
     def routing(self, request: Request) -> Page:
         return self.views.routing()
+
+    def asyncapi(self, request: Request) -> Page:
+        return self.views.asyncapi()
+
+    def asyncapi_document(self, request: Request) -> Response:
+        """The raw AsyncAPI document (JSON), as tools read it."""
+        return JSONResponse(self.views.asyncapi().data["document"])
 
     def lags(self, request: Request) -> Page:
         return self.views.lags()

@@ -38,6 +38,8 @@ def routes(ui: Ui) -> list[BaseRoute]:
         *detail("process", "process.html", "/processes/{process_id:path}", pages.process, "processes"),
         *page("jobs", "jobs.html", pages.jobs),
         *page("routing", "routing.html", pages.routing),
+        Route("/asyncapi", lambda request: ui.html(request, "asyncapi.html", pages.asyncapi(request), "routing"), name="asyncapi"),
+        Route("/api/asyncapi", pages.asyncapi_document, name="api_asyncapi"),
         *page("lags", "lags.html", pages.lags),
         *page("errors", "errors.html", pages.errors),
         *detail("error", "error.html", "/errors/{error_id}", pages.error, "errors"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from conveyor.admin import Admin, plan
+from conveyor.asyncapi import asyncapi_document, to_yaml
 from conveyor.errors import ConveyorError
 from conveyor.masking import mask, shown_setting
 from conveyor.settings import producer_settings
@@ -226,6 +227,26 @@ class Views:
         kafka = {k: shown_setting(v) for k, v in sorted(mask(settings.kafka).items())}
         return Page("Routing", {"client_id": settings.client_id, "groups": groups, "kafka": kafka,
                                 "bootstrap": settings.kafka.get("bootstrap.servers")})  # fmt: skip
+
+    def asyncapi(self) -> Page:
+        """The app's AsyncAPI 3.0 document: its channels and operations as tables, the
+        document as YAML (and as JSON at ``/api/asyncapi``)."""
+        document = asyncapi_document(self.app)
+        channels = [
+            {"id": key, "address": channel["address"], "description": channel.get("description"),
+             "messages": sorted(channel["messages"])}
+            for key, channel in document["channels"].items()
+        ]  # fmt: skip
+        operations = [
+            {"id": key, "action": operation["action"],
+             "channel": operation["channel"]["$ref"].rsplit("/", 1)[-1],
+             "summary": operation.get("summary", ""),
+             "reply": operation["reply"]["channel"]["$ref"].rsplit("/", 1)[-1]
+             if "reply" in operation else None}
+            for key, operation in document["operations"].items()
+        ]  # fmt: skip
+        return Page("AsyncAPI", {"document": document, "yaml": to_yaml(document),
+                                 "channels": channels, "operations": operations})  # fmt: skip
 
     def lags(self) -> Page:
         groups = sorted({r.consumer_group for r in self.app.routes.active() if not r.direct})

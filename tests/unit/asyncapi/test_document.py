@@ -1,0 +1,200 @@
+"""The AsyncAPI 3.0 document of an app validates against AsyncAPI's own JSON Schema (from the
+@asyncapi/specs package, fetched by ``make test``) and says what the app declares: servers
+and security, a channel per topic, receive and send operations, RPC request-reply, message
+schemas from the models."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar
+
+import jsonschema
+import msgspec
+import pydantic
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conveyor import App, Consumer
+from conveyor.asyncapi import asyncapi_document, to_yaml
+from conveyor.asyncapi.document import _servers
+from conveyor.cli.main import cli
+from conveyor.rpc import Handlers
+
+ROOT = Path(__file__).parents[3]
+USER = {"sasl.username": "shop", "sasl.password": "secret"}
+SCHEMA = ROOT / ".cache" / "asyncapi-specs" / "schemas" / "3.0.0-without-$id.json"
+
+
+@pytest.fixture(scope="module")
+def validator() -> Any:
+    assert SCHEMA.exists(), (
+        f"{SCHEMA} is missing: tools/ensure-asyncapi-schema fetches it (make test runs it)"
+    )
+    schema = json.loads(SCHEMA.read_text())
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def _errors(validator: Any, document: dict[str, Any]) -> list[str]:
+    return [f"{list(e.path)}: {e.message[:200]}" for e in validator.iter_errors(document)]
+
+
+class Line(pydantic.BaseModel):
+    sku: str
+    quantity: int
+
+
+class Order(pydantic.BaseModel):
+    id: int
+    lines: list[Line]
+
+
+class Payment(msgspec.Struct):
+    order: int
+    amount: float
+
+
+@dataclasses.dataclass
+class Invoice:
+    order: int
+    total: float
+
+
+class Orders(Consumer[Order, uuid.UUID]):
+    produces: ClassVar[dict[str, Any]] = {"invoices": Invoice}
+
+    def consume(self) -> None: ...
+
+
+class Payments(Consumer[Payment]):
+    def consume(self) -> None: ...
+
+
+class Audit(Consumer):
+    def consume(self) -> None: ...
+
+
+def typed_app(**kafka: Any) -> App:
+    app = App(client_id="shop", kafka={"bootstrap.servers": "a:9092,b:9093", **kafka})
+    app.routes.topic("orders", Orders, partitions=6, replication_factor=3,
+                     dead_letter_queue={"topic": "orders_dlq"})  # fmt: skip
+    with app.routes.consumer_group("billing"):
+        app.routes.topic("payments", Payments)
+    app.routes.pattern(r"audit\..*", Audit)
+    handlers = Handlers()
+
+    @handlers.register("quote")
+    def quote(order: Order, discount: float = 0.0) -> Payment:
+        return Payment(order=order.id, amount=1.0)
+
+    app.routes.rpc("commands", handlers, results_topic="results")
+    return app
+
+
+def test_the_document_of_a_typed_app_validates_and_says_what_it_declares(validator: Any) -> None:
+    document = asyncapi_document(typed_app(), version="2.1.0")
+    assert _errors(validator, document) == []
+    assert document["info"] == {
+        "title": "shop", "version": "2.1.0",
+        "description": document["info"]["description"],
+    }  # fmt: skip
+    assert [s["host"] for s in document["servers"].values()] == ["a:9092", "b:9093"]
+    channels, operations = document["channels"], document["operations"]
+    assert channels["orders"]["address"] == "orders"
+    assert channels["orders"]["bindings"]["kafka"]["partitions"] == 6
+    [pattern] = [key for key, channel in channels.items() if channel["address"] is None]
+    assert pattern.startswith("pattern_")
+    assert "audit" in channels[pattern]["description"]
+    assert set(channels) == {"orders", "orders_dlq", "invoices", "payments", pattern,
+                             "commands", "results"}  # fmt: skip
+    receive = operations["receive_orders_shop"]
+    assert receive["action"] == "receive"
+    assert receive["bindings"]["kafka"]["groupId"]["enum"] == ["shop"]
+    assert operations["receive_payments_billing"]["bindings"]["kafka"]["groupId"]["enum"] == [
+        "billing"
+    ]
+    assert operations["send_invoices"]["action"] == "send"
+    assert operations["send_orders_dlq_from_orders"]["action"] == "send"
+    quote = operations["rpc_quote"]
+    assert quote["reply"]["channel"] == {"$ref": "#/channels/results"}
+    components = document["components"]
+    order = components["messages"]["Order"]
+    assert order["payload"] == {"$ref": "#/components/schemas/Order"}
+    assert order["bindings"]["kafka"]["key"] == {"type": "string", "format": "uuid"}
+    schemas = components["schemas"]
+    assert schemas["Order"]["properties"]["lines"]["items"] == {"$ref": "#/components/schemas/Line"}
+    assert set(schemas) >= {"Order", "Line", "Payment", "Invoice"}
+    assert "$defs" not in json.dumps(document), "no model's own definitions left to point nowhere"
+    dead = components["messages"]["orders_dlq_dead_letter"]
+    assert "original_validation_errors" in dead["headers"]["properties"]
+    request = components["messages"]["rpc_quote_request"]["payload"]
+    assert request["properties"]["args"]["items"][0] == {"$ref": "#/components/schemas/Order"}
+    assert components["messages"]["rpc_quote_reply"]["payload"]["properties"]["ok"] == {
+        "$ref": "#/components/schemas/Payment"
+    }
+
+
+@pytest.mark.parametrize(
+    ("kafka", "scheme", "protocol"),
+    [
+        ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", **USER},
+         {"type": "scramSha512"}, "kafka-secure"),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", **USER},
+         {"type": "plain"}, "kafka"),
+        ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER"},
+         {"type": "oauth2", "flows": {}}, "kafka-secure"),
+    ],
+)  # fmt: skip
+def test_servers_carry_the_apps_security(
+    validator: Any, kafka: dict[str, Any], scheme: dict[str, Any], protocol: str
+) -> None:
+    document = asyncapi_document(typed_app(**kafka))
+    assert _errors(validator, document) == []
+    assert list(document["components"]["securitySchemes"].values()) == [scheme]
+    server = document["servers"]["broker-1"]
+    assert server["protocol"] == protocol
+    assert server["security"][0]["$ref"].startswith("#/components/securitySchemes/")
+
+
+def test_a_client_certificate_is_an_x509_scheme() -> None:
+    servers, schemes = _servers(
+        {"bootstrap.servers": "SSL://a:9094", "security.protocol": "SSL",
+         "ssl.certificate.location": "/etc/client.pem"}
+    )  # fmt: skip
+    assert schemes == {"x509": {"type": "X509"}}
+    assert servers == {
+        "broker-1": {"host": "a:9094", "protocol": "kafka-secure",
+                     "security": [{"$ref": "#/components/securitySchemes/x509"}]}
+    }  # fmt: skip
+
+
+def test_the_validation_is_no_formality(validator: Any) -> None:
+    document = asyncapi_document(typed_app())
+    document["operations"]["receive_orders_shop"]["action"] = "listen"
+    assert _errors(validator, document), "an action AsyncAPI does not know is refused"
+
+
+def test_the_yaml_reads_back_as_the_document() -> None:
+    document = asyncapi_document(typed_app())
+    assert yaml.safe_load(to_yaml(document)) == document
+
+
+def test_the_example_apps_document_validates(
+    validator: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    examples = ROOT / "examples"
+    monkeypatch.chdir(examples)
+    monkeypatch.setattr(sys, "path", [str(examples), *sys.path])
+    output = tmp_path / "shop.yaml"
+    result = CliRunner().invoke(cli, ["asyncapi", "--app", "shop.app:app", "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    assert "channels" in result.output
+    document = yaml.safe_load(output.read_text())
+    assert _errors(validator, document) == []
+    assert document["operations"]["send_shop-payments"]["action"] == "send"
+    as_json = CliRunner().invoke(cli, ["asyncapi", "--app", "shop.app:app", "--format", "json"])
+    assert json.loads(as_json.output) == document
