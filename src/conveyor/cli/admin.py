@@ -76,21 +76,56 @@ def topics_plan(app_spec: str | None, as_json: bool) -> None:
     )
 
 
-def _apply(app_spec: str | None, as_json: bool, configs_only: bool) -> None:
+def _apply(
+    app_spec: str | None, as_json: bool, configs_only: bool, registry_url: str | None = None
+) -> None:
     app = _app(app_spec)
+    registry = None
+    if registry_url:  # the models first: an incompatible one stops the migration
+        from conveyor.cli.schemas import schemas_table  # noqa: PLC0415 - the schemas extra
+        from conveyor.schemas import SchemaRegistry  # noqa: PLC0415
+        from conveyor.schemas.models import INCOMPATIBLE, check_models  # noqa: PLC0415
+
+        registry = SchemaRegistry(registry_url)
+        checked = check_models(registry, app.routes)
+        refused = [entry for entry in checked if entry.state == INCOMPATIBLE]
+        if refused:
+            registry.close()
+            if as_json:
+                click.echo(json.dumps({"schemas": [entry.as_dict() for entry in checked]}))
+            else:
+                schemas_table("Compatibility (nothing migrated)", checked)
+            sys.exit(1)
     changes = align(app.admin, app.routes) if configs_only else migrate(app.admin, app.routes)
-    _emit(as_json, [c.as_dict() for c in changes],
-          lambda: changes_table("Align" if configs_only else "Migrate", changes, done=True))  # fmt: skip
-    if any(change.error for change in changes):
+    registered = []
+    if registry is not None:
+        from conveyor.cli.schemas import schemas_table  # noqa: PLC0415 - the schemas extra
+        from conveyor.schemas.models import register_models  # noqa: PLC0415
+
+        with registry:
+            registered = register_models(registry, app.routes)
+    if as_json:
+        data: Any = [c.as_dict() for c in changes]
+        if registry is not None:
+            data = {"changes": data, "schemas": [entry.as_dict() for entry in registered]}
+        click.echo(json.dumps(data, default=str))
+    else:
+        changes_table("Align" if configs_only else "Migrate", changes, done=True)
+        if registry is not None:
+            schemas_table("Schemas", registered)
+    if any(change.error for change in changes) or any(e.state == "failed" for e in registered):
         sys.exit(1)
 
 
 @topics.command("migrate")
 @_app_option
 @_json_option
-def topics_migrate(app_spec: str | None, as_json: bool) -> None:
+@click.option("--schema-registry", "registry_url", envvar="CONVEYOR_SCHEMA_REGISTRY",
+              metavar="URL", help="Check the models' JSON Schemas there first (nothing is "
+              "migrated when one is not compatible) and register them after.")  # fmt: skip
+def topics_migrate(app_spec: str | None, as_json: bool, registry_url: str | None) -> None:
     """Create declared topics, grow partitions, align configs (never deletes)."""
-    _apply(app_spec, as_json, configs_only=False)
+    _apply(app_spec, as_json, configs_only=False, registry_url=registry_url)
 
 
 @topics.command("align")

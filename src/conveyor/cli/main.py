@@ -15,6 +15,7 @@ from conveyor.cli.connect import connect
 from conveyor.cli.ctl import ctl
 from conveyor.cli.dlq import dlq
 from conveyor.cli.output import error_console
+from conveyor.cli.schemas import schemas
 from conveyor.cli.server import info, server
 from conveyor.cli.swarm import swarm
 from conveyor.cli.web import web
@@ -49,6 +50,7 @@ cli.add_command(web)
 cli.add_command(connect)
 cli.add_command(ctl)
 cli.add_command(asyncapi)
+cli.add_command(schemas)
 for _group in (topics, groups, configs, cluster, dlq):
     cli.add_command(_group)
 
