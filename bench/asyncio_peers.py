@@ -40,12 +40,11 @@ import sys
 import uuid
 from pathlib import Path
 
+from _peers import peers_python
 from baselines import fill_topic
 from harness import Bench, Figure
 
 HERE = Path(__file__).resolve().parent
-PEERS = HERE.parent / ".venv-bench-peers"
-PEER_PACKAGES = ("aiokafka==0.14.0", "faststream[kafka]==0.7.8")
 PEER_SIDES = {"aiokafka", "faststream"}
 
 SEQUENTIAL = 1_000
@@ -55,27 +54,12 @@ PARTITIONS = 8
 LANES = 4  # virtual partitions per partition in (c)'s second Conveyor variant
 
 
-def peers_python(console: object) -> str:
-    """The peers' environment's interpreter, made (once) with its pinned packages."""
-    python = PEERS / "bin" / "python"
-    stamp = PEERS / "installed.txt"
-    if not stamp.exists() or stamp.read_text() != "\n".join(PEER_PACKAGES):
-        print(f"making {PEERS} with {', '.join(PEER_PACKAGES)}", file=sys.stderr, flush=True)
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(PEERS)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", *PEER_PACKAGES],
-            check=True,
-        )
-        stamp.write_text("\n".join(PEER_PACKAGES))
-    return str(python)
-
-
 class Sides:
     """Runs one side of one figure in its own process and reads its JSON line."""
 
     def __init__(self, bench: Bench) -> None:
         self.bench = bench
-        self.peers = peers_python(bench.console)
+        self.peers = peers_python()
 
     def run(self, side: str, figure: str, count: int, **options: str) -> dict[str, float]:
         python = self.peers if side in PEER_SIDES else sys.executable
