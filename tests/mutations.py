@@ -941,6 +941,54 @@ MUTATIONS = (
             "tests/integration/models/test_typed_messages.py::test_an_invalid_payload_goes_to_the_dlq_with_its_errors_and_the_others_in_order[partition]",
         ),
     ),
+    Mutation(
+        "typed RPC: model arguments reach the handler as dicts",
+        "conveyor/rpc/arguments.py",
+        (
+            (
+                "                args[position] = self._convert(name, convert, args[position])",
+                "                pass",
+            ),
+        ),
+        (
+            "tests/integration/models/test_typed_messages.py::test_an_rpc_call_with_model_arguments_and_result",
+        ),
+    ),
+    Mutation(
+        "typed RPC: the client does not validate the result",
+        "conveyor/rpc/client.py",
+        (
+            (
+                "    if call.returns is None:\n        return value, None",
+                "    if True:\n        return value, None",
+            ),
+        ),
+        (
+            "tests/integration/models/test_typed_messages.py::test_an_rpc_call_with_model_arguments_and_result",
+        ),
+    ),
+    Mutation(
+        "model schemas: every model is taken for compatible",
+        "conveyor/schemas/models.py",
+        (
+            (
+                "        checked.append(_with(entry, COMPATIBLE if fits else INCOMPATIBLE,",
+                "        checked.append(_with(entry, COMPATIBLE,",
+            ),
+        ),
+        ("tests/integration/schemas/test_model_schemas.py",),
+    ),
+    Mutation(
+        "AsyncAPI: nested models keep their own $defs",
+        "conveyor/asyncapi/schemas.py",
+        (
+            (
+                '        for name, definition in schema.pop("$defs", {}).items():',
+                '        for name, definition in schema.get("$defs", {}).items():',
+            ),
+        ),
+        ("tests/unit/asyncapi/test_document.py",),
+    ),
 )
 
 
