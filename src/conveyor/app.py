@@ -19,6 +19,7 @@ from conveyor.errors import ConfigurationError, ConveyorError, NotAssignedError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
+from conveyor.jobs import Job, Jobs
 from conveyor.liveness import Liveness
 from conveyor.metrics import Metrics
 from conveyor.processing import ProcessingContext, Runner
@@ -166,8 +167,34 @@ class App:
         self._recurring: RecurringTasks | None = None
         self.schedules = Schedules(self)
         """Scheduled messages: ``app.schedules.enable()`` dispatches ``producer.produce_at``."""
+        self.jobs = Jobs(self)
+        """Background jobs: ``@app.job(...)`` makes a function one (see :meth:`job`)."""
         self.liveness = Liveness(self)
         """``GET /healthz`` for orchestrators: ``app.liveness.serve(9091)``, ``check()``."""
+
+    def job(
+        self,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        retries: int = 3,
+        backoff: float = 1.0,
+        max_backoff: float = 300.0,
+        timeout: float | None = None,
+    ) -> Callable[[Callable[..., Any]], Job[Any, Any]]:
+        """Make the decorated function a background job of ``queue`` (a topic the app reads):
+        ``job.enqueue(*args, key=..., **kwargs)`` sends it, ``enqueue_in`` / ``enqueue_at``
+        later; ``retries`` attempts more after a failure, ``backoff`` seconds doubling up to
+        ``max_backoff`` apart (the partition goes on meanwhile), then the dead-job topic;
+        ``timeout`` cancels an ``async def`` job that runs longer. See the jobs guide.
+
+        Raises:
+            ConfigurationError: a bad setting, or a job name used twice.
+        """
+        return self.jobs.job(
+            name=name, queue=queue, retries=retries, backoff=backoff, max_backoff=max_backoff,
+            timeout=timeout,
+        )  # fmt: skip
 
     def recurring(
         self,

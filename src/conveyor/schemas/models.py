@@ -68,9 +68,7 @@ def model_schemas(routes: Iterable[Topic]) -> list[ModelSchema]:
 
 def check_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[ModelSchema]:
     """Each model's compatibility with the latest schema of its subject."""
-    from confluent_kafka.schema_registry import Schema  # noqa: PLC0415 - the schemas extra
-    from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: PLC0415
-
+    Schema, SchemaRegistryError = _registry_types()
     checked = []
     for entry in model_schemas(routes):
         try:
@@ -89,9 +87,7 @@ def check_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[Mode
 def register_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[ModelSchema]:
     """Check each model, then register the new and compatible ones (an incompatible one is
     left as it was: the registry keeps its current version)."""
-    from confluent_kafka.schema_registry import Schema  # noqa: PLC0415 - the schemas extra
-    from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: PLC0415
-
+    Schema, SchemaRegistryError = _registry_types()
     results = []
     for entry in check_models(registry, routes):
         if entry.state not in (NEW, COMPATIBLE):
@@ -104,6 +100,14 @@ def register_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[M
             continue
         results.append(_with(entry, REGISTERED, id=schema_id))
     return results
+
+
+def _registry_types() -> tuple[Any, Any]:
+    """The registry client's ``Schema`` and ``SchemaRegistryError`` (the schemas extra)."""
+    from conveyor.schemas import _import  # noqa: PLC0415 - the package imports this module
+
+    registry = _import("confluent_kafka.schema_registry")
+    return registry.Schema, _import("confluent_kafka.schema_registry.error").SchemaRegistryError
 
 
 def _with(entry: ModelSchema, state: str, **updates: Any) -> ModelSchema:

@@ -1,0 +1,257 @@
+"""``app.jobs``: the job queues of an app (a topic each, consumed by the app itself) and the
+consumer that runs their jobs.
+
+A job runs once per message, at least once: the message is marked after the job returned
+(or after its retry or its death was stored). A job that raises is sent again for later
+(``produce_at``: the partition goes on with the next jobs meanwhile), with its attempt in its
+headers, until its retries are spent; then it goes to the queue's dead-job topic with its last
+error. Arguments that do not fit the function's signature and type hints, and a job name the
+app does not know, go there at once: no retry changes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from conveyor.consumer import Consumer
+from conveyor.errors import ConfigurationError
+from conveyor.hook_results import run_hook
+from conveyor.instrumentation import events as ev
+from conveyor.jobs.job import Job, JobContext, _current
+from conveyor.jobs.wire import ATTEMPT, dead_headers, decode, header, retry_headers
+from conveyor.rpc.arguments import ArgumentChecker
+
+if TYPE_CHECKING:
+    from conveyor.messages import Message
+    from conveyor.routing.host import RoutedHost
+    from conveyor.schedules.dispatcher import Schedules
+
+    class JobsHost(RoutedHost, Protocol):
+        """A host with routes and scheduled messages (delayed jobs and retries are those)."""
+
+        @property
+        def schedules(self) -> Schedules: ...
+
+
+__all__ = ["Jobs", "Queue", "UnknownJobError"]
+
+_log = logging.getLogger("conveyor.jobs")
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UnknownJobError(LookupError):
+    """A job message names a job this app does not have (it goes to the dead-job topic)."""
+
+
+@dataclass
+class Queue:
+    """One queue: its topic, its dead-job topic, its jobs."""
+
+    jobs: Jobs
+    name: str
+    topic: str
+    dead_topic: str
+    by_name: dict[str, Job[Any, Any]] = field(default_factory=dict)
+    checkers: dict[str, ArgumentChecker] = field(default_factory=dict)
+
+
+class Jobs:
+    """The background jobs of an app (``app.jobs``; ``@app.job(...)`` registers one).
+
+    Each queue is a topic (``jobs-<queue>``, with ``jobs-<queue>-dead`` for the jobs that
+    died) read by the app in its own subscription group; ``queue(...)`` sets its partitions
+    and lanes before its first job. Delayed jobs and retries go through scheduled messages,
+    which the app dispatches (``app.schedules`` is enabled with the first job)."""
+
+    def __init__(self, app: JobsHost) -> None:
+        self.app = app
+        self.queues: dict[str, Queue] = {}
+
+    def queue(
+        self,
+        name: str,
+        *,
+        partitions: int = 3,
+        replication_factor: int | None = None,
+        lanes: int | None = None,
+    ) -> Queue:
+        """Declare queue ``name``: its topic's ``partitions``, and ``lanes`` (virtual
+        partitions: that many jobs of one partition at once, one key's jobs still in order).
+
+        Raises:
+            ConfigurationError: a bad name, or the queue declared twice.
+        """
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigurationError(
+                f"a job queue's name is letters, digits, '.', '_' and '-', got {name!r}", "queue"
+            )
+        if name in self.queues:
+            raise ConfigurationError(f"the job queue {name!r} is declared twice", "queue")
+        if lanes is not None and (
+            isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1
+        ):
+            raise ConfigurationError(f"lanes must be an integer >= 1, got {lanes!r}", "lanes")
+        queue = Queue(self, name, f"jobs-{name}", f"jobs-{name}-dead")
+        self.queues[name] = queue
+        self._route(queue, partitions, replication_factor, lanes)
+        return queue
+
+    def job(
+        self,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        retries: int = 3,
+        backoff: float = 1.0,
+        max_backoff: float = 300.0,
+        timeout: float | None = None,
+    ) -> Callable[[Callable[..., Any]], Job[Any, Any]]:
+        """Make the decorated function a job of ``queue`` (declared with its defaults if new).
+
+        Raises:
+            ConfigurationError: a bad setting, or a job name used twice.
+        """
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigurationError(f"retries must be an integer >= 0, got {retries!r}", "retries")
+        for setting, value in (
+            ("backoff", backoff),
+            ("max_backoff", max_backoff),
+            ("timeout", timeout),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            ):
+                raise ConfigurationError(f"{setting} must be seconds > 0, got {value!r}", setting)  # fmt: skip
+
+        def register(function: Callable[..., Any]) -> Job[Any, Any]:
+            job_name = name or f"{function.__module__}.{function.__qualname__}"
+            target = self.queues.get(queue) or self.queue(queue)
+            if any(job_name in q.by_name for q in self.queues.values()):
+                raise ConfigurationError(f"the job name {job_name!r} is used twice", "name")
+            job: Job[Any, Any] = Job(
+                function, job_name, target, retries, float(backoff), float(max_backoff),
+                None if timeout is None else float(timeout),
+            )  # fmt: skip
+            target.by_name[job_name] = job
+            target.checkers[job_name] = ArgumentChecker(function)
+            return job
+
+        return register
+
+    def _route(
+        self, queue: Queue, partitions: int, replication_factor: int | None, lanes: int | None
+    ) -> None:
+        runner = type(f"JobRunner[{queue.name}]", (JobRunner,), {"queue": queue})
+        options: dict[str, Any] = {
+            "partitions": partitions,
+            "replication_factor": replication_factor,
+        }
+        if lanes is not None:
+            options["virtual_partitions"] = {"max_partitions": lanes, "partitioner": _job_key}
+        routes = self.app.routes
+        with routes.subscription_group(f"jobs-{queue.name}"):
+            routes.topic(queue.topic, runner, **options)
+        routes.topic(queue.dead_topic, None, active=False, partitions=partitions,
+                     replication_factor=replication_factor)  # fmt: skip
+        schedules = self.app.schedules
+        if not schedules.enabled:  # delayed jobs and retries are scheduled messages
+            schedules.enable()
+
+
+def _job_key(message: Message) -> Any:
+    """A job's lane: its key (one key's jobs in order), else its offset (any lane)."""
+    key = message.raw_key
+    return key if key is not None else message.offset
+
+
+class JobRunner(Consumer):
+    """Runs the jobs of one queue (a subclass per queue names it)."""
+
+    queue: Queue
+
+    def consume(self) -> None:
+        for message in self.messages:
+            self._run(message)
+            self.mark_as_consumed(message)
+
+    def _run(self, message: Message) -> None:
+        queue = self.queue
+        raw_headers = message.raw_headers
+        attempt = int(header(raw_headers, ATTEMPT) or "1")
+        try:
+            envelope = decode(message.raw_payload)
+        except ValueError as error:
+            self._dead(message, raw_headers, attempt, error)
+            return
+        job = queue.by_name.get(envelope.name)
+        if job is None:
+            self._dead(message, raw_headers, attempt, UnknownJobError(
+                f"no job named {envelope.name!r} in queue {queue.name!r}"
+            ))  # fmt: skip
+            return
+        try:
+            args, kwargs = queue.checkers[job.name].check(envelope.args, envelope.kwargs)
+        except TypeError as error:  # InvalidArguments: no retry makes them fit
+            self._dead(message, raw_headers, attempt, error)
+            return
+        context = JobContext(
+            envelope.id, job.name, queue.name, attempt,
+            None if message.raw_key is None else message.raw_key.decode("utf-8", "replace"),
+            datetime.fromtimestamp(envelope.enqueued_at / 1000, tz=UTC),
+        )  # fmt: skip
+        token = _current.set(context)
+        try:
+            self._call(job, args, kwargs)
+        except Exception as error:
+            _log.warning(
+                "job %s (%s) failed on attempt %s: %r", job.name, envelope.id, attempt, error
+            )
+            self._event(ev.ERROR_OCCURRED, type="job.failed", error=error, job=job.name,
+                        id=envelope.id, attempt=attempt)  # fmt: skip
+            if attempt > job.retries:
+                self._dead(message, raw_headers, attempt, error)
+            else:
+                self._retry(job, message, raw_headers, attempt + 1, error)
+        finally:
+            _current.reset(token)
+
+    def _call(self, job: Job[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> None:
+        if job.is_async and job.timeout is not None:
+            run_hook(asyncio.wait_for(job.function(*args, **kwargs), job.timeout))
+        else:
+            run_hook(job.function(*args, **kwargs))
+
+    def _retry(
+        self, job: Job[Any, Any], message: Message, raw_headers: Any, attempt: int,
+        error: BaseException,
+    ) -> None:  # fmt: skip
+        when = datetime.now(UTC).timestamp() + job.delay_before(attempt)
+        self.producer.produce_at(
+            datetime.fromtimestamp(when, tz=UTC), topic=self.queue.topic,
+            payload=message.raw_payload, key=message.raw_key,
+            headers=retry_headers(raw_headers, attempt, error),
+            id=f"job-{message.topic}-{message.partition}-{message.offset}",
+            schedules_topic=self.queue.jobs.app.schedules.topic,
+        )  # fmt: skip
+
+    def _dead(
+        self, message: Message, raw_headers: Any, attempts: int, error: BaseException
+    ) -> None:
+        _log.error("job at %s/%s@%s is dead after %s attempt(s): %r", message.topic,
+                   message.partition, message.offset, attempts, error)  # fmt: skip
+        self.producer.produce_sync(
+            topic=self.queue.dead_topic, payload=message.raw_payload, key=message.raw_key,
+            headers=dead_headers(raw_headers, self.queue.name, attempts, error),
+        )  # fmt: skip
+
+    def _event(self, name: str, **fields: Any) -> None:
+        monitor = self.app.monitor
+        if name in monitor.subscribed:
+            monitor.instrument(name, topic=self.topic, partition=self.partition, **fields)

@@ -1,0 +1,153 @@
+"""Background jobs on a real broker: enqueued jobs run; a failing job is retried later with
+growing gaps while the other jobs of its partition go on; one that keeps failing ends dead
+with its error; arguments that do not fit die at once; enqueue_in waits; one key's jobs run
+in order with 8 workers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pydantic
+import pytest
+
+from conveyor import App
+from conveyor.admin import migrate
+from conveyor.jobs import current_job
+from conveyor.jobs.wire import DEAD_CLASS, DEAD_MESSAGE, header
+from helpers import Record, running
+
+
+def make_app(bootstrap: str, **options: Any) -> App:
+    suffix = uuid.uuid4().hex[:8]
+    app = App(
+        client_id=f"jobs-{suffix}",
+        kafka={"bootstrap.servers": bootstrap, "group.id": f"jobs-{suffix}"},
+        max_wait_time=0.1,
+        **options,
+    )
+    app.schedules.enable(topic=f"test-schedules-{suffix}", partitions=1)
+    return app
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def test_a_failing_job_is_retried_later_with_growing_gaps_while_others_run(
+    kafka_bootstrap: str,
+) -> None:
+    app = make_app(kafka_bootstrap)
+    runs: list[float] = []
+    others = Record()
+
+    @app.job(queue=unique("q"), retries=3, backoff=0.4)
+    def flaky(order: int) -> None:
+        runs.append(time.monotonic())
+        context = current_job()
+        assert context is not None
+        if context.attempt < 3:
+            raise RuntimeError(f"not yet ({context.attempt})")
+
+    @app.job(queue=flaky.queue.name)
+    def steady(n: int) -> None:
+        others.add((n, time.monotonic()))
+
+    app.jobs.queue(unique("unused"))  # a queue with no job yet is fine
+    migrate(app.admin, app.routes)
+    with running(app):
+        flaky.enqueue(1, key="k")
+        for n in range(5):
+            steady.enqueue(n, key="k")  # the same key: the same partition
+        assert others.wait_for(lambda items: len(items) == 5)
+        deadline = time.monotonic() + 30
+        while len(runs) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert len(runs) == 3, "failed twice, then succeeded: three runs"
+    first_gap, second_gap = runs[1] - runs[0], runs[2] - runs[1]
+    assert first_gap >= 0.35
+    assert second_gap >= 0.75, "the gap doubles"
+    assert max(at for _, at in others.items) < runs[1], "the partition went on meanwhile"
+
+
+def test_a_job_that_always_fails_ends_dead_with_its_error(
+    kafka_bootstrap: str, read_messages
+) -> None:
+    app = make_app(kafka_bootstrap)
+    attempts = Record()
+
+    @app.job(queue=unique("q"), retries=1, backoff=0.1)
+    def doomed(order: int) -> None:
+        attempts.add(order)
+        raise ValueError(f"order {order} cannot be billed")
+
+    @app.job(queue=doomed.queue.name)
+    def typed(order: int) -> None:
+        raise AssertionError("never runs with a wrong argument")
+
+    migrate(app.admin, app.routes)
+    with running(app):
+        doomed.enqueue(7)
+        typed.enqueue("seven")  # no retry makes a str an int: dead at once
+        dead = read_messages(doomed.queue.dead_topic, 2)
+    assert attempts.items == [7, 7], "the first attempt and one retry"
+    by_class = {header(m.headers(), DEAD_CLASS): m for m in dead}
+    assert set(by_class) == {"ValueError", "InvalidArguments"}
+    failed = by_class["ValueError"]
+    assert header(failed.headers(), DEAD_MESSAGE) == "order 7 cannot be billed"
+    assert header(failed.headers(), "conveyor-job-attempt") == "2"
+    assert "order must be int" in (
+        header(by_class["InvalidArguments"].headers(), DEAD_MESSAGE) or ""
+    )
+
+
+class Invoice(pydantic.BaseModel):
+    order: int
+    amount: float
+
+
+def test_enqueue_in_waits_and_model_arguments_arrive_as_models(kafka_bootstrap: str) -> None:
+    app = make_app(kafka_bootstrap)
+    ran = Record()
+
+    @app.job(queue=unique("q"))
+    async def bill(invoice: Invoice) -> None:  # an async job, a model argument
+        context = current_job()
+        assert context is not None
+        ran.add((time.monotonic(), invoice, context.id))
+
+    migrate(app.admin, app.routes)
+    with running(app):
+        started = time.monotonic()
+        job_id = bill.enqueue_in(1.5, Invoice(order=1, amount=9.5))
+        assert ran.wait_for(lambda items: len(items) == 1, timeout=30)
+    [(at, invoice, seen_id)] = ran.items
+    assert at - started >= 1.4, "not before its delay"
+    assert invoice == Invoice(order=1, amount=9.5)
+    assert seen_id == job_id, "the job reads its id (an idempotency key)"
+
+
+@pytest.mark.parametrize("lanes", [False, True], ids=["partitions", "lanes"])
+def test_one_keys_jobs_run_in_order_with_8_workers(kafka_bootstrap: str, lanes: bool) -> None:
+    app = make_app(kafka_bootstrap, concurrency=8)
+    seen = Record()
+    if lanes:
+        app.jobs.queue(queue := unique("q"), lanes=4)
+    else:
+        queue = unique("q")
+
+    @app.job(queue=queue)
+    def step(customer: str, n: int) -> None:
+        seen.add((customer, n))
+
+    app_queue = step.queue
+    migrate(app.admin, app.routes)
+    with running(app):
+        for n in range(50):
+            for customer in ("a", "b", "c", "d"):
+                step.enqueue(customer, n, key=customer)
+        assert seen.wait_for(lambda items: len(items) >= 200)
+    for customer in ("a", "b", "c", "d"):
+        assert [n for c, n in seen.items if c == customer] == list(range(50))
+    assert app_queue.topic.startswith("jobs-")
