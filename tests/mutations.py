@@ -882,8 +882,8 @@ MUTATIONS = (
         "conveyor/driver/handles.py",
         (
             (
-                "            elif self.done() and _awaits.pop(self, None) is awaiting:",
-                "            elif False:",
+                "            elif self.done():\n                popped = _awaits.pop(self, None)",
+                "            elif False:\n                popped = _awaits.pop(self, None)",
             ),
         ),
         ("tests/unit/driver/test_awaitable_handles.py",),

@@ -98,14 +98,12 @@ class Consumer(Generic[PayloadT, KeyT]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for base in getattr(cls, "__orig_bases__", ()):
-            origin = typing.get_origin(base)
-            if isinstance(origin, type) and issubclass(origin, Consumer):
-                declared = [_declared(argument) for argument in typing.get_args(base)]
-                if declared and declared[0] is not None:
-                    cls.payload_model = declared[0]
-                if len(declared) > 1 and declared[1] is not None:
-                    cls.key_model = declared[1]
+        declared = [_declared(argument) for argument in _consumer_arguments(cls)]
+        own = cls.__dict__  # a model set in the class body wins over the type arguments
+        if declared and declared[0] is not None and "payload_model" not in own:
+            cls.payload_model = declared[0]
+        if len(declared) > 1 and declared[1] is not None and "key_model" not in own:
+            cls.key_model = declared[1]
 
     def consume(self) -> Awaitable[None] | None:
         """Handle ``self.messages``. Override this."""
@@ -459,3 +457,19 @@ def _declared(argument: Any) -> Any:
     if isinstance(argument, typing.TypeVar) or argument is Any:
         return None
     return argument
+
+
+def _consumer_arguments(cls: type) -> tuple[Any, ...]:
+    """The arguments ``cls`` gives ``Consumer[...]`` in its own bases, through generic
+    subclasses (``class Base(Consumer[Order, K], Generic[K])``, ``class X(Base[int])``: the
+    key is ``int``); empty when its bases name no arguments."""
+    for base in cls.__dict__.get("__orig_bases__", ()):
+        origin = typing.get_origin(base)
+        if origin is Consumer:
+            return typing.get_args(base)
+        if isinstance(origin, type) and issubclass(origin, Consumer):
+            given = dict(
+                zip(getattr(origin, "__parameters__", ()), typing.get_args(base), strict=False)
+            )
+            return tuple(given.get(argument, argument) for argument in _consumer_arguments(origin))
+    return ()

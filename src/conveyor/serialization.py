@@ -23,18 +23,20 @@ except ImportError:  # pragma: no cover - exercised when orjson is absent
     _orjson = None
 
 
+_BUILTIN = frozenset({dict, list, tuple, str, int, float, bool, type(None)})
+
+
 def json_dumps(value: Any) -> bytes:
     """Encode ``value`` as compact UTF-8 JSON (orjson when installed, else the standard library);
     a model instance (pydantic, msgspec Struct, dataclass) by its own library.
 
     orjson's result sits in a buffer of at least 4 KB that it never shrinks: fine for bytes
     handed on at once, but copy what you keep (``bytes(memoryview(result))``)."""
-    kind = type(value)
-    if kind is not dict and kind is not list:
-        encoded = encode_instance(value)  # a pydantic model, msgspec Struct, dataclass
+    if type(value) not in _BUILTIN:
+        encoded = encode_instance(value)  # a pydantic model or a msgspec Struct, by its library
         if encoded is not None:
             return encoded
-    if _orjson is not None:
+    if _orjson is not None:  # (dataclasses included: orjson writes them itself)
         try:
             return bytes(_orjson.dumps(value, default=to_builtins))
         except TypeError:

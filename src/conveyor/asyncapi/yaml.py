@@ -7,12 +7,14 @@ same string; empty containers are ``{}`` / ``[]``."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
 __all__ = ["to_yaml"]
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/ ]*$")
+_CONTROLS = re.compile("[\u007f-\u009f\u2028\u2029]")  # readers refuse or change these raw
 _RESERVED = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
 
 
@@ -21,12 +23,22 @@ def _scalar(value: Any) -> str:
         return "null"
     if value is True or value is False:
         return "true" if value else "false"
-    if isinstance(value, int | float):
-        return json.dumps(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if value in (float("inf"), float("-inf")):
+            return ".inf" if value > 0 else "-.inf"
+        text = repr(value)
+        if "e" in text and "." not in text.split("e")[0]:  # YAML 1.1 floats need a dot
+            mantissa, exponent = text.split("e")
+            text = f"{mantissa}.0e{exponent}"
+        return text
     text = str(value)
     if _PLAIN.match(text) and text.lower() not in _RESERVED and not text.endswith(" "):
         return text
-    return json.dumps(text, ensure_ascii=False)
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False))
 
 
 def _key(key: Any) -> str:

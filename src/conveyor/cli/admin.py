@@ -84,11 +84,11 @@ def _apply(
     if registry_url:  # the models first: an incompatible one stops the migration
         from conveyor.cli.schemas import schemas_table  # noqa: PLC0415 - the schemas extra
         from conveyor.schemas import SchemaRegistry  # noqa: PLC0415
-        from conveyor.schemas.models import INCOMPATIBLE, check_models  # noqa: PLC0415
+        from conveyor.schemas.models import FAILED, INCOMPATIBLE, check_models  # noqa: PLC0415
 
         registry = SchemaRegistry(registry_url)
         checked = check_models(registry, app.routes)
-        refused = [entry for entry in checked if entry.state == INCOMPATIBLE]
+        refused = [entry for entry in checked if entry.state in (INCOMPATIBLE, FAILED)]
         if refused:
             registry.close()
             if as_json:

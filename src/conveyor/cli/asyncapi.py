@@ -37,7 +37,7 @@ def asyncapi(
     if output is None:
         click.echo(text, nl=False)
         return
-    output.write_text(text)
+    output.write_text(text, encoding="utf-8")
     console.print(
         f"wrote {output} ({len(document['channels'])} channels, "
         f"{len(document['operations'])} operations)"

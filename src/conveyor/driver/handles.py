@@ -351,8 +351,12 @@ class DeliveryHandle:
             # The callback sets the result first and looks for awaits second; this looks at
             # the result after registering: one of the two sees the other. Whoever pops the
             # entry settles the future (settling it late, unawaited, is harmless).
-            elif self.done() and _awaits.pop(self, None) is awaiting:
-                future.set_result(None)
+            elif self.done():
+                popped = _awaits.pop(self, None)
+                if popped is awaiting:
+                    future.set_result(None)
+                elif popped is not None:  # another thread's await came between: wake it
+                    popped[0](popped[1])
             yield from future.__await__()
         return self.result()
 

@@ -6,5 +6,8 @@ from __future__ import annotations
 
 from conveyor.jobs.job import Job, JobContext, current_job
 from conveyor.jobs.queues import Jobs, Queue, UnknownJobError
+from conveyor.jobs.watchdog import JobTimeoutError
 
-__all__ = ["Job", "JobContext", "Jobs", "Queue", "UnknownJobError", "current_job"]
+__all__ = [
+    "Job", "JobContext", "JobTimeoutError", "Jobs", "Queue", "UnknownJobError", "current_job",
+]  # fmt: skip

@@ -55,7 +55,9 @@ class Job(Generic[P, R]):
     ``retries`` attempts after the first, each ``backoff`` seconds times 2 to the power of the
     attempts before it (capped by ``max_backoff``) later, through scheduled messages (the
     partition goes on meanwhile); then the job goes to its queue's dead-job topic.
-    ``timeout``: seconds an ``async def`` job may run before it is cancelled (and retried)."""
+    ``timeout``: seconds a job may run before it is stopped (an ``async def`` job cancelled, a
+    plain one interrupted by :class:`~conveyor.jobs.JobTimeoutError` raised in its thread) and
+    retried like any failure."""
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ from conveyor.errors import ConfigurationError
 from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.jobs.job import Job, JobContext, _current
+from conveyor.jobs.watchdog import Watchdog
 from conveyor.jobs.wire import ATTEMPT, dead_headers, decode, header, retry_headers
 from conveyor.rpc.arguments import ArgumentChecker
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["Jobs", "Queue", "UnknownJobError"]
 
 _log = logging.getLogger("conveyor.jobs")
+_watchdog = Watchdog()  # interrupts plain jobs past their timeout
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -223,10 +225,13 @@ class JobRunner(Consumer):
             _current.reset(token)
 
     def _call(self, job: Job[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> None:
-        if job.is_async and job.timeout is not None:
+        if job.timeout is None:
+            run_hook(job.function(*args, **kwargs))
+        elif job.is_async:
             run_hook(asyncio.wait_for(job.function(*args, **kwargs), job.timeout))
         else:
-            run_hook(job.function(*args, **kwargs))
+            with _watchdog.guard(job.timeout):
+                job.function(*args, **kwargs)
 
     def _retry(
         self, job: Job[Any, Any], message: Message, raw_headers: Any, attempt: int,

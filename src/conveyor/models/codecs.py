@@ -37,7 +37,9 @@ class FieldError:
 
 def model_name(model: Any) -> str:
     """``model`` as a person reads it: ``Order`` or ``list[Order]``."""
-    return getattr(model, "__qualname__", None) or repr(model)
+    if isinstance(model, type):
+        return model.__qualname__
+    return repr(model).replace("typing.", "")
 
 
 def _library(kind: str, model: Any, role: str) -> str:
@@ -45,6 +47,8 @@ def _library(kind: str, model: Any, role: str) -> str:
     when installed, else pydantic."""
     if kind in (PYDANTIC, MSGSPEC):
         return kind
+    if hasattr(model, "__pydantic_validator__"):  # a pydantic dataclass: its validators count
+        return PYDANTIC
     for library in (MSGSPEC, PYDANTIC):
         if importlib.util.find_spec(library) is not None:
             return library

@@ -15,19 +15,14 @@ __all__ = ["encode_instance", "encode_key_instance", "to_builtins"]
 
 
 def encode_instance(value: Any) -> bytes | None:
-    """``value`` as JSON by its own library; ``None`` when it is not a model instance."""
+    """``value`` as JSON by its own library when it is a pydantic model or a msgspec Struct;
+    ``None`` otherwise (dataclasses are left to the JSON encoder, which writes them as it
+    always did)."""
     kind = instance_kind(value)
     if kind == PYDANTIC:
         return bytes(value.__pydantic_serializer__.to_json(value))
     if kind == MSGSPEC:
-        return bytes(sys.modules["msgspec"].json.encode(value))
-    if kind == DATACLASS:
-        msgspec = sys.modules.get("msgspec")
-        if msgspec is not None:
-            return bytes(msgspec.json.encode(value))
-        return json.dumps(
-            dataclasses.asdict(value), separators=(",", ":"), ensure_ascii=False, default=str
-        ).encode()
+        return bytes(sys.modules["msgspec"].json.encode(value, enc_hook=to_builtins))
     return None
 
 
@@ -36,7 +31,12 @@ def encode_key_instance(key: Any) -> bytes | str | None:
     ``None`` when it is neither."""
     if type(key) is int or isinstance(key, uuid.UUID):
         return str(key)
-    return encode_instance(key)
+    encoded = encode_instance(key)
+    if encoded is None and instance_kind(key) == DATACLASS:
+        encoded = json.dumps(
+            dataclasses.asdict(key), separators=(",", ":"), ensure_ascii=False, default=to_builtins
+        ).encode()
+    return encoded
 
 
 def to_builtins(value: Any) -> Any:

@@ -251,23 +251,8 @@ class PartitionExecutor(PartitionCore):
         return consumer
 
     def _process(self, batch: list[Any]) -> None:
-        first, through = batch[0].offset(), batch[-1].offset() + 1
-        hold: tuple[Any, str, float] | None = None
-        if self.route.filters:
-            try:
-                filtered = self._filter(batch)
-            except Exception as exc:  # a filter's failure is the batch's: retry, DLQ, ...
-                self._failed(batch, exc, time.perf_counter())
-                return
-            batch, through, hold = filtered.keep, filtered.through, filtered.hold
-            if not batch:  # all dropped (marked as consumed) or waiting
-                if through > first and not self.route.manual_offset_management:
-                    self.mark(through, sync=False)
-                if hold is not None:
-                    self._hold(hold[2])
-                return
         payloads = None
-        if self.route.deserializers.validates:
+        if self.route.deserializers.validates:  # before the filters: they may read payloads
             checked = check_models(batch, self.route.deserializers)
             if checked.error is not None:
                 if checked.valid == 0:  # the failure path: the DLQ at once, or retries
@@ -277,8 +262,25 @@ class PartitionExecutor(PartitionCore):
                     if not (self.revoked or self.stopped):
                         self.pending.put_back(batch[checked.valid :])
                 batch = batch[: checked.valid]
-                through = batch[-1].offset() + 1
             payloads = checked.payloads
+        first, through = batch[0].offset(), batch[-1].offset() + 1
+        hold: tuple[Any, str, float] | None = None
+        if self.route.filters:
+            try:
+                filtered = self._filter(batch)
+            except Exception as exc:  # a filter's failure is the batch's: retry, DLQ, ...
+                self._failed(batch, exc, time.perf_counter())
+                return
+            if payloads is not None and len(filtered.keep) != len(batch):
+                by_offset = {raw.offset(): p for raw, p in zip(batch, payloads, strict=True)}
+                payloads = [by_offset[raw.offset()] for raw in filtered.keep]
+            batch, through, hold = filtered.keep, filtered.through, filtered.hold
+            if not batch:  # all dropped (marked as consumed) or waiting
+                if through > first and not self.route.manual_offset_management:
+                    self.mark(through, sync=False)
+                if hold is not None:
+                    self._hold(hold[2])
+                return
         consumer = self.consumer
         if consumer is None:
             consumer = self._instance()

@@ -163,8 +163,22 @@ class FailurePolicy:
                     "strategy",
                 )
             return SKIP if action == DISPATCH and dlq.topic is None else action
-        if attempt <= dlq.max_retries and not isinstance(error, MessageValidationError):
-            return RETRY  # (a payload that does not fit its model will not fit on a retry)
+        if attempt <= dlq.max_retries and self.at_once(error) is None:
+            return RETRY
+        return DISPATCH if dlq.topic is not None else SKIP
+
+    def at_once(self, error: BaseException) -> str | None:
+        """``dispatch`` (or ``skip``) when ``error`` says a payload or key does not fit its
+        model and the route has a dead letter queue without a strategy of its own: no retry
+        would make it fit. ``None`` otherwise (the usual path)."""
+        dlq = self.dead_letter_queue
+        if (
+            dlq is None
+            or dlq.strategy is not None
+            or not isinstance(error, MessageValidationError)
+            or error.part not in ("payload", "key")
+        ):
+            return None
         return DISPATCH if dlq.topic is not None else SKIP
 
     def give_up(

@@ -414,6 +414,11 @@ def _with_models(topic: str, deserializers: Deserializers, consumer_class: Any) 
     key_model = getattr(consumer_class, "key_model", None)
     if payload_model is None and key_model is None:
         return deserializers
+    if payload_model is None and deserializers.payload_model is not None:
+        return Deserializers(  # the route's own payload model, the consumer's key model
+            deserializers.payload, None, deserializers.headers,
+            payload_model=deserializers.payload_model, key_model=key_model,
+        )  # fmt: skip
     plain = Deserializers()
     for part, model in (("payload", payload_model), ("key", key_model)):
         if model is not None and getattr(deserializers, part) is not getattr(plain, part):

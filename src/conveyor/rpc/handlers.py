@@ -67,8 +67,9 @@ class Handlers:
         def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._handlers:
                 raise ValueError(f"an RPC handler named {name!r} is already registered")
+            checker = ArgumentChecker(function)  # first: a handler it refuses is not registered
             self._handlers[name] = function
-            self._checkers[name] = ArgumentChecker(function)
+            self._checkers[name] = checker
             return function
 
         return decorate

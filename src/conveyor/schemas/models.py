@@ -79,6 +79,9 @@ def check_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[Mode
                 continue
             checked.append(_with(entry, FAILED, detail=str(error)))
             continue
+        except Exception as error:  # the registry cannot be reached: said, not a traceback
+            checked.append(_with(entry, FAILED, detail=f"{type(error).__name__}: {error}"))
+            continue
         checked.append(_with(entry, COMPATIBLE if fits else INCOMPATIBLE,
                              detail="" if fits else "the registry's compatibility rule refuses it"))  # fmt: skip
     return checked
@@ -87,7 +90,7 @@ def check_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[Mode
 def register_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[ModelSchema]:
     """Check each model, then register the new and compatible ones (an incompatible one is
     left as it was: the registry keeps its current version)."""
-    Schema, SchemaRegistryError = _registry_types()
+    Schema, _ = _registry_types()
     results = []
     for entry in check_models(registry, routes):
         if entry.state not in (NEW, COMPATIBLE):
@@ -95,8 +98,8 @@ def register_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[M
             continue
         try:
             schema_id = registry.client.register_schema(entry.subject, Schema(entry.schema, "JSON"))
-        except SchemaRegistryError as error:
-            results.append(_with(entry, FAILED, detail=str(error)))
+        except Exception as error:  # SchemaRegistryError, or the registry out of reach
+            results.append(_with(entry, FAILED, detail=f"{type(error).__name__}: {error}"))
             continue
         results.append(_with(entry, REGISTERED, id=schema_id))
     return results

@@ -5,6 +5,7 @@ in order with 8 workers."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -151,3 +152,33 @@ def test_one_keys_jobs_run_in_order_with_8_workers(kafka_bootstrap: str, lanes: 
     for customer in ("a", "b", "c", "d"):
         assert [n for c, n in seen.items if c == customer] == list(range(50))
     assert app_queue.topic.startswith("jobs-")
+
+
+def test_a_job_past_its_timeout_is_stopped_and_dies_with_the_timeout(
+    kafka_bootstrap: str, read_messages
+) -> None:
+    app = make_app(kafka_bootstrap)
+    stopped = Record()
+
+    @app.job(queue=unique("q"), retries=0, timeout=0.3)
+    def endless(n: int) -> None:
+        try:
+            while True:
+                time.sleep(0.01)  # each short sleep ends: the interrupt lands in between
+        finally:
+            stopped.add(n)
+
+    @app.job(queue=endless.queue.name, retries=0, timeout=0.3)
+    async def endless_async(n: int) -> None:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.add(n)
+
+    migrate(app.admin, app.routes)
+    with running(app):
+        endless.enqueue(1)
+        endless_async.enqueue(2)
+        dead = read_messages(endless.queue.dead_topic, 2)
+    assert sorted(stopped.items) == [1, 2]
+    assert {header(m.headers(), DEAD_CLASS) for m in dead} == {"JobTimeoutError", "TimeoutError"}

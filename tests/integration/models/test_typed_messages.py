@@ -14,7 +14,7 @@ import msgspec
 import pydantic
 import pytest
 
-from conveyor import App, Consumer, MessageValidationError, Producer, RemoteError
+from conveyor import App, Consumer, MessageValidationError, Producer, RemoteError, Verdict
 from conveyor.rpc import Client, Handlers
 from helpers import Record, running
 
@@ -52,9 +52,21 @@ def _orders(topic: str, bad: set[int], count: int = 10) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("lanes", [False, True], ids=["partition", "virtual-partitions"])
+class DropsFreeOrders:
+    """A filter that reads the typed payloads (the check comes first: it never sees the
+    invalid one)."""
+
+    def apply(self, messages: list[Any], now: float) -> Verdict:
+        return Verdict([m for m in messages if m.payload.total > 0])
+
+
+@pytest.mark.parametrize(
+    ("lanes", "filtered"),
+    [(False, False), (True, False), (False, True)],
+    ids=["partition", "virtual-partitions", "filtered"],
+)
 def test_an_invalid_payload_goes_to_the_dlq_with_its_errors_and_the_others_in_order(
-    kafka_bootstrap: str, new_topic, read_messages, lanes: bool
+    kafka_bootstrap: str, new_topic, read_messages, lanes: bool, filtered: bool
 ) -> None:
     topic, dlq = new_topic(), new_topic()
     with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
@@ -76,14 +88,18 @@ def test_an_invalid_payload_goes_to_the_dlq_with_its_errors_and_the_others_in_or
             "max_partitions": 2,
             "reducer": lambda key: key,
         }
+    if filtered:
+        options["filters"] = [DropsFreeOrders()]  # order 0 costs nothing: dropped
     app.routes.topic(topic, Orders, **options)
     failures: list[Any] = []
     app.monitor.subscribe("error.occurred", lambda event: failures.append(event["error"]))
     with running(app):
-        assert record.wait_for(lambda items: len(items) >= 9)
+        assert record.wait_for(lambda items: len(items) >= (8 if filtered else 9))
         [moved] = read_messages(dlq, 1)
     assert types == {Order}
-    if lanes:
+    if filtered:
+        assert record.items == [1, 2, 3, 5, 6, 7, 8, 9], "the filter saw valid payloads only"
+    elif lanes:
         assert sorted(record.items) == [0, 1, 2, 3, 5, 6, 7, 8, 9]
         for parity in (0, 1):
             ids = [n for n in record.items if n % 2 == parity]

@@ -198,3 +198,9 @@ def test_the_example_apps_document_validates(
     assert document["operations"]["send_shop-payments"]["action"] == "send"
     as_json = CliRunner().invoke(cli, ["asyncapi", "--app", "shop.app:app", "--format", "json"])
     assert json.loads(as_json.output) == document
+
+
+def test_yaml_numbers_and_control_characters_read_back_as_written() -> None:
+    value = {"small": 1e-05, "big": 1e100, "inf": float("inf"), "text": "x\x7fy\x85z\u2028",
+             "words": ["yes", "1.0", "a: b", "#c", "-d", "*e", ""], "n": -2, "f": 1.5}  # fmt: skip
+    assert yaml.safe_load(to_yaml(value)) == value

@@ -4,11 +4,13 @@ by field, encode as they are produced, and are declared on consumers as ``Consum
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import uuid
-from typing import Any, TypedDict
+from typing import Any, Generic, TypedDict, TypeVar
 
 import msgspec
+import orjson
 import pydantic
 import pytest
 
@@ -218,3 +220,61 @@ def test_json_schemas_come_from_the_model_library() -> None:
     assert json_schema(PydanticOrder)["properties"]["id"]["type"] == "integer"
     assert "StructOrder" in json.dumps(json_schema(StructOrder))
     assert json_schema(uuid.UUID) == {"type": "string", "format": "uuid"}
+
+
+K = TypeVar("K")
+
+
+def test_models_are_read_through_generic_subclasses_and_a_class_body_wins() -> None:
+    class Base(Consumer[StructOrder, K], Generic[K]):
+        pass
+
+    class Keyed(Base[int]):
+        def consume(self) -> None: ...
+
+    class Chosen(Consumer[StructOrder]):
+        payload_model = DataOrder
+
+        def consume(self) -> None: ...
+
+    assert (Keyed.payload_model, Keyed.key_model) == (StructOrder, int)
+    assert Chosen.payload_model is DataOrder
+
+
+def test_a_pydantic_dataclass_keeps_its_validators() -> None:
+    @pydantic.dataclasses.dataclass
+    class Priced:
+        price: float
+
+        @pydantic.field_validator("price")
+        @classmethod
+        def positive(cls, value: float) -> float:
+            if value <= 0:
+                raise ValueError("a price is positive")
+            return value
+
+    assert decoder(Priced)(b'{"price": 2}') == Priced(price=2)
+    message = Message(_Raw(b'{"price": -5}'), Deserializers(payload_model=Priced))
+    with pytest.raises(MessageValidationError, match="a price is positive"):
+        message.payload  # noqa: B018
+
+
+def test_a_routes_payload_model_stays_beside_a_consumers_key_model() -> None:
+    class Keyed(Consumer[Any, int]):
+        def consume(self) -> None: ...
+
+    route = Routes("app").topic(
+        "orders", Keyed, deserializers=Deserializers(payload_model=StructOrder)
+    )
+    assert route.deserializers.payload_model is StructOrder
+    assert route.deserializers.key_model is int
+
+
+def test_dataclasses_are_written_as_before_and_models_by_their_library() -> None:
+    @dataclasses.dataclass
+    class Stamped:
+        at: dt.datetime
+
+    value = Stamped(at=dt.datetime(2024, 1, 1, tzinfo=dt.UTC))
+    assert json_dumps(value) == orjson.dumps(value), "orjson writes dataclasses, as it did"
+    assert json_dumps({"inner": PydanticOrder(id=1, lines=[])}) == b'{"inner":{"id":1,"lines":[]}}'

@@ -420,15 +420,26 @@ class VirtualPartitionExecutor(PartitionCore):
         payloads (the rest waits in the lane); ``None`` when the first message does not fit,
         which the failure path then has (the DLQ at once, or retries)."""
         checked = check_models(batch, self.route.deserializers)
-        if checked.error is None:
+        error = checked.error
+        if error is None:
             return batch, checked.payloads
         if checked.valid == 0:
-            lane.failed(batch, checked.error, time.perf_counter())
-            return None
-        with self.lock:
+            action = self.policy.at_once(error)
+            if action is None or not self._give_up(batch[0], error, 1, action):
+                lane.failed(batch, error, time.perf_counter())  # retries, in one lane
+                return None
+            monitor = self.context.monitor
+            if ev.ERROR_OCCURRED in monitor.subscribed:
+                monitor.instrument(
+                    ev.ERROR_OCCURRED, type="consumer.consume.error", error=error,
+                    consumer=lane.consumer, topic=self.topic, partition=self.partition,
+                    virtual_partition=lane.index, collapsed=False, first_offset=batch[0].offset(),
+                    last_offset=batch[0].offset(), attempt=1, action=action, duration=0.0,
+                )  # fmt: skip
+        with self.lock:  # the rest waits in the lane (after the invalid one gave up: all of it)
             if not (self.revoked or self.stopped):
-                lane.put_back(batch[checked.valid :])
-        return batch[: checked.valid], checked.payloads
+                lane.put_back(batch[checked.valid or 1 :])
+        return (batch[: checked.valid], checked.payloads) if checked.valid else None
 
     def _take(self, lane: Lane) -> list[Any] | None:
         """The lane's next batch; ``None`` when it stops (then it is no longer active, and
