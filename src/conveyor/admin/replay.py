@@ -13,9 +13,12 @@ from conveyor.instrumentation import events as ev
 if TYPE_CHECKING:
     from conveyor.host import Host
 
-__all__ = ["redrive_dead_letters", "replay_dead_letters", "restored"]
+__all__ = ["Restore", "redrive_dead_letters", "replay_dead_letters", "restored"]
 
 _ORIGINAL_PREFIX = "original_"
+
+Restore = Callable[[Any, str, "str | None"], dict[str, Any]]
+"""``restore(raw, dlq_topic, to)``: the message to produce again for one dead letter."""
 
 
 def restored(raw: Any, dlq_topic: str, to: str | None) -> dict[str, Any]:
@@ -67,9 +70,11 @@ def replay_dead_letters(
     on_progress: Callable[[int, int], None] | None = None,
     timeout: float = 60.0,
     counts: dict[str, int] | None = None,
+    restore: Restore | None = None,
 ) -> dict[str, int]:
     """Produce the messages of ``dlq_topic`` again, to their ``original_topic`` (or ``to``), with
-    their key, payload and headers as they were (the ``original_*`` headers dropped).
+    their key, payload and headers as they were (the ``original_*`` headers dropped; another
+    ``restore(raw, dlq_topic, to)`` makes each message otherwise: dead jobs, say).
 
     Progress is kept in the consumer group ``<client_id>-dlq-replay-<dlq_topic>``, so a second
     replay moves only what arrived since. Returns how many messages went to each topic (also
@@ -120,7 +125,7 @@ def replay_dead_letters(
                 if raw.offset() >= ends[partition]:
                     pending.discard(partition)
                     continue
-                message = restored(raw, dlq_topic, to)
+                message = (restore or restored)(raw, dlq_topic, to)
                 messages.append(message)
                 positions[partition] = raw.offset()
                 if raw.offset() >= ends[partition] - 1:
@@ -149,9 +154,11 @@ def redrive_dead_letters(
     on_progress: Callable[[int, int], None] | None = None,
     timeout: float = 60.0,
     counts: dict[str, int] | None = None,
+    restore: Restore | None = None,
 ) -> dict[str, Any]:
     """Produce the dead letters at ``selection`` ((partition, offset) pairs) of ``dlq_topic``
-    again, as :func:`replay_dead_letters` does (to their ``original_topic`` or ``to``), and
+    again, as :func:`replay_dead_letters` does (to their ``original_topic`` or ``to``; made
+    by ``restore`` when given), and
     leave the replay group's progress alone. Offsets far apart are read separately (seeking,
     not scanning between them). Returns ``{"counts": {topic: n}, "missing": [(partition,
     offset)], "unroutable": [...], "timed_out": [...]}``: offsets that hold no message
@@ -204,7 +211,7 @@ def redrive_dead_letters(
                             if to is None and not dict(raw.headers() or []).get("original_topic"):
                                 unroutable.append((partition, raw.offset()))
                             else:
-                                messages.append(restored(raw, dlq_topic, to))
+                                messages.append((restore or restored)(raw, dlq_topic, to))
                         if position > run[-1]:
                             break
                 missing.extend((partition, offset) for offset in sorted(left))

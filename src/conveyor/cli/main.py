@@ -14,6 +14,7 @@ from conveyor.cli.broker import broker
 from conveyor.cli.connect import connect
 from conveyor.cli.ctl import ctl
 from conveyor.cli.dlq import dlq
+from conveyor.cli.jobs import jobs
 from conveyor.cli.output import error_console
 from conveyor.cli.schemas import schemas
 from conveyor.cli.server import info, server
@@ -51,6 +52,7 @@ cli.add_command(connect)
 cli.add_command(ctl)
 cli.add_command(asyncapi)
 cli.add_command(schemas)
+cli.add_command(jobs)
 for _group in (topics, groups, configs, cluster, dlq):
     cli.add_command(_group)
 

@@ -25,6 +25,9 @@ __all__ = [
     "ERROR_OCCURRED",
     "EVENTS",
     "EVENT_LOOP_BLOCKED",
+    "JOB_DIED",
+    "JOB_PERFORMED",
+    "JOB_RETRIED",
     "LATENCY_MEASURED",
     "MESSAGES_POLLED",
     "MESSAGES_PRODUCED_ASYNC",
@@ -69,6 +72,15 @@ PRODUCER_CLOSED = "producer.closed"
 """``producer_id``, ``undelivered`` (messages purged at close)."""
 PRODUCER_RELOADED = "producer.reloaded"
 """The producer rebuilt its client after a fatal error: ``producer_id``, ``attempt``, ``error``."""
+JOB_PERFORMED = "job.performed"
+"""A background job ran to its end: ``topic`` (its queue's), ``partition``, ``job``, ``id``,
+``attempt``, ``duration`` (s)."""
+JOB_RETRIED = "job.retried"
+"""A job failed and was sent again for later: ``topic``, ``partition``, ``job``, ``id``,
+``attempt`` (the next one), ``delay`` (s), ``error``."""
+JOB_DIED = "job.died"
+"""A job went to its queue's dead-job topic: ``topic``, ``partition``, ``job``, ``id``,
+``attempts``, ``error``."""
 STATISTICS_EMITTED = "statistics.emitted"
 """librdkafka's statistics (``statistics.interval.ms``): ``statistics`` (parsed JSON), and
 ``producer_id`` (from a producer) or ``listener`` (from a listener's consumer)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.jobs.job import Job, JobContext, _current
 from conveyor.jobs.watchdog import Watchdog
-from conveyor.jobs.wire import ATTEMPT, dead_headers, decode, header, retry_headers
+from conveyor.jobs.wire import ATTEMPT, ID, NAME, dead_headers, decode, header, retry_headers
 from conveyor.rpc.arguments import ArgumentChecker
 
 if TYPE_CHECKING:
@@ -209,6 +210,7 @@ class JobRunner(Consumer):
             datetime.fromtimestamp(envelope.enqueued_at / 1000, tz=UTC),
         )  # fmt: skip
         token = _current.set(context)
+        started = time.perf_counter()
         try:
             self._call(job, args, kwargs)
         except Exception as error:
@@ -221,6 +223,11 @@ class JobRunner(Consumer):
                 self._dead(message, raw_headers, attempt, error)
             else:
                 self._retry(job, message, raw_headers, attempt + 1, error)
+                self._event(ev.JOB_RETRIED, job=job.name, id=envelope.id, attempt=attempt + 1,
+                            delay=job.delay_before(attempt + 1), error=error)  # fmt: skip
+        else:
+            self._event(ev.JOB_PERFORMED, job=job.name, id=envelope.id, attempt=attempt,
+                        duration=time.perf_counter() - started)  # fmt: skip
         finally:
             _current.reset(token)
 
@@ -255,6 +262,8 @@ class JobRunner(Consumer):
             topic=self.queue.dead_topic, payload=message.raw_payload, key=message.raw_key,
             headers=dead_headers(raw_headers, self.queue.name, attempts, error),
         )  # fmt: skip
+        self._event(ev.JOB_DIED, job=header(raw_headers, NAME), id=header(raw_headers, ID),
+                    attempts=attempts, error=error)  # fmt: skip
 
     def _event(self, name: str, **fields: Any) -> None:
         monitor = self.app.monitor

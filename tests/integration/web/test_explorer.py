@@ -249,6 +249,9 @@ def test_a_dlq_is_grouped_and_redriven_back_to_the_consumer(
         assert "cannot take bad" in group["sample"]
         letters = {letter["key"]: letter["ref"] for letter in page["letters"]}
         assert set(letters) == {"bad-1", "bad-2", "bad-3"}
+        html = client.get(f"/dlq/{dlq}")
+        assert html.status_code == 200, html.text[-2000:]
+        assert "cannot take bad" in html.text
 
         Flaky.healed.set()
         chosen = [letters["bad-1"], letters["bad-3"]]

@@ -145,6 +145,7 @@ class Aggregate:
             "lag": sum(p.get("lag") or 0 for p in report.get("partitions", ())),
             "slowest": _slowest(previous, report.get("slowest", ()), at),
             "latency": dict(report.get("latency") or {}),
+            "job_queues": _job_queues(report.get("job_queues")),
         }
         self.states[pid] = state
         self.changed.add(pid)
@@ -244,3 +245,15 @@ def rate(point: Mapping[str, Any], name: str, seconds: int, now: float) -> float
     passed = min(float(seconds), max(1.0, now - float(point["t"])))
     value = float(point.get(name) or 0)
     return 0.0 if math.isnan(value) else value / passed
+
+
+def _job_queues(value: Any) -> dict[str, dict[str, int]]:
+    """A report's job queue counters (``{topic: {done, retried, dead, done_interval}}``), the
+    malformed parts left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        str(topic): {name: int(count) for name, count in counts.items() if isinstance(count, int)}
+        for topic, counts in value.items()
+        if isinstance(counts, dict)
+    }

@@ -64,6 +64,9 @@ class Tracker:
         self._errors = 0
         self._errors_sent_this_interval = 0
         self._slowest: list[tuple[float, int, dict[str, Any]]] = []
+        # per job queue topic: jobs done, retried, dead (since the process started), and done
+        # since the last report (the Jobs page's done/s)
+        self._job_counts: dict[str, dict[str, int]] = {}
         self._sequence = 0
         self._seq = 0
         self._sampler = ProcessSampler()
@@ -89,6 +92,9 @@ class Tracker:
             monitor.subscribe(ev.CONSUMER_CONSUMED, self._consumed),
             monitor.subscribe(ev.ERROR_OCCURRED, self._error),
             monitor.subscribe(ev.APP_RUNNING, lambda _event: self.start()),
+            monitor.subscribe(ev.JOB_PERFORMED, lambda event: self._job(event, "done")),
+            monitor.subscribe(ev.JOB_RETRIED, lambda event: self._job(event, "retried")),
+            monitor.subscribe(ev.JOB_DIED, lambda event: self._job(event, "dead")),
         ]
 
     def detach(self) -> None:
@@ -120,6 +126,15 @@ class Tracker:
                     heapq.heappush(slowest, entry)
                 else:
                     heapq.heapreplace(slowest, entry)
+
+    def _job(self, event: Event, outcome: str) -> None:
+        with self._lock:
+            counts = self._job_counts.setdefault(
+                event["topic"], {"done": 0, "retried": 0, "dead": 0, "done_interval": 0}
+            )
+            counts[outcome] += 1
+            if outcome == "done":
+                counts["done_interval"] += 1
 
     def _error(self, event: Event) -> None:
         if event.get("label") == LABEL or event.get("topic") in self.topics.names:
@@ -213,6 +228,9 @@ class Tracker:
             }
             slowest = [job for _, _, job in sorted(self._slowest, reverse=True)]
             self._slowest = []
+            job_queues = {topic: dict(counts) for topic, counts in self._job_counts.items()}
+            for counts in self._job_counts.values():
+                counts["done_interval"] = 0
             self._errors_sent_this_interval = 0
             self._seq += 1
             seq = self._seq
@@ -228,6 +246,8 @@ class Tracker:
         )
         if state is not None:
             report["process"]["state"] = state
+        if job_queues:
+            report["job_queues"] = job_queues
         latency = self.latency
         if latency is not None and latency.active:  # per-stage latency, when the app measures it
             report["latency"] = {

@@ -23,6 +23,10 @@ __all__ = [
 ]
 
 _NAMED = re.compile(r"dlq|dead[_.\-]?letter", re.IGNORECASE)
+# A dead job says why in headers of its own (conveyor.jobs.wire): read as a dead letter's.
+_JOB_CLASS, _JOB_MESSAGE, _JOB_ATTEMPT = (
+    "conveyor-job-error-class", "conveyor-job-error-message", "conveyor-job-attempt",
+)  # fmt: skip
 
 
 def dead_letter_topics(
@@ -116,9 +120,10 @@ def read(raw: Any) -> DeadLetter:
         original_topic=_text(headers.get("original_topic")),
         original_partition=_number(headers.get("original_partition")),
         original_offset=_number(headers.get("original_offset")),
-        error_class=_text(headers.get("original_error_class")) or "(none)",
-        error_message=_text(headers.get("original_error_message")),
-        attempts=_number(headers.get("original_attempts")),
+        error_class=_text(headers.get("original_error_class") or headers.get(_JOB_CLASS))
+        or "(none)",
+        error_message=_text(headers.get("original_error_message") or headers.get(_JOB_MESSAGE)),
+        attempts=_number(headers.get("original_attempts") or headers.get(_JOB_ATTEMPT)),
         key=None if key is None else key.decode("utf-8", "replace"),
         validation_errors=_field_errors(headers.get("original_validation_errors")),
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.errors import ConfigurationError
+from conveyor.jobs.dead import revived
 from conveyor.web.reading.dead_letters import (
     dead_letter_topics,
     group_dead_letters,
@@ -165,7 +166,14 @@ class ExplorerViews:
             dlq = route.dead_letter_queue
             if dlq is not None and dlq.topic:
                 declared.setdefault(dlq.topic, []).append(route.name)
+        for queue in self._job_queues().values():  # dead jobs: a DLQ of their queue
+            declared.setdefault(queue.dead_topic, []).append(queue.topic)
         return declared
+
+    def _job_queues(self) -> dict[str, Any]:
+        """The app's job queues by dead-job topic."""
+        jobs = getattr(self.app, "jobs", None)
+        return {queue.dead_topic: queue for queue in jobs.queues.values()} if jobs else {}
 
     def dlq_topics(self) -> list[dict[str, Any]]:
         return dead_letter_topics(self._declared(), self._admin().list_topics())
@@ -200,7 +208,8 @@ class ExplorerViews:
                  "timestamp": letter.timestamp, "original_topic": letter.original_topic,
                  "original_partition": letter.original_partition,
                  "original_offset": letter.original_offset, "error_class": letter.error_class,
-                 "error_message": letter.error_message, "attempts": letter.attempts, "key": letter.key}
+                 "error_message": letter.error_message, "attempts": letter.attempts, "key": letter.key,
+                 "validation_errors": list(letter.validation_errors)}
                 for letter in reversed(letters)  # newest first
             ],
         })  # fmt: skip
@@ -211,6 +220,10 @@ class ExplorerViews:
         if name not in {entry["name"] for entry in self.dlq_topics() if entry["exists"]}:
             raise NotFound("dead letter queue", name)
         target = to or None
+        queue = self._job_queues().get(name)
+        restore = None
+        if queue is not None:  # dead jobs go back to their queue, their attempts from 1
+            target, restore = target or queue.topic, revived
         if target is not None and target not in set(self._admin().list_topics()):
             raise ConfigurationError(f"topic {target!r} does not exist", "to")
         selection = [] if everything else parse_refs(refs)
@@ -225,13 +238,24 @@ class ExplorerViews:
         def run(job: Redrive) -> None:
             if everything:
                 replay_dead_letters(
-                    self.app, name, to=target, on_progress=progress, counts=job.counts
+                    self.app,
+                    name,
+                    to=target,
+                    on_progress=progress,
+                    counts=job.counts,
+                    restore=restore,
                 )
                 job.done = sum(job.counts.values())
             else:
                 job.total = len(selection)
                 result = redrive_dead_letters(
-                    self.app, name, selection, to=target, on_progress=progress, counts=job.counts
+                    self.app,
+                    name,
+                    selection,
+                    to=target,
+                    on_progress=progress,
+                    counts=job.counts,
+                    restore=restore,
                 )
                 job.missing, job.unroutable = result["missing"], result["unroutable"]
                 job.timed_out = result["timed_out"]

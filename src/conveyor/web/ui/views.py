@@ -201,7 +201,55 @@ class Views:
             slowest += [{**job, "process": state["id"]} for job in state.get("slowest", ())]
         running.sort(key=lambda j: -j["running_for"])
         slowest.sort(key=lambda j: -float(j.get("duration") or 0))
-        return Page("Jobs", {"running": running, "slowest": slowest[:20]})
+        return Page("Jobs", {"running": running, "slowest": slowest[:20],
+                             "queues": self._job_queues(running)})  # fmt: skip
+
+    def _job_queues(self, running: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The background job queues: waiting (the group's lag), running (batches at the last
+        reports), done / retried / dead (since the processes started), done/s (the last
+        reports), dead (what the dead-job topic holds)."""
+        jobs = getattr(self.app, "jobs", None)
+        queues = list(jobs.queues.values()) if jobs is not None else []
+        if not queues:
+            return []
+        group = str(self.app.settings.kafka.get("group.id") or self.app.settings.client_id)
+        waiting: dict[str, int] = {}
+        try:
+            for lag in self.admin.read_lags([group]):
+                waiting[lag.topic] = waiting.get(lag.topic, 0) + lag.lag
+        except ConveyorError:
+            waiting = {}
+        live = self._live()
+        rows = []
+        for queue in queues:
+            counts = {"done": 0, "retried": 0, "dead": 0, "done_interval": 0}
+            rate = 0.0
+            for state in live:
+                mine = state.get("job_queues", {}).get(queue.topic, {})
+                for name in counts:
+                    counts[name] += int(mine.get(name, 0))
+                rate += int(mine.get("done_interval", 0)) / float(state.get("interval") or 1)
+            rows.append({
+                "queue": queue.name, "topic": queue.topic, "dead_topic": queue.dead_topic,
+                "jobs": sorted(queue.by_name), "waiting": waiting.get(queue.topic),
+                "running": sum(1 for job in running if job["topic"] == queue.topic),
+                "done": counts["done"], "done_per_second": rate, "retried": counts["retried"],
+                "died": counts["dead"], "dead": self._stored(queue.dead_topic),
+            })  # fmt: skip
+        return rows
+
+    def _stored(self, topic: str) -> int | None:
+        """Messages ``topic`` holds (``None`` when it cannot be read)."""
+        try:
+            partitions = self.admin.topic_info(topic).partitions
+            return sum(
+                high - low
+                for low, high in (
+                    self.admin.read_watermark_offsets(topic, p.partition) for p in partitions
+                )
+            )
+        except ConveyorError:
+            return None
 
     # -- routing and lags -----------------------------------------------------------------------
 

@@ -1,0 +1,161 @@
+"""``conveyor jobs queues | dead | retry``: an app's background job queues and dead jobs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.progress import Progress
+
+from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
+from conveyor.cli.loading import load_app
+from conveyor.cli.output import console, error_console, table
+from conveyor.errors import ConfigurationError
+from conveyor.jobs.dead import read_dead_job, revived
+from conveyor.web.reading.dead_letters import parse_refs
+from conveyor.web.reading.explorer import Explorer
+from conveyor.web.reading.explorer_query import Start
+
+__all__ = ["jobs"]
+
+_app_option = click.option(
+    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
+    help="The app whose jobs to look at (default: $CONVEYOR_APP).",
+)  # fmt: skip
+_json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
+)
+
+
+@click.group()
+def jobs() -> None:
+    """Background jobs: their queues, dead jobs, retrying them."""
+
+
+def _queue(app: Any, name: str) -> Any:
+    queue = app.jobs.queues.get(name)
+    if queue is None:
+        known = ", ".join(sorted(app.jobs.queues)) or "none"
+        raise ConfigurationError(
+            f"the app has no job queue {name!r} (its queues: {known})", "queue"
+        )
+    return queue
+
+
+def _messages(admin: Any, topic: str) -> int:
+    try:
+        partitions = admin.topic_info(topic).partitions
+    except Exception:  # not created yet
+        return 0
+    total = 0
+    for partition in partitions:
+        low, high = admin.read_watermark_offsets(topic, partition.partition)
+        total += high - low
+    return total
+
+
+@jobs.command("queues")
+@_app_option
+@_json_option
+def jobs_queues(app_spec: str | None, as_json: bool) -> None:
+    """The job queues: their topics, jobs waiting (the group's lag), dead jobs."""
+    app = load_app(app_spec)
+    admin = app.admin
+    group = str(app.settings.kafka.get("group.id") or app.settings.client_id)
+    waiting: dict[str, int] = {}
+    for lag in admin.read_lags([group]):
+        waiting[lag.topic] = waiting.get(lag.topic, 0) + lag.lag
+    rows: list[dict[str, Any]] = [
+        {"queue": queue.name, "topic": queue.topic, "jobs": sorted(queue.by_name),
+         "waiting": waiting.get(queue.topic, _messages(admin, queue.topic)),
+         "dead": _messages(admin, queue.dead_topic), "dead_topic": queue.dead_topic}
+        for queue in app.jobs.queues.values()
+    ]  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    console.print(table(
+        f"Job queues of {app.settings.client_id}",
+        ["queue", "topic", "waiting", "dead", "jobs"],
+        [(r["queue"], r["topic"], f"{r['waiting']:,}", f"{r['dead']:,}", ", ".join(r["jobs"])) for r in rows],
+    ))  # fmt: skip
+
+
+@jobs.command("dead")
+@_app_option
+@_json_option
+@click.argument("queue")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="The newest dead jobs to show (per partition at most).")  # fmt: skip
+def jobs_dead(app_spec: str | None, as_json: bool, queue: str, limit: int) -> None:
+    """The newest dead jobs of QUEUE: which job, its arguments, attempts and last error."""
+    app = load_app(app_spec)
+    target = _queue(app, queue)
+    raws, _complete = Explorer(app.settings.kafka).scan(
+        target.dead_topic, Start("newest", limit), limit * 10
+    )
+    dead = sorted(
+        (read_dead_job(raw) for raw in raws),
+        key=lambda d: (d.timestamp or 0, d.partition, d.offset),
+    )
+    if as_json:
+        click.echo(json.dumps([d.to_dict() for d in dead], default=str))
+        return
+    console.print(table(
+        f"Dead jobs of {queue} ({target.dead_topic}): {len(dead):,}",
+        ["ref", "when", "job", "arguments", "attempts", "error"],
+        [(d.ref, _when(d.timestamp), d.job, _arguments(d.args, d.kwargs),
+          "" if d.attempts is None else str(d.attempts), f"{d.error_class}: {d.error_message}"[:200])
+         for d in dead],
+    ))  # fmt: skip
+
+
+def _when(stamp: float | None) -> str:
+    return (
+        "" if stamp is None else datetime.fromtimestamp(stamp, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    )
+
+
+def _arguments(args: list[Any], kwargs: dict[str, Any]) -> str:
+    text = ", ".join([*(json.dumps(a, default=str) for a in args),
+                      *(f"{k}={json.dumps(v, default=str)}" for k, v in kwargs.items())])  # fmt: skip
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+@jobs.command("retry")
+@_app_option
+@click.argument("queue")
+@click.option("--ref", "refs", multiple=True, metavar="PARTITION:OFFSET",
+              help="Retry these dead jobs (repeatable; see conveyor jobs dead).")  # fmt: skip
+@click.option("--all", "everything", is_flag=True,
+              help="Retry every dead job not retried with --all before.")  # fmt: skip
+def jobs_retry(app_spec: str | None, queue: str, refs: tuple[str, ...], everything: bool) -> None:
+    """Send dead jobs of QUEUE back to it, their attempts counted from 1 again."""
+    if bool(refs) == everything:
+        raise click.UsageError("give --ref PARTITION:OFFSET (one or more) or --all")
+    try:
+        selection = parse_refs(list(refs))
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--ref") from None
+    app = load_app(app_spec)
+    target = _queue(app, queue)
+    with Progress(console=error_console, transient=True) as progress:
+        task = progress.add_task(f"retrying dead jobs of {queue}", total=None)
+
+        def step(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        if everything:
+            counts = replay_dead_letters(app, target.dead_topic, to=target.topic, on_progress=step,
+                                         restore=revived)  # fmt: skip
+            missing: list[tuple[int, int]] = []
+        else:
+            result = redrive_dead_letters(app, target.dead_topic, selection, to=target.topic,
+                                          on_progress=step, restore=revived)  # fmt: skip
+            counts, missing = result["counts"], result["missing"] + result["timed_out"]
+    console.print(f"sent {sum(counts.values()):,} dead job(s) back to {target.topic}")
+    if missing:
+        console.print(f"not found: {', '.join(f'{p}:{o}' for p, o in missing)}")
+        raise SystemExit(1)
