@@ -9,6 +9,8 @@
 #                Debian's chromium and the PostgreSQL sink's tests Debian's postgresql, each
 #                installed with apt-get when missing and run as root; the AsyncAPI tests
 #                the official AsyncAPI 3.0 JSON Schema, fetched with npm into .cache/
+#   (make bench installs Debian's redis-server the same way: the jobs benchmark's Celery
+#   and Dramatiq run on it)
 #   make docs    the documentation site on http://127.0.0.1:8000/ (MkDocs Material), rebuilt
 #                as you edit; `make test` builds it with --strict (site/)
 #   make bench   the benchmarks, with their same-run bare confluent-kafka baselines
@@ -22,7 +24,7 @@ INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 SOAK_MINUTES ?= 10
 
-.PHONY: all setup browser postgresql asyncapi-schema run test lint typecheck pytest docs docs-build bench soak stop clean
+.PHONY: all setup browser postgresql asyncapi-schema redis run test lint typecheck pytest docs docs-build bench soak stop clean
 
 all: test
 
@@ -55,6 +57,9 @@ postgresql:
 asyncapi-schema:
 	tools/ensure-asyncapi-schema
 
+redis:
+	tools/ensure-redis
+
 pytest: setup browser postgresql asyncapi-schema
 	$(BIN)/conveyor broker exec -- $(BIN)/pytest $(PYTEST_ARGS)
 
@@ -68,7 +73,7 @@ docs: $(INSTALLED)
 
 test: lint typecheck docs-build pytest
 
-bench: setup
+bench: setup redis
 	$(BIN)/conveyor broker exec -- $(BIN)/conveyor bench
 
 soak: setup

@@ -1,4 +1,5 @@
-"""The peers' environment: aiokafka and FastStream (and what they pull in: pydantic), pinned,
+"""The peers' environment: aiokafka, FastStream, Celery and Dramatiq (and what they pull in:
+pydantic, redis-py), pinned,
 in a virtualenv of its own beside the checkout (``.venv-bench-peers``, made once), never among
 Conveyor's dependencies. The benchmarks run the peers' sides with its interpreter."""
 
@@ -11,7 +12,10 @@ from pathlib import Path
 __all__ = ["PEERS", "PEER_PACKAGES", "peers_python"]
 
 PEERS = Path(__file__).resolve().parent.parent / ".venv-bench-peers"
-PEER_PACKAGES = ("aiokafka==0.14.0", "faststream[kafka]==0.7.8")
+PEER_PACKAGES = (
+    "aiokafka==0.14.0", "faststream[kafka]==0.7.8", "celery[redis]==5.5.3",
+    "dramatiq[redis]==1.17.1",
+)  # fmt: skip
 
 
 def peers_python() -> str:

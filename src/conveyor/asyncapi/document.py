@@ -7,7 +7,8 @@
   give;
 - **operations**: ``receive`` for each consumed route (per consumer group), ``send`` for what
   the app declares it produces: the dead letter queues of its routes, the topics its consumers
-  list in ``produces``; each RPC command is a ``receive`` with a ``reply`` on the results topic;
+  list in ``produces``, its job queues (a message per job, with its arguments' schemas); each
+  RPC command is a ``receive`` with a ``reply`` on the results topic;
 - **messages**: a payload (and key) schema from the consumer's models; JSON of any shape for
   untyped routes; the ``original_*`` headers of dead letters.
 """
@@ -118,8 +119,11 @@ def _add_route(document: _Document, route: Topic) -> None:
     consumer = route.consumer_class
     channel = document.channel(route, route.name)
     answering = getattr(consumer, "rpc", None)
+    queue = getattr(consumer, "queue", None)
     if answering is not None and route.active:
         _add_rpc(document, route, channel, answering)
+    elif queue is not None and route.active:
+        _add_jobs(document, route, channel, queue)
     elif route.active and consumer is not None:
         reference = document.route_message(
             channel, getattr(consumer, "payload_model", None), getattr(consumer, "key_model", None)
@@ -190,26 +194,68 @@ def _add_rpc(document: _Document, route: Topic, channel: str, answering: Any) ->
         }
 
 
+def _add_jobs(document: _Document, route: Topic, channel: str, queue: Any) -> None:
+    """A job queue: the app sends each job to it (``enqueue``) and runs it from there."""
+    references = []
+    for name, job in queue.by_name.items():
+        positional, arguments, _ = _arguments(document.book, job.function)
+        payload = {
+            "type": "object",
+            "required": ["job", "args", "kwargs", "id"],
+            "properties": {
+                "job": {"const": name},
+                "args": {"type": "array", "items": positional},
+                "kwargs": {"type": "object", "properties": arguments},
+                "id": {"type": "string"},
+                "enqueued_at": {"type": "integer"},
+            },
+        }
+        body = {"summary": f"The job {name}", "payload": payload}
+        references.append(document.message(channel, _key(f"job_{name}"), body))
+    if not references:
+        return
+    for action, key, summary in (
+        ("send", f"enqueue_{channel}", f"Jobs enqueued to the queue {queue.name}"),
+        ("receive", f"receive_{channel}_{route.consumer_group}",
+         f"The jobs of the queue {queue.name}, run by the app"),
+    ):  # fmt: skip
+        document.operations[_key(key)] = {
+            "action": action,
+            "channel": {"$ref": f"#/channels/{channel}"},
+            "summary": summary,
+            "messages": references,
+        }
+
+
+def _arguments(
+    book: SchemaBook, function: Any
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Any]]:
+    """A function's positional argument schemas, every argument's by name, and its hints."""
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:
+        hints = {}
+    parameters = [
+        p for p in inspect.signature(function).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]  # fmt: skip
+    arguments = {p.name: book.of(hints.get(p.name)) for p in parameters}
+    positional = [arguments[p.name] for p in parameters if p.kind is not p.KEYWORD_ONLY]
+    return positional, arguments, hints
+
+
 def _rpc_schemas(
     book: SchemaBook, name: str, handler: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A command's request and reply schemas from its handler's signature and type hints."""
-    try:
-        hints = typing.get_type_hints(handler)
-    except Exception:
-        hints = {}
-    parameters = [
-        p for p in inspect.signature(handler).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ]  # fmt: skip
-    arguments = {p.name: book.of(hints.get(p.name)) for p in parameters}
+    positional, arguments, hints = _arguments(book, handler)
     request = {
         "type": "object",
         "required": ["id", "name"],
         "properties": {
             "id": {"type": "string"},
             "name": {"const": name},
-            "args": {"type": "array", "items": [arguments[p.name] for p in parameters]},
+            "args": {"type": "array", "items": positional},
             "kwargs": {"type": "object", "properties": arguments},
             "reply_to": {"type": "string"},
             "deadline": {"type": "number"},

@@ -180,9 +180,8 @@ class JobRunner(Consumer):
     queue: Queue
 
     def consume(self) -> None:
-        for message in self.messages:
+        for message in self.messages:  # the batch is marked when it ends (at least once)
             self._run(message)
-            self.mark_as_consumed(message)
 
     def _run(self, message: Message) -> None:
         queue = self.queue

@@ -92,6 +92,10 @@ def typed_app(**kafka: Any) -> App:
         return Payment(order=order.id, amount=1.0)
 
     app.routes.rpc("commands", handlers, results_topic="results")
+
+    @app.job(queue="billing", name="bill")
+    def bill(order: Order, *, rush: bool = False) -> None: ...
+
     return app
 
 
@@ -109,8 +113,13 @@ def test_the_document_of_a_typed_app_validates_and_says_what_it_declares(validat
     [pattern] = [key for key, channel in channels.items() if channel["address"] is None]
     assert pattern.startswith("pattern_")
     assert "audit" in channels[pattern]["description"]
-    assert set(channels) == {"orders", "orders_dlq", "invoices", "payments", pattern,
-                             "commands", "results"}  # fmt: skip
+    assert set(channels) >= {"orders", "orders_dlq", "invoices", "payments", pattern,
+                             "commands", "results", "jobs-billing", "jobs-billing-dead"}  # fmt: skip
+    assert operations["enqueue_jobs-billing"]["action"] == "send"
+    assert operations["receive_jobs-billing_shop"]["action"] == "receive"
+    job = document["components"]["messages"]["job_bill"]["payload"]
+    assert job["properties"]["args"]["items"] == [{"$ref": "#/components/schemas/Order"}]
+    assert job["properties"]["kwargs"]["properties"]["rush"] == {"type": "boolean"}
     receive = operations["receive_orders_shop"]
     assert receive["action"] == "receive"
     assert receive["bindings"]["kafka"]["groupId"]["enum"] == ["shop"]

@@ -3,6 +3,7 @@ render it, ``/api/...`` returns it as JSON). Nothing here knows HTTP."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.errors import ConfigurationError
-from conveyor.jobs.dead import revived
+from conveyor.jobs.dead import read_dead_job, revived
 from conveyor.web.reading.dead_letters import (
     dead_letter_topics,
     group_dead_letters,
@@ -197,6 +198,10 @@ class ExplorerViews:
         per_partition = max(1, DLQ_READ // max(1, len(partitions)))
         raws, complete = self.explorer.scan(name, Start("newest", per_partition), DLQ_READ)
         letters = [read(raw) for raw in raws]
+        jobs = (  # a dead-job topic: each dead job's name and arguments too
+            {(d.partition, d.offset): d for d in map(read_dead_job, raws)}
+            if name in self._job_queues() else {}
+        )  # fmt: skip
         letters.sort(key=lambda letter: (letter.timestamp or 0, letter.partition, letter.offset))
         groups = group_dead_letters(letters)
         return Page(f"Dead letter queue {name}", {
@@ -209,7 +214,8 @@ class ExplorerViews:
                  "original_partition": letter.original_partition,
                  "original_offset": letter.original_offset, "error_class": letter.error_class,
                  "error_message": letter.error_message, "attempts": letter.attempts, "key": letter.key,
-                 "validation_errors": list(letter.validation_errors)}
+                 "validation_errors": list(letter.validation_errors),
+                 "job": _job_call(jobs.get((letter.partition, letter.offset)))}
                 for letter in reversed(letters)  # newest first
             ],
         })  # fmt: skip
@@ -267,3 +273,19 @@ class ExplorerViews:
         if job is None or job.topic != name:
             raise NotFound("redrive", job_id)
         return Page(f"Redrive from {name}", {"redrive": job.to_dict()})
+
+
+def _job_call(dead: Any) -> str | None:
+    """A dead job as a call (``bill(7, rush=true)``), or ``None`` for another dead letter."""
+    if dead is None:
+        return None
+    arguments = [json_text(a) for a in dead.args] + [
+        f"{k}={json_text(v)}" for k, v in dead.kwargs.items()
+    ]
+    call = f"{dead.job}({', '.join(arguments)})"
+    return call if len(call) <= 300 else call[:299] + "…"
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text (for a dead job's arguments)."""
+    return json.dumps(value, ensure_ascii=False, default=str)

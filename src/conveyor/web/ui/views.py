@@ -234,7 +234,8 @@ class Views:
                 "jobs": sorted(queue.by_name), "waiting": waiting.get(queue.topic),
                 "running": sum(1 for job in running if job["topic"] == queue.topic),
                 "done": counts["done"], "done_per_second": rate, "retried": counts["retried"],
-                "died": counts["dead"], "dead": self._stored(queue.dead_topic),
+                "died": counts["dead"], "failed": counts["retried"] + counts["dead"],
+                "dead": self._stored(queue.dead_topic),
             })  # fmt: skip
         return rows
 

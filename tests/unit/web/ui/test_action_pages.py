@@ -65,7 +65,7 @@ def test_dlq_pages_render_with_and_without_actions() -> None:
                     "count": 1, "newest": None, "sample": "<b>boom</b>", "refs": ["0:0"]}],
         "letters": [{"ref": "0:0", "partition": 0, "offset": 0, "timestamp": None, "original_topic": "",
                      "original_partition": None, "original_offset": None, "error_class": "(none)",
-                     "error_message": "", "attempts": None, "key": None, "validation_errors": []}],
+                     "error_message": "", "attempts": None, "key": None, "validation_errors": [], "job": None}],
     }  # fmt: skip
     with_actions = render("dlq.html", **page)
     assert "redrive-selected" in with_actions
