@@ -912,8 +912,8 @@ MUTATIONS = (
         "conveyor/processing/virtual/executor.py",
         (
             (
-                "        checked = check_models(batch, self.route.deserializers)\n        if checked.error is None:",
-                "        checked = check_models(batch[:0], self.route.deserializers)\n        if checked.error is None:",
+                "        checked = check_models(batch, self.route.deserializers)\n        error = checked.error",
+                "        checked = check_models(batch[:0], self.route.deserializers)\n        error = checked.error",
             ),
         ),
         (
@@ -925,7 +925,7 @@ MUTATIONS = (
         "conveyor/processing/strategies.py",
         (
             (
-                "if attempt <= dlq.max_retries and not isinstance(error, MessageValidationError):",
+                "if attempt <= dlq.max_retries and self.at_once(error) is None:",
                 "if attempt <= dlq.max_retries:",
             ),
         ),
@@ -988,6 +988,46 @@ MUTATIONS = (
             ),
         ),
         ("tests/unit/asyncapi/test_document.py",),
+    ),
+    Mutation(
+        "jobs: a failed job is retried in place, holding its partition",
+        "conveyor/jobs/queues.py",
+        (
+            (
+                "                self._retry(job, message, raw_headers, attempt + 1, error)\n",
+                "                raise\n",
+            ),
+        ),
+        (
+            "tests/integration/jobs/test_jobs.py::test_a_failing_job_is_retried_later_with_growing_gaps_while_others_run",
+        ),
+    ),
+    Mutation(
+        "jobs: a job that keeps failing is retried forever, never dead",
+        "conveyor/jobs/queues.py",
+        (("            if attempt > job.retries:", "            if False:"),),
+        (
+            "tests/integration/jobs/test_jobs.py::test_a_job_that_always_fails_ends_dead_with_its_error",
+        ),
+    ),
+    Mutation(
+        "jobs: arguments are not checked against the function",
+        "conveyor/jobs/queues.py",
+        (
+            (
+                "            args, kwargs = queue.checkers[job.name].check(envelope.args, envelope.kwargs)",
+                "            args, kwargs = envelope.args, envelope.kwargs",
+            ),
+        ),
+        (
+            "tests/integration/jobs/test_jobs.py::test_a_job_that_always_fails_ends_dead_with_its_error",
+        ),
+    ),
+    Mutation(
+        "jobs: the watchdog never interrupts a plain job",
+        "conveyor/jobs/watchdog.py",
+        (("                if watch.open and not watch.fired:", "                if False:"),),
+        ("tests/unit/jobs/test_watchdog.py",),
     ),
 )
 
