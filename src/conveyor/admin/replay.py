@@ -17,8 +17,9 @@ __all__ = ["Restore", "redrive_dead_letters", "replay_dead_letters", "restored"]
 
 _ORIGINAL_PREFIX = "original_"
 
-Restore = Callable[[Any, str, "str | None"], dict[str, Any]]
-"""``restore(raw, dlq_topic, to)``: the message to produce again for one dead letter."""
+Restore = Callable[[Any, str, "str | None"], "dict[str, Any] | None"]
+"""``restore(raw, dlq_topic, to)``: the message to produce again for one dead letter, or
+``None`` to leave it where it is (counted as done)."""
 
 
 def restored(raw: Any, dlq_topic: str, to: str | None) -> dict[str, Any]:
@@ -126,12 +127,14 @@ def replay_dead_letters(
                     pending.discard(partition)
                     continue
                 message = (restore or restored)(raw, dlq_topic, to)
-                messages.append(message)
+                if message is not None:
+                    messages.append(message)
                 positions[partition] = raw.offset()
                 if raw.offset() >= ends[partition] - 1:
                     pending.discard(partition)
             if messages:
                 app.producer.produce_many_sync(messages)
+            if positions:
                 client.commit([(dlq_topic, p, o + 1) for p, o in positions.items()])
                 for message in messages:
                     counts[message["topic"]] = counts.get(message["topic"], 0) + 1
@@ -211,7 +214,9 @@ def redrive_dead_letters(
                             if to is None and not dict(raw.headers() or []).get("original_topic"):
                                 unroutable.append((partition, raw.offset()))
                             else:
-                                messages.append((restore or restored)(raw, dlq_topic, to))
+                                message = (restore or restored)(raw, dlq_topic, to)
+                                if message is not None:
+                                    messages.append(message)
                         if position > run[-1]:
                             break
                 missing.extend((partition, offset) for offset in sorted(left))

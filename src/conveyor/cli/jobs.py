@@ -13,7 +13,7 @@ from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.cli.loading import load_app
 from conveyor.cli.output import console, error_console, table
 from conveyor.errors import ConfigurationError
-from conveyor.jobs.dead import read_dead_job, revived
+from conveyor.jobs.dead import discard, discarded, read_dead_job, reviver
 from conveyor.web.reading.dead_letters import parse_refs
 from conveyor.web.reading.explorer import Explorer
 from conveyor.web.reading.explorer_query import Start
@@ -31,7 +31,7 @@ _json_option = click.option(
 
 @click.group()
 def jobs() -> None:
-    """Background jobs: their queues, dead jobs, retrying them."""
+    """Background jobs: their queues, dead jobs, retrying and discarding them."""
 
 
 def _queue(app: Any, name: str) -> Any:
@@ -89,15 +89,19 @@ def jobs_queues(app_spec: str | None, as_json: bool) -> None:
 @click.argument("queue")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
               help="The newest dead jobs to show (per partition at most).")  # fmt: skip
-def jobs_dead(app_spec: str | None, as_json: bool, queue: str, limit: int) -> None:
+@click.option("--with-discarded", is_flag=True, help="Show the discarded ones too.")
+def jobs_dead(
+    app_spec: str | None, as_json: bool, queue: str, limit: int, with_discarded: bool
+) -> None:
     """The newest dead jobs of QUEUE: which job, its arguments, attempts and last error."""
     app = load_app(app_spec)
     target = _queue(app, queue)
     raws, _complete = Explorer(app.settings.kafka).scan(
         target.dead_topic, Start("newest", limit), limit * 10
     )
+    gone = set() if with_discarded else discarded(app.settings.kafka, target)
     dead = sorted(
-        (read_dead_job(raw) for raw in raws),
+        (read_dead_job(raw) for raw in raws if (raw.partition(), raw.offset()) not in gone),
         key=lambda d: (d.timestamp or 0, d.partition, d.offset),
     )
     if as_json:
@@ -147,15 +151,33 @@ def jobs_retry(app_spec: str | None, queue: str, refs: tuple[str, ...], everythi
         def step(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
+        revive = reviver(discarded(app.settings.kafka, target))  # the discarded stay dead
         if everything:
             counts = replay_dead_letters(app, target.dead_topic, to=target.topic, on_progress=step,
-                                         restore=revived)  # fmt: skip
+                                         restore=revive)  # fmt: skip
             missing: list[tuple[int, int]] = []
         else:
             result = redrive_dead_letters(app, target.dead_topic, selection, to=target.topic,
-                                          on_progress=step, restore=revived)  # fmt: skip
+                                          on_progress=step, restore=revive)  # fmt: skip
             counts, missing = result["counts"], result["missing"] + result["timed_out"]
     console.print(f"sent {sum(counts.values()):,} dead job(s) back to {target.topic}")
     if missing:
         console.print(f"not found: {', '.join(f'{p}:{o}' for p, o in missing)}")
         raise SystemExit(1)
+
+
+@jobs.command("discard")
+@_app_option
+@click.argument("queue")
+@click.option("--ref", "refs", multiple=True, required=True, metavar="PARTITION:OFFSET",
+              help="Discard these dead jobs (repeatable; see conveyor jobs dead).")  # fmt: skip
+def jobs_discard(app_spec: str | None, queue: str, refs: tuple[str, ...]) -> None:
+    """Discard dead jobs of QUEUE: no longer listed, never sent back (the dead-job topic keeps
+    them; the discarding is noted in a compacted topic beside it)."""
+    try:
+        selection = parse_refs(list(refs))
+    except ConfigurationError as error:
+        raise click.BadParameter(str(error), param_hint="--ref") from None
+    app = load_app(app_spec)
+    noted = discard(app.producer, _queue(app, queue), selection)
+    console.print(f"discarded {noted:,} dead job(s) of {queue}")

@@ -3,8 +3,10 @@ message that sends one back to its queue (its attempts counted from 1 again)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.jobs.wire import (
     ATTEMPT,
@@ -18,7 +20,11 @@ from conveyor.jobs.wire import (
     header,
 )
 
-__all__ = ["DeadJob", "read_dead_job", "revived"]
+__all__ = ["DeadJob", "discard", "discarded", "read_dead_job", "revived", "reviver"]
+
+if TYPE_CHECKING:
+    from conveyor.jobs.queues import Queue
+    from conveyor.producer import Producer
 
 _DEAD = (ATTEMPT, ERROR, DEAD_CLASS, DEAD_MESSAGE, DEAD_BACKTRACE, DEAD_QUEUE)
 
@@ -81,3 +87,47 @@ def revived(raw: Any, dead_topic: str, to: str | None) -> dict[str, Any]:
         "key": raw.key(),
         "headers": [*kept, (ATTEMPT, "1")],
     }
+
+
+def reviver(skip: set[tuple[int, int]]) -> Callable[[Any, str, str | None], dict[str, Any] | None]:
+    """:func:`revived`, but ``None`` (not sent) for the dead jobs at ``skip`` (discarded)."""
+
+    def revive(raw: Any, dead_topic: str, to: str | None) -> dict[str, Any] | None:
+        if (raw.partition(), raw.offset()) in skip:
+            return None
+        return revived(raw, dead_topic, to)
+
+    return revive
+
+
+def discard(producer: Producer, queue: Queue, selection: Iterable[tuple[int, int]]) -> int:
+    """Note the dead jobs at ``selection`` as discarded: no longer listed, never sent back.
+    Returns how many were noted (once the broker has them)."""
+    stamp = str(time.time())
+    messages = [
+        {"topic": queue.dismissed_topic, "key": f"{partition}:{offset}", "payload": stamp}
+        for partition, offset in selection
+    ]
+    if messages:
+        producer.produce_many_sync(messages)
+    return len(messages)
+
+
+def discarded(kafka: Mapping[str, Any], queue: Queue, limit: int = 100_000) -> set[tuple[int, int]]:
+    """The refs of the queue's discarded dead jobs (the whole compacted topic, read from its
+    start; nothing when it does not exist yet)."""
+    from conveyor.errors import ConfigurationError  # noqa: PLC0415 - beside the web's reader
+    from conveyor.web.reading.explorer import Explorer  # noqa: PLC0415
+    from conveyor.web.reading.explorer_query import Start  # noqa: PLC0415
+
+    try:
+        raws, _ = Explorer(kafka).scan(queue.dismissed_topic, Start("offset", 0), limit)
+    except ConfigurationError:  # not created yet: nothing discarded
+        return set()
+    refs = set()
+    for raw in raws:
+        key = (raw.key() or b"").decode("ascii", "replace")
+        partition, _, offset = key.partition(":")
+        if raw.value() is not None and partition.isdigit() and offset.isdigit():
+            refs.add((int(partition), int(offset)))
+    return refs

@@ -61,6 +61,8 @@ class Queue:
     name: str
     topic: str
     dead_topic: str
+    dismissed_topic: str
+    """Where dead jobs that were discarded are noted (compacted, keyed ``partition:offset``)."""
     by_name: dict[str, Job[Any, Any]] = field(default_factory=dict)
     checkers: dict[str, ArgumentChecker] = field(default_factory=dict)
 
@@ -101,7 +103,9 @@ class Jobs:
             isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1
         ):
             raise ConfigurationError(f"lanes must be an integer >= 1, got {lanes!r}", "lanes")
-        queue = Queue(self, name, f"jobs-{name}", f"jobs-{name}-dead")
+        queue = Queue(
+            self, name, f"jobs-{name}", f"jobs-{name}-dead", f"jobs-{name}-dead-discarded"
+        )
         self.queues[name] = queue
         self._route(queue, partitions, replication_factor, lanes)
         return queue
@@ -163,6 +167,8 @@ class Jobs:
             routes.topic(queue.topic, runner, **options)
         routes.topic(queue.dead_topic, None, active=False, partitions=partitions,
                      replication_factor=replication_factor)  # fmt: skip
+        routes.topic(queue.dismissed_topic, None, active=False, partitions=1,
+                     replication_factor=replication_factor, config={"cleanup.policy": "compact"})  # fmt: skip
         schedules = self.app.schedules
         if not schedules.enabled:  # delayed jobs and retries are scheduled messages
             schedules.enable()

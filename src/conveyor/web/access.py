@@ -35,6 +35,7 @@ __all__ = [
 ACTIONS = (
     "republish",
     "redrive",
+    "discard",
     "quiet",
     "stop",
     "probe",

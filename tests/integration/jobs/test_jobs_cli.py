@@ -82,11 +82,23 @@ def test_dead_jobs_are_listed_and_retried_from_the_command_line(
             code, output = _invoke("jobs", "retry", queue, "--app", spec, "--ref", dead[1]["ref"])
             assert code == 0, output
             assert module.done.wait_for(lambda items: items == [1])
+            code, output = _invoke("jobs", "discard", queue, "--app", spec, "--ref", dead[2]["ref"])
+            assert code == 0, output
+            assert "discarded 1 dead job(s)" in output
+            code, output = _invoke("jobs", "dead", queue, "--app", spec, "--json")
+            assert {d["args"][0] for d in json.loads(output)} == {1}, (
+                "a discarded one is not listed"
+            )
+            code, output = _invoke(
+                "jobs", "dead", queue, "--app", spec, "--json", "--with-discarded"
+            )
+            assert {d["args"][0] for d in json.loads(output)} == {1, 2}
             code, output = _invoke("jobs", "retry", queue, "--app", spec, "--all")
             assert code == 0, output
-            assert module.done.wait_for(lambda items: sorted(items) == [1, 1, 2]), (
-                "--all sends every dead job not sent with --all before"
-            )
+            assert "sent 1 dead job(s)" in output, "--all leaves the discarded one dead"
+            assert module.done.wait_for(lambda items: sorted(items) == [1, 1])
+            code, output = _invoke("jobs", "retry", queue, "--app", spec, "--ref", dead[2]["ref"])
+            assert "sent 0 dead job(s)" in output, "nor is it sent back by its ref"
             code, output = _invoke("jobs", "retry", queue, "--app", spec)
             assert code == 2, "--ref or --all"
             code, output = _invoke("jobs", "dead", "nope", "--app", spec)

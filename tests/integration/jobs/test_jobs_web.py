@@ -39,7 +39,7 @@ def test_the_jobs_page_counts_the_queues_and_dead_jobs_are_retried_from_the_ui(
     queue = invoice.queue
     migrate(app.admin, app.routes)
     with running(app):
-        for order in (1, 2, -3):
+        for order in (1, 2, -3, -4):
             invoice.enqueue(order)
         assert done.wait_for(lambda items: sorted(items) == [1, 2])
         client = TestClient(app.web.asgi())
@@ -50,9 +50,9 @@ def test_the_jobs_page_counts_the_queues_and_dead_jobs_are_retried_from_the_ui(
             deadline = time.monotonic() + 60
             while not (
                 row.get("done") == 2
-                and row.get("dead") == 1
-                and row.get("retried") == 1
-                and row.get("died") == 1
+                and row.get("dead") == 2
+                and row.get("retried") == 2
+                and row.get("died") == 2
             ):
                 assert time.monotonic() < deadline, str(sorted(row.items()))
                 threading.Event().wait(0.2)  # the processes report every 0.5 s
@@ -63,7 +63,18 @@ def test_the_jobs_page_counts_the_queues_and_dead_jobs_are_retried_from_the_ui(
             dlqs = {d["name"]: d for d in client.get("/api/dlq").json()["dlqs"]}
             assert dlqs[queue.dead_topic]["sources"] == [queue.topic]
             letters = client.get(f"/api/dlq/{queue.dead_topic}").json()["letters"]
-            [letter] = letters
+            by_call = {letter["job"]: letter for letter in letters}
+            assert set(by_call) == {"invoice(-3)", "invoice(-4)"}
+            discarded = client.post(f"/api/dlq/{queue.dead_topic}/discard",
+                                    json={"refs": [by_call["invoice(-4)"]["ref"]]},
+                                    headers={"X-CSRF-Token": token.group(1)})  # fmt: skip
+            assert discarded.json() == {"discarded": 1}
+            refused = client.post(f"/api/dlq/{queue.dead_topic}/discard",
+                                  json={"refs": [by_call["invoice(-4)"]["ref"]]})  # fmt: skip
+            assert refused.status_code == 403, "no CSRF token"
+            page = client.get(f"/api/dlq/{queue.dead_topic}").json()
+            [letter] = page["letters"]
+            assert page["discarded"] == 1
             assert (letter["error_class"], letter["attempts"]) == ("ValueError", 2)
             assert "order -3 is not billable" in letter["error_message"]
             assert letter["job"] == "invoice(-3)", "the dead job's call, its arguments"
@@ -76,10 +87,20 @@ def test_the_jobs_page_counts_the_queues_and_dead_jobs_are_retried_from_the_ui(
                 f"/api/dlq/{queue.dead_topic}/redrive", json={"refs": [letter["ref"]]}
             )
             assert refused.status_code == 403, "no CSRF token"
-            started = client.post(f"/api/dlq/{queue.dead_topic}/redrive", json={"refs": [letter["ref"]]},
+            started = client.post(f"/api/dlq/{queue.dead_topic}/redrive", json={"all": True},
                                   headers={"X-CSRF-Token": token.group(1)})  # fmt: skip
             assert started.status_code == 202, started.text
             assert done.wait_for(lambda items: -3 in items), "sent back to its queue and run"
+            job = started.json()
+            deadline = time.monotonic() + 30
+            while job["state"] == "running":
+                assert time.monotonic() < deadline, job
+                threading.Event().wait(0.1)
+                job = client.get(f"/api/dlq/{queue.dead_topic}/redrives/{job['id']}").json()[
+                    "redrive"
+                ]
+            assert job["counts"] == {queue.topic: 1}, "all but the discarded one"
+            assert -4 not in done.items
         finally:
             client.close()
             app.web.data.stop()

@@ -95,6 +95,24 @@ class Actions:
         base = request.scope.get("root_path", "")
         return RedirectResponse(f"{base}/dlq/{quote(topic)}/redrives/{job.id}", status_code=303)
 
+    async def discard(self, request: Request) -> Response:
+        """Discard dead jobs (``refs``) of a dead-job topic."""
+        topic = request.path_params["topic"]
+        body = await _fields_of(request)
+        fields = body if body is not None else await form_of(request)
+        await self.guard.authorize(request, "discard", topic, body)
+        if body is not None:
+            refs = [str(ref) for ref in body.get("refs") or []]
+        else:
+            refs = (
+                [str(ref) for ref in fields.getlist("refs")] if hasattr(fields, "getlist") else []
+            )
+        noted = await run_in_threadpool(self.explorer.discard, topic, refs)
+        if body is not None:
+            return JSONResponse({"discarded": noted})
+        base = request.scope.get("root_path", "")
+        return RedirectResponse(f"{base}/dlq/{quote(topic)}", status_code=303)
+
     async def command(self, request: Request) -> Response:
         body = await _fields_of(request)
         process = request.path_params.get("process_id")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.errors import ConfigurationError
-from conveyor.jobs.dead import read_dead_job, revived
+from conveyor.jobs.dead import discard, discarded, read_dead_job, reviver
 from conveyor.web.reading.dead_letters import (
     dead_letter_topics,
     group_dead_letters,
@@ -197,15 +197,19 @@ class ExplorerViews:
         total = sum(p["messages"] for p in partitions)
         per_partition = max(1, DLQ_READ // max(1, len(partitions)))
         raws, complete = self.explorer.scan(name, Start("newest", per_partition), DLQ_READ)
+        queue = self._job_queues().get(name)
+        gone = discarded(self.app.settings.kafka, queue) if queue is not None else set()
+        raws = [raw for raw in raws if (raw.partition(), raw.offset()) not in gone]
         letters = [read(raw) for raw in raws]
         jobs = (  # a dead-job topic: each dead job's name and arguments too
             {(d.partition, d.offset): d for d in map(read_dead_job, raws)}
-            if name in self._job_queues() else {}
+            if queue is not None else {}
         )  # fmt: skip
         letters.sort(key=lambda letter: (letter.timestamp or 0, letter.partition, letter.offset))
         groups = group_dead_letters(letters)
         return Page(f"Dead letter queue {name}", {
-            "topic": name, "entry": entry, "total": total, "shown": len(letters),
+            "topic": name, "entry": entry, "total": total - len(gone), "shown": len(letters),
+            "discardable": queue is not None, "discarded": len(gone),
             "complete": complete and len(letters) >= total,
             "groups": [group.to_dict() for group in groups],
             "letters": [
@@ -229,7 +233,8 @@ class ExplorerViews:
         queue = self._job_queues().get(name)
         restore = None
         if queue is not None:  # dead jobs go back to their queue, their attempts from 1
-            target, restore = target or queue.topic, revived
+            target = target or queue.topic
+            restore = reviver(discarded(self.app.settings.kafka, queue))  # not the discarded
         if target is not None and target not in set(self._admin().list_topics()):
             raise ConfigurationError(f"topic {target!r} does not exist", "to")
         selection = [] if everything else parse_refs(refs)
@@ -267,6 +272,17 @@ class ExplorerViews:
                 job.timed_out = result["timed_out"]
 
         return self.redrives.start(job, run)
+
+    def discard(self, name: str, refs: list[str]) -> int:
+        """Discard the dead jobs at ``refs`` of the dead-job topic ``name``: no longer listed,
+        never sent back. Returns how many were noted."""
+        queue = self._job_queues().get(name)
+        if queue is None:
+            raise NotFound("dead-job topic", name)
+        selection = parse_refs(refs)
+        if not selection:
+            raise ConfigurationError("select at least one dead job to discard", "refs")
+        return discard(self.app.producer, queue, selection)
 
     def redrive_page(self, name: str, job_id: str) -> Page:
         job = self.redrives.get(job_id)

@@ -59,6 +59,8 @@ def routes(ui: Ui) -> list[BaseRoute]:
         Route(f"/api/explorer{_MESSAGE}/republish", actions.republish, methods=["POST"]),
         Route("/dlq/{topic}/redrive", actions.redrive, methods=["POST"]),
         Route("/api/dlq/{topic}/redrive", actions.redrive, methods=["POST"]),
+        Route("/dlq/{topic}/discard", actions.discard, methods=["POST"]),
+        Route("/api/dlq/{topic}/discard", actions.discard, methods=["POST"]),
         Route("/processes/{process_id:path}/commands", actions.command, methods=["POST"]),
         Route("/api/commands", actions.command, methods=["POST"]),
         Route("/login", sign_in.login, methods=["GET", "POST"]),

@@ -61,6 +61,7 @@ def test_dlq_pages_render_with_and_without_actions() -> None:
     assert "not created yet" in render("dlqs.html", dlqs=dlqs)
     page: dict[str, Any] = {
         "topic": "orders_dlq", "entry": dlqs[0], "total": 1, "shown": 1, "complete": True,
+        "discardable": False, "discarded": 0,
         "groups": [{"original_topic": "orders", "original_partition": 0, "error_class": "ValueError",
                     "count": 1, "newest": None, "sample": "<b>boom</b>", "refs": ["0:0"]}],
         "letters": [{"ref": "0:0", "partition": 0, "offset": 0, "timestamp": None, "original_topic": "",
@@ -77,6 +78,10 @@ def test_dlq_pages_render_with_and_without_actions() -> None:
         assert action not in without
     invalid = {**page["letters"][0], "error_class": "MessageValidationError",
                "validation_errors": [{"path": "$.lines[0].qty", "message": "Expected <int>"}]}  # fmt: skip
+    assert "discard-selected" not in with_actions, "only dead jobs are discarded"
+    jobs_page = render("dlq.html", **{**page, "discardable": True, "discarded": 2})
+    assert "discard-selected" in jobs_page
+    assert "2 discarded, not listed" in jobs_page
     shown = render("dlq.html", **{**page, "letters": [invalid]})
     assert "<li><code>$.lines[0].qty</code> Expected &lt;int&gt;</li>" in shown
 
