@@ -148,6 +148,7 @@ def test_the_next_page_after_signing_in_stays_on_this_site() -> None:
 
 ACTIONS: list[tuple[str, dict[str, Any]]] = [
     ("/dlq/orders_dlq/redrive", {"all": "1"}),
+    ("/dlq/jobs-emails-dead/discard", {"refs": "0:1"}),
     ("/explorer/orders/0/5/republish", {"to": "orders"}),
     ("/processes/host:1:ab/commands", {"command": "stop"}),
     ("/processes/host:1:ab/commands", {"command": "pause", "topic": "orders", "partition": "0"}),
