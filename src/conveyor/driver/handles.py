@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from conveyor.driver.errors import to_conveyor_error
-from conveyor.driver.loop_wakeups import inbox_of, loop_future
+from conveyor.driver.loop_wakeups import loop_future, settle
 from conveyor.errors import BatchDeliveryError, DeliveryError, KafkaError, WaitTimeoutError
 
 __all__ = [
@@ -225,11 +225,9 @@ class _Waitable:
 # Threads blocked in DeliveryHandle.wait(), by handle. Kept outside the handles so that a
 # handle nobody waits on is three attribute stores and nothing more.
 _single_waiters: dict[DeliveryHandle, Any] = {}
-# Awaits of DeliveryHandles, by handle: the loop future to settle and the inbox of its loop
-# (one await per handle here, the common case; a second one registers a done callback).
-_awaits: dict[
-    DeliveryHandle, tuple[Callable[[asyncio.Future[None]], None], asyncio.Future[None]]
-] = {}
+# Awaits of DeliveryHandles, by handle: the loop future to settle (one await per handle here,
+# the common case; a second one registers a done callback).
+_awaits: dict[DeliveryHandle, asyncio.Future[None]] = {}
 # Callbacks registered with DeliveryHandle.add_done_callback(), by handle; same reason.
 _done_callbacks: dict[DeliveryHandle, list[Callable[[DeliveryHandle], None]]] = {}
 _callbacks_lock = threading.Lock()
@@ -294,7 +292,7 @@ class DeliveryHandle:
         if _awaits:
             awaiting = _awaits.pop(self, None)
             if awaiting is not None:
-                awaiting[0](awaiting[1])
+                settle(awaiting)
         if _done_callbacks:
             with _callbacks_lock:
                 callbacks = _done_callbacks.pop(self, None)
@@ -343,20 +341,18 @@ class DeliveryHandle:
         the await does not cancel the delivery (the message goes on, and nothing of the await
         is left behind once it is reported)."""
         if not self.done():
-            loop = asyncio.get_running_loop()
-            future = loop.create_future()
-            awaiting = (inbox_of(loop).put, future)
-            if _awaits.setdefault(self, awaiting) is not awaiting:  # awaited twice at once
-                self.add_done_callback(lambda _handle: awaiting[0](future))
+            future = asyncio.get_running_loop().create_future()
+            if _awaits.setdefault(self, future) is not future:  # awaited twice at once
+                self.add_done_callback(lambda _handle: settle(future))
             # The callback sets the result first and looks for awaits second; this looks at
             # the result after registering: one of the two sees the other. Whoever pops the
             # entry settles the future (settling it late, unawaited, is harmless).
             elif self.done():
                 popped = _awaits.pop(self, None)
-                if popped is awaiting:
+                if popped is future:
                     future.set_result(None)
                 elif popped is not None:  # another thread's await came between: wake it
-                    popped[0](popped[1])
+                    settle(popped)
             yield from future.__await__()
         return self.result()
 

@@ -2,7 +2,8 @@
 
 The thread that serves reports puts each settled future in its loop's :class:`LoopInbox`; the
 loop is woken once per bunch (a byte on its self-pipe), not once per report, and settles what
-came in one go. Nothing waits in a thread and nothing polls."""
+came in one go. Nothing waits in a thread and nothing polls. A report served on the loop's own
+thread (:mod:`conveyor.driver.loop_serving`) settles its future there and then."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["LoopInbox", "inbox_of", "loop_future"]
+__all__ = ["LoopInbox", "inbox_of", "loop_future", "settle"]
+
+_running_loop = asyncio._get_running_loop  # C function: the loop running in this thread or None
 
 
 class LoopInbox:
@@ -33,7 +36,7 @@ class LoopInbox:
         self._scheduled = False
 
     def put(self, future: asyncio.Future[None]) -> None:
-        """Settle ``future`` on its loop (from any thread)."""
+        """Settle ``future`` on its loop (from another thread: see :func:`settle`)."""
         with self._lock:
             self._settled.append(future)
             if self._scheduled:
@@ -60,10 +63,8 @@ _inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopInbox] = (
 
 def loop_future() -> tuple[asyncio.Future[None], Callable[[], None]]:
     """A future of the running loop, and the function (safe from any thread) that settles it."""
-    loop = asyncio.get_running_loop()
-    future = loop.create_future()
-    put = inbox_of(loop).put
-    return future, lambda: put(future)
+    future = asyncio.get_running_loop().create_future()
+    return future, lambda: settle(future)
 
 
 def inbox_of(loop: asyncio.AbstractEventLoop) -> LoopInbox:
@@ -72,3 +73,14 @@ def inbox_of(loop: asyncio.AbstractEventLoop) -> LoopInbox:
     if inbox is None:
         inbox = _inboxes.setdefault(loop, LoopInbox(loop))
     return inbox
+
+
+def settle(future: asyncio.Future[None]) -> None:
+    """Settle ``future`` from any thread: at once on its loop's own thread (where a loop that
+    serves its producer's reports runs them), else through its loop's inbox."""
+    loop = future.get_loop()
+    if _running_loop() is loop:
+        if not future.done():  # a cancelled await: the delivery went on without it
+            future.set_result(None)
+    else:
+        inbox_of(loop).put(future)

@@ -16,7 +16,12 @@ is done). A parked poller still serves stray events (errors, logs, statistics) e
 ``_IDLE_SLICE`` seconds, and producers :meth:`~Poller.wake` it when they hand it work.
 
 Backstop: a thread that produces a lot serves queued reports itself as it goes
-(:meth:`Poller.note_served`). While it does, the poller parks too and only comes back
+(:meth:`Poller.note_served`).
+
+Loop serving: an event loop may serve the queue whenever reports come
+(:meth:`Poller.serve_here`, :mod:`conveyor.driver.loop_serving`). While one does, the poller
+never waits inside librdkafka, where it would take the loop's reports: it parks and, every
+``_LOOP_SLICE``, serves what is queued at that moment (what a blocked loop left). While it does, the poller parks too and only comes back
 ``_BACKSTOP`` seconds after the last such serve: otherwise librdkafka wakes it for every
 small batch of reports, and each wake-up is a GIL hand-off with the producing thread.
 """
@@ -39,6 +44,13 @@ _POLL_SLICE = 0.1
 _IDLE_SLICE = 0.1
 # How long after another thread served the queue the poller stays out of it.
 _BACKSTOP = 0.005
+# While an event loop serves the queue: how often the poller serves what the loop left (a
+# blocked loop's reports, for threads that do not wait for theirs).
+_LOOP_SLICE = 0.01
+
+
+def _never() -> bool:
+    return False
 
 
 class _Stopped:
@@ -80,6 +92,9 @@ class Poller:
         self._idle_parked = False  # parked because nothing is in flight (wake() ends that)
         self.served_at = 0.0
         """When another thread last served the queue (``time.monotonic()``)."""
+        self.loop_serves: Callable[[], bool] = _never
+        """Whether an event loop serves the queue as reports come (then the poller only serves,
+        now and then, what that loop leaves: see :mod:`conveyor.driver.loop_serving`)."""
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -106,7 +121,7 @@ class Poller:
                             self.parked = self._idle_parked = False
                         if self._leader or clock() - self.served_at < _BACKSTOP:
                             continue  # someone else serves the queue: stay out
-                        timeout = 0.0 if idle() else _POLL_SLICE
+                        timeout = 0.0 if idle() or self.loop_serves() else _POLL_SLICE
             self._serve(timeout)
 
     def _parking(self, idle: Callable[[], bool], now: float) -> tuple[float, bool]:
@@ -118,6 +133,8 @@ class Poller:
             return recent, False
         if idle():
             return _IDLE_SLICE, True
+        if self.loop_serves():  # never lie in wait in librdkafka: that would take the loop's
+            return _LOOP_SLICE, False  # reports; serve what it left, now and then
         return 0.0, False
 
     def _serve(self, timeout: float) -> int:
@@ -144,6 +161,24 @@ class Poller:
         if self._idle_parked:
             with self._changed:
                 self._changed.notify_all()
+
+    def serve_here(self) -> int:
+        """Serve what is queued now, without waiting, in the calling thread (an event loop
+        that serves its producer's reports, see :mod:`conveyor.driver.loop_serving`); the
+        poller then stays out of the queue for a moment. Unlike the thread's own polls, it
+        never probes a lost connection (that may block)."""
+        self.served_at = time.monotonic()
+        try:
+            served = int(self._client.poll(0))
+        except Exception as exc:  # a callback raised: report it, the loop goes on
+            if self._on_crash is not None:
+                self._on_crash(exc)
+            else:
+                _log.exception("a librdkafka callback raised")
+            return 0
+        if served and self._on_served is not None:
+            self._on_served()
+        return served
 
     def note_served(self) -> None:
         """Another thread just served the queue: the poller stays out for a moment."""

@@ -23,6 +23,7 @@ from conveyor.driver.connection import ConnectionNews, ConnectionWatch
 from conveyor.driver.credentials import refusal
 from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
 from conveyor.driver.handles import AcknowledgedHandle, DeliveryHandle
+from conveyor.driver.loop_serving import LoopServing, loop_serving
 from conveyor.driver.poller import Poller
 from conveyor.errors import (
     AuthenticationError,
@@ -136,6 +137,12 @@ class ProducerClient:
             on_idle=self._check_connection if self._watch is not None else None,
             idle=self._nothing_in_flight,
         )
+        self.loop_serving: LoopServing | None = loop_serving(
+            self._kafka, config, self.poller.serve_here
+        )
+        """Lets an event loop serve this client's reports itself (None when it cannot)."""
+        if self.loop_serving is not None:
+            self.poller.loop_serves = self.loop_serving.serving
         self.lead = self.poller.lead
         """Serve this client's callbacks in the calling thread while waiting for a result, when
         its poller is parked (see :mod:`conveyor.driver.poller`); False when it cannot."""
@@ -150,6 +157,16 @@ class ProducerClient:
         served = int(self._kafka.poll(timeout))
         self.poller.note_served()
         return served
+
+    def handed_over(self) -> None:
+        """Work was handed to librdkafka: see that its reports get served. The running event
+        loop serves them when it serves this client (the poller stays out meanwhile); else a
+        poller parked for lack of work goes back to polling."""
+        serving = self.loop_serving
+        if serving is not None and serving.serves_running_loop():
+            self.poller.served_at = time.monotonic()
+        elif self.poller.parked:
+            self.poller.wake()
 
     def _nothing_in_flight(self) -> bool:
         # librdkafka's out-queue: messages queued or in flight, and reports not served yet.
@@ -288,6 +305,8 @@ class ProducerClient:
         if remaining:
             self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
             self._kafka.flush(min(5.0, max(timeout, 1.0)))  # serves the purge reports
+        if self.loop_serving is not None:
+            self.loop_serving.close()  # gives librdkafka its queue back before it is destroyed
         if self.poller.stop():
             self._release()
         return remaining

@@ -151,9 +151,7 @@ class Dispatcher:
         handle, client = self._send(
             topic, payload, key, headers, partition, partition_key, timestamp, label
         )
-        poller = client.poller
-        if poller.parked:  # it sleeps while nothing is in flight: now something is
-            poller.wake()
+        client.handed_over()  # a parked poller is woken, unless the running loop serves
         return handle
 
     def _produce_unhurried(self, message: Mapping[str, Any]) -> DeliveryHandle:
@@ -304,9 +302,7 @@ class Dispatcher:
                 raise
             raise client.refused(exc, topic) from exc
         client.serve(0)
-        poller = client.poller
-        if poller.parked:
-            poller.wake()
+        client.handed_over()
         if ev.MESSAGES_PRODUCED_ASYNC in core.monitor.subscribed:
             core.monitor.instrument(
                 ev.MESSAGES_PRODUCED_ASYNC, producer_id=core.id, count=count,

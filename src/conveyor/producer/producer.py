@@ -504,7 +504,6 @@ class Producer(Dispatcher):
         acknowledged = ev.MESSAGE_ACKNOWLEDGED in self.monitor.subscribed
         handle = (client.acknowledged_handle if acknowledged else client.plain_handle)()
         handle._fields = None
-        handle._label = label
         handle._label = label  # always set: reading an unset slot raises (measurably slow)
         return handle
 

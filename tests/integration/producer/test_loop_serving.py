@@ -1,0 +1,183 @@
+"""An event loop that serves its producer's delivery reports itself (librdkafka's queue event
+on a pipe the loop watches), on a real broker: reports run on the loop's thread, a second loop
+and plain threads still get theirs, a blocked loop does not hold a thread's report, and
+closing the producer lets the loop's pipe go."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import pytest
+
+from conveyor import Producer
+from conveyor.driver.loop_serving import loop_serving_available
+
+pytestmark = pytest.mark.skipif(
+    not loop_serving_available(), reason="librdkafka's queue events are not reachable here"
+)
+
+
+def _report_threads(producer: Producer, topic: str, count: int) -> list[int]:
+    """Awaits ``count`` deliveries one by one on a new loop; the threads their callbacks ran on."""
+    threads: list[int] = []
+    watched = 0
+
+    async def scenario() -> None:
+        nonlocal watched
+        for n in range(count):
+            handle = producer.produce_async(topic=topic, payload=b"%d" % n)
+            if not handle.done():  # a callback on a done handle runs here and now: not told
+                handle.add_done_callback(lambda _h: threads.append(threading.get_ident()))
+                watched += 1
+            await handle
+
+    asyncio.run(scenario())
+    assert watched >= count // 2
+    return threads
+
+
+def test_an_awaiting_loop_serves_its_own_reports(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        assert producer._client.loop_serving is not None, "this confluent-kafka is supported"
+        # Done callbacks of a handle not done yet run where its report is served. The poller
+        # serves, every 10 ms, what is queued at that moment (a blocked loop's reports): it
+        # may take one now and then, just as it comes.
+        here = threading.get_ident()
+        threads = _report_threads(producer, topic, 50)
+        assert threads.count(here) >= 0.9 * len(threads), "reports served on the loop's thread"
+        # a later loop (the first one is closed) takes over
+        threads = _report_threads(producer, topic, 20)
+        assert threads.count(here) >= 0.9 * len(threads)
+
+
+def test_switched_off_the_poller_serves_every_report(
+    kafka_bootstrap: str, new_topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONVEYOR_LOOP_SERVING", "0")
+    topic = new_topic()
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        assert producer._client.loop_serving is None
+        threads = _report_threads(producer, topic, 20)
+    assert threads
+    assert threading.get_ident() not in threads
+
+
+def test_a_second_loop_and_a_thread_get_their_reports_while_one_loop_serves(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        serving_loop_ready = threading.Event()
+        release = threading.Event()
+        second: dict[str, object] = {}
+
+        async def serving() -> int:
+            await producer.produce_async(topic=topic, payload=b"first loop")
+            serving_loop_ready.set()
+            while not release.is_set():  # keeps running (and serving) without blocking
+                await asyncio.sleep(0.01)
+            return (await producer.produce_async(topic=topic, payload=b"first loop again")).offset
+
+        def other_loop() -> None:
+            async def scenario() -> list[int]:
+                reports = await asyncio.gather(
+                    *(producer.produce_async(topic=topic, payload=b"second") for _ in range(20))
+                )
+                return [report.offset for report in reports]
+
+            second["offsets"] = asyncio.run(scenario())
+
+        first = threading.Thread(target=lambda: second.update(first=asyncio.run(serving())))
+        first.start()
+        assert serving_loop_ready.wait(15)
+        worker = threading.Thread(target=other_loop)
+        worker.start()
+        worker.join(15)
+        # a plain thread's produce_sync and wait() while the first loop serves
+        assert producer.produce_sync(topic=topic, payload=b"thread", timeout=10).offset >= 0
+        assert producer.produce_async(topic=topic, payload=b"thread 2").wait(10).offset >= 0
+        release.set()
+        first.join(15)
+    assert len(set(second["offsets"])) == 20  # type: ignore[arg-type]
+    assert isinstance(second["first"], int)
+
+
+def test_a_blocked_serving_loop_does_not_hold_another_threads_report(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        blocked = threading.Event()
+        unblock = threading.Event()
+
+        async def blocking() -> None:
+            await producer.produce_async(topic=topic, payload=b"attach")
+            # Handed over while the loop serves, then the loop blocks: its own report waits,
+            # but a thread's must not.
+            producer.produce_async(topic=topic, payload=b"loop's, unawaited")
+            blocked.set()
+            unblock.wait(30)  # blocks the loop's thread on purpose
+
+        loop_thread = threading.Thread(target=lambda: asyncio.run(blocking()))
+        loop_thread.start()
+        try:
+            assert blocked.wait(15)
+            # served while the loop is still blocked (it is unblocked only after this)
+            report = producer.produce_async(topic=topic, payload=b"thread").wait(10)
+            assert not unblock.is_set()
+        finally:
+            unblock.set()
+            loop_thread.join(15)
+    assert report.topic == topic
+
+
+def test_closing_the_producer_lets_the_loops_pipe_go(kafka_bootstrap: str, new_topic) -> None:
+    topic = new_topic()
+
+    async def scenario() -> tuple[int, int]:
+        producer = Producer({"bootstrap.servers": kafka_bootstrap})
+        await producer.produce_async(topic=topic, payload=b"x")
+        serving = producer._client.loop_serving
+        assert serving is not None
+        pipe = serving._pipe
+        assert pipe is not None
+        loop = asyncio.get_running_loop()
+        assert loop._selector.get_key(pipe[0]) is not None  # type: ignore[attr-defined]
+        producer.close()  # from the loop's own thread: the reader goes at once
+        with pytest.raises(KeyError):
+            loop._selector.get_key(pipe[0])  # type: ignore[attr-defined]
+        return pipe
+
+    pipe = asyncio.run(scenario())
+    for end in pipe:
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            os.fstat(end)
+
+
+def test_closing_from_another_thread_drops_the_reader_on_the_loop(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    topic = new_topic()
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+
+    async def scenario() -> bool:
+        await producer.produce_async(topic=topic, payload=b"x")
+        serving = producer._client.loop_serving
+        assert serving is not None
+        assert serving._pipe is not None
+        read = serving._pipe[0]
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(producer.close)
+        await asyncio.sleep(0)  # the drop was handed to this loop: it runs now
+        for _ in range(100):  # bounded: a few loop iterations at most
+            try:
+                loop._selector.get_key(read)  # type: ignore[attr-defined]
+            except KeyError:
+                return True
+            await asyncio.sleep(0.01)
+        return False
+
+    assert asyncio.run(scenario()), "the loop's reader was dropped on its own thread"
