@@ -1029,6 +1029,68 @@ MUTATIONS = (
         (("                if watch.open and not watch.fired:", "                if False:"),),
         ("tests/unit/jobs/test_watchdog.py",),
     ),
+    Mutation(
+        "loop serving: the loop is woken by its reports but does not serve them",
+        "conveyor/driver/loop_serving.py",
+        (
+            (
+                "            os.read(read, 4096)\n        self._serve()",
+                "            os.read(read, 4096)",
+            ),
+        ),
+        (
+            "tests/integration/producer/test_loop_serving.py::test_an_awaiting_loop_serves_its_own_reports",
+        ),
+    ),
+    Mutation(
+        "loop serving: the poller lies in wait in librdkafka while a loop serves",
+        "conveyor/driver/poller.py",
+        (("            return _LOOP_SLICE, False", "            return 0.0, False"),),
+        (
+            "tests/integration/producer/test_loop_serving.py::test_reports_slower_than_the_pollers_backstop_are_served_on_the_loop_too",
+        ),
+    ),
+    Mutation(
+        "loop serving: the poller leaves what a blocked loop did not serve",
+        "conveyor/driver/poller.py",
+        (
+            (
+                "timeout = 0.0 if idle() or self.loop_serves() else _POLL_SLICE",
+                "timeout = 0.0 if idle() or self.loop_serves() else _POLL_SLICE\n"
+                "                        if self.loop_serves():\n"
+                "                            continue",
+            ),
+        ),
+        (
+            "tests/integration/producer/test_loop_serving.py::test_a_blocked_serving_loop_does_not_hold_another_threads_report",
+        ),
+    ),
+    Mutation(
+        "loop serving: closing the producer leaves the loop's reader and pipe",
+        "conveyor/driver/loop_serving.py",
+        (
+            (
+                "        elif _running_loop() is loop:\n            _drop_reader(loop, pipe)",
+                "        elif _running_loop() is loop:\n            pass",
+            ),
+        ),
+        (
+            "tests/integration/producer/test_loop_serving.py::test_closing_the_producer_lets_the_loops_pipe_go",
+        ),
+    ),
+    Mutation(
+        "loop serving: a second loop takes over from the serving one while it runs",
+        "conveyor/driver/loop_serving.py",
+        (
+            (
+                "            if current is not None and not current.is_closed():\n                return False",
+                "            if False:\n                return False",
+            ),
+        ),
+        (
+            "tests/integration/producer/test_loop_serving.py::test_a_second_loop_and_a_thread_get_their_reports_while_one_loop_serves",
+        ),
+    ),
 )
 
 

@@ -53,6 +53,17 @@ def test_an_awaiting_loop_serves_its_own_reports(kafka_bootstrap: str, new_topic
         assert threads.count(here) >= 0.9 * len(threads)
 
 
+def test_reports_slower_than_the_pollers_backstop_are_served_on_the_loop_too(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """With ``linger.ms`` 20 each report comes well after the poller's 5 ms backstop: the poller
+    must not lie in wait for it inside librdkafka while the loop serves."""
+    topic = new_topic()
+    with Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20}) as producer:
+        threads = _report_threads(producer, topic, 20)
+    assert threads.count(threading.get_ident()) >= 0.9 * len(threads)
+
+
 def test_switched_off_the_poller_serves_every_report(
     kafka_bootstrap: str, new_topic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,6 +90,8 @@ def test_a_second_loop_and_a_thread_get_their_reports_while_one_loop_serves(
             serving_loop_ready.set()
             while not release.is_set():  # keeps running (and serving) without blocking
                 await asyncio.sleep(0.01)
+            # the other loop did not take over (it would have closed this loop's pipe)
+            assert producer._client.loop_serving._loop is asyncio.get_running_loop()  # type: ignore[union-attr]
             return (await producer.produce_async(topic=topic, payload=b"first loop again")).offset
 
         def other_loop() -> None:
@@ -125,7 +138,13 @@ def test_a_blocked_serving_loop_does_not_hold_another_threads_report(
         loop_thread.start()
         try:
             assert blocked.wait(15)
-            # served while the loop is still blocked (it is unblocked only after this)
+            # Served while the loop is still blocked (it is unblocked only after this): one
+            # that nobody waits for (the poller serves what the loop leaves) and one waited for.
+            reported = threading.Event()
+            producer.produce_async(topic=topic, payload=b"unwaited").add_done_callback(
+                lambda _handle: reported.set()
+            )
+            assert reported.wait(10), "the poller served the report the blocked loop left"
             report = producer.produce_async(topic=topic, payload=b"thread").wait(10)
             assert not unblock.is_set()
         finally:
