@@ -210,6 +210,7 @@ class ExplorerViews:
         return Page(f"Dead letter queue {name}", {
             "topic": name, "entry": entry, "total": total - len(gone), "shown": len(letters),
             "discardable": queue is not None, "discarded": len(gone),
+            "queue": queue.topic if queue is not None else None,
             "complete": complete and len(letters) >= total,
             "groups": [group.to_dict() for group in groups],
             "letters": [

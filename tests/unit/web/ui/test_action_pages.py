@@ -61,7 +61,7 @@ def test_dlq_pages_render_with_and_without_actions() -> None:
     assert "not created yet" in render("dlqs.html", dlqs=dlqs)
     page: dict[str, Any] = {
         "topic": "orders_dlq", "entry": dlqs[0], "total": 1, "shown": 1, "complete": True,
-        "discardable": False, "discarded": 0,
+        "discardable": False, "discarded": 0, "queue": None,
         "groups": [{"original_topic": "orders", "original_partition": 0, "error_class": "ValueError",
                     "count": 1, "newest": None, "sample": "<b>boom</b>", "refs": ["0:0"]}],
         "letters": [{"ref": "0:0", "partition": 0, "offset": 0, "timestamp": None, "original_topic": "",
@@ -84,6 +84,35 @@ def test_dlq_pages_render_with_and_without_actions() -> None:
     assert "2 discarded, not listed" in jobs_page
     shown = render("dlq.html", **{**page, "letters": [invalid]})
     assert "<li><code>$.lines[0].qty</code> Expected &lt;int&gt;</li>" in shown
+    assert "<code>original_*</code> headers dropped" in with_actions
+    assert 'placeholder="the original topic"' in with_actions
+
+
+def test_a_dead_job_page_says_its_queue_and_the_job_headers_it_drops() -> None:
+    """A dead job goes back to its job queue topic, without its ``conveyor-job-*`` attempt and
+    error headers: the hint, the groups and the redrive form say so, not ``original_*``."""
+    page = render(
+        "dlq.html", topic="emails_dead", entry={"name": "emails_dead", "sources": ["emails"]},
+        total=1, shown=1, complete=True, discardable=True, discarded=0, queue="emails",
+        groups=[{"original_topic": "", "original_partition": None, "error_class": "SMTPError",
+                 "count": 1, "newest": None, "sample": "down", "refs": ["0:4"]}],
+        letters=[],
+    )  # fmt: skip
+    assert "to its job queue topic <code>emails</code>" in page
+    assert "<code>conveyor-job-*</code> attempt and error headers dropped" in page
+    assert "original_*" not in page
+    assert "<th>job queue</th>" in page
+    assert "<td>emails</td>" in page
+    assert "original topic" not in page
+    assert 'placeholder="the job queue topic"' in page
+
+
+def test_the_job_queues_hint_says_what_failed_counts() -> None:
+    queue = {"queue": "emails", "topic": "emails", "dead_topic": "emails_dead", "jobs": ["send"],
+             "waiting": 0, "running": 0, "done": 5, "done_per_second": 0.0, "retried": 2,
+             "died": 1, "failed": 3, "dead": 1}  # fmt: skip
+    page = render("jobs.html", queues=[queue], running=[], slowest=[])
+    assert "failed is retried + died" in page
 
 
 def test_a_sensitive_config_is_masked_on_the_topic_page() -> None:
