@@ -18,7 +18,7 @@ import time
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from _jobs_record import record
+from _jobs_record import record, steady
 
 BOOTSTRAP = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
 TOPIC = f"jobs-{os.environ['JOBS_QUEUE']}"
@@ -30,6 +30,25 @@ def payload(enqueued: float) -> bytes:
     return json.dumps({"job": "noop", "args": [enqueued], "kwargs": {}}).encode()
 
 
+def send(producer: Producer, enqueued: float) -> None:
+    """One job, waited for as ``enqueue`` waits for its delivery."""
+    producer.produce(TOPIC, payload(enqueued))
+    producer.flush(30)
+
+
+def fill(producer: Producer, count: int) -> None:
+    """``count`` jobs at once, delivered in the background."""
+    for n in range(count):
+        while True:
+            try:
+                producer.produce(TOPIC, payload(time.time()))
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if n % 1000 == 0:
+            producer.poll(0)
+
+
 def main(what: str, count: int, rate: float) -> None:
     if what == "migrate":
         admin = AdminClient({"bootstrap.servers": BOOTSTRAP})  # kept until the results came
@@ -38,23 +57,10 @@ def main(what: str, count: int, rate: float) -> None:
             future.result(30)
     elif what in ("steady", "fill"):
         producer = Producer(SETTINGS)
-        pause, started = threading.Event(), time.monotonic()
-        for n in range(count):
-            if what == "steady":
-                wait = started + n / rate - time.monotonic()
-                if wait > 0:
-                    pause.wait(wait)
-                producer.produce(TOPIC, payload(time.time()))
-                producer.flush(30)
-            else:
-                while True:
-                    try:
-                        producer.produce(TOPIC, payload(time.time()))
-                        break
-                    except BufferError:
-                        producer.poll(0.01)
-                if n % 1000 == 0:
-                    producer.poll(0)
+        if what == "steady":
+            steady(lambda enqueued: send(producer, enqueued), count, rate)
+        else:
+            fill(producer, count)
         producer.flush(60)
     else:
         worker()

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 
 from celery import Celery
 
-from _jobs_record import record
+from _jobs_record import record, steady
 
 app = Celery("bench_jobs", broker=os.environ["JOBS_REDIS"])
 app.conf.update(task_default_queue=os.environ["JOBS_QUEUE"], task_ignore_result=True,
@@ -26,12 +25,7 @@ def noop(enqueued: float) -> None:
 if __name__ == "__main__":
     what, count = sys.argv[1], int(sys.argv[2])
     if what == "steady":
-        rate, pause, started = float(sys.argv[3]), threading.Event(), time.monotonic()
-        for n in range(count):
-            wait = started + n / rate - time.monotonic()
-            if wait > 0:
-                pause.wait(wait)
-            noop.delay(time.time())
+        steady(noop.delay, count, float(sys.argv[3]))
     else:
         for _ in range(count):
             noop.delay(time.time())

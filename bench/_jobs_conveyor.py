@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 
-from _jobs_record import record
+from _jobs_record import record, steady
 from conveyor import App
 from conveyor.jobs.wire import ATTEMPT, ID, NAME, encode
 
@@ -26,18 +25,6 @@ app.jobs.queue(os.environ["JOBS_QUEUE"], partitions=4)
 @app.job(queue=os.environ["JOBS_QUEUE"], name="noop")
 def noop(enqueued: float) -> None:
     record(enqueued)
-
-
-def steady(count: int, rate: float) -> None:
-    """``count`` jobs at ``rate`` a second, each enqueued as a user would (``enqueue``)."""
-    pause = threading.Event()
-    started = time.monotonic()
-    for n in range(count):
-        due = started + n / rate
-        wait = due - time.monotonic()
-        if wait > 0:
-            pause.wait(wait)
-        noop.enqueue(time.time())
 
 
 def fill(count: int) -> None:
@@ -62,7 +49,7 @@ if __name__ == "__main__":
 
         migrate(app.admin, app.routes)
     elif what == "steady":
-        steady(count, float(sys.argv[3]))
+        steady(noop.enqueue, count, float(sys.argv[3]))  # each enqueued as a user would
     else:
         fill(count)
     app.producer.close()

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
-from _jobs_record import record
+from _jobs_record import record, steady
 
 dramatiq.set_broker(RedisBroker(url=os.environ["JOBS_REDIS"]))
 
@@ -25,12 +24,7 @@ def noop(enqueued: float) -> None:
 if __name__ == "__main__":
     what, count = sys.argv[1], int(sys.argv[2])
     if what == "steady":
-        rate, pause, started = float(sys.argv[3]), threading.Event(), time.monotonic()
-        for n in range(count):
-            wait = started + n / rate - time.monotonic()
-            if wait > 0:
-                pause.wait(wait)
-            noop.send(time.time())
+        steady(noop.send, count, float(sys.argv[3]))
     else:
         for _ in range(count):
             noop.send(time.time())
