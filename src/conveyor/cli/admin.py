@@ -13,19 +13,15 @@ import click
 
 from conveyor.admin import Admin, align, migrate, plan
 from conveyor.app import App
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, json_option, load_app
 from conveyor.cli.output import changes_table, confirm, console, key_value_table, table
 from conveyor.errors import ConfigurationError, ConveyorError
 
 __all__ = ["cluster", "configs", "groups", "topics"]
 
-_app_option = click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app whose kafka settings (and routes) to use (default: $CONVEYOR_APP; commands "
-    "that need no routes fall back to $KAFKA_BOOTSTRAP_SERVERS).",
-)  # fmt: skip
-_json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
+_app_option = app_option(
+    "The app whose kafka settings (and routes) to use (default: $CONVEYOR_APP; commands "
+    "that need no routes fall back to $KAFKA_BOOTSTRAP_SERVERS)."
 )
 _yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 
@@ -66,7 +62,7 @@ def topics() -> None:
 
 @topics.command("plan")
 @_app_option
-@_json_option
+@json_option()
 def topics_plan(app_spec: str | None, as_json: bool) -> None:
     """Show what migrate would change: + create, ~ change, ! impossible."""
     app = _app(app_spec)
@@ -119,7 +115,7 @@ def _apply(
 
 @topics.command("migrate")
 @_app_option
-@_json_option
+@json_option()
 @click.option("--schema-registry", "registry_url", envvar="CONVEYOR_SCHEMA_REGISTRY",
               metavar="URL", help="Check the models' JSON Schemas there first (nothing is "
               "migrated when one is not compatible) and register them after.")  # fmt: skip
@@ -130,7 +126,7 @@ def topics_migrate(app_spec: str | None, as_json: bool, registry_url: str | None
 
 @topics.command("align")
 @_app_option
-@_json_option
+@json_option()
 def topics_align(app_spec: str | None, as_json: bool) -> None:
     """Apply config changes only."""
     _apply(app_spec, as_json, configs_only=True)
@@ -138,7 +134,7 @@ def topics_align(app_spec: str | None, as_json: bool) -> None:
 
 @topics.command("list")
 @_app_option
-@_json_option
+@json_option()
 @click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets ...).")
 def topics_list(app_spec: str | None, as_json: bool, internal: bool) -> None:
     """List the cluster's topics with their partition counts."""
@@ -153,7 +149,7 @@ def topics_list(app_spec: str | None, as_json: bool, internal: bool) -> None:
 
 @topics.command("describe")
 @_app_option
-@_json_option
+@json_option()
 @click.argument("name")
 def topics_describe(app_spec: str | None, as_json: bool, name: str) -> None:
     """Partitions (leader, replicas, watermarks, share) and non-default configs of a topic."""
@@ -252,7 +248,7 @@ def groups() -> None:
 
 @groups.command("list")
 @_app_option
-@_json_option
+@json_option()
 def groups_list(app_spec: str | None, as_json: bool) -> None:
     """List consumer groups with their state and member count."""
     admin = _admin(app_spec)
@@ -264,7 +260,7 @@ def groups_list(app_spec: str | None, as_json: bool) -> None:
 
 @groups.command("describe")
 @_app_option
-@_json_option
+@json_option()
 @click.argument("name")
 def groups_describe(app_spec: str | None, as_json: bool, name: str) -> None:
     """A group's members and their partitions."""
@@ -283,7 +279,7 @@ def groups_describe(app_spec: str | None, as_json: bool, name: str) -> None:
 
 @groups.command("lags")
 @_app_option
-@_json_option
+@json_option()
 @click.argument("names", nargs=-1)
 def groups_lags(app_spec: str | None, as_json: bool, names: tuple[str, ...]) -> None:
     """Committed offset, high watermark and lag per partition (all groups, or NAMES)."""
@@ -347,7 +343,7 @@ def configs() -> None:
 
 @configs.command("describe")
 @_app_option
-@_json_option
+@json_option()
 @click.argument("kind", type=click.Choice(["topic", "broker"]))
 @click.argument("name")
 @click.option("--all", "show_all", is_flag=True, help="Also list entries at their defaults.")
@@ -370,7 +366,7 @@ def cluster() -> None:
 
 @cluster.command("info")
 @_app_option
-@_json_option
+@json_option()
 def cluster_info(app_spec: str | None, as_json: bool) -> None:
     """Cluster id, controller and brokers."""
     info = _admin(app_spec).cluster_info()

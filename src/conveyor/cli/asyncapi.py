@@ -8,17 +8,14 @@ from pathlib import Path
 import click
 
 from conveyor.asyncapi import asyncapi_document, to_yaml
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.output import console
 
 __all__ = ["asyncapi"]
 
 
 @click.command()
-@click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app to describe, e.g. shop.app:app (default: $CONVEYOR_APP).",
-)  # fmt: skip
+@app_option("The app to describe, e.g. shop.app:app (default: $CONVEYOR_APP).")
 @click.option("--format", "output_format", type=click.Choice(["yaml", "json"]), default="yaml",
               show_default=True, help="The document's format.")  # fmt: skip
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),

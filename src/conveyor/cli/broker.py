@@ -16,6 +16,7 @@ from conveyor.broker import KAFKA_VERSION, DevelopmentBroker, ensure_kafka_jars
 from conveyor.broker.cluster import DEFAULT_CLUSTER_PORT, MAX_NODES, LocalCluster
 from conveyor.broker.process import DEFAULT_HEAP, DEFAULT_PORT, BrokerStatus
 from conveyor.broker.security import SECURITY_USER, client_settings
+from conveyor.cli.loading import json_option
 from conveyor.cli.output import console, error_console, key_value_table, progress, table
 from conveyor.errors import BrokerNotRunningError
 from conveyor.masking import mask
@@ -185,7 +186,7 @@ def stop(
 
 @broker.command()
 @_data_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@json_option("Print one JSON object instead of a table.")
 def status(data_dir: Path | None, as_json: bool) -> None:
     """Show address, pid, version, data folder and uptime, and a local cluster's nodes as a
     table (exit code 3 when nothing runs)."""

@@ -8,17 +8,14 @@ import sys
 
 import click
 
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.output import console, error_console, table
 from conveyor.cli.server import run_until_signalled
 from conveyor.connect.sinks import Broadcast
 
 __all__ = ["connect"]
 
-_app_option = click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app whose sinks to run, e.g. shop.app:app (default: $CONVEYOR_APP).",
-)  # fmt: skip
+_app_option = app_option("The app whose sinks to run, e.g. shop.app:app (default: $CONVEYOR_APP).")
 
 
 @click.group()

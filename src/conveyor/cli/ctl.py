@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.output import console, error_console, key_value_table, table
 from conveyor.web.aggregation.fold import process_status
 from conveyor.web.commands import CommandResult
@@ -19,10 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ctl"]
 
-_app_option = click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app whose kafka settings and web topics to use (default: $CONVEYOR_APP).",
-)  # fmt: skip
+_app_option = app_option(
+    "The app whose kafka settings and web topics to use (default: $CONVEYOR_APP)."
+)
 _timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
     help="Seconds to wait for the process's answer.",

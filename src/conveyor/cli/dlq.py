@@ -6,7 +6,7 @@ import click
 from rich.progress import Progress
 
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.output import console, error_console, table
 from conveyor.errors import ConfigurationError
 from conveyor.web.reading.dead_letters import parse_refs
@@ -20,13 +20,7 @@ def dlq() -> None:
 
 
 @dlq.command()
-@click.option(
-    "--app",
-    "app_spec",
-    envvar="CONVEYOR_APP",
-    metavar="MODULE:ATTR",
-    help="The app (default: $CONVEYOR_APP).",
-)
+@app_option()
 @click.option("--topic", required=True, help="The dead letter queue topic.")
 @click.option("--to", "target", default="original", show_default=True,
               help="'original' (each message's original_topic header) or a topic name.")  # fmt: skip

@@ -10,7 +10,7 @@ import click
 from rich.progress import Progress
 
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, json_option, load_app
 from conveyor.cli.output import console, error_console, table
 from conveyor.errors import ConfigurationError
 from conveyor.jobs.dead import discard, discarded, read_dead_job, reviver
@@ -20,13 +20,7 @@ from conveyor.web.reading.explorer_query import Start
 
 __all__ = ["jobs"]
 
-_app_option = click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app whose jobs to look at (default: $CONVEYOR_APP).",
-)  # fmt: skip
-_json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
-)
+_app_option = app_option("The app whose jobs to look at (default: $CONVEYOR_APP).")
 
 
 @click.group()
@@ -58,7 +52,7 @@ def _messages(admin: Any, topic: str) -> int:
 
 @jobs.command("queues")
 @_app_option
-@_json_option
+@json_option()
 def jobs_queues(app_spec: str | None, as_json: bool) -> None:
     """The job queues: their topics, jobs waiting (the group's lag), dead jobs."""
     app = load_app(app_spec)
@@ -85,7 +79,7 @@ def jobs_queues(app_spec: str | None, as_json: bool) -> None:
 
 @jobs.command("dead")
 @_app_option
-@_json_option
+@json_option()
 @click.argument("queue")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
               help="The newest dead jobs to show (per partition at most).")  # fmt: skip

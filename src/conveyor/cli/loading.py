@@ -1,4 +1,5 @@
-"""Find the user's app from ``module:attribute`` (``--app`` or ``$CONVEYOR_APP``)."""
+"""Find the user's app from ``module:attribute`` (``--app`` or ``$CONVEYOR_APP``), and the
+``--app`` and ``--json`` options every command spells the same way."""
 
 from __future__ import annotations
 
@@ -6,11 +7,34 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
 
 from conveyor.app import App
 from conveyor.errors import ConfigurationError, ConveyorError
 
-__all__ = ["load_app"]
+__all__ = ["app_option", "json_option", "load_app"]
+
+_Decorated = TypeVar("_Decorated", bound="Callable[..., Any] | click.Command")
+
+
+def app_option(
+    help: str = "The app (default: $CONVEYOR_APP).",
+) -> Callable[[_Decorated], _Decorated]:
+    """The ``--app MODULE:ATTR`` option (``$CONVEYOR_APP`` when not given), passed to the
+    command as ``app_spec`` for :func:`load_app`; ``help`` says what the command uses it for."""
+    return click.option(
+        "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR", help=help
+    )
+
+
+def json_option(
+    help: str = "Print JSON instead of a table.",
+) -> Callable[[_Decorated], _Decorated]:
+    """The ``--json`` flag, passed to the command as ``as_json``."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
 
 
 def load_app(spec: str | None) -> App:

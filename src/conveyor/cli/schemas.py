@@ -8,24 +8,18 @@ from collections.abc import Sequence
 
 import click
 
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, json_option, load_app
 from conveyor.cli.output import console, table
 from conveyor.schemas import SchemaRegistry
 from conveyor.schemas.models import FAILED, INCOMPATIBLE, ModelSchema, check_models, register_models
 
 __all__ = ["registry_option", "schemas", "schemas_table"]
 
-_app_option = click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app whose models to check (default: $CONVEYOR_APP).",
-)  # fmt: skip
+_app_option = app_option("The app whose models to check (default: $CONVEYOR_APP).")
 registry_option = click.option(
     "--schema-registry", "registry_url", envvar="CONVEYOR_SCHEMA_REGISTRY", metavar="URL",
     help="The Schema Registry (default: $CONVEYOR_SCHEMA_REGISTRY).",
 )  # fmt: skip
-_json_option = click.option(
-    "--json", "as_json", is_flag=True, help="Print JSON instead of a table."
-)
 
 
 @click.group()
@@ -64,7 +58,7 @@ def _run(app_spec: str | None, registry_url: str | None, as_json: bool, register
 @schemas.command("check")
 @_app_option
 @registry_option
-@_json_option
+@json_option()
 def schemas_check(app_spec: str | None, registry_url: str | None, as_json: bool) -> None:
     """Check each model against its subject's latest schema (exit 1 when one is not compatible)."""
     _run(app_spec, registry_url, as_json, register=False)
@@ -73,7 +67,7 @@ def schemas_check(app_spec: str | None, registry_url: str | None, as_json: bool)
 @schemas.command("register")
 @_app_option
 @registry_option
-@_json_option
+@json_option()
 def schemas_register(app_spec: str | None, registry_url: str | None, as_json: bool) -> None:
     """Register each new or compatible model under its subject (an incompatible one is not)."""
     _run(app_spec, registry_url, as_json, register=True)

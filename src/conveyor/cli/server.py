@@ -13,7 +13,7 @@ import click
 
 from conveyor._version import __version__
 from conveyor.cli.ctl import show_processes
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.output import console, error_console, key_value_table, table
 from conveyor.driver import client_versions
 from conveyor.masking import mask, shown_setting
@@ -24,10 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["info", "run_until_signalled", "server"]
 
-_app_option = click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app to run, e.g. shop.app:app (default: $CONVEYOR_APP).",
-)  # fmt: skip
+_app_option = app_option("The app to run, e.g. shop.app:app (default: $CONVEYOR_APP).")
 
 
 def _names(value: str | None) -> list[str] | None:

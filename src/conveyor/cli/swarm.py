@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.output import error_console
 from conveyor.swarm import Supervisor
 
@@ -52,10 +52,7 @@ class _Bytes(click.ParamType[int]):
 
 
 @click.command()
-@click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app to run, e.g. shop.app:app (default: $CONVEYOR_APP).",
-)  # fmt: skip
+@app_option("The app to run, e.g. shop.app:app (default: $CONVEYOR_APP).")
 @click.option("--nodes", type=_Nodes(), default="auto", show_default=True,
               help="How many server processes (auto: one per core).")  # fmt: skip
 @click.option("--liveness", type=click.FloatRange(min=1), default=30.0, show_default=True,

@@ -12,7 +12,7 @@ import click
 
 from conveyor.admin import migrate, plan
 from conveyor.app import App
-from conveyor.cli.loading import load_app
+from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.output import changes_table, confirm, console, error_console, progress
 from conveyor.errors import ConfigurationError, KafkaError
 
@@ -20,10 +20,7 @@ __all__ = ["web"]
 
 _MATCHES = "the web UI's topics are as they should be"
 
-_app_option = click.option(
-    "--app", "app_spec", envvar="CONVEYOR_APP", metavar="MODULE:ATTR",
-    help="The app whose kafka settings to use (default: $CONVEYOR_APP).",
-)  # fmt: skip
+_app_option = app_option("The app whose kafka settings to use (default: $CONVEYOR_APP).")
 _yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 _replication_option = click.option(
     "--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
