@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from conveyor.routing.host import RoutedHost
     from conveyor.schedules.dispatcher import Schedules
 
-    class JobsHost(RoutedHost, Protocol):
+    class SchedulingHost(RoutedHost, Protocol):
         """A host with routes and scheduled messages (delayed jobs and retries are those)."""
 
         @property
@@ -75,7 +75,7 @@ class Jobs:
     and lanes before its first job. Delayed jobs and retries go through scheduled messages,
     which the app dispatches (``app.schedules`` is enabled with the first job)."""
 
-    def __init__(self, app: JobsHost) -> None:
+    def __init__(self, app: SchedulingHost) -> None:
         self.app = app
         self.queues: dict[str, Queue] = {}
 

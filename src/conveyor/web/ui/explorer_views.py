@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.errors import ConfigurationError
 from conveyor.jobs.dead import discard, discarded, read_dead_job, reviver
+from conveyor.jobs.host import JobsHost
 from conveyor.web.reading.dead_letters import (
     dead_letter_topics,
     group_dead_letters,
@@ -28,6 +29,7 @@ from conveyor.web.ui.views import NotFound, Page
 
 if TYPE_CHECKING:
     from conveyor.admin import Admin
+    from conveyor.jobs.queues import Queue
     from conveyor.routing.host import RoutedHost
 
 __all__ = ["ExplorerViews", "Redrive", "Redrives"]
@@ -171,10 +173,11 @@ class ExplorerViews:
             declared.setdefault(queue.dead_topic, []).append(queue.topic)
         return declared
 
-    def _job_queues(self) -> dict[str, Any]:
+    def _job_queues(self) -> dict[str, Queue]:
         """The app's job queues by dead-job topic."""
-        jobs = getattr(self.app, "jobs", None)
-        return {queue.dead_topic: queue for queue in jobs.queues.values()} if jobs else {}
+        if not isinstance(self.app, JobsHost):
+            return {}
+        return {queue.dead_topic: queue for queue in self.app.jobs.queues.values()}
 
     def dlq_topics(self) -> list[dict[str, Any]]:
         return dead_letter_topics(self._declared(), self._admin().list_topics())

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.admin import Admin, plan
 from conveyor.asyncapi import asyncapi_document, to_yaml
 from conveyor.errors import ConveyorError
+from conveyor.jobs.host import JobsHost
 from conveyor.masking import mask, shown_setting
 from conveyor.settings import producer_settings
 from conveyor.tracing import STAGES
@@ -208,8 +209,7 @@ class Views:
         """The background job queues: waiting (the group's lag), running (batches at the last
         reports), done / retried / dead (since the processes started), done/s (the last
         reports), dead (what the dead-job topic holds)."""
-        jobs = getattr(self.app, "jobs", None)
-        queues = list(jobs.queues.values()) if jobs is not None else []
+        queues = list(self.app.jobs.queues.values()) if isinstance(self.app, JobsHost) else []
         if not queues:
             return []
         group = str(self.app.settings.kafka.get("group.id") or self.app.settings.client_id)
