@@ -444,6 +444,16 @@ class Admin:
             for partition, count in counts
         ]
 
+    def message_count(self, topic: str) -> int:
+        """Messages ``topic`` holds, estimated from watermarks as :meth:`partition_distribution`
+        does (high minus low, summed over its partitions; compaction and transaction markers
+        make it an upper bound).
+
+        Raises:
+            KafkaError: the topic does not exist, or the cluster did not answer.
+        """
+        return sum(load.messages for load in self.partition_distribution(topic))
+
     # -- cluster ------------------------------------------------------------------------------
 
     def cluster_info(self) -> ClusterInfo:

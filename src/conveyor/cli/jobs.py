@@ -9,10 +9,11 @@ from typing import Any
 import click
 from rich.progress import Progress
 
+from conveyor.admin import Admin
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.cli.loading import app_option, json_option, load_app
 from conveyor.cli.output import console, error_console, table
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.jobs.dead import discard, discarded, read_dead_job, reviver
 from conveyor.web.reading.dead_letters import parse_refs
 from conveyor.web.reading.explorer import Explorer
@@ -38,16 +39,11 @@ def _queue(app: Any, name: str) -> Any:
     return queue
 
 
-def _messages(admin: Any, topic: str) -> int:
+def _messages(admin: Admin, topic: str) -> int:
     try:
-        partitions = admin.topic_info(topic).partitions
-    except Exception:  # not created yet
+        return admin.message_count(topic)
+    except ConveyorError:  # not created yet
         return 0
-    total = 0
-    for partition in partitions:
-        low, high = admin.read_watermark_offsets(topic, partition.partition)
-        total += high - low
-    return total
 
 
 @jobs.command("queues")

@@ -242,13 +242,7 @@ class Views:
     def _stored(self, topic: str) -> int | None:
         """Messages ``topic`` holds (``None`` when it cannot be read)."""
         try:
-            partitions = self.admin.topic_info(topic).partitions
-            return sum(
-                high - low
-                for low, high in (
-                    self.admin.read_watermark_offsets(topic, p.partition) for p in partitions
-                )
-            )
+            return self.admin.message_count(topic)
         except ConveyorError:
             return None
 

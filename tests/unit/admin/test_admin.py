@@ -1,0 +1,49 @@
+"""What the Admin computes from watermarks (no broker: a fake connection answers the metadata
+and watermark requests librdkafka would)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import conveyor.admin.admin as admin_module
+from conveyor.admin import Admin
+from conveyor.errors import KafkaError
+
+WATERMARKS = {("orders", 0): (10, 40), ("orders", 1): (0, 0), ("orders", 2): (5, 35)}
+
+
+class FakeConnection:
+    """Topic ``orders`` with three partitions; no other topic exists."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        del config
+
+    def metadata(self, topic: str | None, timeout: float) -> dict[str, Any]:
+        del timeout
+        partitions = {p: {"leader": 1, "replicas": [1], "isrs": [1]} for _, p in WATERMARKS}
+        topics = {"orders": {"error": None, "error_name": None, "partitions": partitions}}
+        return {"topics": {name: t for name, t in topics.items() if topic in (None, name)}}
+
+    def watermarks(self, topic: str, partition: int, timeout: float) -> tuple[int, int]:
+        del timeout
+        return WATERMARKS[(topic, partition)]
+
+
+@pytest.fixture
+def admin(monkeypatch: pytest.MonkeyPatch) -> Admin:
+    monkeypatch.setattr(admin_module, "AdminConnection", FakeConnection)
+    return Admin({"bootstrap.servers": "127.0.0.1:9"})
+
+
+def test_message_count_sums_the_partitions_watermarks(admin: Admin) -> None:
+    assert admin.message_count("orders") == 30 + 0 + 30
+    assert admin.message_count("orders") == sum(
+        load.messages for load in admin.partition_distribution("orders")
+    )
+
+
+def test_message_count_of_a_topic_not_created_raises(admin: Admin) -> None:
+    with pytest.raises(KafkaError, match="nope"):
+        admin.message_count("nope")
