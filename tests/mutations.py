@@ -1091,6 +1091,38 @@ MUTATIONS = (
             "tests/integration/producer/test_loop_serving.py::test_a_second_loop_and_a_thread_get_their_reports_while_one_loop_serves",
         ),
     ),
+    Mutation(
+        "tracing: a child of an unsampled trace is built as a span",
+        "conveyor/tracing/tracer.py",
+        (
+            (
+                "        if not self._drops_unsampled:\n            return None",
+                "        if True:\n            return None",
+            ),
+            (
+                "                if not decision.is_recording():\n                    return api.NonRecordingSpan(parent)",
+                "                if False:\n                    return api.NonRecordingSpan(parent)",
+            ),
+        ),
+        ("tests/unit/tracing/test_sampling.py",),
+    ),
+    Mutation(
+        "tracing: a dropped root is built as a span",
+        "conveyor/tracing/tracer.py",
+        (
+            (
+                "                if not result.decision.is_recording():",
+                "                if False:",
+            ),
+        ),
+        ("tests/unit/tracing/test_sampling.py",),
+    ),
+    Mutation(
+        "tracing: a kept root's trace id is not handed to the SDK (decided twice)",
+        "conveyor/tracing/tracer.py",
+        (("                ids.hand_over(trace_id)\n", ""),),
+        ("tests/unit/tracing/test_sampling.py",),
+    ),
 )
 
 

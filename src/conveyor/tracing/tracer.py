@@ -130,6 +130,50 @@ def error_type(error: Any) -> str:
     return type(error).__qualname__
 
 
+def _drops_unsampled_children(sampler: Any) -> bool:
+    """Whether ``sampler`` is the SDK's ParentBased with its default for unsampled parents
+    (drop), so that a child of an unsampled parent needs no sampler call."""
+    try:
+        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased  # noqa: PLC0415
+    except ImportError:  # the API alone: no SDK sampler to ask
+        return False
+    return (
+        isinstance(sampler, ParentBased)
+        and getattr(sampler, "_remote_parent_not_sampled", None) is ALWAYS_OFF
+        and getattr(sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
+    )
+
+
+class _HandedIds:
+    """The id generator of Conveyor's tracer, able to hand the SDK a trace id drawn beforehand:
+    :meth:`Tracing._begin` asks the sampler about a root's trace id before any span exists,
+    and when the sampler keeps it the span must get that same id (a ratio sampler decides by
+    the id). The hand-over is per thread and used by the very next root span of that thread."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._handed = threading.local()
+        self.draw: Callable[[], int] = inner.generate_trace_id
+        self.generate_span_id: Callable[[], int] = inner.generate_span_id
+
+    def hand_over(self, trace_id: int) -> None:
+        self._handed.trace_id = trace_id
+
+    def generate_trace_id(self) -> int:
+        handed = getattr(self._handed, "trace_id", None)
+        if handed is not None:
+            self._handed.trace_id = None
+            return int(handed)
+        return int(self._inner.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        check = getattr(self._inner, "is_trace_id_random", None)
+        return bool(check()) if check is not None else False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class Tracing:
     """OpenTelemetry tracing for an app's producers and consumers (``app.tracing``).
 
@@ -146,6 +190,9 @@ class Tracing:
         self.max_links = 128
         self._api: _Api | None = None
         self._tracer: Any = None
+        self._sampler: Any = None
+        self._ids: _HandedIds | None = None
+        self._drops_unsampled = False
         self._propagator: Any = None
         self._fast = False
         self._monitor = monitor
@@ -185,7 +232,15 @@ class Tracing:
         provider = tracer_provider or api.trace.get_tracer_provider()
         with self._lock:
             self._api = api
-            self._tracer = provider.get_tracer("conveyor", __version__)
+            self._tracer = tracer = provider.get_tracer("conveyor", __version__)
+            # An SDK tracer (this instance is Conveyor's own): its sampler is asked first, so
+            # that a span it drops is never built (see _begin).
+            self._sampler = getattr(tracer, "sampler", None)
+            ids = getattr(tracer, "id_generator", None)
+            self._ids = None
+            if self._sampler is not None and ids is not None:
+                self._ids = tracer.id_generator = _HandedIds(ids)
+            self._drops_unsampled = _drops_unsampled_children(self._sampler)
             self._propagator = propagator or api.propagate.get_global_textmap()
             self._fast = _plain_w3c(self._propagator)
             self.max_links = max_links
@@ -217,6 +272,9 @@ class Tracing:
         api = self._api
         if api is None:
             return list(headers or ()), None
+        dropped = self._dropped_child()
+        if dropped is not None:  # an unsampled trace goes on: its context, copied
+            return self._carry(dropped, headers), None
         attributes: dict[str, Any] = {
             sc.SYSTEM: sc.KAFKA,
             sc.DESTINATION: topic,
@@ -227,9 +285,7 @@ class Tracing:
             attributes[sc.KEY] = key_text(key)
         if partition >= 0:
             attributes[sc.PARTITION] = str(partition)
-        span = self._tracer.start_span(
-            f"send {topic}", kind=api.SpanKind.PRODUCER, attributes=attributes
-        )
+        span = self._begin(f"send {topic}", api.SpanKind.PRODUCER, attributes)
         try:
             carrier = self._carry(span, headers)
         except BaseException:
@@ -250,6 +306,57 @@ class Tracing:
             span.end()
 
         return carrier, delivered
+
+    def _dropped_child(self, context: Any = None) -> Any:
+        """The non-recording span of a child of an unsampled parent (in ``context``, else the
+        current one) when the sampler is known to drop those without asking (ParentBased's
+        default); else None. Reads one flag: no attributes, no sampler call."""
+        if not self._drops_unsampled:
+            return None
+        api = self._api
+        assert api is not None
+        parent = api.trace.get_current_span(context).get_span_context()
+        if parent.is_valid and not parent.trace_flags.sampled:
+            return api.NonRecordingSpan(parent)
+        return None
+
+    def _begin(self, name: str, kind: Any, attributes: dict[str, Any], context: Any = None) -> Any:
+        """Start a span, unless the sampler drops it: then a non-recording span that carries
+        the context the trace goes on with, and the SDK builds nothing.
+
+        The sampler is asked exactly as the SDK would ask it (same parent context, trace id,
+        name, kind and attributes). A child of an unsampled parent carries the parent's own
+        context on (a message of an unsampled trace costs a header copy); a root draws its
+        trace id first, and when the sampler keeps it, the SDK's span gets that very trace id
+        (:class:`_HandedIds`), so a ratio sampler's decision is the same one."""
+        api = self._api
+        assert api is not None
+        sampler = self._sampler
+        if sampler is not None:
+            parent = api.trace.get_current_span(context).get_span_context()
+            if parent.is_valid:
+                decision = sampler.should_sample(
+                    context, parent.trace_id, name, kind, attributes, ()
+                ).decision
+                if not decision.is_recording():
+                    return api.NonRecordingSpan(parent)
+            elif self._ids is not None:
+                ids = self._ids
+                trace_id = ids.draw()
+                result = sampler.should_sample(context, trace_id, name, kind, attributes, ())
+                if not result.decision.is_recording():
+                    flags = api.TraceFlags.RANDOM_TRACE_ID if ids.is_trace_id_random() else 0
+                    return api.NonRecordingSpan(
+                        api.SpanContext(
+                            trace_id,
+                            ids.generate_span_id(),
+                            is_remote=False,
+                            trace_flags=api.TraceFlags(flags),
+                            trace_state=result.trace_state,
+                        )
+                    )
+                ids.hand_over(trace_id)
+        return self._tracer.start_span(name, context=context, kind=kind, attributes=attributes)
 
     def _carry(self, span: Any, headers: list[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
         """``headers`` with ``span``'s context (and the current baggage) instead of theirs."""
@@ -494,6 +601,14 @@ class ProcessSpan:
         assert api is not None
         self.tracing = tracing
         self._failed = False
+        self._token: Any = None
+        parent = None
+        if len(batch) == 1:
+            parent = tracing.context_of(batch[0])
+            dropped = tracing._dropped_child(parent)
+            if dropped is not None:  # an unsampled trace: carried on, nothing built
+                self.span = dropped
+                return
         attributes: dict[str, Any] = {
             sc.SYSTEM: sc.KAFKA,
             sc.DESTINATION: topic,
@@ -504,27 +619,23 @@ class ProcessSpan:
         }
         if group is not None:
             attributes[sc.CONSUMER_GROUP] = group
-        parent = None
-        if len(batch) == 1:
+        if parent is not None:
             raw = batch[0]
-            parent = tracing.context_of(raw)
             attributes[sc.OFFSET] = raw.offset()
             key = raw.key()
             if key is not None:
                 attributes[sc.KEY] = key_text(key)
-        self.span = span = tracing._tracer.start_span(
-            name or f"process {topic}",
-            kind=api.SpanKind.CONSUMER,
-            context=parent,
-            attributes=attributes,
+        self.span = span = tracing._begin(
+            name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent
         )
-        if parent is None:
+        if not span.is_recording():
+            pass  # sampled out: no links (the SDK would drop them), nothing more to build
+        elif parent is None:
             tracing.link(span, batch)
-        elif span.is_recording():  # the one message's context was read already: link to it
+        else:  # the one message's context was read already: link to it
             creation = api.trace.get_current_span(parent).get_span_context()
             if creation.is_valid:
                 span.add_link(creation)
-        self._token: Any = None
 
     def __enter__(self) -> ProcessSpan:
         api = self.tracing._api

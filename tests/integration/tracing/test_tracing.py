@@ -333,3 +333,38 @@ def test_a_failing_send_hook_or_tracer_never_stops_a_message(
     with running(app):
         assert seen.wait_for(lambda items: items == [b"sent anyway", b"and this"])
     assert [m.value() for m in read_messages(topic, 2)] == [b"sent anyway", b"and this"]
+
+
+def test_an_unsampled_trace_passes_through_as_a_header_copy_and_a_sampled_one_is_traced(
+    kafka_bootstrap: str, new_topic, read_messages, spans
+) -> None:
+    """An upstream's sampling decision is honoured: a message whose traceparent says "not
+    sampled" is processed and piped on in that same context, with no span built (the piped
+    copy carries the upstream's traceparent unchanged); a sampled one gets its spans."""
+    provider, exported = spans
+    source, out = new_topic(), new_topic()
+    unsampled = f"00-{0x11:032x}-{0x22:016x}-00"
+    sampled = f"00-{0x33:032x}-{0x44:016x}-01"
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_sync(topic=source, payload=b"quiet", headers=[("traceparent", unsampled)])
+        producer.produce_sync(topic=source, payload=b"loud", headers=[("traceparent", sampled)])
+
+    class Forwarder(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                self.pipe_sync(topic=out, message=message)
+
+    app = make_app(kafka_bootstrap, max_messages=1)  # one message, one process span
+    app.routes.topic(source, Forwarder)
+    app.tracing.enable(tracer_provider=provider)
+    with running(app):
+        piped = {m.value(): dict(m.headers() or ()) for m in read_messages(out, 2, timeout=30)}
+        exported.wait_for(lambda done: any(s.name == f"send {out}" for s in done))
+    assert piped[b"quiet"]["traceparent"] == unsampled.encode(), "copied, not a new span's"
+    loud = parse_traceparent(piped[b"loud"]["traceparent"])
+    assert loud is not None
+    assert loud[0] == 0x33
+    assert loud[1] != 0x44, "a sampled trace goes on from the send span"
+    traces = {s.context.trace_id for s in exported.finished if not s.name.startswith("settle")}
+    assert traces == {0x33}, "spans of the sampled trace only (commits are traces of their own)"
+    assert {span.name for span in exported.finished} >= {f"process {source}", f"send {out}"}

@@ -1,0 +1,128 @@
+"""Messages whose trace is not sampled: the sampler is asked before a span is built, a dropped
+span costs a header copy, and a kept root has the trace id the sampler decided on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry import context, trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, TraceIdRatioBased
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from conveyor.tracing import Tracing
+from helpers import FakeRaw
+
+
+def _traced(sampler: Any) -> tuple[Tracing, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing()
+    tracing.enable(tracer_provider=provider)
+    return tracing, exporter
+
+
+def _traceparent(headers: list[tuple[str, Any]]) -> str:
+    (value,) = [value for name, value in headers if name == "traceparent"]
+    return str(value)
+
+
+def _within(span_context: SpanContext) -> Any:
+    """Make ``span_context`` the current span's (a token to detach)."""
+    return context.attach(trace.set_span_in_context(NonRecordingSpan(span_context)))
+
+
+UNSAMPLED = SpanContext(0xAB, 0xCD, is_remote=True, trace_flags=TraceFlags(0))
+SAMPLED = SpanContext(0xAB, 0xCD, is_remote=True, trace_flags=TraceFlags(1))
+
+
+def test_a_child_of_an_unsampled_trace_copies_its_context_and_builds_no_span() -> None:
+    tracing, exporter = _traced(ParentBased(ALWAYS_ON))
+    tracing._tracer.start_span = _refuse  # the SDK is not asked to build anything
+    token = _within(UNSAMPLED)
+    try:
+        headers, finish = tracing.sending("orders", b"k", -1, [("traceparent", "stale")])
+    finally:
+        context.detach(token)
+    assert _traceparent(headers) == f"00-{0xAB:032x}-{0xCD:016x}-00", "the parent's own context"
+    assert finish is None
+    assert not exporter.get_finished_spans()
+
+
+def test_a_message_of_an_unsampled_trace_is_processed_in_its_context_without_a_span() -> None:
+    tracing, exporter = _traced(ParentBased(ALWAYS_ON))
+    tracing._tracer.start_span = _refuse
+    raw = FakeRaw(3, [("traceparent", f"00-{0xAB:032x}-{0xCD:016x}-00".encode())])
+    with tracing.processing("orders", 0, "g", [raw]):
+        current = trace.get_current_span().get_span_context()
+        piped, _finish = tracing.sending("audit", None, -1, None)  # produced in consume()
+    assert (current.trace_id, current.span_id, current.trace_flags.sampled) == (0xAB, 0xCD, False)
+    assert _traceparent(piped) == f"00-{0xAB:032x}-{0xCD:016x}-00"
+    assert not exporter.get_finished_spans()
+
+
+def test_a_sampled_parent_still_gets_its_child_spans() -> None:
+    tracing, exporter = _traced(ParentBased(ALWAYS_OFF))  # roots dropped, children of sampled kept
+    token = _within(SAMPLED)
+    try:
+        headers, finish = tracing.sending("orders", None, -1, None)
+    finally:
+        context.detach(token)
+    assert finish is not None
+    finish(None, FakeRaw(9))
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is not None
+    assert span.parent.span_id == 0xCD
+    assert _traceparent(headers) == f"00-{0xAB:032x}-{span.context.span_id:016x}-01"
+
+
+def test_a_sampler_that_keeps_unsampled_children_is_asked_and_obeyed() -> None:
+    """Only ParentBased's default drops an unsampled parent's children without asking: a
+    sampler that samples everything gets its span."""
+    tracing, exporter = _traced(ALWAYS_ON)
+    token = _within(UNSAMPLED)
+    try:
+        _headers, finish = tracing.sending("orders", None, -1, None)
+    finally:
+        context.detach(token)
+    assert finish is not None
+    finish(None, FakeRaw(1))
+    assert len(exporter.get_finished_spans()) == 1
+
+
+def test_a_dropped_root_is_decided_without_a_span_and_still_carries_a_context() -> None:
+    tracing, exporter = _traced(ParentBased(ALWAYS_OFF))
+    tracing._tracer.start_span = _refuse
+    headers, finish = tracing.sending("orders", None, -1, None)
+    version, trace_id, span_id, flags = _traceparent(headers).split("-")
+    assert (version, int(flags, 16) & 1) == ("00", 0), "unsampled, so downstream drops it too"
+    assert int(trace_id, 16)
+    assert int(span_id, 16)
+    assert finish is None
+    assert not exporter.get_finished_spans()
+
+
+def test_a_ratio_sampler_keeps_its_rate_and_its_decisions_trace_id() -> None:
+    """The root's trace id is drawn before the span: a kept root must get that same id, or the
+    SDK would decide again on another one (the rate would be squared)."""
+    tracing, exporter = _traced(ParentBased(TraceIdRatioBased(0.5)))
+    written = []
+    for _ in range(2000):
+        headers, finish = tracing.sending("orders", None, -1, None)
+        written.append(int(_traceparent(headers).split("-")[1], 16))
+        if finish is not None:
+            finish(None, FakeRaw(0))
+    spans = exporter.get_finished_spans()
+    assert 800 <= len(spans) <= 1200, f"{len(spans)} of 2000 kept at a rate of 0.5"
+    kept = {span.context.trace_id for span in spans}
+    assert kept <= set(written), "each kept span has the trace id its header carries"
+    sampler = TraceIdRatioBased(0.5)
+    assert all(sampler.should_sample(None, t, "x").decision.is_sampled() for t in kept)
+
+
+def _refuse(*_args: Any, **_kwargs: Any) -> Any:
+    pytest.fail("a span was built for a message whose trace is not sampled")
