@@ -38,6 +38,7 @@ from conveyor.settings import (
 from conveyor.slots import host_slot, previous_use, record_use
 from conveyor.swarm.supervisor import NODE_ENV, SUPERVISOR_ENV
 from conveyor.tracing import Latency, Tracing
+from conveyor.validation import check_aware
 from conveyor.web import Web
 
 __all__ = ["App", "AppSettings"]
@@ -455,7 +456,7 @@ class App:
         """
         timeout = None
         if until is not None:
-            timeout = max(0.0, _aware("until", until).timestamp() - time.time())
+            timeout = max(0.0, check_aware("until", until).timestamp() - time.time())
         self._partition_command(
             topic,
             partition,
@@ -488,7 +489,7 @@ class App:
         when: float | None = None
         wanted = -1
         if isinstance(to, datetime):
-            when = _aware("to", to).timestamp()
+            when = check_aware("to", to).timestamp()
         elif isinstance(to, int) and not isinstance(to, bool) and to >= 0:
             wanted = to
         else:
@@ -617,13 +618,6 @@ class App:
         if ev.ERROR_OCCURRED in self.monitor.subscribed:
             self.monitor.instrument(ev.ERROR_OCCURRED, type="app.crash", error=error, where=where)
         self.stop()
-
-
-def _aware(name: str, value: Any) -> datetime:
-    """``value`` when it is a datetime with a time zone, else a ConfigurationError naming it."""
-    if not isinstance(value, datetime) or value.tzinfo is None:
-        raise ConfigurationError(f"{name} must be a datetime with a time zone, not {value!r}", name)
-    return value
 
 
 def _check_patterns(routes: list[Topic]) -> None:

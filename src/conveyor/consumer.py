@@ -13,12 +13,14 @@ from contextlib import (
     asynccontextmanager,
     contextmanager,
 )
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 from conveyor.errors import ConfigurationError, TransactionError
 from conveyor.messages import KeyT, Message, Messages, PayloadT, piped_message
 from conveyor.producer import BatchDeliveryHandle, DeliveryHandle, DeliveryReport, Producer
 from conveyor.producer.transactions import off_the_loop
+from conveyor.validation import check_aware
 
 if TYPE_CHECKING:
     from conveyor.host import Host
@@ -128,24 +130,46 @@ class Consumer(Generic[PayloadT, KeyT]):
 
     # -- offsets ------------------------------------------------------------------------------
 
-    def mark_as_consumed(self, message: Message) -> bool:
+    def mark_as_consumed(self, message: Message, metadata: str | None = None) -> bool:
         """Store ``message``'s offset as processed; it is committed asynchronously (inside
         :meth:`transaction`: with the transaction).
 
-        Returns False when this process no longer owns the partition.
-        """
-        scope = self._transaction
-        if scope is not None:
-            return scope.mark(message.offset + 1)
-        return self._executor.mark(message.offset + 1, sync=False)
+        ``metadata``, a string, is committed with the offset (Kafka keeps one per partition
+        and group; brokers take up to ``offset.metadata.max.bytes``, 4096 by default) and
+        read back by the partition's next owner as :attr:`offset_metadata`. It sticks: later
+        marks without metadata commit it again, so ``""`` clears it. With virtual partitions
+        it goes with the first commit that includes the marked message.
 
-    def mark_as_consumed_sync(self, message: Message) -> bool:
-        """Store and commit ``message``'s offset now (inside :meth:`transaction`: with the
-        transaction, as :meth:`mark_as_consumed`); False if the partition was lost."""
+        Returns False when this process no longer owns the partition.
+
+        Raises:
+            ConfigurationError: ``metadata`` is not a string.
+        """
+        if metadata is not None and not isinstance(metadata, str):
+            raise _not_metadata(metadata)
         scope = self._transaction
         if scope is not None:
-            return scope.mark(message.offset + 1)
-        return self._executor.mark(message.offset + 1, sync=True)
+            return scope.mark(message.offset + 1, metadata)
+        return self._executor.mark(message.offset + 1, False, metadata)
+
+    def mark_as_consumed_sync(self, message: Message, metadata: str | None = None) -> bool:
+        """Store and commit ``message``'s offset now, with ``metadata`` as
+        :meth:`mark_as_consumed` (inside :meth:`transaction`: with the transaction); False if
+        the partition was lost."""
+        if metadata is not None and not isinstance(metadata, str):
+            raise _not_metadata(metadata)
+        scope = self._transaction
+        if scope is not None:
+            return scope.mark(message.offset + 1, metadata)
+        return self._executor.mark(message.offset + 1, True, metadata)
+
+    @property
+    def offset_metadata(self) -> str | None:
+        """The metadata of this partition's offset in the consumer group (Karafka's
+        ``offset_metadata``): what the group had committed when this process was assigned
+        the partition, read once then, and from this process's first mark with ``metadata``
+        on, the metadata of the highest such mark. ``None``: none was committed."""
+        return self._executor.offset_metadata
 
     def transaction(self) -> TransactionBlock:
         """Consume-transform-produce, exactly once: what the block produces (``produce_*``,
@@ -200,7 +224,8 @@ class Consumer(Generic[PayloadT, KeyT]):
             finally:
                 self._transaction = None
         assert scope.next_offset is not None
-        self._executor.mark(scope.next_offset, sync=False)  # committed: retries start after it
+        # committed: retries start after it
+        self._executor.mark(scope.next_offset, False, scope.metadata)
 
     @asynccontextmanager
     async def _transaction_on_loop(self) -> AsyncIterator[Producer]:
@@ -215,7 +240,7 @@ class Consumer(Generic[PayloadT, KeyT]):
             finally:
                 self._transaction = None
         assert scope.next_offset is not None
-        self._executor.mark(scope.next_offset, sync=False)
+        self._executor.mark(scope.next_offset, False, scope.metadata)
 
     def _send_offsets(self, scope: _TransactionScope, transactions: Transactions) -> None:
         """The block ended without an error: send the offset it marked with the transaction
@@ -240,9 +265,12 @@ class Consumer(Generic[PayloadT, KeyT]):
                 "transaction of %s/%s sends offset %d",
                 self.topic, self.partition, scope.next_offset,
             )  # fmt: skip
+        metadata = scope.metadata if scope.metadata is not None else executor.offset_metadata
         try:
             transactions.send_offsets(
-                [(self.topic, self.partition, scope.next_offset)], executor.group_metadata()
+                [(self.topic, self.partition, scope.next_offset)],
+                executor.group_metadata(),
+                metadata=None if metadata is None else {(self.topic, self.partition): metadata},
             )
         except TransactionError:
             executor.forget_group_metadata()  # a new generation: ask again
@@ -269,9 +297,24 @@ class Consumer(Generic[PayloadT, KeyT]):
         """Resume a paused partition."""
         self._executor.request_resume()
 
-    def seek(self, offset: int) -> None:
-        """Continue this partition from ``offset`` (the rest of the current batch is dropped)."""
+    def seek(self, offset: int | datetime) -> int:
+        """Continue this partition from ``offset`` (the rest of the current batch is dropped),
+        or, given an aware datetime, from the first message at or after that time (the
+        partition's end when none is that new: the next message to come). Returns the
+        offset.
+
+        Raises:
+            ConfigurationError: ``offset`` is neither an int nor a datetime with a time zone.
+            KafkaError: the broker did not say which offset that time is.
+        """
+        if isinstance(offset, datetime):
+            offset = self._executor.offset_at(check_aware("offset", offset).timestamp())
+        elif isinstance(offset, bool) or not isinstance(offset, int):
+            raise ConfigurationError(
+                f"seek needs an offset or a datetime with a time zone, not {offset!r}", "offset"
+            )
         self._executor.request_seek(offset)
+        return offset
 
     # -- producing ----------------------------------------------------------------------------
 
@@ -425,23 +468,32 @@ class TransactionBlock:
 
 
 class _TransactionScope:
-    """The offset one :meth:`Consumer.transaction` block marked (committed with it)."""
+    """The offset one :meth:`Consumer.transaction` block marked (committed with it), and the
+    metadata of its highest mark that gave one (``None``: the partition's, which sticks)."""
 
-    __slots__ = ("executor", "next_offset", "refused")
+    __slots__ = ("executor", "metadata", "next_offset", "refused")
 
     def __init__(self, executor: PartitionHandle) -> None:
         self.executor = executor
         self.next_offset: int | None = None
+        self.metadata: str | None = None
         self.refused = False
         """A mark came after the partition was revoked: the transaction must not commit."""
 
-    def mark(self, next_offset: int) -> bool:
+    def mark(self, next_offset: int, metadata: str | None) -> bool:
         if self.executor.revoked:
             self.refused = True
             return False
-        if self.next_offset is None or next_offset > self.next_offset:
+        highest = self.next_offset is None or next_offset >= self.next_offset
+        if highest:
             self.next_offset = next_offset
+        if metadata is not None and highest:
+            self.metadata = metadata
         return True
+
+
+def _not_metadata(metadata: object) -> ConfigurationError:
+    return ConfigurationError(f"metadata must be a string, not {metadata!r}", "metadata")
 
 
 def _on_event_loop() -> bool:

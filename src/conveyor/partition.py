@@ -76,8 +76,14 @@ class PartitionHandle(Protocol):
     def transactional_producer(self) -> Producer:
         """The app's transactional producer."""
 
-    def mark(self, next_offset: int, sync: bool) -> bool:
-        """Mark everything before ``next_offset`` consumed; False when refused (revoked)."""
+    @property
+    def offset_metadata(self) -> str | None:
+        """The metadata of the partition's offset: the highest mark's that gave one, else what
+        the group had committed when the partition was assigned."""
+
+    def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool:
+        """Mark everything before ``next_offset`` consumed (``metadata``: committed with it);
+        False when refused (revoked)."""
 
     def send_held(self, offset: int, message: dict[str, Any], producer: Producer) -> DeliveryHandle:
         """Send ``message`` at least once: the offset is not committed past ``offset`` until
@@ -96,6 +102,10 @@ class PartitionHandle(Protocol):
 
     def request_seek(self, offset: int) -> None:
         """Continue from ``offset`` after the current batch."""
+
+    def offset_at(self, when: float) -> int:
+        """The first offset at or after ``when`` (epoch seconds), or the partition's end when
+        no message is that new."""
 
     def offsets_in_transactions(self) -> None:
         """From now on transactions commit this partition's offsets (not the listener)."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from conveyor.errors import ConfigurationError
 
-__all__ = ["check_count", "check_kafka_values", "check_seconds"]
+__all__ = ["check_aware", "check_count", "check_kafka_values", "check_seconds"]
 
 
 def check_seconds(name: str, value: Any, allow_none: bool = False) -> None:
@@ -25,6 +26,13 @@ def check_seconds(name: str, value: Any, allow_none: bool = False) -> None:
         raise ConfigurationError(
             f"{name} must be a positive number of seconds, got {value!r}", name
         )
+
+
+def check_aware(name: str, value: Any) -> datetime:
+    """``value`` when it is a datetime with a time zone (a naive one could be any instant)."""
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ConfigurationError(f"{name} must be a datetime with a time zone, not {value!r}", name)
+    return value
 
 
 def check_count(name: str, value: Any, minimum: int = 1) -> None:

@@ -29,7 +29,7 @@ from confluent_kafka.admin._scram import (
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
-from conveyor.driver.consumers import ask_watermarks
+from conveyor.driver.consumers import Committed, ask_watermarks
 from conveyor.driver.credentials import refusal, sliced_metadata
 from conveyor.driver.errors import configuration_error, to_conveyor_error
 from conveyor.driver.handles import FutureHandle
@@ -256,14 +256,17 @@ class AdminConnection:
             ],
         }
 
-    def group_offsets(self, name: str, timeout: float) -> dict[tuple[str, int], int]:
-        """Committed offsets of a group: (topic, partition) -> next offset (partitions without one omitted)."""
+    def group_offsets(self, name: str, timeout: float) -> dict[tuple[str, int], Committed]:
+        """Committed offsets of a group: (topic, partition) -> next offset and the metadata
+        committed with it (partitions without one omitted)."""
         future = self._admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(name)], request_timeout=timeout
         )[name]
         result = self._handle(future, f"read offsets of group {name!r}").wait(timeout + 5)
         return {
-            (tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0
+            (tp.topic, tp.partition): Committed(tp.offset, tp.metadata or None)
+            for tp in result.topic_partitions
+            if tp.offset >= 0
         }
 
     def set_group_offsets(

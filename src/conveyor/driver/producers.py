@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import TopicPartition
-
 from conveyor.driver.clients import create_producer
 from conveyor.driver.connection import ConnectionNews, ConnectionWatch
+from conveyor.driver.consumers import offset_with_metadata
 from conveyor.driver.credentials import refusal
 from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
 from conveyor.driver.handles import AcknowledgedHandle, DeliveryHandle
@@ -334,12 +333,19 @@ class ProducerClient:
         self._transactional("could not abort the transaction: ", "abort_transaction", timeout)
 
     def send_offsets(
-        self, offsets: Iterable[tuple[str, int, int]], group_metadata: Any, timeout: float
+        self,
+        offsets: Iterable[tuple[str, int, int]],
+        group_metadata: Any,
+        timeout: float,
+        metadata: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
-        """Add consumer offsets ``(topic, partition, next offset)`` to the open transaction;
-        ``group_metadata`` comes from the consumer's client."""
+        """Add consumer offsets ``(topic, partition, next offset)`` to the open transaction,
+        each with its ``metadata`` string if given; ``group_metadata`` comes from the
+        consumer's client."""
+        given = metadata or {}
         partitions = [
-            TopicPartition(topic, partition, offset) for topic, partition, offset in offsets
+            offset_with_metadata(topic, partition, offset, given.get((topic, partition)))
+            for topic, partition, offset in offsets
         ]
         kafka = self._kafka
         context = "could not add the offsets to the transaction: "

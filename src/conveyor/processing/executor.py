@@ -429,20 +429,25 @@ class PartitionExecutor(PartitionCore):
 
     # -- asked by the consumer (on its worker) and by the failure policy ----------------------
 
-    def mark(self, next_offset: int, sync: bool) -> bool:
-        """Remember ``next_offset`` as processed; the listener commits it (now, with ``sync``).
+    def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool:
+        """Remember ``next_offset`` as processed, with ``metadata`` for its commit; the
+        listener commits it (now, with ``sync``).
 
         librdkafka's consumer is only touched on the listener's thread: a worker calling it
         while the listener polls can wait for that poll (and the next) to let go."""
         if self.revoked:
             return False
+        if metadata is not None:
+            self.metadata.mark(next_offset, metadata)  # before the offset: a commit sees both
+            if self.transactional:  # the transaction that marks it committed it, with it
+                self.metadata.at(next_offset)
         if self.marked is None or next_offset > self.marked:
             self.marked = next_offset
         if not sync or self.transactional:  # a transaction commits it
             return not self.revoked
         target = self._fence(next_offset)
         assert target is not None
-        committed = self.listener.commit_now(self.topic, self.partition, target)
+        committed = self._commit_now(target)
         return committed and target == next_offset and not self.revoked
 
     def request_seek(self, offset: int) -> None:

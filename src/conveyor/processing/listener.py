@@ -35,6 +35,7 @@ from conveyor.errors import KafkaError, NotAssignedError
 from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
+from conveyor.processing.commits import Commits
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.listener_reports import ListenerReports, consumer_config
 from conveyor.processing.partition_core import PartitionCore
@@ -150,7 +151,8 @@ class Listener(ListenerReports):
         interval = config.get("auto.commit.interval.ms", 5000)  # the route's own, else the app's
         self._commit_interval = float(interval) / 1000
         self._next_commit = time.monotonic() + self._commit_interval
-        self._committed: dict[Partition, int] = {}
+        self._commits = Commits(self._client, self._report_commit)
+        self._start_metadata: dict[Partition, str] = {}  # committed before the assignment
         self._stopping = threading.Event()
         self.quieted = False
         """Whether :meth:`quiet` was called (a plain attribute: executors read it per poll)."""
@@ -281,23 +283,28 @@ class Listener(ListenerReports):
         return self._client.query_watermarks(topic, partition)[1]
 
     def offset_for_time(self, topic: str, partition: int, when: float) -> int:
-        """On this thread: the first offset at or after ``when`` (epoch seconds), or the
-        partition's end when nothing is that new."""
-        found = self._client.offset_for_time(topic, partition, int(when * 1000))
-        return found if found >= 0 else self._client.query_watermarks(topic, partition)[1]
+        """The first offset at or after ``when`` (epoch seconds), or the partition's end when
+        nothing is that new; asked on this thread (a caller on another waits for it).
 
-    def commit_now(self, topic: str, partition: int, next_offset: int) -> bool:
-        """Commit ``next_offset`` for the partition and wait; False when refused or not done."""
+        Raises:
+            KafkaError: the broker did not answer, or this thread did not get to it in time.
+        """
 
-        def commit() -> bool:
-            started = time.perf_counter()
-            offsets = [(topic, partition, next_offset)]
-            done = self._client.commit(offsets)
-            if done:
-                self._report_commit(offsets, True, started)
-            return done
+        def find() -> int:
+            found = self._client.offset_for_time(topic, partition, int(when * 1000))
+            return found if found >= 0 else self._client.query_watermarks(topic, partition)[1]
 
-        return bool(self._call(commit))
+        offset = self._call(find)
+        if offset is None:
+            raise KafkaError(f"{self.name}: no offset by time for {topic}/{partition} in time")
+        return int(offset)
+
+    def commit_now(
+        self, topic: str, partition: int, next_offset: int, metadata: str | None = None
+    ) -> bool:
+        """Commit ``next_offset`` (with ``metadata``) for the partition and wait; False when
+        refused or not done."""
+        return bool(self._call(lambda: self._commits.now(topic, partition, next_offset, metadata)))
 
     def forget_group_metadata(self) -> None:
         """Drop the cached metadata: the next transaction asks librdkafka again."""
@@ -352,7 +359,7 @@ class Listener(ListenerReports):
 
     def committed(self) -> dict[Partition, int]:
         """The offsets this listener committed last, per partition (a copy)."""
-        return dict(self._committed)
+        return dict(self._commits.offsets)
 
     def _command(self, action: Callable[[], None]) -> None:
         """Run ``action`` on the listener thread before it hands out the next fetched messages."""
@@ -434,7 +441,7 @@ class Listener(ListenerReports):
         try:
             partitions, self._direct_start = self._direct_start, None
             if partitions is not None:
-                self._client.assign(self._positions.resolve(partitions, self._group_id))
+                self._start(partitions)
                 self._assigned_now(partitions)
             self._loop()
         except _HandedOver:
@@ -594,6 +601,7 @@ class Listener(ListenerReports):
                 self, route, partition, self.context, self._policies[route.name], self._timers,
                 topic,
             )  # fmt: skip
+            executor.metadata.started_with(self._start_metadata.pop(key, None))
             predecessor = self._retiring.pop(key, None)
             if predecessor is not None:
                 executor.follow(predecessor)
@@ -633,9 +641,16 @@ class Listener(ListenerReports):
     def _on_assign(self, partitions: list[Partition]) -> None:
         """The group assigned ``partitions``: each starts at its committed offset, looked up
         here (see :mod:`conveyor.processing.positions`), never at a guess."""
-        positions = self._positions.resolve(partitions, self._group_id)
-        self._client.assign(positions, incremental=self._incremental)
+        self._start(partitions, incremental=self._incremental)
         self._assigned_now(partitions)
+
+    def _start(self, partitions: list[Partition], incremental: bool = False) -> None:
+        """Assign ``partitions`` at their committed offsets (their metadata awaits executors)."""
+        positions, metadata = self._positions.resolve(partitions, self._group_id)
+        for key in partitions:
+            self._start_metadata.pop(key, None)
+        self._start_metadata.update(metadata)
+        self._client.assign(positions, incremental=incremental)
 
     def _assigned_now(self, partitions: list[Partition]) -> None:
         self._assigned.update(partitions)
@@ -671,7 +686,7 @@ class Listener(ListenerReports):
                 self._retiring[(executor.topic, executor.partition)] = executor
             executor.revoke()  # later marks of these partitions are refused
             self.drained(executor)
-            self._committed.pop((executor.topic, executor.partition), None)
+            self._commits.forget((executor.topic, executor.partition))
         if ev.REBALANCE_PARTITIONS_REVOKED in monitor.subscribed:
             monitor.instrument(
                 ev.REBALANCE_PARTITIONS_REVOKED, listener=self.name, partitions=partitions
@@ -682,19 +697,4 @@ class Listener(ListenerReports):
     def _commit_marked(self, sync: bool, only: set[Partition] | None = None) -> bool:
         """Commit the offsets marked since the last commit (listener thread only)."""
         self._next_commit = time.monotonic() + self._commit_interval
-        offsets = []
-        for key, executor in self.executors.items():
-            marked = executor.committable()
-            if marked is None or (only is not None and key not in only):
-                continue
-            if self._committed.get(key) != marked:
-                offsets.append((key[0], key[1], marked))
-        if not offsets:
-            return True
-        started = time.perf_counter()
-        done = self._client.commit(offsets, asynchronous=not sync)
-        if done:
-            for topic, partition, offset in offsets:
-                self._committed[(topic, partition)] = offset
-            self._report_commit(offsets, sync, started)
-        return done
+        return self._commits.marked(self.executors, sync, only)

@@ -25,6 +25,7 @@ from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.processing.backlog import Backlog
 from conveyor.processing.held_copies import HeldCopies
 from conveyor.processing.hook_runs import ConsumeRuns
+from conveyor.processing.offset_metadata import OffsetMetadata
 from conveyor.tracing.latency import PollTimes
 
 if TYPE_CHECKING:
@@ -92,6 +93,8 @@ class PartitionCore(ConsumeRuns, ABC):
         self.backpressure = False  # fetching paused in librdkafka while too much is pending
         self.eof = False
         self.marked: int | None = None  # the next offset to read, as last marked
+        self.metadata = OffsetMetadata()
+        """The metadata that marks gave, and that commits carry."""
         self.transactional = False  # offsets committed by consume-transform-produce transactions
         self.high_watermark: int | None = None  # as of the latest fetch
         self.first_fetched: int | None = None  # where this process started reading
@@ -166,9 +169,10 @@ class PartitionCore(ConsumeRuns, ABC):
         """A wait is over (a back-off, a pause, a predecessor's batch): run again."""
 
     @abstractmethod
-    def mark(self, next_offset: int, sync: bool) -> bool:
-        """Processed through ``next_offset - 1``; with ``sync``, commit now. False when the
-        partition was revoked (or the commit failed)."""
+    def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool:
+        """Processed through ``next_offset - 1``; with ``sync``, commit now; ``metadata`` goes
+        with the commit of that offset (see :mod:`~conveyor.processing.offset_metadata`).
+        False when the partition was revoked (or the commit failed)."""
 
     @abstractmethod
     def request_seek(self, offset: int) -> None:
@@ -328,8 +332,14 @@ class PartitionCore(ConsumeRuns, ABC):
             return
         marked = self.committable()
         if marked is not None:
-            self.listener.commit_now(self.topic, self.partition, marked)
+            self._commit_now(marked)
         self.transactional = True
+
+    def _commit_now(self, offset: int) -> bool:
+        """Commit ``offset`` now, with the metadata it carries; False when refused."""
+        return self.listener.commit_now(
+            self.topic, self.partition, offset, self.metadata.at(offset)
+        )
 
     def forget_group_metadata(self) -> None:
         """A transaction's offsets were refused: ask librdkafka for the group's metadata again
@@ -348,3 +358,14 @@ class PartitionCore(ConsumeRuns, ABC):
 
     def request_resume(self) -> None:
         self.listener.resume(self.topic, self.partition, then=self._release)
+
+    @property
+    def offset_metadata(self) -> str | None:
+        """The metadata of the partition's offset: the highest mark's that gave one, else what
+        the group had committed when the partition was assigned."""
+        return self.metadata.latest
+
+    def offset_at(self, when: float) -> int:
+        """The first offset at or after ``when`` (epoch seconds), or the partition's end when no
+        message is that new (asked of the broker, on the listener's thread)."""
+        return self.listener.offset_for_time(self.topic, self.partition, when)

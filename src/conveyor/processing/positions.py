@@ -16,7 +16,13 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from conveyor.driver.consumers import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Partition
+from conveyor.driver.consumers import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_STORED,
+    Committed,
+    Partition,
+)
 from conveyor.errors import ConveyorError, KafkaError
 
 __all__ = ["StartPositions", "initial_position"]
@@ -31,7 +37,7 @@ _ASK = 5.0
 class _Committed(Protocol):
     def committed(
         self, partitions: Iterable[Partition], timeout: float
-    ) -> dict[Partition, int]: ...
+    ) -> dict[Partition, Committed]: ...
 
 
 def initial_position(auto_offset_reset: str) -> int:
@@ -61,9 +67,12 @@ class StartPositions:
         self._on_stall = on_stall
         self._on_error = on_error
 
-    def resolve(self, partitions: list[Partition], group: str) -> list[tuple[str, int, int]]:
+    def resolve(
+        self, partitions: list[Partition], group: str
+    ) -> tuple[list[tuple[str, int, int]], dict[Partition, str]]:
         """``(topic, partition, start offset)`` for each partition: the committed offset, else
-        the initial one. Asks again while the broker does not answer; the first time an ask
+        the initial one; and the metadata committed with the offsets (of the partitions whose
+        commit had some). Asks again while the broker does not answer; the first time an ask
         times out, ``on_stall`` runs (the app fences the transaction of a crashed predecessor
         that holds the offsets), and every later failure goes to ``on_error``.
 
@@ -71,7 +80,7 @@ class StartPositions:
             ConveyorError: the committed offsets stayed unknown for the whole budget.
         """
         if not partitions:
-            return []
+            return [], {}
         deadline = time.monotonic() + self._budget
         ask = _FIRST_ASK
         stalled = False
@@ -96,8 +105,9 @@ class StartPositions:
                 else:
                     self._on_error(failure)
                 ask = _ASK
+        offsets = {key: found.offset for key, found in committed.items()}
         positions = [
-            (topic, partition, committed.get((topic, partition), self._initial))
+            (topic, partition, offsets.get((topic, partition), self._initial))
             for topic, partition in partitions
         ]
         if _log.isEnabledFor(logging.DEBUG):
@@ -108,7 +118,8 @@ class StartPositions:
                     else f"no committed offset: initial {_logical(offset)}"
                 )
                 _log.debug("%s: %s/%s starts at %s", group, topic, partition, where)
-        return positions
+        metadata = {key: found.metadata for key, found in committed.items() if found.metadata}
+        return positions, metadata
 
 
 def _names(partitions: list[Partition]) -> str:

@@ -17,7 +17,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -267,7 +267,12 @@ class Transactions:
             self._release()
 
     def send_offsets(
-        self, offsets: Offsets, group_metadata: Any, timeout: float = _TIMEOUT
+        self,
+        offsets: Offsets,
+        group_metadata: Any,
+        timeout: float = _TIMEOUT,
+        *,
+        metadata: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
         """Commit consumer offsets as part of the current transaction (exactly-once pipelines).
 
@@ -275,6 +280,8 @@ class Transactions:
         :class:`~conveyor.messages.Message` objects, or ``(topic, partition, next offset)``
         triples; for messages the offset committed is the one after each partition's highest.
         ``group_metadata`` is the consumer group's metadata (from the consumer's listener).
+        ``metadata`` maps a ``(topic, partition)`` to the metadata string committed with its
+        offset (the others commit none).
 
         Raises:
             TransactionError: no open transaction in the caller's block, or the broker refused.
@@ -284,7 +291,7 @@ class Transactions:
             raise TransactionError(
                 "send_offsets needs an open transaction: call it inside the transaction's block"
             )
-        client.send_offsets(_next_offsets(offsets), group_metadata, timeout)
+        client.send_offsets(_next_offsets(offsets), group_metadata, timeout, metadata)
 
     def _begin(self) -> ProducerClient:
         client = self._client()

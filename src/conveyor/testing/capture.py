@@ -195,7 +195,11 @@ class CaptureClient:
         self._transaction, self._offsets = [], []
 
     def send_offsets(
-        self, offsets: Iterable[tuple[str, int, int]], group_metadata: Any, timeout: float
+        self,
+        offsets: Iterable[tuple[str, int, int]],
+        group_metadata: Any,
+        timeout: float,
+        metadata: Mapping[tuple[str, int], str] | None = None,
     ) -> None:
         self._offsets.extend(offsets)
 

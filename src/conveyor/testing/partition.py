@@ -53,10 +53,11 @@ _NO_LIMIT = 1 << 62
 @dataclass(frozen=True)
 class Mark:
     """``mark_as_consumed`` (``sync=False``) or ``mark_as_consumed_sync``: ``offset`` is the
-    one Kafka would hold next, one past the marked message."""
+    one Kafka would hold next, one past the marked message; ``metadata`` as it was given."""
 
     offset: int
     sync: bool
+    metadata: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class TestPartition:
         self.batch: list[Record] = []
         self.next_offset = 0
         self.consumer: Consumer | None = None
+        self.committed_metadata: str | None = None
+        """What the group had committed as the partition's metadata."""
 
     @property
     def group_id(self) -> str:
@@ -144,11 +147,27 @@ class TestPartition:
     def transactional_producer(self) -> Producer:
         return self.app.transactional_producer
 
-    def mark(self, next_offset: int, sync: bool) -> bool:
+    @property
+    def offset_metadata(self) -> str | None:
+        """The metadata of the highest mark that gave one, else :attr:`committed_metadata`."""
+        given = [mark for mark in reversed(self.recorded.marks) if mark.metadata is not None]
+        if not given:
+            return self.committed_metadata
+        return max(given, key=lambda mark: mark.offset).metadata  # the latest of the highest
+
+    def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool:
         if self.revoked:
             return False
-        self.recorded.marks.append(Mark(next_offset, sync))
+        self.recorded.marks.append(Mark(next_offset, sync, metadata))
         return True
+
+    def offset_at(self, when: float) -> int:
+        """The first message of the batch at or after ``when``, else the offset after it."""
+        milliseconds = when * 1000
+        for record in self.batch:
+            if record.timestamp()[1] >= milliseconds:
+                return record.offset()
+        return self.next_offset
 
     def send_held(self, offset: int, message: dict[str, Any], producer: Producer) -> Any:
         """A copy sent at least once (``pipe_async(at_least_once=True)``, an RPC reply): the
@@ -189,11 +208,18 @@ class TestPartition:
 
 
 def consumer_for(
-    app: AppUnderTest, topic: str, partition: int = 0, *, consumer_group: str | None = None
+    app: AppUnderTest,
+    topic: str,
+    partition: int = 0,
+    *,
+    consumer_group: str | None = None,
+    offset_metadata: str | None = None,
 ) -> Consumer:
     """A new instance of the consumer ``app`` routes ``topic`` to, serving ``partition``,
     without a broker. Feed it with :func:`produce`, run it with :func:`consume` (or call its
     ``consume()``), and read :func:`recorded` and :func:`~conveyor.testing.produced`.
+    ``offset_metadata`` is what the group had committed as the partition's metadata (what
+    :attr:`~conveyor.Consumer.offset_metadata` reads until a mark gives its own).
 
     The app's producers capture instead of sending from now on (:func:`capture`).
 
@@ -230,6 +256,7 @@ def consumer_for(
     assert route.consumer_class is not None
     instance = route.consumer_class()
     executor = TestPartition(app, route, topic, partition)
+    executor.committed_metadata = offset_metadata
     executor.consumer = instance
     instance.topic = topic
     instance.partition = partition

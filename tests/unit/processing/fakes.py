@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,8 @@ class FakeListener:
         self.jobs: list[Callable[[], None]] = []
         self.actions: list[tuple[Any, ...]] = []
         self.commit_result = commit_result
+        self.offsets_by_time: dict[float, int] = {}
+        """What :meth:`offset_for_time` answers per time (-1 otherwise)."""
         self.running_jobs = 0
         self.ran_here = 0
         self.over: set[PartitionCore] = set()
@@ -108,9 +110,18 @@ class FakeListener:
         self.actions.append(("seek", executor.topic, executor.partition, offset))
         executor.discard_pending()
 
-    def commit_now(self, topic: str, partition: int, next_offset: int) -> bool:
-        self.actions.append(("commit", topic, partition, next_offset))
+    def commit_now(
+        self, topic: str, partition: int, next_offset: int, metadata: str | None = None
+    ) -> bool:
+        if metadata is None:
+            self.actions.append(("commit", topic, partition, next_offset))
+        else:
+            self.actions.append(("commit", topic, partition, next_offset, metadata))
         return self.commit_result
+
+    def offset_for_time(self, topic: str, partition: int, when: float) -> int:
+        self.actions.append(("offset_for_time", topic, partition, when))
+        return self.offsets_by_time.get(when, -1)
 
     def group_metadata(self) -> Any:
         self.actions.append(("group_metadata",))
@@ -164,9 +175,19 @@ class FakeTimer:
 class FakeTransactions:
     producer: FakeProducer
 
-    def send_offsets(self, offsets: Any, group_metadata: Any, timeout: float = 30.0) -> None:
+    def send_offsets(
+        self,
+        offsets: Any,
+        group_metadata: Any,
+        timeout: float = 30.0,
+        *,
+        metadata: Mapping[tuple[str, int], str] | None = None,
+    ) -> None:
         assert self.producer.in_transaction, "send_offsets outside a transaction"
-        self.producer.calls.append(("send_offsets", list(offsets), group_metadata))
+        if metadata is None:
+            self.producer.calls.append(("send_offsets", list(offsets), group_metadata))
+        else:
+            self.producer.calls.append(("send_offsets", list(offsets), group_metadata, metadata))
 
 
 class FakeHandle:

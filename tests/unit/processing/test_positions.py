@@ -8,20 +8,34 @@ from collections.abc import Iterable
 
 import pytest
 
-from conveyor.driver.consumers import OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED, Partition
+from conveyor.driver.consumers import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_STORED,
+    Committed,
+    Partition,
+)
 from conveyor.errors import ConveyorError, KafkaError
 from conveyor.processing.positions import StartPositions, initial_position
 
 
 class Broker:
-    """Answers ``committed`` from ``offsets``, after failing with each of ``failures`` first."""
+    """Answers ``committed`` from ``offsets`` (an offset, or an offset and its metadata),
+    after failing with each of ``failures`` first."""
 
-    def __init__(self, offsets: dict[Partition, int], failures: Iterable[str] = ()) -> None:
-        self.offsets = offsets
+    def __init__(
+        self, offsets: dict[Partition, int | Committed], failures: Iterable[str] = ()
+    ) -> None:
+        self.offsets = {
+            key: found if isinstance(found, Committed) else Committed(found, None)
+            for key, found in offsets.items()
+        }
         self.failures = list(failures)
         self.asks: list[float] = []
 
-    def committed(self, partitions: Iterable[Partition], timeout: float) -> dict[Partition, int]:
+    def committed(
+        self, partitions: Iterable[Partition], timeout: float
+    ) -> dict[Partition, Committed]:
         self.asks.append(timeout)
         if self.failures:
             name = self.failures.pop(0)
@@ -44,18 +58,27 @@ def positions(broker: Broker, budget: float = 30.0) -> tuple[StartPositions, lis
 
 def test_a_committed_offset_wins_and_only_a_partition_without_one_starts_at_the_initial() -> None:
     resolver, stalls, errors = positions(Broker({("t", 0): 2801, ("t", 1): 0}))
-    assert resolver.resolve([("t", 0), ("t", 1), ("t", 2)], "g") == [
-        ("t", 0, 2801),
-        ("t", 1, 0),
-        ("t", 2, OFFSET_BEGINNING),
-    ]
+    assert resolver.resolve([("t", 0), ("t", 1), ("t", 2)], "g") == (
+        [("t", 0, 2801), ("t", 1, 0), ("t", 2, OFFSET_BEGINNING)],
+        {},
+    )
     assert (stalls, errors) == ([], [])
+
+
+def test_the_metadata_committed_with_an_offset_comes_with_the_start_positions() -> None:
+    """What a consumer reads as ``offset_metadata`` after the assignment."""
+    broker = Broker({("t", 0): Committed(7, "cursor=42"), ("t", 1): Committed(3, None)})
+    resolver, _, _ = positions(broker)
+    assert resolver.resolve([("t", 0), ("t", 1), ("t", 2)], "g") == (
+        [("t", 0, 7), ("t", 1, 3), ("t", 2, OFFSET_BEGINNING)],
+        {("t", 0): "cursor=42"},
+    )
 
 
 def test_an_unanswered_ask_is_asked_again_and_the_first_timeout_fences_once() -> None:
     broker = Broker({("t", 2): 2801}, failures=["_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT"])
     resolver, stalls, errors = positions(broker)
-    assert resolver.resolve([("t", 2)], "g") == [("t", 2, 2801)]
+    assert resolver.resolve([("t", 2)], "g") == ([("t", 2, 2801)], {})
     assert stalls == ["fence"]
     assert errors == ["_TIMED_OUT", "_TRANSPORT"], "the first timeout fences: not an error yet"
     assert len(broker.asks) == 4

@@ -369,3 +369,45 @@ def test_an_async_consumer_commits_with_async_with_and_is_told_when_it_uses_with
     testing.produce(plain, 1)
     with pytest.raises(ConfigurationError, match=r"async with self\.transaction\(\)"):
         testing.consume(plain)
+
+
+def test_offset_metadata_is_recorded_with_marks_and_read_back() -> None:
+    """Marks keep their metadata; ``offset_metadata`` is the committed one (settable on the
+    partition) until a mark gives its own."""
+    read: list[str | None] = []
+
+    class Cursor(Consumer):
+        def consume(self) -> None:
+            read.append(self.offset_metadata)
+            self.mark_as_consumed(
+                self.messages.last, metadata=f"next={self.messages.last.offset + 1}"
+            )
+            read.append(self.offset_metadata)
+
+    app = App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
+    app.routes.topic("events", Cursor, manual_offset_management=True)
+    consumer = testing.consumer_for(app, "events", offset_metadata="next=0")
+    testing.produce(consumer, {"n": 1})
+    testing.consume(consumer)
+    assert read == ["next=0", "next=1"]
+    assert testing.recorded(consumer).marks == [testing.Mark(1, sync=False, metadata="next=1")]
+
+
+def test_seek_to_a_time_goes_to_the_first_fed_message_at_or_after_it() -> None:
+    sought: list[int] = []
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+
+    class Rewinding(Consumer):
+        def consume(self) -> None:
+            sought.append(self.seek(when))
+
+    app = App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
+    app.routes.topic("events", Rewinding)
+    consumer = testing.consumer_for(app, "events")
+    testing.produce(consumer, {"n": 0}, timestamp=datetime(2026, 2, 1, tzinfo=UTC))
+    testing.produce(consumer, {"n": 1}, timestamp=datetime(2026, 3, 2, tzinfo=UTC))
+    testing.consume(consumer)
+    testing.produce(consumer, {"n": 2}, timestamp=datetime(2026, 1, 1, tzinfo=UTC))
+    testing.consume(consumer)
+    assert sought == [1, 3], "the first at or after it, else the end"
+    assert testing.recorded(consumer).seeks == [1, 3]

@@ -519,9 +519,11 @@ class VirtualPartitionExecutor(PartitionCore):
 
     # -- offsets --------------------------------------------------------------------------------
 
-    def mark(self, next_offset: int, sync: bool) -> bool:
+    def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool:
         """The message before ``next_offset`` finished (the failure policy marks a message it
         dispatched or skipped this way): it alone, not the messages before it."""
+        if metadata is not None and not self.revoked:
+            self.metadata.mark(next_offset, metadata)
         return self.finish([next_offset - 1], sync)
 
     def finish(self, offsets: list[int], sync: bool) -> bool:
@@ -538,8 +540,7 @@ class VirtualPartitionExecutor(PartitionCore):
         target = self._fence(self.marked)  # (takes the lock itself)
         if target is None:
             return not self.revoked
-        committed = self.listener.commit_now(self.topic, self.partition, target)
-        return committed and not self.revoked
+        return self._commit_now(target) and not self.revoked
 
     def _finish_locked(self, offsets: list[int]) -> None:
         tracker = self.tracker

@@ -75,9 +75,12 @@ class Lane:
     def producer(self) -> Producer:
         return self.executor.producer()
 
-    def mark(self, next_offset: int, sync: bool) -> bool:
+    def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool:
         """The consumer marked the message before ``next_offset``: it and this lane's earlier
-        messages of the batch finished."""
+        messages of the batch finished; ``metadata`` goes with the first commit at or past
+        ``next_offset`` (once the other lanes finished what comes before it)."""
+        if metadata is not None and not self.executor.revoked:
+            self.executor.metadata.mark(next_offset, metadata)
         last = next_offset - 1
         return self.executor.finish(
             [raw.offset() for raw in self.batch if raw.offset() <= last] or [last], sync
@@ -105,6 +108,13 @@ class Lane:
     @property
     def collapsed(self) -> bool:
         return self.executor.collapsed
+
+    @property
+    def offset_metadata(self) -> str | None:
+        return self.executor.offset_metadata
+
+    def offset_at(self, when: float) -> int:
+        return self.executor.offset_at(when)
 
     @property
     def topic(self) -> str:
