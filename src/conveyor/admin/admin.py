@@ -105,7 +105,8 @@ class GroupInfo:
 class Lag:
     """How far a group is behind on one partition: ``high_watermark - committed``; for a
     partition the group never committed (``committed is None``), everything from the start
-    offset it would use (the low watermark for ``earliest``, the end for ``latest``)."""
+    offset it would use (the low watermark for ``earliest``, the end for ``latest``).
+    ``metadata`` is the string committed with the offset (``None``: none, or empty)."""
 
     group: str
     topic: str
@@ -113,6 +114,7 @@ class Lag:
     committed: int | None
     high_watermark: int
     lag: int
+    metadata: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,7 +285,8 @@ class Admin:
     def read_lags(
         self, consumer_groups: list[str] | None = None, start: str = "earliest"
     ) -> list[Lag]:
-        """Committed offset, high watermark and lag per group, topic and partition (sorted).
+        """Committed offset (with its metadata), high watermark and lag per group, topic and
+        partition (sorted).
 
         Every partition of the group's topics is listed (the topics it committed offsets for
         and those its members are assigned), also partitions the group never committed: there
@@ -306,11 +309,12 @@ class Admin:
                 for info in self.topic_info(topic).partitions:
                     partition = info.partition
                     low, high = self.read_watermark_offsets(topic, partition)
-                    offset = committed.get((topic, partition))
+                    found = committed.get((topic, partition))
+                    offset = found.offset if found is not None else None
                     begin = offset if offset is not None else (low if start == "earliest" else high)
-                    lags.append(
-                        Lag(group, topic, partition, offset, high, max(0, high - max(begin, low)))
-                    )
+                    behind = max(0, high - max(begin, low))
+                    metadata = found.metadata if found is not None else None
+                    lags.append(Lag(group, topic, partition, offset, high, behind, metadata))
         return lags
 
     def read_time_lags(self, lags: list[Lag]) -> dict[tuple[str, str, int], float | None]:

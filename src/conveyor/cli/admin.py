@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from conveyor.admin import Admin, align, migrate, plan
 from conveyor.app import App
@@ -282,12 +283,13 @@ def groups_describe(app_spec: str | None, as_json: bool, name: str) -> None:
 @json_option()
 @click.argument("names", nargs=-1)
 def groups_lags(app_spec: str | None, as_json: bool, names: tuple[str, ...]) -> None:
-    """Committed offset, high watermark and lag per partition (all groups, or NAMES)."""
+    """Committed offset (and its metadata), high watermark and lag per partition (all groups,
+    or NAMES)."""
     lags = _admin(app_spec).read_lags(list(names) or None)
     _emit(as_json, [lag.__dict__ for lag in lags],
-          lambda: console.print(table("Lags", ["group", "topic", "partition", "committed", "high", "lag"], [
+          lambda: console.print(table("Lags", ["group", "topic", "partition", "committed", "high", "lag", "metadata"], [
               (lag.group, lag.topic, str(lag.partition), "-" if lag.committed is None else str(lag.committed),
-               str(lag.high_watermark), str(lag.lag))
+               str(lag.high_watermark), str(lag.lag), escape(lag.metadata or ""))
               for lag in lags])))  # fmt: skip
 
 

@@ -301,7 +301,8 @@ class Views:
             ages = self.admin.read_time_lags(lags)
             rows = [
                 {"group": lag.group, "topic": lag.topic, "partition": lag.partition, "committed": lag.committed,
-                 "high_watermark": lag.high_watermark, "lag": lag.lag, "age": ages.get((lag.group, lag.topic, lag.partition))}
+                 "high_watermark": lag.high_watermark, "lag": lag.lag, "age": ages.get((lag.group, lag.topic, lag.partition)),
+                 "metadata": lag.metadata}
                 for lag in lags
             ]  # fmt: skip
             missing = [g for g in groups if g not in known]
