@@ -1123,6 +1123,34 @@ MUTATIONS = (
         (("                ids.hand_over(trace_id)\n", ""),),
         ("tests/unit/tracing/test_sampling.py",),
     ),
+    Mutation(
+        "offset metadata: the listener's commits leave it out",
+        "conveyor/processing/commits.py",
+        (
+            (
+                "                if carried is not None:\n                    metadata[key] = carried",
+                "                if False:\n                    metadata[key] = carried",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_offset_metadata.py::test_marked_metadata_is_committed_and_read_back_by_the_next_owner",
+            "tests/unit/processing/test_offset_metadata.py::test_the_listener_commits_metadata_with_offsets_and_again_when_only_it_changed",
+        ),
+    ),
+    Mutation(
+        "offset metadata: a commit carries metadata given for offsets past it",
+        "conveyor/processing/offset_metadata.py",
+        (
+            (
+                "ready = [given for given in self._waiting if given <= offset]",
+                "ready = list(self._waiting)",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_offset_metadata.py::test_a_lane_ahead_of_the_others_commits_its_metadata_only_once_they_caught_up",
+            "tests/unit/processing/test_offset_metadata.py::test_a_commit_held_back_by_an_unacknowledged_copy_holds_back_the_metadata_too",
+        ),
+    ),
 )
 
 
