@@ -279,12 +279,35 @@ class Routes:
         """Check the table as a whole (called when the app starts).
 
         Raises:
-            ConfigurationError: nothing to consume.
+            ConfigurationError: nothing to consume, or a consumer group that mixes direct
+                assignment (``assign``) with subscribed topics.
         """
-        if not self.active():
+        active = self.active()
+        if not active:
             raise ConfigurationError(
                 "no active routes: declare at least one with app.routes.topic(name, ConsumerClass)",
                 "routes",
+            )
+        _check_assignments_apart(active)
+
+
+def _check_assignments_apart(routes: list[Topic]) -> None:
+    """Directly assigned topics may not share a consumer group with subscribed ones: while the
+    group has members, Kafka refuses the offsets a non-member commits (UNKNOWN_MEMBER_ID), so
+    the assigned partitions would start again from their old offsets at every restart."""
+    groups: dict[str, tuple[list[str], list[str]]] = {}
+    for route in routes:
+        assigned, subscribed = groups.setdefault(route.consumer_group, ([], []))
+        (assigned if route.direct else subscribed).append(route.name)
+    for group, (assigned, subscribed) in groups.items():
+        if assigned and subscribed:
+            raise ConfigurationError(
+                f"consumer group {group!r} mixes direct assignment ({', '.join(assigned)}) with "
+                f"subscribed topics ({', '.join(subscribed)}): Kafka refuses the offsets of "
+                "partitions assigned outside a group that has members, so they would be read "
+                "again at every restart; declare the assigned topics in a consumer group of "
+                f"their own (with app.routes.consumer_group({group + '-assigned'!r}): ...)",
+                "assign",
             )
 
 

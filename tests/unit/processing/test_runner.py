@@ -37,7 +37,8 @@ def test_one_listener_per_subscription_group() -> None:
         app.routes.topic("reports", Noop)
     with app.routes.consumer_group("billing"):
         app.routes.topic("invoices", Noop)
-    app.routes.topic("audit", Noop, assign=[0])
+    with app.routes.consumer_group("direct"):
+        app.routes.topic("audit", Noop, assign=[0])
     app.routes.topic("latest", Noop, initial_offset="latest")
     runner = Runner(context(), app.routes.active())
     try:
@@ -46,7 +47,7 @@ def test_one_listener_per_subscription_group() -> None:
             ("shop", "shop"): ["orders", "payments"],
             ("slow", "shop"): ["reports"],
             ("billing", "billing"): ["invoices"],
-            ("shop-assigned", "shop"): ["audit"],
+            ("direct-assigned", "direct"): ["audit"],
             ("shop-latest", "shop"): ["latest"],
         }
     finally:

@@ -114,6 +114,29 @@ def test_a_pattern_and_a_named_route_it_matches_must_share_a_listener() -> None:
     assert "orders.eu" in str(refused.value)
 
 
+def test_assigned_and_subscribed_topics_may_not_share_a_consumer_group() -> None:
+    """Kafka would refuse the assigned partitions' commits while the group has members."""
+    app = App(kafka={"bootstrap.servers": "127.0.0.1:1", "group.id": "shop"})
+    app.routes.topic("orders", Noop, assign=[0])
+    app.routes.topic("payments", Noop, assign=[1, 2])
+    app.routes.topic("audit", Noop)
+    with pytest.raises(ConfigurationError) as refused:
+        app.start()
+    assert refused.value.setting == "assign"
+    assert "consumer group 'shop'" in str(refused.value)
+    assert "(orders, payments)" in str(refused.value)
+    assert "(audit)" in str(refused.value)
+
+
+def test_assigned_topics_of_several_topics_in_a_group_of_their_own_are_fine() -> None:
+    app = App(kafka={"bootstrap.servers": "127.0.0.1:1", "group.id": "shop"})
+    app.routes.topic("audit", Noop)
+    with app.routes.consumer_group("shop-assigned"):
+        app.routes.topic("orders", Noop, assign=[0])
+        app.routes.topic("payments", Noop, assign=[1, 2])
+    app.routes.validate()
+
+
 def test_a_transactional_dlq_stays_on_the_apps_cluster() -> None:
     with pytest.raises(ConfigurationError) as refused:
         routes().topic(
