@@ -6,6 +6,7 @@ as Conveyor's exceptions with librdkafka's code and name.
 
 from __future__ import annotations
 
+import difflib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ __all__ = [
     "Admin",
     "BrokerInfo",
     "ClusterInfo",
+    "ConfigChange",
     "ConfigValue",
     "GroupInfo",
     "GroupMember",
@@ -85,6 +87,18 @@ class ConfigValue:
 
 
 @dataclass(frozen=True)
+class ConfigChange:
+    """One config entry that :meth:`Admin.alter_configs` changed: its value before and after
+    (``None`` where Kafka shows none, ``"***"`` for a sensitive one), and where the value in
+    force comes from now (``DYNAMIC_BROKER_CONFIG``, ``DEFAULT_CONFIG`` after a reset ...)."""
+
+    name: str
+    before: str | None
+    after: str | None
+    source: str
+
+
+@dataclass(frozen=True)
 class GroupMember:
     member_id: str
     client_id: str
@@ -131,6 +145,57 @@ class PartitionLoad:
 def _check_kind(kind: str) -> None:
     if kind not in ("topic", "broker"):
         raise ConfigurationError(f"config resources are 'topic' or 'broker', got {kind!r}", "kind")
+
+
+# Where a value set at this resource's own level comes from (what a reset removes).
+_OWN_SOURCE = {"topic": "DYNAMIC_TOPIC_CONFIG", "broker": "DYNAMIC_BROKER_CONFIG"}
+
+
+def _check_changes(
+    kind: str, name: str, changes: Any, current: Mapping[str, ConfigValue]
+) -> dict[str, str | None]:
+    """The changes as ``{config: text or None}``, each naming a config the resource has and
+    Kafka can change while it runs."""
+    where = f"alter_configs({kind!r}, {name!r})"
+    if not isinstance(changes, Mapping) or not changes:
+        raise ConfigurationError(
+            f"{where}: changes must be a non-empty mapping of config names to values (None "
+            f"resets one), got {changes!r}",
+            "changes",
+        )
+    checked: dict[str, str | None] = {}
+    for key, value in changes.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"{where}: {key!r} is not a config name", "changes")
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, str | int | float)
+        ):
+            raise ConfigurationError(
+                f"{where}: the value of {key!r} must be a string (or None to reset it), got "
+                f"{value!r}",
+                key,
+            )
+        entry = current.get(key)
+        # A broker's per-listener settings (listener.name.<listener>.<config>) are dynamic and
+        # never listed by describe.
+        if entry is None and not (kind == "broker" and key.startswith("listener.name.")):
+            close = difflib.get_close_matches(key, list(current), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigurationError(f"{where}: {kind} {name} has no config {key!r}{hint}", key)
+        if entry is not None and entry.read_only:
+            raise ConfigurationError(
+                f"{where}: {key!r} is read-only: Kafka cannot change it while the broker runs "
+                "(set it in the broker's server.properties and restart the broker)",
+                key,
+            )
+        checked[key] = None if value is None else str(value)
+    return checked
+
+
+def _shown_value(entry: ConfigValue | None) -> str | None:
+    if entry is None:
+        return None
+    return "***" if entry.sensitive else entry.value
 
 
 def _await(shown: Callable[[], bool]) -> None:
@@ -250,24 +315,59 @@ class Admin:
             for entry in self._connection.describe_configs(kind, str(name), self.timeout)
         }
 
-    def alter_configs(self, kind: str, name: str, changes: Mapping[str, str | None]) -> None:
-        """Set config entries incrementally (others keep their values); ``None`` resets one to
-        its default. Returns once the broker describes the new values."""
+    def alter_configs(
+        self, kind: str, name: str, changes: Mapping[str, str | None]
+    ) -> list[ConfigChange]:
+        """Set config entries of a ``"topic"`` or a ``"broker"`` (by id) incrementally (Kafka's
+        IncrementalAlterConfigs: the entries not named keep their values); ``None`` deletes the
+        override, so the value falls back to the broker's or the cluster's default. A broker's
+        dynamic configs (``log.cleaner.threads``, ``message.max.bytes``, ``num.io.threads`` ...)
+        change at once, without a restart; ``kafka-configs.sh --alter --entity-type brokers``
+        does the same. Returns once the broker describes the new values.
+
+        Example::
+
+            admin.alter_configs("broker", 1, {"log.cleaner.threads": "2"})
+            admin.alter_configs("broker", 1, {"log.cleaner.threads": None})  # back to default
+
+        Returns:
+            What changed: each entry's value before and after, and its source now.
+
+        Raises:
+            ConfigurationError: an empty or malformed ``changes``, a config the resource does
+                not have, or a read-only one (a broker's static configs); ``setting`` names it.
+            KafkaError: Kafka refused a value (the message names the config).
+        """
         _check_kind(kind)
-        self._connection.alter_configs(kind, str(name), dict(changes), self.timeout)
+        name = str(name)
+        before = self.describe_configs(kind, name)
+        wanted = _check_changes(kind, name, changes, before)
+        self._connection.alter_configs(kind, name, wanted, self.timeout)
+        after: dict[str, ConfigValue] = {}
 
         def shown() -> bool:
-            now = self.describe_configs(kind, name)
+            after.update(self.describe_configs(kind, name))
             return all(
-                key in now
-                and (
-                    now[key].sensitive  # masked: nothing to compare
-                    or (now[key].default if value is None else now[key].value == str(value))
+                key not in after  # per-listener configs are never described
+                or after[key].sensitive  # masked: nothing to compare
+                or (
+                    after[key].source != _OWN_SOURCE[kind]
+                    if value is None
+                    else after[key].value == value
                 )
-                for key, value in changes.items()
+                for key, value in wanted.items()
             )
 
         _await(shown)
+        return [
+            ConfigChange(
+                key,
+                _shown_value(before.get(key)),
+                _shown_value(after.get(key)),
+                after[key].source if key in after else "UNKNOWN_CONFIG",
+            )
+            for key in wanted
+        ]
 
     # -- consumer groups ----------------------------------------------------------------------
 

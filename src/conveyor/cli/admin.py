@@ -361,6 +361,47 @@ def configs_describe(
               for e in shown])))  # fmt: skip
 
 
+@configs.command("alter")
+@_app_option
+@json_option()
+@click.argument("kind", type=click.Choice(["topic", "broker"]))
+@click.argument("name")
+@click.argument("settings", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option(
+    "--reset", "resets", multiple=True, metavar="KEY",
+    help="Delete KEY's override: back to the broker's or cluster's default (repeatable).",
+)  # fmt: skip
+def configs_alter(
+    app_spec: str | None,
+    as_json: bool,
+    kind: str,
+    name: str,
+    settings: tuple[str, ...],
+    resets: tuple[str, ...],
+) -> None:
+    """Set configs of topic NAME or broker ID; the others keep their values.
+
+    A broker's dynamic configs change without a restart: conveyor configs alter broker 1
+    log.cleaner.threads=2, and --reset log.cleaner.threads sets it back.
+    """
+    changes: dict[str, str | None] = {}
+    for item in settings:
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="KEY=VALUE")
+        changes[key] = value
+    for key in resets:
+        if key in changes:
+            raise click.BadParameter(f"{key!r} is both set and reset", param_hint="--reset")
+        changes[key] = None
+    if not changes:
+        raise click.UsageError("nothing to change: give KEY=VALUE settings or --reset KEY")
+    done = _admin(app_spec).alter_configs(kind, name, changes)
+    _emit(as_json, [change.__dict__ for change in done],
+          lambda: console.print(table(f"{kind} {name} configs altered", ["name", "before", "after", "source"], [
+              (c.name, str(c.before), str(c.after), c.source) for c in done])))  # fmt: skip
+
+
 @click.group()
 def cluster() -> None:
     """The cluster."""

@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer as BareConsumer
 from confluent_kafka import TopicPartition
 
-from conveyor import Admin, App, Consumer, KafkaError, Producer
+from conveyor import Admin, App, ConfigurationError, Consumer, KafkaError, Producer
+from conveyor.admin import ConfigChange
 from helpers import running
 
 
@@ -95,6 +96,54 @@ def test_configs_round_trip_for_a_topic_and_read_a_broker(admin: Admin, new_topi
     assert broker["auto.create.topics.enable"].value == "false"
     assert broker["num.io.threads"].read_only is False, "a dynamic broker setting"
     assert broker["node.id"].read_only is True, "fixed when the broker starts"
+
+
+# Dynamic broker configs that change nothing another test on this shared broker could notice:
+# the log cleaner's pause when it has nothing to clean, and how full its buffer gets.
+_BACKOFF, _LOAD_FACTOR = "log.cleaner.backoff.ms", "log.cleaner.io.buffer.load.factor"
+
+
+def test_a_dynamic_broker_config_is_altered_incrementally_and_reset(admin: Admin) -> None:
+    broker = str(admin.cluster_info().brokers[0].id)
+    start = admin.describe_configs("broker", broker)
+    backoff = str(int(start[_BACKOFF].value or 0) + 1)
+    try:
+        set_first = admin.alter_configs("broker", broker, {_LOAD_FACTOR: "0.91"})
+        assert set_first == [
+            ConfigChange(_LOAD_FACTOR, start[_LOAD_FACTOR].value, "0.91", "DYNAMIC_BROKER_CONFIG")
+        ]
+        done = admin.alter_configs("broker", broker, {_BACKOFF: backoff})
+        assert done == [
+            ConfigChange(_BACKOFF, start[_BACKOFF].value, backoff, "DYNAMIC_BROKER_CONFIG")
+        ]
+        now = admin.describe_configs("broker", broker)
+        assert (now[_BACKOFF].value, now[_BACKOFF].source) == (backoff, "DYNAMIC_BROKER_CONFIG")
+        assert now[_LOAD_FACTOR].value == "0.91", "the other override is kept (incremental)"
+    finally:
+        reset = admin.alter_configs("broker", broker, {_BACKOFF: None, _LOAD_FACTOR: None})
+    assert [(c.name, c.after) for c in reset] == [
+        (_BACKOFF, start[_BACKOFF].value),
+        (_LOAD_FACTOR, start[_LOAD_FACTOR].value),
+    ]
+    back = admin.describe_configs("broker", broker)
+    for key in (_BACKOFF, _LOAD_FACTOR):
+        assert (back[key].value, back[key].source) == (start[key].value, start[key].source)
+        assert back[key].source != "DYNAMIC_BROKER_CONFIG", "the override is gone"
+
+
+def test_an_unknown_read_only_or_invalid_broker_config_is_refused_and_named(admin: Admin) -> None:
+    broker = str(admin.cluster_info().brokers[0].id)
+    with pytest.raises(
+        ConfigurationError, match=r"did you mean 'log\.cleaner\.backoff\.ms'"
+    ) as unknown:
+        admin.alter_configs("broker", broker, {"log.cleaner.backof.ms": "1"})
+    assert unknown.value.setting == "log.cleaner.backof.ms"
+    with pytest.raises(ConfigurationError, match="read-only") as read_only:
+        admin.alter_configs("broker", broker, {"node.id": "7"})
+    assert read_only.value.setting == "node.id"
+    with pytest.raises(KafkaError, match=_BACKOFF):
+        admin.alter_configs("broker", broker, {_BACKOFF: "soon"})
+    assert admin.describe_configs("broker", broker)[_BACKOFF].source != "DYNAMIC_BROKER_CONFIG"
 
 
 def test_lags_seek_and_delete_for_a_group(admin: Admin, kafka_bootstrap: str, new_topic) -> None:

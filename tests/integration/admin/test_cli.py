@@ -211,3 +211,49 @@ def test_commands_that_need_no_routes_need_no_app(
     refused = run("topics", "list")
     assert refused.exit_code != 0
     assert "KAFKA_BOOTSTRAP_SERVERS" in refused.output
+
+
+def test_configs_alter_sets_and_resets_a_dynamic_broker_config(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``log.cleaner.backoff.ms``: the cleaner's idle pause, harmless to the shared broker."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    key = "log.cleaner.backoff.ms"
+    broker = str(json.loads(run("cluster", "info", "--json").output)["brokers"][0]["id"])
+
+    def current() -> dict[str, str]:
+        described = run("configs", "describe", "broker", broker, "--all", "--json").output
+        return next(entry for entry in json.loads(described) if entry["name"] == key)
+
+    start = current()
+    wanted = str(int(start["value"]) + 1)
+    try:
+        altered = run("configs", "alter", "broker", broker, f"{key}={wanted}")
+        assert altered.exit_code == 0, altered.output
+        assert f"broker {broker} configs altered" in altered.output
+        row = next(line for line in altered.output.splitlines() if key in line)
+        assert [cell.strip() for cell in row.strip("│ ").split("│")] == [
+            key, start["value"], wanted, "DYNAMIC_BROKER_CONFIG",
+        ]  # fmt: skip
+        assert (current()["value"], current()["source"]) == (wanted, "DYNAMIC_BROKER_CONFIG")
+    finally:
+        reset = run("configs", "alter", "broker", broker, "--reset", key, "--json")
+    assert reset.exit_code == 0, reset.output
+    assert json.loads(reset.output) == [
+        {"name": key, "before": wanted, "after": start["value"], "source": start["source"]}
+    ]
+
+    unknown = CliRunner().invoke(
+        cli, ["configs", "alter", "broker", broker, "log.cleaner.bakoff.ms=1"]
+    )
+    assert unknown.exit_code == 1
+    assert "no config 'log.cleaner.bakoff.ms'" in unknown.output
+    read_only = CliRunner().invoke(cli, ["configs", "alter", "broker", broker, "node.id=7"])
+    assert read_only.exit_code == 1
+    assert "'node.id' is read-only" in read_only.output
+    malformed = CliRunner().invoke(cli, ["configs", "alter", "broker", broker, key])
+    assert malformed.exit_code == 2
+    assert f"'{key}' is not KEY=VALUE" in malformed.output
+    nothing = CliRunner().invoke(cli, ["configs", "alter", "broker", broker])
+    assert nothing.exit_code == 2
+    assert current()["source"] == start["source"], "refused changes never reached the broker"

@@ -9,7 +9,7 @@ import pytest
 
 import conveyor.admin.admin as admin_module
 from conveyor.admin import Admin
-from conveyor.errors import KafkaError
+from conveyor.errors import ConfigurationError, KafkaError
 
 WATERMARKS = {("orders", 0): (10, 40), ("orders", 1): (0, 0), ("orders", 2): (5, 35)}
 
@@ -30,6 +30,16 @@ class FakeConnection:
         del timeout
         return WATERMARKS[(topic, partition)]
 
+    def describe_configs(self, kind: str, name: str, timeout: float) -> list[dict[str, Any]]:
+        del kind, name, timeout
+        return [
+            {"name": "retention.ms", "value": "1000", "default": False, "sensitive": False,
+             "read_only": False, "source": "DYNAMIC_TOPIC_CONFIG", "synonyms": []},
+        ]  # fmt: skip
+
+    def alter_configs(self, *args: Any) -> None:
+        raise AssertionError("a refused change must not reach the broker")
+
 
 @pytest.fixture
 def admin(monkeypatch: pytest.MonkeyPatch) -> Admin:
@@ -47,3 +57,22 @@ def test_message_count_sums_the_partitions_watermarks(admin: Admin) -> None:
 def test_message_count_of_a_topic_not_created_raises(admin: Admin) -> None:
     with pytest.raises(KafkaError, match="nope"):
         admin.message_count("nope")
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({}, "changes"),
+        (["retention.ms"], "changes"),
+        ({"": "1"}, "changes"),
+        ({"retention.ms": ["1"]}, "retention.ms"),
+        ({"retention.ms": True}, "retention.ms"),
+        ({"retention.mss": "1"}, "retention.mss"),
+    ],
+)
+def test_malformed_config_changes_are_refused_and_named(
+    admin: Admin, changes: Any, named: str
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        admin.alter_configs("topic", "orders", changes)
+    assert refused.value.setting == named
