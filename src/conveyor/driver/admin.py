@@ -33,6 +33,7 @@ from conveyor.driver.consumers import Committed, ask_watermarks
 from conveyor.driver.credentials import refusal, sliced_metadata
 from conveyor.driver.errors import configuration_error, to_conveyor_error
 from conveyor.driver.handles import FutureHandle
+from conveyor.driver.oauth import prime_token
 from conveyor.errors import AuthenticationError, ConfigurationError, KafkaError
 
 __all__ = ["AdminConnection"]
@@ -75,6 +76,7 @@ class AdminConnection:
             "logger": self._config.get("logger", LIBRDKAFKA_LOG),
             "error_cb": self._error,
         }
+        prime_token(settings)
         try:
             self._admin: Any = AdminClient(settings)
         except (confluent_kafka.KafkaException, ValueError, TypeError) as exc:

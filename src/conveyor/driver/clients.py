@@ -14,6 +14,7 @@ import confluent_kafka.admin
 from confluent_kafka import KafkaException
 
 from conveyor.driver.errors import configuration_error
+from conveyor.driver.oauth import prime_token
 from conveyor.instrumentation.background_log import BACKGROUND_LOG
 
 __all__ = [
@@ -131,6 +132,7 @@ def create_producer(
         settings["error_cb"] = on_error
     if on_statistics is not None:
         settings["stats_cb"] = on_statistics
+    prime_token(settings)
     try:
         return confluent_kafka.Producer(settings)
     except (KafkaException, ValueError, TypeError) as exc:
@@ -145,6 +147,7 @@ def create_admin(config: Mapping[str, Any]) -> Any:
     """
     settings = dict(config)
     settings.setdefault("logger", LIBRDKAFKA_LOG)
+    prime_token(settings)
     try:
         return confluent_kafka.admin.AdminClient(settings)
     except (KafkaException, ValueError, TypeError) as exc:

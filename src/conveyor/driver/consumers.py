@@ -18,6 +18,7 @@ from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.connection import ConnectionNews, ConnectionWatch
 from conveyor.driver.credentials import refusal, sliced_metadata
 from conveyor.driver.errors import ErrorCode, configuration_error, to_conveyor_error
+from conveyor.driver.oauth import prime_token
 from conveyor.errors import AuthenticationError, KafkaError
 
 __all__ = [
@@ -136,6 +137,7 @@ class ConsumerClient:
         settings["error_cb"] = self._error  # refused credentials are always watched for
         if on_statistics is not None and "statistics.interval.ms" in config:
             settings["stats_cb"] = on_statistics
+        prime_token(settings)
         try:
             self._consumer = confluent_kafka.Consumer(settings)
         except (KafkaException, ValueError, TypeError) as exc:

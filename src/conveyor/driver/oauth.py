@@ -2,7 +2,13 @@
 
 librdkafka calls a client's ``oauth_cb`` for its first token and again when 80 % of the
 current one's lifetime has passed; :func:`oauth_callback` turns ``App(oauth_token_provider=)``
-into that callback, checked when the app is built.
+and ``Producer(oauth_token_provider=)`` into that callback, checked when they are built.
+
+confluent-kafka asks for the first token while it builds a client and, when the callback
+fails, waits 10 s and reports only that no token was set; :func:`prime_token` asks first, so
+that a provider that raises or returns something other than a token fails the client's
+construction at once, in its own words (the token is then handed to librdkafka's first ask:
+the provider is not called twice).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 from conveyor.errors import ConfigurationError
 
-__all__ = ["OAuthCallback", "oauth_callback"]
+__all__ = ["OAuthCallback", "oauth_callback", "prime_token"]
 
 _log = logging.getLogger("conveyor.oauth")
 
@@ -28,25 +34,73 @@ class OAuthCallback:
         self.provider = provider
         self.issued = 0
         self._lock = threading.Lock()
+        self._primed: tuple[str, float] | None = None
 
     def __call__(self, _config: str | None = None) -> tuple[str, float]:
+        with self._lock:
+            primed, self._primed = self._primed, None
+        if primed is not None:
+            return primed
         try:
-            token, expiry = self.provider()
+            return self._fetch()
         except Exception:
             # librdkafka reports the failure (an authentication error) and asks again later
             _log.exception("the oauth_token_provider failed")
             raise
+
+    def prime(self) -> None:
+        """Ask the provider for a token now, for the next ask of librdkafka.
+
+        Raises:
+            ConfigurationError: the provider returned something other than ``(token, expiry)``
+                (``setting`` is ``oauth_token_provider``).
+            Exception: what the provider raised, as it raised it.
+        """
+        try:
+            token = self._fetch()
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"{exc}: an oauth_token_provider returns (token, expiry), the token a non-empty "
+                "string and the expiry an aware datetime or seconds since the epoch",
+                "oauth_token_provider",
+            ) from exc
+        with self._lock:
+            self._primed = token
+
+    def _fetch(self) -> tuple[str, float]:
+        answer = self.provider()
+        if not isinstance(answer, tuple) or len(answer) != 2:
+            raise TypeError(
+                f"the oauth_token_provider returned {_shown(answer)}, not (token, expiry)"
+            )
+        token, expiry = answer
         if not isinstance(token, str) or not token:
             raise TypeError(
                 f"the oauth_token_provider returned {type(token).__name__}, not a token"
             )
+        seconds = _seconds(expiry)
         with self._lock:
             self.issued += 1
-        return token, _seconds(expiry)
+        return token, seconds
 
     def __repr__(self) -> str:
         name = getattr(self.provider, "__qualname__", type(self.provider).__name__)
         return f"<OAuthCallback of {name}>"
+
+
+def prime_token(config: Mapping[str, Any]) -> None:
+    """Before a client is built from ``config``: prime its ``oauth_cb`` if it is Conveyor's
+    (see :meth:`OAuthCallback.prime`); a callback of the user's own is left alone."""
+    callback = config.get("oauth_cb")
+    if isinstance(callback, OAuthCallback):
+        callback.prime()
+
+
+def _shown(answer: Any) -> str:
+    """A provider's wrong answer, named without printing what may be a secret."""
+    if isinstance(answer, tuple):
+        return f"a tuple of {len(answer)}"
+    return type(answer).__name__
 
 
 def _seconds(expiry: Any) -> float:

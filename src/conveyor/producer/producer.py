@@ -106,6 +106,11 @@ class Producer(Dispatcher):
         serializer: turns payloads that are not bytes, str or None into bytes (JSON by default).
         middleware: callables applied in order to each message dict before dispatch; each
             returns the message (or ``None`` to keep it as changed in place) or raises to reject it.
+        oauth_token_provider: with ``sasl.mechanism=OAUTHBEARER``, a callable returning
+            ``(token, expiry)`` (expiry: an aware ``datetime`` or seconds since the epoch), as
+            ``App(oauth_token_provider=)`` takes it (WaterDrop's ``oauth.token_provider_listener``):
+            called for the first token while the producer is built, and again before each
+            token expires (librdkafka asks at 80 % of its lifetime).
 
     Example::
 
@@ -114,7 +119,9 @@ class Producer(Dispatcher):
         producer.close()
 
     Raises:
-        ConfigurationError: a setting is wrong (the message names it).
+        ConfigurationError: a setting is wrong (the message names it), such as an
+            ``oauth_token_provider`` without ``sasl.mechanism=OAUTHBEARER``, beside an
+            ``oauth_cb``, or one that returned something other than ``(token, expiry)``.
     """
 
     reload_calm: float = 300.0
@@ -133,6 +140,7 @@ class Producer(Dispatcher):
         reload_backoff: float = 1.0,
         serializer: Serializer | None = None,
         middleware: Sequence[Middleware] = (),
+        oauth_token_provider: Callable[[], tuple[str, Any]] | None = None,
     ) -> None:
         self.settings: ProducerSettings = build_settings(
             kafka,
@@ -144,6 +152,7 @@ class Producer(Dispatcher):
             reload_backoff=reload_backoff,
             serializer=serializer,
             middleware=middleware,
+            oauth_token_provider=oauth_token_provider,
         )
         self.id = self.settings.id
         if monitor is None:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from conveyor.driver.oauth import oauth_callback
 from conveyor.errors import ConfigurationError
 from conveyor.producer.partitioners import PARTITIONERS
 from conveyor.serialization import Serializer, json_dumps
@@ -96,6 +97,7 @@ def build_settings(
     reload_backoff: float,
     serializer: Serializer | None,
     middleware: Sequence[Middleware],
+    oauth_token_provider: Any = None,
 ) -> ProducerSettings:
     """Check every setting and fill in the defaults.
 
@@ -149,6 +151,8 @@ def build_settings(
             f'kafka["partitioner"] must be one of {", ".join(sorted(PARTITIONERS))}, got {partitioner!r}',
             "partitioner",
         )
+    if oauth_token_provider is not None:  # checked as App(oauth_token_provider=) checks it
+        merged["oauth_cb"] = oauth_callback(oauth_token_provider, kafka)
     producer_id = id or str(merged.get("client.id") or f"conveyor-producer-{uuid.uuid4().hex[:8]}")
     merged.setdefault("client.id", producer_id)
     return ProducerSettings(

@@ -247,6 +247,45 @@ def test_oauth_tokens_from_the_app_s_provider_are_refreshed_during_a_run(
     assert max(issued) - min(issued) >= 5, "a token was asked for again during the run"
 
 
+def test_a_standalone_producer_gets_its_tokens_from_its_own_provider(
+    secure: dict[str, Any],
+) -> None:
+    """``Producer(oauth_token_provider=)`` as ``App(oauth_token_provider=)``: the provider's
+    token opens the OAUTHBEARER listener. A provider that returns no token fails the producer's
+    construction at once, naming the provider (confluent-kafka would wait 10 s and say only that
+    no token was set); a token the broker does not accept fails the first produce fast."""
+    topic = new_topic(secure)
+    settings = secure["ways"]["SASL_PLAINTEXT, OAUTHBEARER (unsecured JWT)"]
+    issued: list[float] = []
+
+    def provider() -> tuple[str, float]:
+        issued.append(time.time())
+        return unsecured_jwt("conveyor-producer", 60.0)
+
+    with Producer(settings, oauth_token_provider=provider) as producer:
+        report = producer.produce_sync(topic=topic, payload=b"over oauth")
+    assert (report.topic, report.partition, report.offset) == (topic, 0, 0)
+    assert len(issued) == 1, "one client, one token (asked while it was built, not twice)"
+    with Admin({"bootstrap.servers": secure["plain"]}) as admin:
+        assert [m.raw_payload for m in admin.read_topic(topic, 0, count=1)] == [b"over oauth"]
+
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError, match="returned NoneType, not a token") as refused:
+        Producer(settings, oauth_token_provider=lambda: (None, time.time() + 60))
+    assert refused.value.setting == "oauth_token_provider"
+    with pytest.raises(ConfigurationError, match=r"returned str, not \(token, expiry\)"):
+        Producer(settings, oauth_token_provider=lambda: "just a token")
+    assert time.monotonic() - started < 5, "refused at once, not after librdkafka's wait"
+
+    started = time.monotonic()
+    with (
+        pytest.raises(KafkaError, match=r"refused the .* authentication over SASL_PLAINTEXT"),
+        Producer(settings, oauth_token_provider=lambda: ("not-a-jwt", time.time() + 60)) as bad,
+    ):
+        bad.produce_sync(topic=topic, payload=b"x")
+    assert time.monotonic() - started < 10, "a refused token fails fast"
+
+
 def test_no_output_shows_a_secret(
     secure: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,

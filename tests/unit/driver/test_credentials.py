@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import time
 from datetime import UTC, datetime
 
 import pytest
 
-from conveyor import App
+from conveyor import App, Producer
 from conveyor.driver.credentials import refusal
 from conveyor.driver.oauth import OAuthCallback, oauth_callback
 from conveyor.errors import AuthenticationError, ConfigurationError, KafkaError
@@ -69,3 +71,47 @@ def test_the_app_checks_the_provider_and_the_mechanism() -> None:
     assert asked == [], "building the app asks for no token"
     with pytest.raises(ConfigurationError, match="not both"):
         oauth_callback(lambda: ("t", 1.0), {"sasl.mechanism": "OAUTHBEARER", "oauth_cb": print})
+
+
+def test_a_primed_token_is_handed_to_librdkafkas_first_ask_only() -> None:
+    tokens = iter(["token-1", "token-2"])
+    callback = OAuthCallback(lambda: (next(tokens), 60.0))
+    callback.prime()
+    assert callback() == ("token-1", 60.0), "the primed token, not a second one"
+    assert callback() == ("token-2", 60.0), "later asks go to the provider"
+    assert callback.issued == 2
+
+
+def test_a_provider_returning_no_token_fails_priming_naming_the_provider() -> None:
+    for garbage, told in (((None, 60.0), "NoneType, not a token"), ("tok", "str, not (token")):
+        with pytest.raises(ConfigurationError, match=re.escape(told)) as refused:
+            OAuthCallback(lambda garbage=garbage: garbage).prime()
+        assert refused.value.setting == "oauth_token_provider"
+    with pytest.raises(RuntimeError, match="IdP down"):  # the provider's own error, as raised
+        OAuthCallback(lambda: (_ for _ in ()).throw(RuntimeError("IdP down"))).prime()
+
+
+def test_a_producer_takes_an_oauth_token_provider_as_the_app_does() -> None:
+    """Checked as App(oauth_token_provider=) checks it; a provider that returns no token fails
+    the producer's construction at once (librdkafka itself would wait 10 s for a token)."""
+    base = {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_PLAINTEXT"}
+    oauth = {**base, "sasl.mechanism": "OAUTHBEARER"}
+    with pytest.raises(ConfigurationError, match="OAUTHBEARER") as caught:
+        Producer({**base, "sasl.mechanism": "PLAIN"}, oauth_token_provider=lambda: ("t", 1.0))
+    assert caught.value.setting == "sasl.mechanism"
+    with pytest.raises(ConfigurationError, match="callable") as caught:
+        Producer(oauth, oauth_token_provider="token")  # type: ignore[arg-type]
+    assert caught.value.setting == "oauth_token_provider"
+    with pytest.raises(ConfigurationError, match="not both"):
+        Producer({**oauth, "oauth_cb": print}, oauth_token_provider=lambda: ("t", 1.0))
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError, match="NoneType, not a token") as caught:
+        Producer(oauth, oauth_token_provider=lambda: (None, time.time() + 60))
+    assert caught.value.setting == "oauth_token_provider"
+    assert time.monotonic() - started < 5
+    asked: list[float] = []
+    with Producer(
+        oauth, oauth_token_provider=lambda: (asked.append(1.0), ("t", time.time() + 60))[1]
+    ) as producer:
+        assert isinstance(producer.settings.kafka["oauth_cb"], OAuthCallback)
+    assert asked == [1.0], "asked once, while the producer was built"
