@@ -193,7 +193,10 @@ class Dispatcher:
         Raises:
             DeliveryError: the message was not delivered (librdkafka's code and name kept).
             WaitTimeoutError: no report within ``timeout`` (the message may still be delivered).
-            InvalidMessageError, QueueFullError, ProducerClosedError, ProducerForkedError.
+            InvalidMessageError: the message was refused before librdkafka (the field named).
+            QueueFullError: librdkafka's queue stayed full for ``queue_full_timeout``.
+            ProducerClosedError: the producer was closed.
+            ProducerForkedError: the producer was made before this process was forked.
         """
         core = self._core
         started = time.perf_counter()
@@ -322,7 +325,9 @@ class Dispatcher:
 
         Raises:
             BatchDeliveryError: some messages were not delivered (``failures`` lists them).
-            WaitTimeoutError, InvalidMessageError, QueueFullError.
+            WaitTimeoutError: not every report came within ``timeout``.
+            InvalidMessageError: a message was refused before librdkafka (nothing was sent).
+            QueueFullError: librdkafka's queue stayed full for ``queue_full_timeout``.
         """
         core = self._core
         started = time.perf_counter()
