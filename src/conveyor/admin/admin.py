@@ -192,6 +192,19 @@ def _check_changes(
     return checked
 
 
+def _reset(entry: ConfigValue, kind: str) -> bool:
+    """Whether ``entry`` shows its override deleted. A broker drops the override from its
+    metadata before it applies the value underneath (seen: source ``DEFAULT_CONFIG`` with the
+    old value for a moment), so a value back at its default must also be the default's: the
+    last synonym (confluent-kafka keys synonyms by name, so of a broker config's synonyms,
+    which share its name, only the last, Kafka's default, is left)."""
+    if entry.source == _OWN_SOURCE[kind]:
+        return False
+    if entry.source != "DEFAULT_CONFIG" or not entry.synonyms:
+        return True  # a static or cluster-wide value: none to compare with
+    return entry.value == entry.synonyms[-1][1]
+
+
 def _shown_value(entry: ConfigValue | None) -> str | None:
     if entry is None:
         return None
@@ -350,11 +363,7 @@ class Admin:
             return all(
                 key not in after  # per-listener configs are never described
                 or after[key].sensitive  # masked: nothing to compare
-                or (
-                    after[key].source != _OWN_SOURCE[kind]
-                    if value is None
-                    else after[key].value == value
-                )
+                or (_reset(after[key], kind) if value is None else after[key].value == value)
                 for key, value in wanted.items()
             )
 

@@ -76,3 +76,19 @@ def test_malformed_config_changes_are_refused_and_named(
     with pytest.raises(ConfigurationError) as refused:
         admin.alter_configs("topic", "orders", changes)
     assert refused.value.setting == named
+
+
+def entry(value: str, source: str, synonyms: list[tuple[str, str | None]]) -> Any:
+    return admin_module.ConfigValue(
+        "log.cleaner.backoff.ms", value, source == "DEFAULT_CONFIG", False, False, source, synonyms
+    )
+
+
+def test_a_reset_shows_once_the_default_is_in_force_not_just_the_source() -> None:
+    """A broker drops a deleted override from its metadata before it applies the default."""
+    default = [("log.cleaner.backoff.ms", "15000")]
+    assert not admin_module._reset(entry("15001", "DYNAMIC_BROKER_CONFIG", default), "broker")
+    assert not admin_module._reset(entry("15001", "DEFAULT_CONFIG", default), "broker"), "stale"
+    assert admin_module._reset(entry("15000", "DEFAULT_CONFIG", default), "broker")
+    assert admin_module._reset(entry("4", "STATIC_BROKER_CONFIG", [("n", "8")]), "broker")
+    assert not admin_module._reset(entry("1", "DYNAMIC_TOPIC_CONFIG", []), "topic")
