@@ -1151,6 +1151,49 @@ MUTATIONS = (
             "tests/unit/processing/test_offset_metadata.py::test_a_commit_held_back_by_an_unacknowledged_copy_holds_back_the_metadata_too",
         ),
     ),
+    Mutation(
+        "direct assignment: only the first assigned topic's partitions are assigned",
+        "conveyor/processing/listener.py",
+        (
+            (
+                "self._direct_start = [(r.name, p) for r in self.routes.values() for p in r.assign or ()]",
+                "self._direct_start = [(r.name, p) for r in list(self.routes.values())[:1] for p in r.assign or ()]",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_direct_assignment.py::test_one_consumer_class_reads_assigned_partitions_of_two_topics",
+        ),
+    ),
+    Mutation(
+        "direct assignment: assigned and subscribed topics may share a consumer group",
+        "conveyor/routing/routes.py",
+        (("        _check_assignments_apart(active)\n", ""),),
+        (
+            "tests/unit/routing/test_routes.py::test_assigned_and_subscribed_topics_may_not_share_a_consumer_group",
+        ),
+    ),
+    Mutation(
+        "alter_configs: a read-only broker config is sent to the broker",
+        "conveyor/admin/admin.py",
+        (("        if entry is not None and entry.read_only:", "        if False:"),),
+        (
+            "tests/integration/admin/test_admin.py::test_an_unknown_read_only_or_invalid_broker_config_is_refused_and_named",
+            "tests/integration/admin/test_cli.py::test_configs_alter_sets_and_resets_a_dynamic_broker_config",
+        ),
+    ),
+    Mutation(
+        "oauth: a producer's first token is left to librdkafka's 10 s wait",
+        "conveyor/driver/clients.py",
+        (
+            (
+                '        settings["stats_cb"] = on_statistics\n    prime_token(settings)\n',
+                '        settings["stats_cb"] = on_statistics\n',
+            ),
+        ),
+        (
+            "tests/unit/driver/test_credentials.py::test_a_producer_takes_an_oauth_token_provider_as_the_app_does",
+        ),
+    ),
 )
 
 
