@@ -222,6 +222,12 @@ class App:
             )
         self._recurring.add(cron, task, name)
 
+    @property
+    def recurring_tasks(self) -> RecurringTasks | None:
+        """The app's recurring tasks (``None`` until :meth:`recurring` declares one): their
+        topic, their tasks and what this process read of their runs."""
+        return self._recurring
+
     # -- admin and producer -------------------------------------------------------------------
 
     @property

@@ -24,7 +24,6 @@ from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
 from conveyor.schedules.wire import (
-    AT,
     DEFAULT_TOPIC,
     KEY,
     NULL,
@@ -33,6 +32,8 @@ from conveyor.schedules.wire import (
     PARTITION,
     STATE,
     TOPIC,
+    cancels,
+    scheduled_for,
 )
 
 if TYPE_CHECKING:
@@ -139,24 +140,18 @@ class Schedules:
                 self._last_seen[partition] = raw.offset()
                 headers = dict(raw.headers() or ())
                 if raw.value() is None:  # cancelled, or sent (then only that version of it)
-                    sent = headers.get(OFFSET)
                     current = pending.get(schedule_id)
-                    if sent is None or (
-                        current is not None and str(current.offset).encode() == sent
-                    ):
+                    if cancels(headers, None if current is None else current.offset):
                         pending.pop(schedule_id, None)
                     continue
-                try:
-                    at = int(headers[AT]) / 1000
-                    headers[TOPIC].decode()
-                    if PARTITION in headers:
-                        int(headers[PARTITION])
-                except (KeyError, ValueError, AttributeError, TypeError):
+                found = scheduled_for(headers)
+                if found is None:
                     _log.error(
                         "%s/%s@%s is not a scheduled message (malformed %s headers): skipped",
                         raw.topic(), partition, raw.offset(), "conveyor-schedule-*",
                     )  # fmt: skip
                     continue
+                at = found[0]
                 entry = _Entry(schedule_id, partition, raw.offset(), at, raw)
                 pending[schedule_id] = entry  # a later one with the same id replaces it
                 heapq.heappush(heap, (at, next(self._sequence), schedule_id))

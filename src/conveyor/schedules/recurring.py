@@ -8,6 +8,11 @@ thread of its own; a process that takes the partition over reads those records u
 the partition ended when it got it, so a slot already started elsewhere is not run again.
 A slot is run at most once (a process that dies while running one does not run it again);
 slots missed while no process owned the partition are skipped, not caught up.
+
+The same topic holds what the web UI shows and changes (:mod:`conveyor.schedules.records`):
+the result of each task's last run, whether it is disabled (a disabled task's slots are
+skipped, across restarts: the record stays) and requests to run one now (the process
+running the tasks marks one taken before it runs it, so a request runs once).
 """
 
 from __future__ import annotations
@@ -25,6 +30,13 @@ from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
 from conveyor.schedules.cron import Cron
+from conveyor.schedules.records import (
+    SEPARATOR,
+    TaskRecords,
+    fold_record,
+    handled_message,
+    result_message,
+)
 
 if TYPE_CHECKING:
     from conveyor.instrumentation import Event
@@ -55,6 +67,8 @@ class RecurringTasks:
         self.topic = topic
         self.tasks: dict[str, _Task] = {}
         self.last_runs: dict[str, float] = {}
+        self.records: dict[str, TaskRecords] = {}
+        """What the topic holds about each task, as far as this process read it."""
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._assigned = False
@@ -88,6 +102,10 @@ class RecurringTasks:
         if not callable(run):
             raise ConfigurationError(f"a recurring task must be callable, got {run!r}", "task")
         task_name = name or getattr(run, "__qualname__", None) or repr(run)
+        if not isinstance(task_name, str) or not task_name or SEPARATOR in task_name:
+            raise ConfigurationError(
+                f"a recurring task's name is text without \\x1f, got {task_name!r}", "name"
+            )
         if task_name in self.tasks:
             raise ConfigurationError(
                 f"a recurring task named {task_name!r} exists: give name=...", "name"
@@ -95,6 +113,12 @@ class RecurringTasks:
         with self._changed:
             self.tasks[task_name] = _Task(task_name, parsed, run)
             self._changed.notify_all()
+
+    def enabled(self, name: str) -> bool:
+        """Whether task ``name`` runs on its schedule (not disabled from the web UI)."""
+        with self._lock:
+            found = self.records.get(name)
+            return found is None or found.enabled
 
     @property
     def leading(self) -> bool:
@@ -122,12 +146,11 @@ class RecurringTasks:
             for message in batch:
                 raw = message._raw
                 self._loaded_to = raw.offset() + 1
-                name = (raw.key() or b"").decode("utf-8", "replace")
-                try:
-                    at = float(json.loads(raw.value())["at"])
-                except (TypeError, ValueError, KeyError):
-                    continue
-                self.last_runs[name] = max(at, self.last_runs.get(name, 0.0))
+                folded = fold_record(self.records, raw.key(), raw.value())
+                if folded is not None and folded[1] is None:
+                    name = folded[0]
+                    at = self.records[name].last_slot or 0.0
+                    self.last_runs[name] = max(at, self.last_runs.get(name, 0.0))
             self._changed.notify_all()
 
     # -- running (a thread of its own) ---------------------------------------------------------
@@ -189,17 +212,21 @@ class RecurringTasks:
                 self._changed.wait(timeout=0.5 if self._assigned else _IDLE)
                 return
             due, wait = self._due(time.time())
-            if not due:
+            requested = self._requested()
+            if not due and not requested:
                 self._changed.wait(timeout=_IDLE if wait is None else min(wait, _IDLE))
                 return
             recorded = []
             for task, slot in due:  # recorded under the lock: a revocation waits for it
                 if self._record(task, slot):
-                    recorded.append((task, slot))
-        for task, slot in recorded:
+                    recorded.append((task, slot, False))
+            for task, request in requested:  # taken before it runs: a restart does not rerun it
+                if self._take(task, request):
+                    recorded.append((task, time.time(), True))
+        for task, slot, manual in recorded:
             threading.Thread(
-                target=self._run, args=(task, slot), name=f"conveyor-recurring-{task.name}",
-                daemon=True,
+                target=self._run, args=(task, slot, manual),
+                name=f"conveyor-recurring-{task.name}", daemon=True,
             ).start()  # fmt: skip
 
     def _next(self, task: _Task, after: float) -> float:
@@ -214,12 +241,37 @@ class RecurringTasks:
             if task.next_at == 0.0:
                 task.next_at = self._next(task, now)
             if task.next_at <= now:
-                if task.next_at > self.last_runs.get(task.name, 0.0):
+                records = self.records.get(task.name)
+                disabled = records is not None and not records.enabled
+                if task.next_at > self.last_runs.get(task.name, 0.0) and not disabled:
                     due.append((task, task.next_at))
                 task.next_at = self._next(task, max(now, task.next_at) + 0.001)
             wait = task.next_at - now
             soonest = wait if soonest is None else min(soonest, wait)
         return due, soonest
+
+    def _requested(self) -> list[tuple[_Task, str]]:
+        """The requests to run a task now that no process took yet (of known tasks)."""
+        return [
+            (self.tasks[name], records.requested)
+            for name, records in self.records.items()
+            if records.requested is not None and name in self.tasks
+        ]
+
+    def _take(self, task: _Task, request: str) -> bool:
+        """Mark a request to run ``task`` now taken, before running it; False when the broker
+        did not take the mark (the request stays, tried again at the next look)."""
+        try:
+            self.app.producer.produce_sync(
+                **handled_message(self.topic, task.name, request), timeout=_RECORD_TIMEOUT
+            )
+        except Exception as error:
+            _log.error("recurring task %s: could not take a run request (%r)", task.name, error)
+            return False
+        records = self.records[task.name]
+        if records.requested == request:
+            records.requested = records.requested_by = None
+        return True
 
     def _record(self, task: _Task, slot: float) -> bool:
         """Write the slot before running it; False (the slot is skipped, logged) when the
@@ -241,19 +293,34 @@ class RecurringTasks:
         self.last_runs[task.name] = slot
         return True
 
-    def _run(self, task: _Task, slot: float) -> None:
+    def _run(self, task: _Task, slot: float, manual: bool = False) -> None:
         started = time.time()
         try:
             task.run()
         except Exception as error:
             _log.exception("recurring task %s (slot %s) failed", task.name, slot)
+            self._result(task, slot, started, error, manual)
             if ev.ERROR_OCCURRED in self.app.monitor.subscribed:
                 self.app.monitor.instrument(
                     ev.ERROR_OCCURRED, type="recurring.task.error", error=error, task=task.name
                 )
             return
+        self._result(task, slot, started, None, manual)
         if ev.RECURRING_RAN in self.app.monitor.subscribed:
             self.app.monitor.instrument(
                 ev.RECURRING_RAN, task=task.name, slot=slot, late=started - slot,
                 duration=time.time() - started,
             )  # fmt: skip
+
+    def _result(
+        self, task: _Task, slot: float, started: float, error: BaseException | None, manual: bool
+    ) -> None:
+        """Record how a run ended (for the web UI); a failure to record is logged only."""
+        message = result_message(
+            self.topic, task.name, slot=slot, started=started, duration=time.time() - started,
+            error=error, manual=manual,
+        )  # fmt: skip
+        try:
+            self.app.producer.produce_async(**message)
+        except Exception as failure:
+            _log.warning("recurring task %s: its result was not recorded (%r)", task.name, failure)

@@ -10,7 +10,13 @@ from typing import Any
 
 from conveyor.errors import ConfigurationError
 
-__all__ = ["DEFAULT_TOPIC", "cancel_message", "schedule_message"]
+__all__ = [
+    "DEFAULT_TOPIC",
+    "cancel_message",
+    "cancels",
+    "schedule_message",
+    "scheduled_for",
+]
 
 DEFAULT_TOPIC = "conveyor_schedules"
 AT = "conveyor-schedule-at"  # epoch milliseconds
@@ -96,3 +102,23 @@ def cancel_message(schedule_id: str, schedules_topic: str = DEFAULT_TOPIC) -> di
         "payload": None,
         "headers": [(STATE, "cancelled")],
     }
+
+
+def scheduled_for(headers: Mapping[str, Any]) -> tuple[float, str, int | None] | None:
+    """A scheduled message's due time (epoch seconds), destination topic and partition from
+    its headers; ``None`` when they are malformed (the dispatcher skips such a message)."""
+    try:
+        at = int(headers[AT]) / 1000
+        topic = headers[TOPIC].decode()
+        partition = int(headers[PARTITION]) if PARTITION in headers else None
+    except (KeyError, ValueError, AttributeError, TypeError):
+        return None
+    return at, topic, partition
+
+
+def cancels(headers: Mapping[str, Any], pending_offset: int | None) -> bool:
+    """Whether a tombstone with ``headers`` ends the pending schedule stored at
+    ``pending_offset``: a cancellation ends any; a dispatched tombstone only the version it
+    sent (a newer schedule under the same id stays)."""
+    sent = headers.get(OFFSET)
+    return sent is None or (pending_offset is not None and str(pending_offset).encode() == sent)

@@ -42,8 +42,14 @@ ACTIONS = (
     "pause",
     "resume",
     "seek",
+    "cancel",
+    "run",
+    "disable",
+    "enable",
 )
-"""Everything the UI can do besides reading: refused in read-only mode, asked of the policy."""
+"""Everything the UI can do besides reading: refused in read-only mode, asked of the policy.
+``cancel`` is a scheduled message's (its target: the schedule's id); ``run``, ``disable`` and
+``enable`` a recurring task's (its target: the task's name)."""
 
 Policy = Callable[[str | None, str, str], bool]
 """``policy(user, action, target) -> bool``: ``user`` is ``None`` on an open UI; ``target``

@@ -16,6 +16,7 @@ from conveyor.web.commands import COMMANDS, PARTITION_COMMANDS
 from conveyor.web.reading.explorer_query import parse_time
 from conveyor.web.ui.guard import body_of, form_of
 from conveyor.web.ui.pages import offset_params
+from conveyor.web.ui.schedule_views import TASK_ACTIONS
 from conveyor.web.ui.views import NotFound
 
 if TYPE_CHECKING:
@@ -112,6 +113,36 @@ class Actions:
             return JSONResponse({"discarded": noted})
         base = request.scope.get("root_path", "")
         return RedirectResponse(f"{base}/dlq/{quote(topic)}", status_code=303)
+
+    async def cancel_schedule(self, request: Request) -> Response:
+        """Cancel one pending scheduled message (``id`` in the path)."""
+        schedule_id = request.path_params["schedule_id"]
+        body = await _fields_of(request)
+        await self.guard.authorize(request, "cancel", schedule_id, body)
+        result = await run_in_threadpool(self.ui.schedules.cancel, schedule_id)
+        if body is not None:
+            return JSONResponse(result)
+        base = request.scope.get("root_path", "")
+        return RedirectResponse(f"{base}/schedules", status_code=303)
+
+    async def task(self, request: Request) -> Response:
+        """Run a recurring task now, disable or enable it (``task``: its name)."""
+        action = request.path_params["action"]
+        if action not in TASK_ACTIONS:
+            raise NotFound("task action", action)
+        body = await _fields_of(request)
+        fields = body if body is not None else await form_of(request)
+        name = str(fields.get("task") or "").strip()
+        if not name:
+            raise ConfigurationError("name the recurring task (the task field)", "task")
+        guard = self.guard
+        await guard.authorize(request, action, name, body)
+        by = f"web UI ({guard.user(request) or 'anonymous'})"
+        result = await run_in_threadpool(self.ui.schedules.task, action, name, by)
+        if body is not None:
+            return JSONResponse(result)
+        base = request.scope.get("root_path", "")
+        return RedirectResponse(f"{base}/schedules", status_code=303)
 
     async def command(self, request: Request) -> Response:
         body = await _fields_of(request)

@@ -25,6 +25,7 @@ class Pages:
 
     def __init__(self, ui: Ui) -> None:
         self.views = ui.views
+        self.schedules_views = ui.schedules
 
     def dashboard(self, request: Request) -> Page:
         return self.views.dashboard(request.query_params.get("range", "1h"))
@@ -37,6 +38,10 @@ class Pages:
 
     def jobs(self, request: Request) -> Page:
         return self.views.jobs()
+
+    def schedules(self, request: Request) -> Page:
+        query = request.query_params
+        return self.schedules_views.page(query.get("topic") or None, number(request, "page"))
 
     def routing(self, request: Request) -> Page:
         return self.views.routing()

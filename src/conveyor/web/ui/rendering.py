@@ -22,6 +22,7 @@ from conveyor.web.reading.explorer import Explorer
 from conveyor.web.ui.charts import bar_chart, line_chart
 from conveyor.web.ui.explorer_views import ExplorerViews
 from conveyor.web.ui.guard import CSRF_FIELD, Guard
+from conveyor.web.ui.schedule_views import ScheduleViews
 from conveyor.web.ui.views import NotFound, Page, Views
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ NAVIGATION = (
     ("dashboard", "Dashboard", ""),
     ("processes", "Processes", "/processes"),
     ("jobs", "Jobs", "/jobs"),
+    ("schedules", "Schedules", "/schedules"),
     ("routing", "Routing", "/routing"),
     ("lags", "Lags", "/lags"),
     ("errors", "Errors", "/errors"),
@@ -58,6 +60,7 @@ class Ui:
         self.explorer = ExplorerViews(
             self.app, lambda: views.admin, Explorer(self.app.settings.kafka)
         )
+        self.schedules = ScheduleViews(self.app)
         self.environment = environment()
         self.guard = Guard(access or Access())
 
