@@ -1,0 +1,106 @@
+"""Pending schedules outlive a SIGKILLed dispatcher: a process that loaded a few schedules
+is killed before they are due; the next one sends each of them once (counted by payload over
+all the destination holds), and the schedules topic then holds none pending."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from conveyor import Admin, Producer
+from conveyor.web.reading.schedules import ScheduleReader
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parents[1]
+COUNT = 6
+
+
+class Server:
+    """One ``conveyor server`` running schedules_app, its output lines collected."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "conveyor", "server", "--app", "schedules_app:app",
+             "--log-level", "ERROR"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env=env, cwd=HERE,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append(line.strip())
+                self._changed.notify_all()
+        self.process.stdout.close()
+
+    def wait_for(self, predicate: Callable[[list[str]], bool], timeout: float = 90) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self.lines), timeout)
+
+    def sent(self) -> list[str]:
+        with self._changed:
+            return [line.split()[1] for line in self.lines if line.startswith("sent ")]
+
+
+def test_pending_schedules_survive_a_sigkilled_dispatcher(
+    kafka_bootstrap: str, kafka_admin: Admin, new_topic, read_messages
+) -> None:
+    target = new_topic()
+    schedules = new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    group = f"sched-kill-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "GROUP": group,
+        "SCHEDULES": schedules,
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }  # fmt: skip
+    reader = ScheduleReader({"bootstrap.servers": kafka_bootstrap})
+    payloads = {f"due-{n}-{uuid.uuid4().hex[:6]}" for n in range(COUNT)}
+    first = Server(env)
+    try:
+        assert first.wait_for(lambda lines: "pending 0" in lines), "the first server runs"
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            due = time.time() + 5.0
+            for n, payload in enumerate(sorted(payloads)):
+                producer.produce_at(due + n * 0.2, topic=target, payload=payload.encode(),
+                                    key=f"k{n}", schedules_topic=schedules)  # fmt: skip
+        assert first.wait_for(lambda lines: f"pending {COUNT}" in lines, due - time.time()), (
+            "loaded before they are due"
+        )
+    finally:
+        first.process.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        first.process.wait(30)
+        first.reader.join(10)
+    assert killed_at < due, "killed before any was due"
+    assert first.sent() == [], "the first server sent none"
+    held = reader.pending(schedules, group)
+    assert sorted(m.topic for m in held.messages) == [target] * COUNT, "still pending"
+
+    second = Server(env)
+    try:
+        assert second.wait_for(lambda lines: len([x for x in lines if x.startswith("sent ")])
+                               >= COUNT), second.lines  # fmt: skip
+    finally:
+        second.process.send_signal(signal.SIGTERM)
+        assert second.process.wait(60) == 0
+        second.reader.join(10)
+    assert sorted(second.sent()) == sorted(m.id for m in held.messages), "each sent, once"
+    # Nothing runs any more: all the destination holds, to its end, is what was sent.
+    end = kafka_admin.read_watermark_offsets(target, 0)[1]
+    arrived = Counter(m.value().decode() for m in read_messages(target, end))
+    assert set(arrived) == payloads
+    assert set(arrived.values()) == {1}, f"exactly once each: {arrived}"
+    assert reader.pending(schedules, group).messages == [], "none pending any more"
