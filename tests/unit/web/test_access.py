@@ -152,6 +152,10 @@ ACTIONS: list[tuple[str, dict[str, Any]]] = [
     ("/explorer/orders/0/5/republish", {"to": "orders"}),
     ("/processes/host:1:ab/commands", {"command": "stop"}),
     ("/processes/host:1:ab/commands", {"command": "pause", "topic": "orders", "partition": "0"}),
+    ("/schedules/0af3/cancel", {}),
+    ("/schedules/tasks/run", {"task": "report"}),
+    ("/schedules/tasks/disable", {"task": "report"}),
+    ("/schedules/tasks/enable", {"task": "report"}),
 ]
 
 
@@ -202,6 +206,12 @@ def test_the_policy_is_asked_with_the_user_the_action_and_the_target() -> None:
     refused = client.post("/dlq/orders_dlq/redrive", data={"all": "1", "csrf_token": token})
     assert refused.status_code == 403
     assert ("admin", "redrive", "orders_dlq -> original") in asked
+    refused = client.post("/schedules/0af3/cancel", data={"csrf_token": token})
+    assert refused.status_code == 403
+    assert ("admin", "cancel", "0af3") in asked, "a schedule's id"
+    refused = client.post("/schedules/tasks/disable", data={"task": "report", "csrf_token": token})
+    assert refused.status_code == 403
+    assert ("admin", "disable", "report") in asked, "a task's name"
 
 
 def test_a_policy_that_raises_refuses() -> None:

@@ -1,0 +1,97 @@
+"""The Schedules page in headless Chromium (Debian's package, driven by Playwright), on the
+app's own web UI served by uvicorn: it lists two pending scheduled messages and a recurring
+task; the page's Cancel cancels one (it never arrives, the other does) and its Disable
+disables the task (the page then offers Enable). Screenshots under tests/artifacts/."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pytest
+
+from conveyor import Admin, App, Consumer
+from conveyor.admin import migrate
+from conveyor.web.topics import WebTopics
+from helpers import Record, running
+from integration.jobs.test_jobs_browser import served
+from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, get_json
+
+pytestmark = pytest.mark.browser
+ARRIVED = Record()
+
+
+class Arrivals(Consumer):
+    def consume(self) -> None:
+        ARRIVED.add(*(m.raw_payload.decode() for m in self.messages))
+
+
+def test_a_schedule_is_cancelled_and_a_task_disabled_from_the_browser(
+    kafka_bootstrap: str, kafka_admin: Admin, new_topic, web_topics: WebTopics
+) -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium'")
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
+
+    suffix = uuid.uuid4().hex[:8]
+    target = new_topic()
+    app = App(client_id=f"sched-browser-{suffix}", max_wait_time=0.1,
+              kafka={"bootstrap.servers": kafka_bootstrap, "group.id": f"sched-browser-{suffix}"})  # fmt: skip
+    app.routes.topic(target, Arrivals)
+    app.schedules.enable(topic=f"test-schedules-{suffix}", partitions=1)
+    app.recurring("0 0 1 1 *", lambda: None, name="yearly-report",
+                  topic=f"test-recurring-{suffix}")  # fmt: skip
+    app.web.enable(tracking_interval=0.5, topics=web_topics)
+    migrate(app.admin, app.routes)
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        with running(app), served(app) as url:
+            now = time.time()
+            doomed = app.producer.produce_at(now + 8, topic=target, payload=b"doomed",
+                                             schedules_topic=app.schedules.topic)  # fmt: skip
+            app.producer.produce_at(now + 10, topic=target, payload=b"kept",
+                                    schedules_topic=app.schedules.topic)  # fmt: skip
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(
+                    executable_path=CHROMIUM,
+                    args=["--no-sandbox", "--disable-gpu", "--no-first-run"],
+                )
+                try:
+                    page = browser.new_page(viewport={"width": 1280, "height": 900})
+                    page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
+
+                    def ready() -> None:
+                        page.wait_for_selector("body[data-ready='1']")
+
+                    page.goto(f"{url}/schedules")
+                    ready()
+                    rows = page.locator("#pending-schedules tbody tr[data-schedule]")
+                    assert rows.count() == 2
+                    assert "yearly-report" in page.locator("#recurring-tasks").inner_text()
+                    page.screenshot(path=str(ARTIFACTS / "schedules-page.png"), full_page=True)
+
+                    page.locator(f"tr[data-schedule='{doomed}'] button.cancel-schedule").click()
+                    ready()
+                    assert rows.count() == 1
+                    assert doomed not in page.locator("#pending-schedules").inner_text()
+
+                    page.locator("tr[data-task='yearly-report'] button.task-disable").click()
+                    ready()
+                    task = page.locator("tr[data-task='yearly-report']")
+                    assert "disabled" in task.inner_text()
+                    assert task.locator("button.task-enable").count() == 1
+                    page.screenshot(path=str(ARTIFACTS / "schedules-done.png"), full_page=True)
+                finally:
+                    browser.close()
+            [left] = get_json(f"{url}/api/schedules")["pending"]
+            assert left["id"] != doomed
+            assert ARRIVED.wait_for(lambda items: "kept" in items), "the other one arrives"
+            assert "doomed" not in ARRIVED.items, "the cancelled one never does"
+            assert eventually(
+                lambda: not get_json(f"{url}/api/schedules")["tasks"][0]["enabled"], 10
+            )
+    finally:
+        for name in (app.schedules.topic, f"test-recurring-{suffix}"):
+            if name in kafka_admin.list_topics():
+                kafka_admin.delete_topic(name)
