@@ -15,7 +15,7 @@ from typing import Any
 from app_env import app_from_env
 
 app = app_from_env("schedules-server")
-app.schedules.enable(topic=os.environ["SCHEDULES"], partitions=2)
+app.schedules.enable(topic=os.environ["SCHEDULES"], partitions=1)
 _lock = threading.Lock()
 
 

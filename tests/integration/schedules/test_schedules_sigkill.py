@@ -1,6 +1,7 @@
-"""Pending schedules outlive a SIGKILLed dispatcher: a process that loaded a few schedules
-is killed before they are due; the next one sends each of them once (counted by payload over
-all the destination holds), and the schedules topic then holds none pending."""
+"""Pending schedules outlive a SIGKILLed dispatcher: a process that sent one schedule, loaded
+a few more and committed its offset up to them is killed before they are due; the next one
+sends each of them once (counted by payload over all the destination holds), and the
+schedules topic then holds none pending."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ from conveyor.web.reading.schedules import ScheduleReader
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parents[1]
 COUNT = 6
+
+
+def committed(admin: Admin, group: str, topic: str) -> int:
+    """The group's committed offset of ``topic``'s partition 0 (-1: none)."""
+    found = [lag.committed for lag in admin.read_lags([group]) if lag.topic == topic]
+    return max([c for c in found if c is not None], default=-1)
 
 
 class Server:
@@ -59,7 +66,7 @@ def test_pending_schedules_survive_a_sigkilled_dispatcher(
     kafka_bootstrap: str, kafka_admin: Admin, new_topic, read_messages
 ) -> None:
     target = new_topic()
-    schedules = new_topic(partitions=2, config={"cleanup.policy": "compact"})
+    schedules = new_topic(partitions=1, config={"cleanup.policy": "compact"})
     group = f"sched-kill-{uuid.uuid4().hex[:8]}"
     env = {
         **os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "GROUP": group,
@@ -72,27 +79,35 @@ def test_pending_schedules_survive_a_sigkilled_dispatcher(
     try:
         assert first.wait_for(lambda lines: "pending 0" in lines), "the first server runs"
         with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
-            due = time.time() + 5.0
+            early = producer.produce_at(time.time() - 1, topic=target, payload=b"early",
+                                        schedules_topic=schedules)  # fmt: skip
+            assert first.wait_for(lambda lines: f"sent {early}" in lines), "sent at once"
+            due = time.time() + 6.0
             for n, payload in enumerate(sorted(payloads)):
                 producer.produce_at(due + n * 0.2, topic=target, payload=payload.encode(),
                                     key=f"k{n}", schedules_topic=schedules)  # fmt: skip
         assert first.wait_for(lambda lines: f"pending {COUNT}" in lines, due - time.time()), (
             "loaded before they are due"
         )
+        oldest = min(m.stored_offset for m in reader.pending(schedules).messages)
+        deadline = time.monotonic() + due - time.time()
+        while committed(kafka_admin, group, schedules) < oldest:  # up to the pending ones
+            assert time.monotonic() < deadline, "the dispatcher committed before the kill"
+            threading.Event().wait(0.1)
     finally:
         first.process.send_signal(signal.SIGKILL)
         killed_at = time.time()
         first.process.wait(30)
         first.reader.join(10)
     assert killed_at < due, "killed before any was due"
-    assert first.sent() == [], "the first server sent none"
+    assert first.sent() == [early], "the first server sent only the early one"
     held = reader.pending(schedules, group)
     assert sorted(m.topic for m in held.messages) == [target] * COUNT, "still pending"
 
     second = Server(env)
     try:
         assert second.wait_for(lambda lines: len([x for x in lines if x.startswith("sent ")])
-                               >= COUNT), second.lines  # fmt: skip
+                               >= COUNT, 60), second.lines  # fmt: skip
     finally:
         second.process.send_signal(signal.SIGTERM)
         assert second.process.wait(60) == 0
@@ -101,6 +116,6 @@ def test_pending_schedules_survive_a_sigkilled_dispatcher(
     # Nothing runs any more: all the destination holds, to its end, is what was sent.
     end = kafka_admin.read_watermark_offsets(target, 0)[1]
     arrived = Counter(m.value().decode() for m in read_messages(target, end))
-    assert set(arrived) == payloads
+    assert set(arrived) == payloads | {"early"}
     assert set(arrived.values()) == {1}, f"exactly once each: {arrived}"
     assert reader.pending(schedules, group).messages == [], "none pending any more"
