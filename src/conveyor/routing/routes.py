@@ -132,6 +132,7 @@ class Routes:
             virtual_partitions=parse_virtual_partitions(name, options.get("virtual_partitions")),
             kafka=_kafka(name, options.get("kafka"), options.get("dead_letter_queue")),
             filters=_filters(name, options.get("filters"), options.get("virtual_partitions")),
+            subscription_group_declared=self._subscription is not None,
         )
         self._topics.append(topic)
         return topic

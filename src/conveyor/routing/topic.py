@@ -76,6 +76,10 @@ class Topic:
     pattern: re.Pattern[str] | None = None
     """For ``app.routes.pattern(...)``: the regular expression (``name`` is its text, which
     librdkafka subscribes to); every topic it matches is read with this route."""
+    subscription_group_declared: bool = False
+    """Whether the route was declared inside ``app.routes.subscription_group(...)``. Routes
+    that were not are packed over the app's ``max_listeners`` listeners when it starts (see
+    :mod:`conveyor.routing.packing`); a declared subscription group is kept as it is."""
 
     def matches(self, topic: str) -> bool:
         """Whether this route reads ``topic`` (its name, or a match of its pattern)."""
