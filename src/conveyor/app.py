@@ -26,6 +26,7 @@ from conveyor.processing import ProcessingContext, Runner
 from conveyor.processing.snapshot import ProcessState, Snapshot
 from conveyor.producer import Producer
 from conveyor.routing import Routes, Topic
+from conveyor.routing.packing import pack_routes
 from conveyor.schedules.dispatcher import Schedules
 from conveyor.schedules.recurring import DEFAULT_TOPIC as RECURRING_TOPIC
 from conveyor.schedules.recurring import RecurringTasks
@@ -45,6 +46,7 @@ __all__ = ["App", "AppSettings"]
 
 _log = logging.getLogger("conveyor")
 _TRANSACTIONAL = "transactional"  # what a slot records once its process made transactions
+_PACKING_METADATA_TIMEOUT = 5.0  # seconds start() waits for the partition counts it packs by
 
 
 class App:
@@ -72,6 +74,13 @@ class App:
             then skips a thread hand-off (~45 us on 2 cores). A ``consume()`` that then
             blocks holds up that listener's polling until it returns (and sends its
             partition back to the pool); ``False`` hands every batch to the pool.
+        max_listeners: the most listeners that read the routes of one consumer group
+            declared outside any ``subscription_group`` block (default 2). A listener is a
+            thread with its own librdkafka consumer; those routes' topics are spread over
+            up to this many listeners of the group, evenly by partition count (taken from
+            the cluster's metadata at start), each a subscription group of its own named
+            ``<group>-pack-<n>``. 1 reads them all with one listener. Routes in a declared
+            subscription group keep theirs. See the consuming guide.
         monitor: the event bus (a new one with a :class:`LoggingListener` when omitted).
         oauth_token_provider: with ``sasl.mechanism=OAUTHBEARER``, a callable returning
             ``(token, expiry)`` (expiry: an aware ``datetime`` or seconds since the epoch),
@@ -111,6 +120,7 @@ class App:
         pause_with_exponential_backoff: bool = AppSettings.pause_with_exponential_backoff,
         gc_threshold: int | None = AppSettings.gc_threshold,
         inline_quick_batches: bool = AppSettings.inline_quick_batches,
+        max_listeners: int = AppSettings.max_listeners,
         monitor: Monitor | None = None,
         oauth_token_provider: Callable[[], tuple[str, Any]] | None = None,
         instance_id: str | None = None,
@@ -129,6 +139,7 @@ class App:
             pause_with_exponential_backoff=pause_with_exponential_backoff,
             gc_threshold=gc_threshold,
             inline_quick_batches=inline_quick_batches,
+            max_listeners=max_listeners,
             oauth_token_provider=oauth_token_provider,
             instance_id=instance_id,
             event_loop_blocked_after=event_loop_blocked_after,
@@ -346,7 +357,12 @@ class App:
                 raise ConveyorError(f"the app is {self.state}; an App runs once")
             self.state = "starting"
         try:
-            routes = self._select(consumer_groups, subscription_groups, topics)
+            routes = pack_routes(
+                self._select(consumer_groups, subscription_groups, topics),
+                self.settings.max_listeners,
+                str(self.settings.kafka.get("auto.offset.reset", "earliest")),
+                self._partition_counts,
+            )
             self._runner = Runner(self._processing_context(), routes)
         except BaseException:
             self.state = "idle"
@@ -366,6 +382,19 @@ class App:
         self.state = "running"
         if ev.APP_RUNNING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_RUNNING, app=self)
+
+    def _partition_counts(self, own: Mapping[str, Any]) -> Mapping[str, int]:
+        """Every topic's partition count, for packing routes over listeners: on the app's
+        cluster, or on the one of routes with settings ``own``. Bounded: with no answer in
+        time the routes are packed by their declared partitions (a warning says so)."""
+        settings = producer_settings({**self.settings.kafka, **own})
+        try:
+            with Admin(settings, timeout=_PACKING_METADATA_TIMEOUT) as admin:
+                return admin.partition_counts()
+        except ConveyorError as exc:
+            _log.warning("no topic metadata to pack listeners by (%s): packing by declared "
+                         "partitions", exc)  # fmt: skip
+            return {}
 
     def _record_transactional(self) -> None:
         try:

@@ -48,6 +48,11 @@ class AppSettings:
     pause_timeout: float = 1.0
     pause_max_timeout: float = 30.0
     pause_with_exponential_backoff: bool = True
+    max_listeners: int = 2
+    """The most listeners (threads, each with its own librdkafka consumer) that read the routes
+    of one consumer group declared outside any subscription group: their topics are packed
+    over them by partition count (see :mod:`conveyor.routing.packing`); 1 reads them all with
+    one listener."""
     inline_quick_batches: bool = True
     """Let a listener run a small batch itself when its partition's jobs have been quick (see
     :mod:`conveyor.processing.executor`); ``False`` hands every batch to the worker pool."""
@@ -85,6 +90,7 @@ def build_app_settings(
     pause_with_exponential_backoff: Any,
     gc_threshold: Any,
     inline_quick_batches: Any = AppSettings.inline_quick_batches,
+    max_listeners: Any = AppSettings.max_listeners,
     oauth_token_provider: Any = None,
     instance_id: Any = None,
     event_loop_blocked_after: Any = AppSettings.event_loop_blocked_after,
@@ -107,6 +113,7 @@ def build_app_settings(
     _check_kafka(kafka)
     check_count("concurrency", concurrency)
     check_count("max_messages", max_messages)
+    check_count("max_listeners", max_listeners)
     for name, value in (
         ("max_wait_time", max_wait_time),
         ("shutdown_timeout", shutdown_timeout),
@@ -160,6 +167,7 @@ def build_app_settings(
         pause_with_exponential_backoff=pause_with_exponential_backoff,
         gc_threshold=gc_threshold,
         inline_quick_batches=inline_quick_batches,
+        max_listeners=max_listeners,
         oauth_token_provider=oauth_token_provider,
         instance_id=instance_id,
         event_loop_blocked_after=(

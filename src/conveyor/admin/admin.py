@@ -294,6 +294,16 @@ class Admin:
         topics = self._connection.metadata(None, self.timeout)["topics"]
         return sorted(name for name in topics if internal or not name.startswith("__"))
 
+    def partition_counts(self) -> dict[str, int]:
+        """The partition count of every topic of the cluster (internal ones included), from
+        one metadata request; a topic the metadata reports with an error is left out.
+
+        Raises:
+            KafkaError: the cluster did not answer within the admin's ``timeout``.
+        """
+        topics = self._connection.metadata(None, self.timeout)["topics"]
+        return {name: len(t["partitions"]) for name, t in topics.items() if t["error"] is None}
+
     def topic_info(self, name: str) -> TopicInfo:
         """Partitions, leaders and replicas of ``name``.
 
