@@ -438,6 +438,7 @@ MUTATIONS = (
         ),
         (
             "tests/integration/processing/test_scheduled_messages.py::test_a_schedule_outlives_the_process_that_loaded_it",
+            "tests/integration/schedules/test_schedules_sigkill.py",
         ),
     ),
     Mutation(
@@ -450,6 +451,33 @@ MUTATIONS = (
             ),
         ),
         ("tests/integration/processing/test_recurring.py",),
+    ),
+    Mutation(
+        "schedules page: Cancel writes the tombstone of another id",
+        "conveyor/web/ui/schedule_views.py",
+        (
+            (
+                "**cancel_message(schedule_id, self.topic)",
+                "**cancel_message(schedule_id + '-', self.topic)",
+            ),
+        ),
+        (
+            "tests/integration/schedules/test_schedules_web.py::test_the_page_lists_pending_schedules_and_cancel_really_cancels",
+        ),
+    ),
+    Mutation(
+        "recurring tasks: a disabled task still runs its slots",
+        "conveyor/schedules/recurring.py",
+        (
+            (
+                "if task.next_at > self.last_runs.get(task.name, 0.0) and not disabled:",
+                "if task.next_at > self.last_runs.get(task.name, 0.0):",
+            ),
+        ),
+        (
+            "tests/unit/schedules/test_records.py",
+            "tests/integration/schedules/test_schedules_web.py::test_recurring_tasks_run_now_disable_and_enable_from_the_page",
+        ),
     ),
     Mutation(
         "rpc: no reply cache (a retried request runs its handler again)",
@@ -1192,6 +1220,34 @@ MUTATIONS = (
         ),
         (
             "tests/unit/driver/test_credentials.py::test_a_producer_takes_an_oauth_token_provider_as_the_app_does",
+        ),
+    ),
+    Mutation(
+        "listener packing: a consumer group's undeclared routes all stay on one listener",
+        "conveyor/routing/packing.py",
+        (
+            (
+                "        if max_listeners < 2 or len(units) < 2:",
+                "        if True:",
+            ),
+        ),
+        (
+            "tests/unit/routing/test_packing.py::TestPackRoutes::test_four_topics_on_two_listeners",
+            "tests/integration/processing/test_listener_packing.py::test_four_topics_on_two_listeners",
+        ),
+    ),
+    Mutation(
+        "listener packing: every topic weighs one partition, whatever the metadata says",
+        "conveyor/routing/packing.py",
+        (
+            (
+                "            total += counts.get(route.name) or route.partitions or 1",
+                "            total += 1",
+            ),
+        ),
+        (
+            "tests/unit/routing/test_packing.py::TestPackRoutes::test_four_topics_on_two_listeners",
+            "tests/unit/routing/test_packing.py::TestPackRoutes::test_unknown_topics_weigh_their_declared_partitions_else_one",
         ),
     ),
 )
