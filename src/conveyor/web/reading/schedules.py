@@ -124,7 +124,8 @@ class ScheduleReader:
             committed: dict[tuple[str, int], int] = {}
             if group is not None:
                 try:
-                    committed = client.committed([(topic, p) for p in partitions], 10.0)
+                    positions = client.committed([(topic, p) for p in partitions], 10.0)
+                    committed = {key: position.offset for key, position in positions.items()}
                 except ConveyorError:
                     committed = {}  # read everything: slower, not wrong
             ends: dict[int, int] = {}
