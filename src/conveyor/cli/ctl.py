@@ -1,5 +1,7 @@
 """``conveyor ctl``: commands to running processes (those with ``app.web.enable()``) over the
-web UI's commands topic — quiet, stop, probe, and per partition pause, resume and seek."""
+web UI's commands topic — quiet, stop, probe, and per partition pause, resume and seek; quiet
+and stop also to every process at once (``--all``) or to every process of a consumer group
+(``--group``)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from conveyor.cli.loading import app_option, load_app
-from conveyor.cli.output import console, error_console, key_value_table, table
+from conveyor.cli.output import confirm, console, error_console, key_value_table, table
 from conveyor.web.aggregation.fold import process_status
-from conveyor.web.commands import CommandResult
+from conveyor.web.commands import CommandResult, FleetResult, fleet_members
 
 if TYPE_CHECKING:
     from conveyor.app import App
@@ -24,7 +26,7 @@ _app_option = app_option(
 )
 _timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
-    help="Seconds to wait for the process's answer.",
+    help="Seconds to wait for the process's answer (for each process's, with --all or --group).",
 )  # fmt: skip
 _process_option = click.option(
     "--process", "process", default=None, metavar="ID",
@@ -34,6 +36,18 @@ _group_option = click.option(
     "--group", "group", default=None, metavar="GROUP",
     help="The consumer group, when more than one reads the topic (default: every owner acts).",
 )  # fmt: skip
+
+_every_option = click.option(
+    "--all", "every", is_flag=True,
+    help="Every process that reports to the app's web UI (instead of PROCESS).",
+)  # fmt: skip
+_fleet_group_option = click.option(
+    "--group", "fleet_group", default=None, metavar="GROUP",
+    help="Every process with a listener in this consumer group (instead of PROCESS).",
+)  # fmt: skip
+_yes_option = click.option(
+    "--yes", is_flag=True, help="With --all or --group: do not ask for confirmation."
+)
 
 
 class _Time(click.ParamType[datetime]):
@@ -143,22 +157,114 @@ def _show(result: CommandResult) -> None:
             )
 
 
-@ctl.command()
-@click.argument("process")
-@_app_option
-@_timeout_option
-def quiet(process: str, app_spec: str | None, timeout: float) -> None:
-    """Finish what runs, take no new batches, stay in the groups."""
-    _send(app_spec, "quiet", timeout, process=process)
+def _send_process_or_all(
+    app_spec: str | None,
+    command: str,
+    timeout: float,
+    process: str | None,
+    every: bool,
+    group: str | None,
+    yes: bool,
+) -> None:
+    """``command`` to PROCESS, or to every process (of ``group``) with ``--all``/``--group``."""
+    if process is not None and (every or group is not None):
+        raise click.UsageError("give PROCESS, or --all / --group, not both")
+    if process is not None:
+        _send(app_spec, command, timeout, process=process)
+        return
+    if not every and group is None:
+        raise click.UsageError(
+            "give PROCESS (see `conveyor ctl list`), --all (every process) or --group GROUP"
+        )
+    app = load_app(app_spec)
+    data = app.web.data
+    try:
+        with console.status("reading the processes' reports"):
+            data.wait_ready(30)
+            expected = fleet_members(data.states(), time.time(), group)
+        scope = "every process" if group is None else f"every process of consumer group {group}"
+        running = (
+            f"{len(expected)} running: {', '.join(expected)}"
+            if expected
+            else "none reported running"
+        )
+        confirm(yes, f"{command.capitalize()} {scope} ({running})?")
+        with console.status(f"{command}: waiting for the answers (up to {timeout:g} s)"):
+            result = app.web.commander().send_all(
+                command, group=group, expected=expected, timeout=timeout
+            )
+    finally:
+        data.stop()
+        app.producer.close(5)
+    _show_fleet(result)
+    if not result.done:
+        raise SystemExit(1)
 
 
-@ctl.command()
-@click.argument("process")
+def _show_fleet(result: FleetResult) -> None:
+    scope = "every process" if result.group is None else f"every process of {result.group}"
+    answered = sum(1 for one in result.results if one.done)
+    rows = [
+        (str(one.process), one.status, one.reason or str(one.result.get("state", "")))
+        for one in result.results
+    ]
+    if not rows:
+        rows = [
+            ("-", "timed out", "no process answered (is any running, with the web UI enabled?)")
+        ]
+    out = console if result.done else error_console
+    out.print(
+        table(
+            f"{result.command} to {scope}: {answered} of {len(result.results)} done",
+            ["process", "status", "state / reason"],
+            rows,
+        )
+    )
+
+
+_FLEET_HELP = (
+    " With --all: every process that reports to the app's web UI; with --group G: every"
+    " process with a listener in consumer group G (the whole process, its other groups too)."
+    " One command that each process carries out; each one's answer is listed, and one that the"
+    " reports show running but that does not answer in time, as timed out. Asks first (--yes"
+    " does not)."
+)
+
+
+@ctl.command(help="Finish what runs, take no new batches, stay in the groups." + _FLEET_HELP)
+@click.argument("process", required=False)
+@_every_option
+@_fleet_group_option
+@_yes_option
 @_app_option
 @_timeout_option
-def stop(process: str, app_spec: str | None, timeout: float) -> None:
-    """Stop the process gracefully (as SIGTERM does)."""
-    _send(app_spec, "stop", timeout, process=process)
+def quiet(
+    process: str | None,
+    every: bool,
+    fleet_group: str | None,
+    yes: bool,
+    app_spec: str | None,
+    timeout: float,
+) -> None:
+    _send_process_or_all(app_spec, "quiet", timeout, process, every, fleet_group, yes)
+
+
+@ctl.command(help="Stop the process gracefully (as SIGTERM does)." + _FLEET_HELP)
+@click.argument("process", required=False)
+@_every_option
+@_fleet_group_option
+@_yes_option
+@_app_option
+@_timeout_option
+def stop(
+    process: str | None,
+    every: bool,
+    fleet_group: str | None,
+    yes: bool,
+    app_spec: str | None,
+    timeout: float,
+) -> None:
+    _send_process_or_all(app_spec, "stop", timeout, process, every, fleet_group, yes)
 
 
 @ctl.command()

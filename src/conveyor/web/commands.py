@@ -2,10 +2,16 @@
 ``probe`` (every thread's stack), and per partition ``pause``, ``resume`` and ``seek``.
 
 Both ways go over the one topic, as JSON: a request (``"type": "command"``) names the process
-it is for (its web UI id, or ``"*"`` for a partition command: whichever process has the
-partition acts) and the issuer's ``id`` for it; the process answers with a result
-(``"type": "result"``, same ``id``): ``done`` (with what it did), or ``refused`` with the
-reason. An issuer that hears nothing in time reports ``timed out``.
+it is for (its web UI id, or ``"*"``) and the issuer's ``id`` for it; the process answers
+with a result (``"type": "result"``, same ``id``, its own process id): ``done`` (with what it
+did), or ``refused`` with the reason. An issuer that hears nothing in time reports
+``timed out``.
+
+``"*"`` means, for a partition command, whichever process has the partition (it alone
+answers); for ``quiet`` and ``stop``, every process (with ``"group"`` in the arguments: every
+process with a listener in that consumer group), each answering for itself: one request, its
+answers gathered per process (:meth:`Commander.send_all`), and the processes the reports know
+that did not answer listed as timed out.
 
 In a process, :class:`CommandHandler` (started by ``app.web.enable()``) reads the topic from
 its end while the app runs; :class:`Commander` (``conveyor ctl``, the web UI) sends and waits.
@@ -16,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -24,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.driver.consumers import ConsumerClient
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.serialization import json_dumps, json_loads
+from conveyor.web.aggregation.fold import process_status
 from conveyor.web.reading.data import reader_settings
 from conveyor.web.topics import LABEL, WebTopics
 
@@ -33,10 +40,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ANY_PROCESS",
     "COMMANDS",
+    "FLEET_COMMANDS",
     "PARTITION_COMMANDS",
     "CommandResult",
     "Commander",
+    "FleetResult",
     "check_command",
+    "consumer_groups",
+    "fleet_members",
     "parse_command_time",
     "read_commands",
     "tail_commands",
@@ -47,6 +58,8 @@ _log = logging.getLogger("conveyor.web.commands")
 PROCESS_COMMANDS = ("quiet", "stop", "probe")
 PARTITION_COMMANDS = ("pause", "resume", "seek")
 COMMANDS = PROCESS_COMMANDS + PARTITION_COMMANDS
+FLEET_COMMANDS = ("quiet", "stop")
+"""The process commands that may go to every process at once (``process: "*"``)."""
 ANY_PROCESS = "*"
 
 
@@ -77,6 +90,74 @@ class CommandResult:
         }
 
 
+@dataclass(frozen=True)
+class FleetResult:
+    """How a command to every process (of a consumer group, when ``group`` is given) ended:
+    one :class:`CommandResult` per process, by process id — each that answered, and each
+    that the reports knew as running but did not answer in time (``timed out``)."""
+
+    id: str
+    command: str
+    group: str | None
+    results: tuple[CommandResult, ...]
+
+    @property
+    def done(self) -> bool:
+        """Whether some process answered and every one is ``done``."""
+        return bool(self.results) and all(result.done for result in self.results)
+
+    @property
+    def status(self) -> str:
+        """``done``; ``refused`` when a process refused; else ``timed out`` (a process did
+        not answer, or none did)."""
+        if self.done:
+            return "done"
+        if any(result.status == "refused" for result in self.results):
+            return "refused"
+        return "timed out"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "command": self.command,
+            "process": ANY_PROCESS,
+            "group": self.group,
+            "status": self.status,
+            "results": [result.to_dict() for result in self.results],
+        }
+
+
+def consumer_groups(state: Mapping[str, Any]) -> set[str]:
+    """The consumer groups a process's reported state has listeners in."""
+    return {
+        str(listener["consumer_group"])
+        for listener in state.get("listeners", ())
+        if listener.get("consumer_group")
+    }
+
+
+def fleet_members(
+    states: Mapping[str, Mapping[str, Any]], now: float, group: str | None = None
+) -> list[str]:
+    """The ids of the processes the reports show alive (not dead, not stopped), with a
+    listener in ``group`` when it is given: those a command to every process waits for."""
+    return sorted(
+        process_id
+        for process_id, state in states.items()
+        if process_status(state, now) not in ("dead", "stopped")
+        and (group is None or group in consumer_groups(state))
+    )
+
+
+def _checked_group(args: Mapping[str, Any]) -> dict[str, Any]:
+    group = args.get("group")
+    if group is None:
+        return {}
+    if not isinstance(group, str) or not group:
+        raise ConfigurationError(f"group must be a consumer group's name, not {group!r}", "group")
+    return {"group": group}
+
+
 def check_command(command: str, process: str | None, args: Mapping[str, Any]) -> dict[str, Any]:
     """The command's arguments as sent, or a ConfigurationError naming what is wrong."""
     if command not in COMMANDS:
@@ -84,8 +165,11 @@ def check_command(command: str, process: str | None, args: Mapping[str, Any]) ->
             f"unknown command {command!r}; commands: {', '.join(COMMANDS)}", "command"
         )
     if command in PROCESS_COMMANDS:
+        if process == ANY_PROCESS and command in FLEET_COMMANDS:
+            return _checked_group(args)
         if not process or process == ANY_PROCESS:
-            raise ConfigurationError(f"{command} needs the id of one process", "process")
+            every = f" (or {ANY_PROCESS!r}: every process)" if command in FLEET_COMMANDS else ""
+            raise ConfigurationError(f"{command} needs the id of one process{every}", "process")
         return {}
     topic, partition = args.get("topic"), args.get("partition")
     if not isinstance(topic, str) or not topic:
@@ -94,14 +178,7 @@ def check_command(command: str, process: str | None, args: Mapping[str, Any]) ->
         raise ConfigurationError(
             f"{command} needs a partition >= 0, not {partition!r}", "partition"
         )
-    checked: dict[str, Any] = {"topic": topic, "partition": partition}
-    group = args.get("group")
-    if group is not None:
-        if not isinstance(group, str) or not group:
-            raise ConfigurationError(
-                f"group must be a consumer group's name, not {group!r}", "group"
-            )
-        checked["group"] = group
+    checked: dict[str, Any] = {"topic": topic, "partition": partition, **_checked_group(args)}
     if command == "pause" and args.get("until") is not None:
         checked["until"] = parse_command_time(args["until"], "until").isoformat()
     if command == "seek":
@@ -195,38 +272,17 @@ class Commander:
         """Send ``command`` (with ``topic``/``partition`` and ``until``, ``offset`` or ``time``
         for the partition commands) to ``process`` (a partition command without one goes to
         whichever process has the partition) and wait up to ``timeout`` seconds for the
-        result. Bad arguments raise ConfigurationError before anything is sent."""
+        result. Bad arguments raise ConfigurationError before anything is sent (quiet or stop
+        to every process is :meth:`send_all`)."""
         checked = check_command(command, process, args)
-        target = process or ANY_PROCESS
-        command_id = uuid.uuid4().hex
-        request = {
-            "type": "command",
-            "id": command_id,
-            "command": command,
-            "process": target,
-            "args": checked,
-            "by": by,
-            "sent_at": time.time(),
-        }
-        client = tail_commands(self.kafka, self.topics.commands, "conveyor-commander")
-        try:
-            self.producer.produce_sync(
-                topic=self.topics.commands, key=target, payload=json_dumps(request), label=LABEL
+        if process == ANY_PROCESS and command in FLEET_COMMANDS:
+            raise ConfigurationError(
+                f"{command} to every process: Commander.send_all({command!r})", "process"
             )
-            deadline = time.monotonic() + timeout
-            while (left := deadline - time.monotonic()) > 0:
-                for message in read_commands(client, min(left, 0.5)):
-                    if message.get("type") == "result" and message.get("id") == command_id:
-                        return CommandResult(
-                            id=command_id,
-                            command=command,
-                            status=str(message.get("status")),
-                            process=message.get("process"),
-                            reason=str(message.get("reason") or ""),
-                            result=dict(message.get("result") or {}),
-                        )
-        finally:
-            client.close()
+        target = process or ANY_PROCESS
+        command_id, answers = self._exchange(command, target, checked, by, timeout, bool)
+        if answers:
+            return answers[0]
         who = f"process {target}" if target != ANY_PROCESS else "any process"
         return CommandResult(
             id=command_id,
@@ -241,3 +297,102 @@ class Commander:
                 "UI enabled?)"
             ),
         )
+
+    def send_all(
+        self,
+        command: str,
+        *,
+        group: str | None = None,
+        expected: Iterable[str] = (),
+        by: str = "conveyor ctl",
+        timeout: float = 10.0,
+    ) -> FleetResult:
+        """Send ``command`` (``quiet`` or ``stop``) to every process — with ``group``, to every
+        process with a listener in that consumer group — as one request each of them acts on,
+        and gather the answers for up to ``timeout`` seconds: until each of ``expected`` (the
+        ids of the processes the reports show alive, see :func:`fleet_members`) answered, or
+        for the whole ``timeout`` when none is expected. A process that answers is listed
+        whether expected or not; an expected one that does not, as ``timed out``.
+
+        Example::
+
+            states = app.web.data.states()
+            result = commander.send_all(
+                "quiet", group="orders", expected=fleet_members(states, time.time(), "orders")
+            )
+            for answer in result.results: print(answer.process, answer.status)
+        """
+        if command not in FLEET_COMMANDS:
+            raise ConfigurationError(
+                f"{command!r} goes to one process; to every process: {', '.join(FLEET_COMMANDS)}",
+                "command",
+            )
+        checked = check_command(command, ANY_PROCESS, {} if group is None else {"group": group})
+        waiting = set(expected)
+
+        def answered(answers: list[CommandResult]) -> bool:
+            return bool(waiting) and waiting <= {answer.process for answer in answers}
+
+        command_id, answers = self._exchange(command, ANY_PROCESS, checked, by, timeout, answered)
+        heard = {answer.process for answer in answers}
+        scope = "" if group is None else f" (consumer group {group})"
+        silent = [
+            CommandResult(
+                id=command_id,
+                command=command,
+                status="timed out",
+                process=process_id,
+                reason=f"no answer within {timeout:g} s from this process{scope}, which the "
+                "reports show running (is the web UI's commands reader on in it?)",
+            )
+            for process_id in waiting - heard
+        ]
+        results = sorted([*answers, *silent], key=lambda result: str(result.process))
+        return FleetResult(command_id, command, group, tuple(results))
+
+    def _exchange(
+        self,
+        command: str,
+        target: str,
+        checked: dict[str, Any],
+        by: str,
+        timeout: float,
+        enough: Callable[[list[CommandResult]], bool],
+    ) -> tuple[str, list[CommandResult]]:
+        """Send one request and gather its answers (one per process) until ``enough(answers)``
+        or ``timeout`` seconds passed."""
+        command_id = uuid.uuid4().hex
+        request = {
+            "type": "command",
+            "id": command_id,
+            "command": command,
+            "process": target,
+            "args": checked,
+            "by": by,
+            "sent_at": time.time(),
+        }
+        answers: list[CommandResult] = []
+        client = tail_commands(self.kafka, self.topics.commands, "conveyor-commander")
+        try:
+            self.producer.produce_sync(
+                topic=self.topics.commands, key=target, payload=json_dumps(request), label=LABEL
+            )
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0:
+                for message in read_commands(client, min(left, 0.5)):
+                    if message.get("type") == "result" and message.get("id") == command_id:
+                        answers.append(
+                            CommandResult(
+                                id=command_id,
+                                command=command,
+                                status=str(message.get("status")),
+                                process=message.get("process"),
+                                reason=str(message.get("reason") or ""),
+                                result=dict(message.get("result") or {}),
+                            )
+                        )
+                if enough(answers):
+                    break
+        finally:
+            client.close()
+        return command_id, answers

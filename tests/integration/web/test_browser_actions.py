@@ -1,7 +1,8 @@
 """The web UI's actions in headless Chromium (Debian's package, driven by Playwright), against
 a real `conveyor server` and two `conveyor web` processes: one behind a password, one
 read-only. Sign in; explore a topic, filter it, open a message (a payload holding <script>
-shows as text and never runs), export what matches; probe and quiet the running process;
+shows as text and never runs), export what matches; probe and quiet the running process, then quiet every process from the
+processes page (after a confirmation that says it is every process);
 redrive a dead letter queue and see the consumer take the messages back; the read-only UI
 shows no action and refuses a forged one (403), and an action without the CSRF token is
 refused. Screenshots of each step are saved under tests/artifacts/."""
@@ -263,6 +264,23 @@ def test_sign_in_explore_export_command_and_redrive_and_read_only_refuses(site: 
             assert "quiet" in page.locator("#command-result").inner_text()
             shot(page, "command-quiet")
 
+            # quiet every process from the processes page, after a confirmation that says so
+            page.goto(f"{site.url}/processes")
+            ready(page)
+            assert page.locator("#fleet-groups tbody tr").count() == 1
+            shot(page, "processes-fleet")
+            asked: list[str] = []
+            page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+            page.click("#fleet-quiet")
+            ready(page)
+            assert asked, "a confirmation first"
+            assert "EVERY process" in asked[0]
+            assert page.locator("#fleet-status").inner_text() == "done"
+            answer = page.locator(f"#fleet-answers tr[data-process='{process['id']}']")
+            assert answer.get_attribute("data-status") == "done"
+            assert "quiet" in answer.inner_text()
+            shot(page, "command-quiet-all")
+
             # no CSRF token: refused, even signed in
             refused = page.request.post(
                 f"{site.url}/dlq/{site.dlq}/redrive", form={"all": "1"}, max_redirects=0
@@ -276,6 +294,9 @@ def test_sign_in_explore_export_command_and_redrive_and_read_only_refuses(site: 
             assert page.locator("#read-only").count() == 1
             assert page.locator("#process-actions").count() == 0
             assert page.locator(".partition-actions").count() == 0
+            page.goto(f"{site.read_only}/processes")
+            ready(page)
+            assert page.locator("#fleet-actions, #fleet-groups").count() == 0
             page.goto(f"{site.read_only}/dlq/{site.dlq}")
             ready(page)
             assert page.locator(".redrive-group, #redrive-selected, #redrive-all").count() == 0

@@ -156,6 +156,8 @@ ACTIONS: list[tuple[str, dict[str, Any]]] = [
     ("/schedules/tasks/run", {"task": "report"}),
     ("/schedules/tasks/disable", {"task": "report"}),
     ("/schedules/tasks/enable", {"task": "report"}),
+    ("/processes/commands", {"command": "quiet", "process": "*"}),
+    ("/processes/commands", {"command": "stop", "process": "*", "group": "orders"}),
 ]
 
 
@@ -203,6 +205,16 @@ def test_the_policy_is_asked_with_the_user_the_action_and_the_target() -> None:
     )
     assert refused.status_code == 403
     assert ("admin", "stop", "host:1:ab") in asked
+    for form, target in (({}, "*"), ({"group": "orders"}, "* in group orders")):
+        fleet = {"command": "quiet", "process": "*", "csrf_token": token, **form}
+        refused = client.post("/processes/commands", data=fleet)
+        assert refused.status_code == 403, "every process needs the quiet action too"
+        assert ("admin", "quiet", target) in asked
+        api = client.post(
+            "/api/commands", json={**fleet, "command": "stop"}, headers={"X-CSRF-Token": token}
+        )
+        assert api.status_code == 403
+        assert ("admin", "stop", target) in asked
     refused = client.post("/dlq/orders_dlq/redrive", data={"all": "1", "csrf_token": token})
     assert refused.status_code == 403
     assert ("admin", "redrive", "orders_dlq -> original") in asked

@@ -16,6 +16,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.serialization import json_dumps
 from conveyor.web.commands import (
     ANY_PROCESS,
+    FLEET_COMMANDS,
     PARTITION_COMMANDS,
     check_command,
     parse_command_time,
@@ -94,16 +95,33 @@ class CommandHandler:
             finally:
                 client.close()
 
+    def _meant_for_me(self, target: Any, command: Any, args: Mapping[str, Any]) -> bool:
+        """Whether this process acts on a request: its own, a partition command for any
+        process (the one with the partition answers), or quiet/stop for every process (of
+        ``args["group"]``, when given: this process has a listener in it)."""
+        if target == self.id:
+            return True
+        if target != ANY_PROCESS:
+            return False
+        if command in PARTITION_COMMANDS:
+            return True
+        if command not in FLEET_COMMANDS:
+            return False
+        group = args.get("group")
+        return group is None or any(
+            listener.consumer_group == group for listener in self.app.snapshot().listeners
+        )
+
     def _handle(self, request: dict[str, Any]) -> None:
         target, command = request.get("process"), request.get("command")
-        if target != self.id and not (target == ANY_PROCESS and command in PARTITION_COMMANDS):
-            return
         args = request.get("args") or {}
+        if not isinstance(args, Mapping) or not self._meant_for_me(target, command, args):
+            return
         try:
             outcome = self._carry_out(str(command), target, args)
             status, reason, result = "done", "", outcome
         except NotAssignedError as error:
-            if target == ANY_PROCESS:
+            if target == ANY_PROCESS and command in PARTITION_COMMANDS:
                 return  # another process has the partition: it answers
             status, reason, result = "refused", str(error), {}
         except ConveyorError as error:  # a bad argument, a listener that did not get to it
@@ -112,7 +130,7 @@ class CommandHandler:
             status, reason, result = "refused", f"{type(error).__name__}: {error}", {}
         _log.info(
             "command %s %s from %s: %s%s",
-            command, _describe(args), request.get("by", "?"), status,
+            command, _describe(target, args), request.get("by", "?"), status,
             f" ({reason})" if reason else "",
         )  # fmt: skip
         answer = {
@@ -166,9 +184,13 @@ class CommandHandler:
         return {"topic": topic, "partition": partition, "offset": offset}
 
 
-def _describe(args: Mapping[str, Any]) -> str:
+def _describe(target: Any, args: Mapping[str, Any]) -> str:
     if "topic" not in args:
-        return ""
+        if target != ANY_PROCESS:
+            return ""
+        return (
+            f"to every process of group {args['group']}" if "group" in args else "to every process"
+        )
     extra = "".join(
         f" {name} {args[name]}" for name in ("group", "until", "offset", "time") if name in args
     )

@@ -8,9 +8,10 @@ from typing import Any
 
 from conveyor.serialization import text_or_base64
 
-__all__ = ["HEX_LIMIT", "PREVIEW", "export_line", "message_view"]
+__all__ = ["HEX_LIMIT", "KEY_PREVIEW", "PREVIEW", "export_line", "message_view"]
 
 PREVIEW = 160  # characters of a payload shown in a listing
+KEY_PREVIEW = 64  # characters of a key shown in a listing (a UUID, an id with a prefix, whole)
 HEX_LIMIT = 4096  # bytes of a binary payload shown as hex
 
 
@@ -48,27 +49,33 @@ def _payload_view(value: bytes | None) -> dict[str, Any]:
     return view
 
 
+def _preview(view: dict[str, Any], limit: int) -> tuple[str, bool]:
+    """The first ``limit`` characters of a view's text (its hex when binary), and whether
+    that cut something off."""
+    text = view.get("text")
+    whole = (text if text is not None else view.get("hex")) or ""
+    return whole[:limit], len(whole) > limit
+
+
 def message_view(raw: Any, full: bool = True) -> dict[str, Any]:
     """A message as plain data for a page or JSON: where it is, when, its key, headers and
-    payload (raw and decoded). ``full=False`` keeps a short preview of the payload."""
+    payload (raw and decoded). ``full=False`` (a listing) keeps a short ``preview`` of the
+    payload and of the key, each with ``cut`` (whether it is shorter than the value); the
+    key keeps its whole ``text`` too, for a tooltip."""
     kind, stamp = raw.timestamp()
     payload = _payload_view(raw.value())
+    key = _bytes_view(raw.key())
     if not full:
-        text = payload.get("text")
-        preview = text if text is not None else payload.get("hex", "")
-        payload = {
-            "kind": payload["kind"],
-            "size": payload["size"],
-            "preview": (preview or "")[:PREVIEW],
-            "cut": len(preview or "") > PREVIEW,
-        }
+        preview, cut = _preview(payload, PREVIEW)
+        payload = {"kind": payload["kind"], "size": payload["size"], "preview": preview, "cut": cut}
+        key["preview"], key["cut"] = _preview(key, KEY_PREVIEW)
     return {
         "topic": raw.topic(),
         "partition": raw.partition(),
         "offset": raw.offset(),
         "timestamp": stamp / 1000 if kind and stamp >= 0 else None,
         "timestamp_type": {1: "create", 2: "log append"}.get(kind, "none"),
-        "key": _bytes_view(raw.key()),
+        "key": key,
         "headers": [{"name": name, **_bytes_view(value)} for name, value in raw.headers() or ()],
         "payload": payload,
     }

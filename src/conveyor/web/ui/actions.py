@@ -12,9 +12,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from conveyor.errors import ConfigurationError
-from conveyor.web.commands import COMMANDS, PARTITION_COMMANDS
+from conveyor.web.commands import (
+    ANY_PROCESS,
+    COMMANDS,
+    FLEET_COMMANDS,
+    PARTITION_COMMANDS,
+    fleet_members,
+)
 from conveyor.web.reading.explorer_query import parse_time
-from conveyor.web.ui.guard import body_of, form_of
+from conveyor.web.ui.guard import Guard, body_of, form_of
 from conveyor.web.ui.pages import offset_params
 from conveyor.web.ui.schedule_views import TASK_ACTIONS
 from conveyor.web.ui.views import NotFound
@@ -154,20 +160,55 @@ class Actions:
                 f"unknown command {name!r}; commands: {', '.join(COMMANDS)}", "command"
             )
         process = process or (str(raw_fields.get("process") or "") or None)
+        if process == ANY_PROCESS and name in FLEET_COMMANDS:
+            return await self._fleet_command(request, name, raw_fields, body)
         arguments, target = _arguments(name, raw_fields, process)
         guard = self.guard
         await guard.authorize(request, name, target, body if body is not None else raw_fields)
-        try:
-            timeout = min(max(float(str(raw_fields.get("timeout") or 10)), 0.5), 60.0)
-        except ValueError:
-            raise ConfigurationError("timeout must be a number of seconds", "timeout") from None
-        commander = self.ui.web.commander
+        timeout = _timeout(raw_fields)
+        commander, by = self.ui.web.commander, _issuer(request)
         result = await run_in_threadpool(
-            lambda: commander().send(name, process=process, by=f"web UI ({guard.user(request) or 'anonymous'})",
-                                     timeout=timeout, **arguments))  # fmt: skip
+            lambda: commander().send(name, process=process, by=by, timeout=timeout, **arguments)
+        )
         status = 200 if result.done else 504 if result.status == "timed out" else 409
         return self.ui.answer(request, body is not None, f"{name}: {result.status}",
                               result.to_dict(), "command_result.html", "processes", status)  # fmt: skip
+
+    async def _fleet_command(
+        self, request: Request, name: str, raw_fields: dict[str, Any], body: dict[str, Any] | None
+    ) -> Response:
+        """Quiet or stop every process (of ``group``): the policy is asked for the action on
+        ``*`` (``* in group G``), and the answer lists each process the reports show running."""
+        group = str(raw_fields.get("group") or "").strip() or None
+        target = ANY_PROCESS if group is None else f"{ANY_PROCESS} in group {group}"
+        await self.guard.authorize(request, name, target, body if body is not None else raw_fields)
+        timeout = _timeout(raw_fields)
+        data, views = self.ui.data, self.ui.views
+        await run_in_threadpool(data.wait_ready, 3.0)
+        expected = fleet_members(data.states(), views.clock(), group)
+        commander, by = self.ui.web.commander, _issuer(request)
+        result = await run_in_threadpool(
+            lambda: commander().send_all(
+                name, group=group, expected=expected, by=by, timeout=timeout
+            )
+        )
+        status = 200 if result.done else 409 if result.status == "refused" else 504
+        scope = "every process" if group is None else f"every process of {group}"
+        return self.ui.answer(request, body is not None, f"{name} to {scope}: {result.status}",
+                              result.to_dict(), "fleet_result.html", "processes", status)  # fmt: skip
+
+
+def _timeout(raw_fields: dict[str, Any]) -> float:
+    """A command's wait for its answers: the ``timeout`` field (seconds, 0.5 to 60; 10)."""
+    try:
+        return min(max(float(str(raw_fields.get("timeout") or 10)), 0.5), 60.0)
+    except ValueError:
+        raise ConfigurationError("timeout must be a number of seconds", "timeout") from None
+
+
+def _issuer(request: Request) -> str:
+    """Who sent a command, as the process logs it."""
+    return f"web UI ({Guard.user(request) or 'anonymous'})"
 
 
 def _arguments(

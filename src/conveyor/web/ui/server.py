@@ -66,6 +66,7 @@ def routes(ui: Ui) -> list[BaseRoute]:
         Route("/api/schedules/{schedule_id}/cancel", actions.cancel_schedule, methods=["POST"]),
         Route("/schedules/tasks/{action}", actions.task, methods=["POST"]),
         Route("/api/schedules/tasks/{action}", actions.task, methods=["POST"]),
+        Route("/processes/commands", actions.command, methods=["POST"]),  # with process=*
         Route("/processes/{process_id:path}/commands", actions.command, methods=["POST"]),
         Route("/api/commands", actions.command, methods=["POST"]),
         Route("/login", sign_in.login, methods=["GET", "POST"]),

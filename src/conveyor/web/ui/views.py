@@ -17,6 +17,7 @@ from conveyor.masking import mask, shown_setting
 from conveyor.settings import producer_settings
 from conveyor.tracing import STAGES
 from conveyor.web.aggregation.fold import DEAD_AFTER_INTERVALS, RESOLUTIONS, process_status, rate
+from conveyor.web.commands import consumer_groups, fleet_members
 from conveyor.web.reading.data import WebData
 
 if TYPE_CHECKING:
@@ -163,8 +164,22 @@ class Views:
 
     def processes(self, page: int = 1) -> Page:
         rows, paging = paginate(self._processes(), page)
-        return Page("Processes", {"processes": rows, "paging": paging,
+        return Page("Processes", {"processes": rows, "paging": paging, "fleet": self._fleet(),
                                   "dead_after": DEAD_AFTER_INTERVALS})  # fmt: skip
+
+    def _fleet(self) -> dict[str, Any]:
+        """What quiet and stop to every process would reach: the processes the reports show
+        running, in all and per consumer group."""
+        states, now = self.data.states(), self.clock()
+        every = fleet_members(states, now)
+        groups = sorted({group for process in every for group in consumer_groups(states[process])})
+        return {
+            "processes": len(every),
+            "groups": [
+                {"group": group, "processes": len(fleet_members(states, now, group))}
+                for group in groups
+            ],
+        }
 
     def process(self, process_id: str) -> Page:
         state = self.data.states().get(process_id)

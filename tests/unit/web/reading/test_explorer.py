@@ -13,7 +13,7 @@ import pytest
 from conveyor.errors import ConfigurationError
 from conveyor.web.reading.explorer import Explorer
 from conveyor.web.reading.explorer_query import Filters, Start, parse_json_path, parse_time
-from conveyor.web.reading.message_views import export_line, message_view
+from conveyor.web.reading.message_views import KEY_PREVIEW, export_line, message_view
 from conveyor.web.ui.rendering import environment as _environment  # the UI's own Jinja environment
 from unit.processing.fakes import FakeRaw
 
@@ -124,6 +124,45 @@ def test_a_json_payload_is_pretty_printed_and_binary_is_hex_with_its_length() ->
     assert message_view(FakeRaw(7, value=None))["payload"]["kind"] == "null"
     preview = message_view(FakeRaw(8, value=b"x" * 1000), full=False)["payload"]
     assert (preview["kind"], len(preview["preview"]), preview["cut"]) == ("text", 160, True)
+
+
+def test_a_listing_cuts_a_long_key_and_keeps_it_whole_for_the_tooltip_and_the_message() -> None:
+    long_key = "tenant-7/" + "customer-" * 30  # 279 characters
+    listed = message_view(FakeRaw(1, key=long_key.encode(), value=b"{}"), full=False)["key"]
+    assert len(listed["preview"]) == KEY_PREVIEW
+    assert long_key.startswith(listed["preview"])
+    assert (listed["cut"], listed["text"], listed["size"]) == (True, long_key, len(long_key))
+    short = message_view(FakeRaw(2, key=b"customer-2", value=b"{}"), full=False)["key"]
+    assert (short["preview"], short["cut"]) == ("customer-2", False)
+    binary = message_view(FakeRaw(3, key=b"\xff" * 100, value=b"{}"), full=False)["key"]
+    assert (binary["kind"], binary["cut"], binary["preview"][:8]) == ("binary", True, "ff ff ff")
+    none = message_view(FakeRaw(4, key=None, value=b"{}"), full=False)["key"]
+    assert (none["preview"], none["cut"]) == ("", False)
+    assert "preview" not in message_view(FakeRaw(1, key=long_key.encode(), value=b"{}"))["key"]
+
+    def page(messages: list[dict[str, Any]]) -> str:
+        return _environment().get_template("explorer_topic.html").render(
+            topic="t", partitions=[{"partition": 0, "low": 0, "high": 4, "messages": 4}],
+            partition=0, start={"kind": "offset", "value": 0, "text": "from offset 0", "iso": None},
+            filters={}, filtered=False, limit=50, low=0, high=4, first=0, scanned=4,
+            next_offset=None, timed_out=False, messages=messages, scan_limit=20000,
+            base="", title="Explorer: t", client_id="c", active="explorer",
+            csrf_field="csrf_token", csrf_token="t", user=None, login=False, read_only=False,
+            can=lambda *a: True, request=None,
+        )  # fmt: skip
+
+    shown = page([message_view(FakeRaw(o, key=k, value=b"{}"), full=False)
+                  for o, k in ((1, long_key.encode()), (2, b"customer-2"), (3, b"\xff\xfe\x01"))])  # fmt: skip
+    cell = f'<td class="message key" title="{long_key}">{long_key[:KEY_PREVIEW]}…</td>'
+    assert cell in shown, "cut, with the whole key as the tooltip"
+    assert '<td class="message key">customer-2</td>' in shown, "a short key whole, no tooltip"
+    assert '<td class="message key" title="ff fe 01">(binary)</td>' in shown
+    whole = _environment().get_template("explorer_message.html").render(
+        message=message_view(FakeRaw(1, key=long_key.encode(), value=b"{}")), topic="t", base="",
+        title="m", client_id="c", active="explorer", csrf_field="csrf_token", csrf_token="t",
+        user=None, login=False, read_only=False, can=lambda *a: True, request=None,
+    )  # fmt: skip
+    assert f"<code>{long_key}</code>" in whole, "the message page shows the whole key"
 
 
 def test_an_export_line_keeps_text_json_and_binary_apart() -> None:

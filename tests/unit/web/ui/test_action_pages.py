@@ -43,6 +43,27 @@ def test_a_command_result_of_any_shape_renders(result: dict[str, Any]) -> None:
     assert result["reason"] in page
 
 
+def test_a_fleet_result_lists_each_process_with_its_answer() -> None:
+    def one(
+        process: str, status: str, reason: str = "", state: str | None = None
+    ) -> dict[str, Any]:
+        return {"id": "1", "command": "quiet", "process": process, "status": status,
+                "reason": reason, "result": {"state": state} if state else {}}  # fmt: skip
+
+    result = {"id": "1", "command": "quiet", "process": "*", "group": "orders",
+              "status": "timed out",
+              "results": [one("a:1:x", "done", state="quiet"),
+                          one("b:2:y", "timed out", "no answer within 10 s from this process")]}  # fmt: skip
+    page = render("fleet_result.html", result=result)
+    assert "every process of consumer group orders" in page
+    assert "1 of 2 done" in page
+    assert 'data-process="a:1:x" data-status="done"' in page
+    assert 'data-process="b:2:y" data-status="timed out"' in page
+    assert "no answer within 10 s" in page
+    nobody = render("fleet_result.html", result={**result, "group": None, "results": []})
+    assert "no process answered" in nobody
+
+
 def test_a_redrive_renders_while_running_done_and_failed() -> None:
     running = Redrive("1", "orders_dlq", "2 selected", None)
     assert 'data-refresh="1"' in render("redrive.html", redrive=running.to_dict())

@@ -11,6 +11,7 @@ from conveyor import App, Consumer
 from conveyor.instrumentation.monitor import Event
 from conveyor.web.process.tracking import error_record
 from conveyor.web.reading.data import WebData
+from conveyor.web.ui import rendering
 from conveyor.web.ui.views import PER_PAGE, NotFound, Views
 
 NOW = 1_000_000.0
@@ -74,6 +75,7 @@ def state(
     lag: int = 0,
     swarm_node: int | None = None,
     swarm_supervisor: int | None = None,
+    groups: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A folded process state, as the aggregator publishes it."""
     return {
@@ -97,7 +99,7 @@ def state(
         "errors_per_second": 0.0,
         "counters": {"processed": 10},
         "pool": {"size": 2},
-        "listeners": [],
+        "listeners": [{"name": g, "consumer_group": g, "topics": ["orders"]} for g in groups],
         "partitions": partitions or [],
         "jobs": jobs or [],
         "lag": lag,
@@ -176,6 +178,44 @@ def test_processes_lists_each_state_with_its_status() -> None:
     assert uptimes["b-running"] == 100.0
     assert uptimes["a-dead"] is None
     assert uptimes["c-stopped"] is None
+
+
+def test_processes_offer_quiet_and_stop_to_every_running_process_and_per_group() -> None:
+    data = FakeData(
+        states={
+            "a": state("a", groups=("orders",)),
+            "b": state("b", groups=("orders", "audit")),
+            "c": state("c", groups=("audit",), status="quiet"),
+            "dead": state("dead", groups=("billing",), reported_at=NOW - 16),
+            "gone": state("gone", groups=("orders",), status="stopped"),
+        }
+    )
+    page = views(data).processes()
+    assert page.data["fleet"] == {
+        "processes": 3,
+        "groups": [{"group": "audit", "processes": 2}, {"group": "orders", "processes": 2}],
+    }, "running and quiet ones, not dead nor stopped ones"
+    environment = rendering.environment()
+
+    def html(read_only: bool = False, may: Any = lambda action, target="": True) -> str:
+        return environment.get_template("processes.html").render(
+            **page.data, title=page.title, base="", client_id="t", active="processes",
+            csrf_field="csrf_token", csrf_token="tok", user=None, login=False,
+            read_only=read_only, request=None, can=may,
+        )  # fmt: skip
+
+    shown = html()
+    assert 'id="fleet-quiet"' in shown
+    assert 'id="fleet-stop"' in shown
+    assert 'data-confirm="Quiet EVERY process of this web UI, all 3 running?' in shown
+    assert 'data-confirm="Stop EVERY process of consumer group orders, all 2 running?' in shown
+    assert shown.count('name="process" value="*"') == 6
+    assert 'id="fleet-actions"' not in html(read_only=True)
+    only_groups = html(may=lambda action, target="": target.startswith("* in group "))
+    assert 'id="fleet-quiet"' not in only_groups, "the policy is asked about every process"
+    assert only_groups.count('class="fleet-quiet"') == 2
+    nothing = views(FakeData(states={"gone": state("gone", status="stopped")})).processes()
+    assert nothing.data["fleet"] == {"processes": 0, "groups": []}
 
 
 def test_a_swarms_nodes_are_listed_together_under_their_supervisor() -> None:
