@@ -14,7 +14,7 @@ import click
 from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.output import confirm, console, error_console, key_value_table, table
 from conveyor.web.aggregation.fold import process_status
-from conveyor.web.commands import CommandResult, FleetResult, fleet_members
+from conveyor.web.commands import CommandResult, FleetResult, fleet_members, fleet_scope
 
 if TYPE_CHECKING:
     from conveyor.app import App
@@ -182,13 +182,12 @@ def _send_process_or_all(
         with console.status("reading the processes' reports"):
             data.wait_ready(30)
             expected = fleet_members(data.states(), time.time(), group)
-        scope = "every process" if group is None else f"every process of consumer group {group}"
         running = (
             f"{len(expected)} running: {', '.join(expected)}"
             if expected
             else "none reported running"
         )
-        confirm(yes, f"{command.capitalize()} {scope} ({running})?")
+        confirm(yes, f"{command.capitalize()} {fleet_scope(group)} ({running})?")
         with console.status(f"{command}: waiting for the answers (up to {timeout:g} s)"):
             result = app.web.commander().send_all(
                 command, group=group, expected=expected, timeout=timeout
@@ -202,7 +201,6 @@ def _send_process_or_all(
 
 
 def _show_fleet(result: FleetResult) -> None:
-    scope = "every process" if result.group is None else f"every process of {result.group}"
     answered = sum(1 for one in result.results if one.done)
     rows = [
         (str(one.process), one.status, one.reason or str(one.result.get("state", "")))
@@ -215,7 +213,7 @@ def _show_fleet(result: FleetResult) -> None:
     out = console if result.done else error_console
     out.print(
         table(
-            f"{result.command} to {scope}: {answered} of {len(result.results)} done",
+            f"{result.command} to {result.scope}: {answered} of {len(result.results)} done",
             ["process", "status", "state / reason"],
             rows,
         )

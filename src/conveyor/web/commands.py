@@ -48,6 +48,7 @@ __all__ = [
     "check_command",
     "consumer_groups",
     "fleet_members",
+    "fleet_scope",
     "parse_command_time",
     "read_commands",
     "tail_commands",
@@ -102,6 +103,11 @@ class FleetResult:
     results: tuple[CommandResult, ...]
 
     @property
+    def scope(self) -> str:
+        """Who the command was for, in words (``every process of consumer group orders``)."""
+        return fleet_scope(self.group)
+
+    @property
     def done(self) -> bool:
         """Whether some process answered and every one is ``done``."""
         return bool(self.results) and all(result.done for result in self.results)
@@ -122,6 +128,7 @@ class FleetResult:
             "command": self.command,
             "process": ANY_PROCESS,
             "group": self.group,
+            "scope": self.scope,
             "status": self.status,
             "results": [result.to_dict() for result in self.results],
         }
@@ -134,6 +141,11 @@ def consumer_groups(state: Mapping[str, Any]) -> set[str]:
         for listener in state.get("listeners", ())
         if listener.get("consumer_group")
     }
+
+
+def fleet_scope(group: str | None) -> str:
+    """``every process``, or ``every process of consumer group G``."""
+    return "every process" if group is None else f"every process of consumer group {group}"
 
 
 def fleet_members(
@@ -335,15 +347,14 @@ class Commander:
 
         command_id, answers = self._exchange(command, ANY_PROCESS, checked, by, timeout, answered)
         heard = {answer.process for answer in answers}
-        scope = "" if group is None else f" (consumer group {group})"
         silent = [
             CommandResult(
                 id=command_id,
                 command=command,
                 status="timed out",
                 process=process_id,
-                reason=f"no answer within {timeout:g} s from this process{scope}, which the "
-                "reports show running (is the web UI's commands reader on in it?)",
+                reason=f"no answer within {timeout:g} s from this process, which the reports "
+                "show running (is it still, with the web UI's commands on?)",
             )
             for process_id in waiting - heard
         ]

@@ -282,7 +282,7 @@ def test_quiet_and_stop_every_process_or_every_process_of_one_group(
         # the shell: every process of group audit, its answer listed
         shell = ctl(auditor, "quiet", "--group", audit, "--yes", "--timeout", "20")
         assert shell.returncode == 0, shell.stdout + shell.stderr
-        assert "quiet to every process of " + audit in shell.stdout
+        assert "quiet to every process of consumer group " + audit in shell.stdout
         assert "1 of 1 done" in shell.stdout
         assert auditor.process_id in shell.stdout
         assert first.process_id not in shell.stdout, "group orders is not reached"

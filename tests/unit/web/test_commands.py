@@ -139,13 +139,14 @@ def test_a_fleet_result_is_done_only_when_every_process_is() -> None:
     assert FleetResult("1", "quiet", None, (one("a", "done"), one("b", "done"))).status == "done"
     late = FleetResult("1", "quiet", "g", (one("a", "done"), one("b", "timed out")))
     assert (late.done, late.status) == (False, "timed out")
+    assert late.scope == "every process of consumer group g"
     refused = FleetResult("1", "quiet", None, (one("a", "refused"), one("b", "timed out")))
     assert refused.status == "refused"
     nobody = FleetResult("1", "stop", None, ())
     assert (nobody.done, nobody.status) == (False, "timed out"), "no answer is no success"
     assert nobody.to_dict() == {
-        "id": "1", "command": "stop", "process": "*", "group": None, "status": "timed out",
-        "results": [],
+        "id": "1", "command": "stop", "process": "*", "group": None, "scope": "every process",
+        "status": "timed out", "results": [],
     }  # fmt: skip
 
 

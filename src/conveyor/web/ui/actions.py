@@ -193,8 +193,7 @@ class Actions:
             )
         )
         status = 200 if result.done else 409 if result.status == "refused" else 504
-        scope = "every process" if group is None else f"every process of {group}"
-        return self.ui.answer(request, body is not None, f"{name} to {scope}: {result.status}",
+        return self.ui.answer(request, body is not None, f"{name} to {result.scope}: {result.status}",
                               result.to_dict(), "fleet_result.html", "processes", status)  # fmt: skip
 
 

@@ -51,7 +51,7 @@ def test_a_fleet_result_lists_each_process_with_its_answer() -> None:
                 "reason": reason, "result": {"state": state} if state else {}}  # fmt: skip
 
     result = {"id": "1", "command": "quiet", "process": "*", "group": "orders",
-              "status": "timed out",
+              "scope": "every process of consumer group orders", "status": "timed out",
               "results": [one("a:1:x", "done", state="quiet"),
                           one("b:2:y", "timed out", "no answer within 10 s from this process")]}  # fmt: skip
     page = render("fleet_result.html", result=result)
@@ -60,7 +60,10 @@ def test_a_fleet_result_lists_each_process_with_its_answer() -> None:
     assert 'data-process="a:1:x" data-status="done"' in page
     assert 'data-process="b:2:y" data-status="timed out"' in page
     assert "no answer within 10 s" in page
-    nobody = render("fleet_result.html", result={**result, "group": None, "results": []})
+    nobody = render(
+        "fleet_result.html",
+        result={**result, "group": None, "scope": "every process", "results": []},
+    )
     assert "no process answered" in nobody
 
 
