@@ -54,7 +54,8 @@ def test_one_consumer_class_reads_assigned_partitions_of_two_topics(
             }, "one partition of one topic per batch"
             record.add(*((m.topic, m.partition, m.offset, m.payload) for m in self.messages))
 
-    app = make_app(kafka_bootstrap, concurrency=2)
+    # one listener: the streams merged in one librdkafka consumer (packing would spread them)
+    app = make_app(kafka_bootstrap, concurrency=2, max_listeners=1)
     app.routes.topic(orders, Merged, assign=[0, 2])
     app.routes.topic(payments, Merged, assign=1)
     wanted = {(orders, 0), (orders, 2), (payments, 1)}

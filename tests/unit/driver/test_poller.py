@@ -8,6 +8,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+import pytest
+
+from conveyor.driver import poller as poller_module
 from conveyor.driver.poller import Poller
 
 
@@ -132,9 +135,14 @@ def test_wake_sends_a_parked_poller_back_to_work() -> None:
         poller.stop()
 
 
-def test_the_poller_stays_out_while_another_thread_serves() -> None:
+def test_the_poller_stays_out_while_another_thread_serves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """While another thread keeps serving the queue (note_served), the poller does not poll:
     an event queued then waits until that serving stops, and is then served by the poller."""
+    # The backstop widened from 5 ms: on a loaded machine the serving thread's 1 ms naps
+    # overslept it now and then, and the poller rightly came back in such a gap.
+    monkeypatch.setattr(poller_module, "_BACKSTOP", 0.2)
     client = FakeClient()
     client.in_flight = 1  # work in flight: left alone, the poller would poll at once
     poller = Poller(client, "backstopped", idle=lambda: client.in_flight == 0)
