@@ -29,6 +29,9 @@ BENCH = Path(__file__).parents[3] / "bench"
         ("connector_latency", ["--seconds", "0.5", "--only", "broadcast, 64 lanes"]),
         ("scaling", ["--messages", "3000", "--nodes", "1,2"]),
         ("eos_recovery", ["--fenced-only"]),
+        ("produce_sync_cpu", ["--quick"]),
+        ("topics_threads", ["--quick"]),
+        ("connector_batching", ["--quick"]),
     ],
 )
 def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstrap: str) -> None:
