@@ -1124,8 +1124,8 @@ MUTATIONS = (
         "conveyor/tracing/tracer.py",
         (
             (
-                "        if not self._drops_unsampled:\n            return None",
-                "        if True:\n            return None",
+                "            if self._drops_unsampled and not parent.trace_flags.sampled:",
+                "            if False:",
             ),
             (
                 "                if not decision.is_recording():\n                    return api.NonRecordingSpan(parent)",
@@ -1139,8 +1139,8 @@ MUTATIONS = (
         "conveyor/tracing/tracer.py",
         (
             (
-                "                if not result.decision.is_recording():",
-                "                if False:",
+                "        if trace_id & _TRACE_ID_LIMIT < self._root_bound:",
+                "        if True:",
             ),
         ),
         ("tests/unit/tracing/test_sampling.py",),
@@ -1148,7 +1148,13 @@ MUTATIONS = (
     Mutation(
         "tracing: a kept root's trace id is not handed to the SDK (decided twice)",
         "conveyor/tracing/tracer.py",
-        (("                ids.hand_over(trace_id)\n", ""),),
+        (
+            (
+                "            ids.hand_over(trace_id)\n            return _KEPT",
+                "            return _KEPT",
+            ),
+            ("                ids.hand_over(trace_id)\n", ""),
+        ),
         ("tests/unit/tracing/test_sampling.py",),
     ),
     Mutation(

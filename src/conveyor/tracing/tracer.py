@@ -144,6 +144,28 @@ def _drops_unsampled_children(sampler: Any) -> bool:
     )
 
 
+_TRACE_ID_LIMIT = (1 << 64) - 1
+_KEPT = object()  # _quick_decision: a root the sampler keeps, its trace id handed to the SDK
+
+
+def _root_bound(sampler: Any) -> int | None:
+    """The bound a root's trace id (its lower 64 bits) must stay under to be sampled, when the
+    root sampler is one whose decision that is (the SDK's ratio sampler, always on, always
+    off, alone or as ParentBased's root); None for any other sampler (it is asked)."""
+    try:
+        from opentelemetry.sdk.trace import sampling  # noqa: PLC0415
+    except ImportError:
+        return None
+    root = getattr(sampler, "_root", None) if type(sampler) is sampling.ParentBased else sampler
+    if type(root) is sampling.TraceIdRatioBased:
+        return int(root.bound)
+    if root is sampling.ALWAYS_OFF:
+        return 0
+    if root is sampling.ALWAYS_ON:
+        return _TRACE_ID_LIMIT + 1
+    return None
+
+
 class _HandedIds:
     """The id generator of Conveyor's tracer, able to hand the SDK a trace id drawn beforehand:
     :meth:`Tracing._begin` asks the sampler about a root's trace id before any span exists,
@@ -193,6 +215,7 @@ class Tracing:
         self._sampler: Any = None
         self._ids: _HandedIds | None = None
         self._drops_unsampled = False
+        self._root_bound: int | None = None
         self._propagator: Any = None
         self._fast = False
         self._monitor = monitor
@@ -241,6 +264,7 @@ class Tracing:
             if self._sampler is not None and ids is not None:
                 self._ids = tracer.id_generator = _HandedIds(ids)
             self._drops_unsampled = _drops_unsampled_children(self._sampler)
+            self._root_bound = _root_bound(self._sampler)
             self._propagator = propagator or api.propagate.get_global_textmap()
             self._fast = _plain_w3c(self._propagator)
             self.max_links = max_links
@@ -272,9 +296,9 @@ class Tracing:
         api = self._api
         if api is None:
             return list(headers or ()), None
-        dropped = self._dropped_child()
-        if dropped is not None:  # an unsampled trace goes on: its context, copied
-            return self._carry(dropped, headers), None
+        quick = self._quick_decision()
+        if quick is not None and quick is not _KEPT:  # not sampled: its context, nothing built
+            return self._carry(quick, headers), None
         attributes: dict[str, Any] = {
             sc.SYSTEM: sc.KAFKA,
             sc.DESTINATION: topic,
@@ -285,7 +309,7 @@ class Tracing:
             attributes[sc.KEY] = key_text(key)
         if partition >= 0:
             attributes[sc.PARTITION] = str(partition)
-        span = self._begin(f"send {topic}", api.SpanKind.PRODUCER, attributes)
+        span = self._begin(f"send {topic}", api.SpanKind.PRODUCER, attributes, None, quick)
         try:
             carrier = self._carry(span, headers)
         except BaseException:
@@ -307,20 +331,47 @@ class Tracing:
 
         return carrier, delivered
 
-    def _dropped_child(self, context: Any = None) -> Any:
-        """The non-recording span of a child of an unsampled parent (in ``context``, else the
-        current one) when the sampler is known to drop those without asking (ParentBased's
-        default); else None. Reads one flag: no attributes, no sampler call."""
-        if not self._drops_unsampled:
-            return None
+    def _quick_decision(self, context: Any = None) -> Any:
+        """The sampler's decision where it can be read without asking it (and without any
+        attributes): a non-recording span to carry on when the span would be dropped, ``_KEPT``
+        when a root is kept (its trace id handed to the SDK: pass it to :meth:`_begin`), or
+        None (ask the sampler). A child of an unsampled parent under ParentBased's default is
+        dropped on its flag; a root under a ratio (or always on/off) root sampler is decided by
+        its trace id as that sampler does."""
         api = self._api
         assert api is not None
+        if not self._drops_unsampled and self._root_bound is None:
+            return None
         parent = api.trace.get_current_span(context).get_span_context()
-        if parent.is_valid and not parent.trace_flags.sampled:
-            return api.NonRecordingSpan(parent)
-        return None
+        if parent.is_valid:
+            if self._drops_unsampled and not parent.trace_flags.sampled:
+                return api.NonRecordingSpan(parent)
+            return None
+        ids = self._ids
+        if self._root_bound is None or ids is None:
+            return None
+        trace_id = ids.draw()
+        if trace_id & _TRACE_ID_LIMIT < self._root_bound:
+            ids.hand_over(trace_id)
+            return _KEPT
+        flags = api.TraceFlags.RANDOM_TRACE_ID if ids.is_trace_id_random() else 0
+        return api.NonRecordingSpan(
+            api.SpanContext(
+                trace_id,
+                ids.generate_span_id(),
+                is_remote=False,
+                trace_flags=api.TraceFlags(flags),
+            )
+        )
 
-    def _begin(self, name: str, kind: Any, attributes: dict[str, Any], context: Any = None) -> Any:
+    def _begin(
+        self,
+        name: str,
+        kind: Any,
+        attributes: dict[str, Any],
+        context: Any = None,
+        quick: Any = None,
+    ) -> Any:
         """Start a span, unless the sampler drops it: then a non-recording span that carries
         the context the trace goes on with, and the SDK builds nothing.
 
@@ -332,7 +383,7 @@ class Tracing:
         api = self._api
         assert api is not None
         sampler = self._sampler
-        if sampler is not None:
+        if sampler is not None and quick is not _KEPT:
             parent = api.trace.get_current_span(context).get_span_context()
             if parent.is_valid:
                 decision = sampler.should_sample(
@@ -602,13 +653,11 @@ class ProcessSpan:
         self.tracing = tracing
         self._failed = False
         self._token: Any = None
-        parent = None
-        if len(batch) == 1:
-            parent = tracing.context_of(batch[0])
-            dropped = tracing._dropped_child(parent)
-            if dropped is not None:  # an unsampled trace: carried on, nothing built
-                self.span = dropped
-                return
+        parent = tracing.context_of(batch[0]) if len(batch) == 1 else None
+        quick = tracing._quick_decision(parent)
+        if quick is not None and quick is not _KEPT:  # not sampled: carried on, nothing built
+            self.span = quick
+            return
         attributes: dict[str, Any] = {
             sc.SYSTEM: sc.KAFKA,
             sc.DESTINATION: topic,
@@ -626,7 +675,7 @@ class ProcessSpan:
             if key is not None:
                 attributes[sc.KEY] = key_text(key)
         self.span = span = tracing._begin(
-            name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent
+            name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent, quick
         )
         if not span.is_recording():
             pass  # sampled out: no links (the SDK would drop them), nothing more to build

@@ -106,10 +106,16 @@ def test_a_dropped_root_is_decided_without_a_span_and_still_carries_a_context() 
     assert not exporter.get_finished_spans()
 
 
-def test_a_ratio_sampler_keeps_its_rate_and_its_decisions_trace_id() -> None:
+class _OwnRatio(TraceIdRatioBased):
+    """A sampler Conveyor does not read itself (not the SDK's own class): it is asked."""
+
+
+@pytest.mark.parametrize("ratio", [TraceIdRatioBased, _OwnRatio], ids=["read", "asked"])
+def test_a_ratio_sampler_keeps_its_rate_and_its_decisions_trace_id(ratio: type) -> None:
     """The root's trace id is drawn before the span: a kept root must get that same id, or the
-    SDK would decide again on another one (the rate would be squared)."""
-    tracing, exporter = _traced(ParentBased(TraceIdRatioBased(0.5)))
+    SDK would decide again on another one (the rate would be squared). Conveyor reads the
+    SDK's ratio sampler's decision itself, and asks any other sampler."""
+    tracing, exporter = _traced(ParentBased(ratio(0.5)))
     written = []
     for _ in range(2000):
         headers, finish = tracing.sending("orders", None, -1, None)
