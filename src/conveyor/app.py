@@ -362,6 +362,7 @@ class App:
                 self.settings.max_listeners,
                 str(self.settings.kafka.get("auto.offset.reset", "earliest")),
                 self._partition_counts,
+                static_member="group.instance.id" in self.settings.kafka,
             )
             self._runner = Runner(self._processing_context(), routes)
         except BaseException:

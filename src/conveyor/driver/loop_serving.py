@@ -6,9 +6,13 @@ its loop's self-pipe: one hand-off between threads (and of the GIL) more than
 write a byte to a file descriptor when the queue of reports becomes non-empty
 (``rd_kafka_queue_io_event_enable``); the loop watches that descriptor like any socket and
 polls the producer itself, on its own thread, so the report settles the awaiting future
-directly. One loop per producer does so (the first that produces and awaits on it; another
-one after it closes); other loops and threads keep the poller thread, and the poller stays
-out of the queue while the loop serves it (see :mod:`conveyor.driver.poller`'s backstop).
+directly. One loop per producer does so: the first that produces on it (from a coroutine or
+a callback running on the loop, awaited or not), and another one once that loop is closed.
+The loop then serves everything the producer's queue gets: every thread's delivery reports
+(their callbacks and the monitor's observers run on the loop), errors, statistics and
+librdkafka's logs; keep those callbacks short. Other loops and threads that wait for a report
+serve it themselves or are woken as before, and the poller stays out of the queue while the
+loop serves it, serving only what a blocked loop leaves (see :mod:`conveyor.driver.poller`).
 
 confluent-kafka does not expose that call (its pull request #1448 is open since 2022), so
 this reaches it through ``ctypes``: the client object that confluent-kafka makes starts with
@@ -37,6 +41,8 @@ from typing import Any
 
 import confluent_kafka
 
+from conveyor.driver.loop_wakeups import running_loop as _running_loop
+
 __all__ = ["LoopServing", "loop_serving", "loop_serving_available"]
 
 _log = logging.getLogger("conveyor.driver")
@@ -46,7 +52,6 @@ SWITCH = "CONVEYOR_LOOP_SERVING"
 
 # confluent-kafka major versions whose client object is (PyObject_HEAD, rd_kafka_t *rk, ...).
 _KNOWN_MAJORS = frozenset({2})
-_running_loop = asyncio._get_running_loop  # C function: the loop running in this thread or None
 
 
 class _Librdkafka:

@@ -14,9 +14,9 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["LoopInbox", "inbox_of", "loop_future", "settle"]
+__all__ = ["LoopInbox", "inbox_of", "loop_future", "running_loop", "settle"]
 
-_running_loop = asyncio._get_running_loop  # C function: the loop running in this thread or None
+running_loop = asyncio._get_running_loop  # C function: the loop running in this thread or None
 
 
 class LoopInbox:
@@ -79,7 +79,7 @@ def settle(future: asyncio.Future[None]) -> None:
     """Settle ``future`` from any thread: at once on its loop's own thread (where a loop that
     serves its producer's reports runs them), else through its loop's inbox."""
     loop = future.get_loop()
-    if _running_loop() is loop:
+    if running_loop() is loop:
         if not future.done():  # a cancelled await: the delivery went on without it
             future.set_result(None)
     else:

@@ -16,14 +16,14 @@ is done). A parked poller still serves stray events (errors, logs, statistics) e
 ``_IDLE_SLICE`` seconds, and producers :meth:`~Poller.wake` it when they hand it work.
 
 Backstop: a thread that produces a lot serves queued reports itself as it goes
-(:meth:`Poller.note_served`).
+(:meth:`Poller.note_served`). While it does, the poller parks too and only comes back
+``_BACKSTOP`` seconds after the last such serve: otherwise librdkafka wakes it for every
+small batch of reports, and each wake-up is a GIL hand-off with the producing thread.
 
 Loop serving: an event loop may serve the queue whenever reports come
 (:meth:`Poller.serve_here`, :mod:`conveyor.driver.loop_serving`). While one does, the poller
 never waits inside librdkafka, where it would take the loop's reports: it parks and, every
-``_LOOP_SLICE``, serves what is queued at that moment (what a blocked loop left). While it does, the poller parks too and only comes back
-``_BACKSTOP`` seconds after the last such serve: otherwise librdkafka wakes it for every
-small batch of reports, and each wake-up is a GIL hand-off with the producing thread.
+``_LOOP_SLICE``, serves what is queued at that moment (what a blocked loop left).
 """
 
 from __future__ import annotations

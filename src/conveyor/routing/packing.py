@@ -12,11 +12,13 @@ its routes alike when it sees the same partition counts.
 What a topic weighs: its partition count in the cluster's metadata when the app starts; for a
 topic the metadata does not know (not created yet, or the cluster did not answer in time), the
 route's declared ``partitions``, else 1. A direct assignment weighs its listed partitions; a
-pattern route weighs the partitions of every topic it matches at start (at least 1) and is
-packed together with the routes by name that it matches (a pattern and a named route it
-matches must share a listener, or two members of the group would split that topic's
-partitions). Routes inside a ``subscription_group`` block keep their own listener, and do not
-count against ``max_listeners``.
+pattern route weighs the partitions of every topic it matches at start (at least 1); the
+patterns of a consumer group are packed together, with the routes by name they match (a
+pattern and a route that both read a topic must share a listener, or two members of the group
+would split that topic's partitions). Routes inside a ``subscription_group`` block keep their
+own listener and do not count against ``max_listeners``; direct assignments are not packed
+(their streams merge in one consumer), nor is anything of an app with static membership
+(``group.instance.id``: one id in two consumers of a group would fence one of them).
 """
 
 from __future__ import annotations
@@ -67,16 +69,26 @@ def pack_routes(
     max_listeners: int,
     default_initial: str,
     partition_counts: PartitionCounts,
+    static_member: bool = False,
 ) -> list[Topic]:
     """``routes`` with the subscription group of each route that declared none replaced by
     its pack's (:func:`pack_name`), when its consumer group's such routes need more than one
     listener; every other route as it was, all in their order. ``partition_counts`` is asked
     once per distinct set of the routes' own kafka settings, and only when there is
     something to pack. ``default_initial`` is the app's ``auto.offset.reset``: routes that
-    start elsewhere are read by another listener, so they are packed apart."""
+    start elsewhere are read by another listener, so they are packed apart. ``static_member``:
+    the app's settings give a ``group.instance.id`` (static membership): nothing is packed."""
     sets: dict[tuple[Any, ...], list[Topic]] = {}
     for route in routes:
-        if not route.subscription_group_declared:
+        # Not packed: routes in a declared subscription group; direct assignments (no group
+        # membership to spread, and their streams merge in one consumer); routes of a static
+        # member (one group.instance.id in two consumers of a group would fence one of them).
+        if (
+            not route.subscription_group_declared
+            and not route.direct
+            and not static_member
+            and "group.instance.id" not in route.kafka
+        ):
             own = tuple(sorted(route.kafka.items()))
             key = (route.consumer_group, route.subscription_group, route.direct,
                    route.initial_offset or default_initial, own)  # fmt: skip
@@ -109,15 +121,19 @@ def _units(routes: list[Topic]) -> list[list[Topic]]:
     by name it matches (and with any other pattern matching one of those). A unit's first
     route names it (the first declared, for a unit of several)."""
     units: list[list[Topic]] = [[route] for route in routes if route.pattern is None]
-    for pattern in (route for route in routes if route.pattern is not None):
-        matched = [
-            unit
-            for unit in units
-            if any(route.pattern is None and pattern.matches(route.name) for route in unit)
-        ]
-        units = [unit for unit in units if not any(unit is other for other in matched)]
-        merged = [pattern, *(route for unit in matched for route in unit)]
-        units.append(sorted(merged, key=routes.index))
+    patterns = [route for route in routes if route.pattern is not None]
+    if not patterns:
+        return units
+    # All patterns of a set share one listener: two patterns may match the same topic (now, or
+    # one created later), and two members subscribed to it would split its partitions.
+    matched = [
+        unit
+        for unit in units
+        if any(pattern.matches(route.name) for pattern in patterns for route in unit)
+    ]
+    units = [unit for unit in units if not any(unit is other for other in matched)]
+    merged = [*patterns, *(route for unit in matched for route in unit)]
+    units.append(sorted(merged, key=routes.index))
     return units
 
 

@@ -223,6 +223,8 @@ class RecurringTasks:
             for task, request in requested:  # taken before it runs: a restart does not rerun it
                 if self._take(task, request):
                     recorded.append((task, time.time(), True))
+            if not recorded:  # every record failed (refused, producer closed): not a busy loop
+                self._changed.wait(timeout=min(wait, 1.0) if wait is not None else 1.0)
         for task, slot, manual in recorded:
             threading.Thread(
                 target=self._run, args=(task, slot, manual),

@@ -138,7 +138,7 @@ def _drops_unsampled_children(sampler: Any) -> bool:
     except ImportError:  # the API alone: no SDK sampler to ask
         return False
     return (
-        isinstance(sampler, ParentBased)
+        type(sampler) is ParentBased
         and getattr(sampler, "_remote_parent_not_sampled", None) is ALWAYS_OFF
         and getattr(sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
     )
@@ -168,7 +168,7 @@ def _root_bound(sampler: Any) -> int | None:
 
 class _HandedIds:
     """The id generator of Conveyor's tracer, able to hand the SDK a trace id drawn beforehand:
-    :meth:`Tracing._begin` asks the sampler about a root's trace id before any span exists,
+    :meth:`Tracing._quick_decision` decides on a root's trace id before any span exists,
     and when the sampler keeps it the span must get that same id (a ratio sampler decides by
     the id). The hand-over is per thread and used by the very next root span of that thread."""
 
@@ -309,7 +309,7 @@ class Tracing:
             attributes[sc.KEY] = key_text(key)
         if partition >= 0:
             attributes[sc.PARTITION] = str(partition)
-        span = self._begin(f"send {topic}", api.SpanKind.PRODUCER, attributes, None, quick)
+        span = self._begin(f"send {topic}", api.SpanKind.PRODUCER, attributes)
         try:
             carrier = self._carry(span, headers)
         except BaseException:
@@ -342,10 +342,11 @@ class Tracing:
         assert api is not None
         if not self._drops_unsampled and self._root_bound is None:
             return None
-        parent = api.trace.get_current_span(context).get_span_context()
+        current = api.trace.get_current_span(context)
+        parent = current.get_span_context()
         if parent.is_valid:
             if self._drops_unsampled and not parent.trace_flags.sampled:
-                return api.NonRecordingSpan(parent)
+                return current if not current.is_recording() else api.NonRecordingSpan(parent)
             return None
         ids = self._ids
         if self._root_bound is None or ids is None:
@@ -364,49 +365,9 @@ class Tracing:
             )
         )
 
-    def _begin(
-        self,
-        name: str,
-        kind: Any,
-        attributes: dict[str, Any],
-        context: Any = None,
-        quick: Any = None,
-    ) -> Any:
-        """Start a span, unless the sampler drops it: then a non-recording span that carries
-        the context the trace goes on with, and the SDK builds nothing.
-
-        The sampler is asked exactly as the SDK would ask it (same parent context, trace id,
-        name, kind and attributes). A child of an unsampled parent carries the parent's own
-        context on (a message of an unsampled trace costs a header copy); a root draws its
-        trace id first, and when the sampler keeps it, the SDK's span gets that very trace id
-        (:class:`_HandedIds`), so a ratio sampler's decision is the same one."""
-        api = self._api
-        assert api is not None
-        sampler = self._sampler
-        if sampler is not None and quick is not _KEPT:
-            parent = api.trace.get_current_span(context).get_span_context()
-            if parent.is_valid:
-                decision = sampler.should_sample(
-                    context, parent.trace_id, name, kind, attributes, ()
-                ).decision
-                if not decision.is_recording():
-                    return api.NonRecordingSpan(parent)
-            elif self._ids is not None:
-                ids = self._ids
-                trace_id = ids.draw()
-                result = sampler.should_sample(context, trace_id, name, kind, attributes, ())
-                if not result.decision.is_recording():
-                    flags = api.TraceFlags.RANDOM_TRACE_ID if ids.is_trace_id_random() else 0
-                    return api.NonRecordingSpan(
-                        api.SpanContext(
-                            trace_id,
-                            ids.generate_span_id(),
-                            is_remote=False,
-                            trace_flags=api.TraceFlags(flags),
-                            trace_state=result.trace_state,
-                        )
-                    )
-                ids.hand_over(trace_id)
+    def _begin(self, name: str, kind: Any, attributes: dict[str, Any], context: Any = None) -> Any:
+        """Start a span through the SDK: its sampler decides (once), unless
+        :meth:`_quick_decision` decided already (then a root's trace id is handed over)."""
         return self._tracer.start_span(name, context=context, kind=kind, attributes=attributes)
 
     def _carry(self, span: Any, headers: list[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
@@ -675,7 +636,7 @@ class ProcessSpan:
             if key is not None:
                 attributes[sc.KEY] = key_text(key)
         self.span = span = tracing._begin(
-            name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent, quick
+            name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent
         )
         if not span.is_recording():
             pass  # sampled out: no links (the SDK would drop them), nothing more to build

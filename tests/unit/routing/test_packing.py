@@ -159,8 +159,9 @@ class TestPackRoutes:
         }  # fmt: skip
 
     def test_routes_read_by_other_listeners_are_packed_apart(self) -> None:
-        """Another initial offset, a direct assignment or settings of their own already mean
-        another listener: each such set is packed on its own (a direct one by its partitions)."""
+        """Another initial offset or settings of their own already mean another listener: each
+        such set is packed on its own; direct assignments are not packed (their streams merge
+        in one consumer, as the routing guide promises)."""
         table = routes()
         table.topic("a", Noop)
         table.topic("late", Noop, initial_offset="latest")
@@ -170,12 +171,37 @@ class TestPackRoutes:
         table.topic("e1", Noop, initial_offset="earliest")  # the app's default: with "a"
         packed = pack_routes(table.active(), 2, "earliest", counts_of({"a": 1, "e1": 1}))
         assert listeners(packed) == {
-            "shop-pack-1": ["a", "d1"],
-            "shop": ["late"],
-            "shop-pack-2": ["d2", "d3", "e1"],
+            "shop-pack-1": ["a"],
+            "shop": ["late", "d1", "d2", "d3"],
+            "shop-pack-2": ["e1"],
         }
-        direct = {r.name: r.subscription_group for r in packed if r.direct}
-        assert direct == {"d1": "shop-pack-1", "d2": "shop-pack-2", "d3": "shop-pack-2"}
+
+    def test_a_static_member_is_not_packed(self) -> None:
+        """One group.instance.id in two consumers of a group would fence one of them."""
+        table = routes()
+        table.topic("a", Noop)
+        table.topic("b", Noop)
+        table.topic("c", Noop, kafka={"group.instance.id": "worker-1"})
+        table.topic("d", Noop, kafka={"group.instance.id": "worker-1"})
+        static = pack_routes(table.active(), 2, "earliest", counts_of({}), static_member=True)
+        assert {route.subscription_group for route in static} == {"shop"}
+        own = {
+            r.name: r.subscription_group
+            for r in pack_routes(table.active(), 2, "earliest", counts_of({}))
+        }
+        assert own["c"] == own["d"] == "shop", "a route's own group.instance.id: not packed"
+        assert {own["a"], own["b"]} == {"shop-pack-1", "shop-pack-2"}
+
+    def test_patterns_share_one_listener(self) -> None:
+        """Two patterns may match one topic (now or later): never on two members."""
+        table = routes()
+        table.pattern(r"^orders\..+$", Noop)
+        table.pattern(r"^.+\.eu$", Noop)
+        table.topic("big", Noop)
+        table.topic("small", Noop)
+        packed = pack_routes(table.active(), 2, "earliest", counts_of({"big": 6, "small": 1}))
+        groups = {r.name: r.subscription_group for r in packed}
+        assert groups[r"^orders\..+$"] == groups[r"^.+\.eu$"]
 
     def test_own_settings_ask_their_cluster(self) -> None:
         table = routes()

@@ -132,3 +132,22 @@ def test_a_ratio_sampler_keeps_its_rate_and_its_decisions_trace_id(ratio: type) 
 
 def _refuse(*_args: Any, **_kwargs: Any) -> Any:
     pytest.fail("a span was built for a message whose trace is not sampled")
+
+
+def test_a_sampler_conveyor_does_not_read_is_asked_once_per_span() -> None:
+    """Samplers that count or limit (rate limiters, remote samplers) must be asked once a
+    span, as the SDK asks them, not once by Conveyor and once by the SDK."""
+
+    class Counting(TraceIdRatioBased):
+        asked = 0
+
+        def should_sample(self, *args: Any, **kwargs: Any) -> Any:
+            Counting.asked += 1
+            return super().should_sample(*args, **kwargs)
+
+    tracing, _exporter = _traced(ParentBased(Counting(0.5)))
+    for _ in range(100):
+        _headers, finish = tracing.sending("orders", None, -1, None)
+        if finish is not None:
+            finish(None, FakeRaw(0))
+    assert Counting.asked == 100

@@ -62,8 +62,8 @@ def routes(ui: Ui) -> list[BaseRoute]:
         Route("/api/dlq/{topic}/redrive", actions.redrive, methods=["POST"]),
         Route("/dlq/{topic}/discard", actions.discard, methods=["POST"]),
         Route("/api/dlq/{topic}/discard", actions.discard, methods=["POST"]),
-        Route("/schedules/{schedule_id}/cancel", actions.cancel_schedule, methods=["POST"]),
-        Route("/api/schedules/{schedule_id}/cancel", actions.cancel_schedule, methods=["POST"]),
+        Route("/schedules/{schedule_id:path}/cancel", actions.cancel_schedule, methods=["POST"]),
+        Route("/api/schedules/{schedule_id:path}/cancel", actions.cancel_schedule, methods=["POST"]),
         Route("/schedules/tasks/{action}", actions.task, methods=["POST"]),
         Route("/api/schedules/tasks/{action}", actions.task, methods=["POST"]),
         Route("/processes/commands", actions.command, methods=["POST"]),  # with process=*
