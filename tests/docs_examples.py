@@ -15,6 +15,10 @@ site and on GitHub):
 * ``<!-- example: serves -->``: a block whose ``app.run()`` (or ``app.start()``) consumes until
   stopped; the runner stops every app it started after :data:`SERVE_SECONDS` (a graceful stop,
   as Ctrl-C would) and the block must then end without an error;
+  ``<!-- example: serves until EXPRESSION -->`` stops them once the expression (in the page's
+  namespace) is true instead, or fails the block after :data:`UNTIL_SECONDS` — for a block
+  whose effect takes its own time (a delayed job, a schedule), so the check after it does not
+  race a fixed window;
 * ``<!-- example: file PATH -->``: the block is a file of the example (``shop/app.py``), written
   to PATH in the scratch folder for the blocks after it; ``python``'s files are not run;
 * ``<!-- example: run -->`` before a ``sh`` block: its commands run (with ``.venv/bin`` first on
@@ -39,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +52,8 @@ from conveyor import App
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE_SECONDS = 3.0
+UNTIL_SECONDS = 30.0  # the bound of a ``serves until`` block
+UNTIL_CHECK_EVERY = 0.05
 HANG_SECONDS = 120.0  # below the test's PAGE_SECONDS (150): stacks are dumped before the kill
 SHELL_SERVE_SECONDS = 6.0  # a command starts a new interpreter and joins the group first
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -163,14 +170,33 @@ def run_python(block: Block, namespace: dict[str, object], page: str) -> None:
 
 def serve_python(block: Block, namespace: dict[str, object], page: str) -> None:
     """Run a block that consumes until stopped: every App it starts is stopped gracefully
-    after SERVE_SECONDS, as Ctrl-C would."""
+    after SERVE_SECONDS (as Ctrl-C would), or once its ``until`` expression holds."""
+    until = re.sub(r"^until\s+", "", block.argument) if block.argument.startswith("until") else ""
     started: list[App] = []
+    timed_out: list[str] = []
     original_start = App.start
+
+    def stop_when_done(app: App) -> None:
+        if not until:
+            threading.Timer(SERVE_SECONDS, app.stop).start()
+            return
+        finished = threading.Event()  # set by nobody: its wait is the bounded pause between checks
+
+        def watch() -> None:
+            deadline = time.monotonic() + UNTIL_SECONDS
+            while not eval(until, namespace):  # the page's own expression
+                if time.monotonic() >= deadline:
+                    timed_out.append(until)
+                    break
+                finished.wait(UNTIL_CHECK_EVERY)
+            app.stop()
+
+        threading.Thread(target=watch, name="docs-until", daemon=True).start()
 
     def start_and_schedule_stop(app: App, **options: object) -> None:
         original_start(app, **options)  # type: ignore[arg-type]
         started.append(app)
-        threading.Timer(SERVE_SECONDS, app.stop).start()
+        stop_when_done(app)
 
     App.start = start_and_schedule_stop  # type: ignore[method-assign]
     try:
@@ -183,6 +209,10 @@ def serve_python(block: Block, namespace: dict[str, object], page: str) -> None:
         app.stop_and_wait()
         if app.crash is not None:
             raise ExampleFailed(f"{block.where(page)}: the app crashed: {app.crash!r}")
+    if timed_out:
+        raise ExampleFailed(
+            f"{block.where(page)}: served {UNTIL_SECONDS:g} s and '{until}' never held"
+        )
 
 
 def _commands(block: Block) -> list[str]:
@@ -282,7 +312,8 @@ def run_page(path: Path, display: str) -> list[str]:
             done.append(f"{block.where(display)}: checked (fragment)")
         elif block.kind == "serves":
             serve_python(block, namespace, display)
-            done.append(f"{block.where(display)}: served {SERVE_SECONDS:g} s and stopped")
+            served = block.argument or f"{SERVE_SECONDS:g} s"
+            done.append(f"{block.where(display)}: served ({served}) and stopped")
         else:
             run_python(block, namespace, display)
             done.append(f"{block.where(display)}: ran")
