@@ -271,7 +271,9 @@ def test_quiet_finishes_running_batches_and_takes_no_new_ones(
         assert consumed.wait(30), "the running batch finished"
         [partition] = app.snapshot().partitions
     assert record.items == [0], "no batch taken while quiet"
-    assert partition.pending == 2, partition
+    # offsets 1 and 2 wait; a poll already in flight when quiet() was called may bring
+    # offset 3 too (held like them, never run: the record above says so)
+    assert partition.pending in (2, 3), partition
     assert partition.paused, partition
 
     after = Record()
