@@ -356,7 +356,7 @@ class Dispatcher:
         core = self._core
         if core._state is not OPEN:
             core._raise_unusable()
-        if core.middleware or core._transactional or partition_key is not None or core._send_hooks:
+        if core.middleware or core._transactional or partition_key is not None:
             message = {
                 "topic": topic, "payload": payload, "key": key, "headers": headers,
                 "partition": partition, "partition_key": partition_key,
@@ -381,32 +381,23 @@ class Dispatcher:
         )()
         handle._fields = None
         handle._label = label  # always set: reading an unset slot raises (measurably slow)
-        if partition is not None:
-            partition = encode_partition(partition)
+        partition = -1 if partition is None else encode_partition(partition)
         if timestamp is not None:
             timestamp = encode_timestamp(timestamp)
-        try:
-            # Positional on purpose: keyword arguments cost confluent-kafka a dict per call.
-            client.produce(
-                topic, payload, key, -1 if partition is None else partition, handle, None,
-                timestamp or 0, headers,
-            )  # fmt: skip
-        except BufferError:
-            core._produce_when_room(
-                client,
-                (
-                    topic,
-                    payload,
-                    key,
-                    -1 if partition is None else partition,
-                    handle,
-                    None,
-                    timestamp or 0,
-                    headers,
-                ),
-            )
-        except Exception as exc:
-            raise client.refused(exc, topic) from exc
+        if core._send_hooks:  # tracing, latency stamps: here, not on the general path (~5 us)
+            self._send_hooked(client, topic, payload, key, partition, handle, timestamp, headers)
+        else:
+            try:
+                # Positional on purpose: keyword arguments cost confluent-kafka a dict per call.
+                client.produce(
+                    topic, payload, key, partition, handle, None, timestamp or 0, headers
+                )
+            except BufferError:
+                core._produce_when_room(
+                    client, (topic, payload, key, partition, handle, None, timestamp or 0, headers)
+                )
+            except Exception as exc:
+                raise client.refused(exc, topic) from exc
         core._unserved += 1
         if core._unserved >= _SERVE_EVERY:  # see produce_many_async (a heuristic count)
             core._unserved = 0
@@ -419,6 +410,28 @@ class Dispatcher:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _send_hooked(
+        self,
+        client: ProducerClient,
+        topic: str,
+        payload: Any,
+        key: Any,
+        partition: int,
+        handle: DeliveryHandle,
+        timestamp: int | None,
+        headers: Any,
+    ) -> None:
+        """Hand one checked message to librdkafka after the send hooks ran on it."""
+        headers, hooked = self._core._hook(topic, key, partition, headers, handle)
+        try:
+            self._dispatch(
+                client, topic, payload, key, partition, hooked or handle, timestamp or 0, headers
+            )
+        except Exception as exc:
+            if hooked is not None:
+                hooked.fail(exc)
+            raise
+
     def _produce_message(self, message: dict[str, Any]) -> tuple[DeliveryHandle, ProducerClient]:
         """The general path: middleware, partition_key, implicit transactions."""
         core = self._core
@@ -429,15 +442,7 @@ class Dispatcher:
         topic, payload, key, partition, timestamp, headers, label = self._prepare(message, client)
         handle = core._new_handle(client, label)
         if core._send_hooks:
-            headers, hooked = core._hook(topic, key, partition, headers, handle)
-            try:
-                self._dispatch(
-                    client, topic, payload, key, partition, hooked or handle, timestamp, headers
-                )
-            except Exception as exc:
-                if hooked is not None:
-                    hooked.fail(exc)
-                raise
+            self._send_hooked(client, topic, payload, key, partition, handle, timestamp, headers)
         else:
             self._dispatch(client, topic, payload, key, partition, handle, timestamp, headers)
         # As on the hot path: without it the poller thread woke for every delivery report,

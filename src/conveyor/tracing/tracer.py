@@ -36,6 +36,13 @@ from conveyor.tracing.headers import (
     traceparent_of,
     without_context,
 )
+from conveyor.tracing.sampling import (
+    KEPT,
+    TRACE_ID_LIMIT,
+    HandedIds,
+    drops_unsampled_children,
+    root_bound,
+)
 
 if TYPE_CHECKING:
     from conveyor.instrumentation import Event, Monitor
@@ -130,72 +137,6 @@ def error_type(error: Any) -> str:
     return type(error).__qualname__
 
 
-def _drops_unsampled_children(sampler: Any) -> bool:
-    """Whether ``sampler`` is the SDK's ParentBased with its default for unsampled parents
-    (drop), so that a child of an unsampled parent needs no sampler call."""
-    try:
-        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased  # noqa: PLC0415
-    except ImportError:  # the API alone: no SDK sampler to ask
-        return False
-    return (
-        type(sampler) is ParentBased
-        and getattr(sampler, "_remote_parent_not_sampled", None) is ALWAYS_OFF
-        and getattr(sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
-    )
-
-
-_TRACE_ID_LIMIT = (1 << 64) - 1
-_KEPT = object()  # _quick_decision: a root the sampler keeps, its trace id handed to the SDK
-
-
-def _root_bound(sampler: Any) -> int | None:
-    """The bound a root's trace id (its lower 64 bits) must stay under to be sampled, when the
-    root sampler is one whose decision that is (the SDK's ratio sampler, always on, always
-    off, alone or as ParentBased's root); None for any other sampler (it is asked)."""
-    try:
-        from opentelemetry.sdk.trace import sampling  # noqa: PLC0415
-    except ImportError:
-        return None
-    root = getattr(sampler, "_root", None) if type(sampler) is sampling.ParentBased else sampler
-    if type(root) is sampling.TraceIdRatioBased:
-        return int(root.bound)
-    if root is sampling.ALWAYS_OFF:
-        return 0
-    if root is sampling.ALWAYS_ON:
-        return _TRACE_ID_LIMIT + 1
-    return None
-
-
-class _HandedIds:
-    """The id generator of Conveyor's tracer, able to hand the SDK a trace id drawn beforehand:
-    :meth:`Tracing._quick_decision` decides on a root's trace id before any span exists,
-    and when the sampler keeps it the span must get that same id (a ratio sampler decides by
-    the id). The hand-over is per thread and used by the very next root span of that thread."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self._handed = threading.local()
-        self.draw: Callable[[], int] = inner.generate_trace_id
-        self.generate_span_id: Callable[[], int] = inner.generate_span_id
-
-    def hand_over(self, trace_id: int) -> None:
-        self._handed.trace_id = trace_id
-
-    def generate_trace_id(self) -> int:
-        handed = getattr(self._handed, "trace_id", None)
-        if handed is not None:
-            self._handed.trace_id = None
-            return int(handed)
-        return int(self._inner.generate_trace_id())
-
-    def is_trace_id_random(self) -> bool:
-        check = getattr(self._inner, "is_trace_id_random", None)
-        return bool(check()) if check is not None else False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 class Tracing:
     """OpenTelemetry tracing for an app's producers and consumers (``app.tracing``).
 
@@ -213,11 +154,13 @@ class Tracing:
         self._api: _Api | None = None
         self._tracer: Any = None
         self._sampler: Any = None
-        self._ids: _HandedIds | None = None
+        self._ids: HandedIds | None = None
         self._drops_unsampled = False
         self._root_bound: int | None = None
         self._propagator: Any = None
         self._fast = False
+        self._quick_roots = False  # see sending(): unsampled roots decided without the API
+        self._root_flags = 0  # the flags of an unsampled root's traceparent
         self._monitor = monitor
         self._unsubscribe: Callable[[], None] | None = None
         self._sending = SendHookSwitch(self)
@@ -262,11 +205,16 @@ class Tracing:
             ids = getattr(tracer, "id_generator", None)
             self._ids = None
             if self._sampler is not None and ids is not None:
-                self._ids = tracer.id_generator = _HandedIds(ids)
-            self._drops_unsampled = _drops_unsampled_children(self._sampler)
-            self._root_bound = _root_bound(self._sampler)
+                self._ids = tracer.id_generator = HandedIds(ids)
+            self._drops_unsampled = drops_unsampled_children(self._sampler)
+            self._root_bound = root_bound(self._sampler)
             self._propagator = propagator or api.propagate.get_global_textmap()
             self._fast = _plain_w3c(self._propagator)
+            self._quick_roots = (
+                self._fast and self._root_bound is not None and self._ids is not None
+            )
+            random_ids = self._ids is not None and self._ids.is_trace_id_random()
+            self._root_flags = int(api.TraceFlags.RANDOM_TRACE_ID) if random_ids else 0
             self.max_links = max_links
             self.enabled = True
             self._sending.switch(True)
@@ -296,8 +244,26 @@ class Tracing:
         api = self._api
         if api is None:
             return list(headers or ()), None
-        quick = self._quick_decision()
-        if quick is not None and quick is not _KEPT:  # not sampled: its context, nothing built
+        if self._quick_roots and not api.context.get_current():
+            # No current span nor baggage: a root, decided by its trace id alone (the common
+            # case of a producer called outside any span), its context written directly.
+            ids = self._ids
+            assert ids is not None
+            trace_id = ids.draw()
+            if trace_id & TRACE_ID_LIMIT >= self._root_bound:  # type: ignore[operator]
+                carrier = without_context(headers)
+                carrier.append(
+                    (
+                        "traceparent",
+                        f"00-{trace_id:032x}-{ids.generate_span_id():016x}-{self._root_flags:02x}",
+                    )
+                )
+                return carrier, None
+            ids.hand_over(trace_id)
+            quick: Any = KEPT
+        else:
+            quick = self._quick_decision()
+        if quick is not None and quick is not KEPT:  # not sampled: its context, nothing built
             return self._carry(quick, headers), None
         attributes: dict[str, Any] = {
             sc.SYSTEM: sc.KAFKA,
@@ -333,7 +299,7 @@ class Tracing:
 
     def _quick_decision(self, context: Any = None) -> Any:
         """The sampler's decision where it can be read without asking it (and without any
-        attributes): a non-recording span to carry on when the span would be dropped, ``_KEPT``
+        attributes): a non-recording span to carry on when the span would be dropped, ``KEPT``
         when a root is kept (its trace id handed to the SDK: pass it to :meth:`_begin`), or
         None (ask the sampler). A child of an unsampled parent under ParentBased's default is
         dropped on its flag; a root under a ratio (or always on/off) root sampler is decided by
@@ -352,9 +318,9 @@ class Tracing:
         if self._root_bound is None or ids is None:
             return None
         trace_id = ids.draw()
-        if trace_id & _TRACE_ID_LIMIT < self._root_bound:
+        if trace_id & TRACE_ID_LIMIT < self._root_bound:
             ids.hand_over(trace_id)
-            return _KEPT
+            return KEPT
         flags = api.TraceFlags.RANDOM_TRACE_ID if ids.is_trace_id_random() else 0
         return api.NonRecordingSpan(
             api.SpanContext(
@@ -423,26 +389,33 @@ class Tracing:
         api = self._api
         assert api is not None
         headers = raw.headers()
-        if self._fast and headers:
-            parsed: tuple[int, int, int] | bool | None = None
-            for name, value in headers:
-                if name == "traceparent":
-                    if parsed is None:
-                        parsed = parse_traceparent(value) or False
-                elif name in CONTEXT_HEADERS:
-                    parsed = None  # tracestate or baggage: the propagator reads them all
-                    break
-            else:
-                if not isinstance(parsed, tuple):
-                    return api.context.Context()
-                trace_id, span_id, flags = parsed
-                remote = api.SpanContext(
-                    trace_id, span_id, is_remote=True, trace_flags=api.TraceFlags(flags)
-                )
-                return api.trace.set_span_in_context(
-                    api.NonRecordingSpan(remote), api.context.Context()
-                )
+        if self._fast:
+            remote = self._remote_parent(headers)
+            if remote is None:
+                return api.context.Context()
+            if remote is not False:
+                return api.trace.set_span_in_context(remote, api.context.Context())
         return self._propagator.extract(headers, getter=_GETTER)
+
+    def _remote_parent(self, headers: Sequence[tuple[str, Any]] | None) -> Any:
+        """With the plain W3C propagator, the span of the ``traceparent`` in ``headers``
+        (``None`` for none or a malformed one), read without the propagator; ``False`` when
+        the propagator must read them (``tracestate`` or ``baggage`` is there too)."""
+        api = self._api
+        assert api is not None
+        parsed: tuple[int, int, int] | bool | None = None
+        for name, value in headers or ():
+            if name == "traceparent":
+                if parsed is None:
+                    parsed = parse_traceparent(value) or False
+            elif name in CONTEXT_HEADERS:
+                return False  # tracestate or baggage: the propagator reads them all
+        if not isinstance(parsed, tuple):
+            return None
+        trace_id, span_id, flags = parsed
+        return api.NonRecordingSpan(
+            api.SpanContext(trace_id, span_id, is_remote=True, trace_flags=api.TraceFlags(flags))
+        )
 
     def link(self, span: Any, batch: Sequence[Any]) -> None:
         """Link ``span`` to the creation context of each message of ``batch`` (up to
@@ -598,7 +571,7 @@ class ProcessSpan:
     recorded with :meth:`failed` keeps it current (so a dead letter sent because of it joins
     the trace) until it is exited."""
 
-    __slots__ = ("_failed", "_token", "span", "tracing")
+    __slots__ = ("_context", "_failed", "_token", "span", "tracing")
 
     def __init__(
         self,
@@ -614,9 +587,27 @@ class ProcessSpan:
         self.tracing = tracing
         self._failed = False
         self._token: Any = None
-        parent = tracing.context_of(batch[0]) if len(batch) == 1 else None
+        self._context: Any = None
+        parent = None
+        if len(batch) == 1:
+            if tracing._fast and tracing._drops_unsampled:
+                remote = tracing._remote_parent(batch[0].headers())
+                if remote and not remote.get_span_context().trace_flags.sampled:
+                    # a child of an unsampled parent, dropped on its flag: the parent's context
+                    # becomes current (what consume() sends carries it on), nothing is built
+                    self.span = remote
+                    self._context = api.trace.set_span_in_context(remote)
+                    return
+                if remote is None:
+                    parent = api.context.Context()
+                elif remote is not False:
+                    parent = api.trace.set_span_in_context(remote, api.context.Context())
+                else:
+                    parent = tracing.context_of(batch[0])
+            else:
+                parent = tracing.context_of(batch[0])
         quick = tracing._quick_decision(parent)
-        if quick is not None and quick is not _KEPT:  # not sampled: carried on, nothing built
+        if quick is not None and quick is not KEPT:  # not sampled: carried on, nothing built
             self.span = quick
             return
         attributes: dict[str, Any] = {
@@ -650,7 +641,10 @@ class ProcessSpan:
     def __enter__(self) -> ProcessSpan:
         api = self.tracing._api
         assert api is not None
-        self._token = api.context.attach(api.trace.set_span_in_context(self.span))
+        context = self._context
+        if context is None:
+            context = api.trace.set_span_in_context(self.span)
+        self._token = api.context.attach(context)
         return self
 
     def failed(self, error: BaseException) -> None:

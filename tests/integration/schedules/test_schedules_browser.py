@@ -72,7 +72,8 @@ def test_a_schedule_is_cancelled_and_a_task_disabled_from_the_browser(
                     page.screenshot(path=str(ARTIFACTS / "schedules-page.png"), full_page=True)
                     # the Cancel column fits a 1280-wide window, long topic names and all
                     box = rows.first.locator("button.cancel-schedule").bounding_box()
-                    assert box is not None and box["x"] + box["width"] <= 1280, box
+                    assert box is not None
+                    assert box["x"] + box["width"] <= 1280, box
 
                     page.locator(f"tr[data-schedule='{doomed}'] button.cancel-schedule").click()
                     ready()

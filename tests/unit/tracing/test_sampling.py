@@ -106,6 +106,34 @@ def test_a_dropped_root_is_decided_without_a_span_and_still_carries_a_context() 
     assert not exporter.get_finished_spans()
 
 
+def test_a_dropped_batch_root_is_decided_without_a_span() -> None:
+    """A batch of several messages has no parent: its ``process`` span is a root, decided by
+    the sampler's trace id alone when it drops it."""
+    tracing, exporter = _traced(ParentBased(ALWAYS_OFF))
+    tracing._tracer.start_span = _refuse
+    batch = [
+        FakeRaw(offset, [("traceparent", f"00-{0xAB:032x}-{0xCD:016x}-01".encode())])
+        for offset in (1, 2)
+    ]
+    with tracing.processing("orders", 0, "g", batch):
+        current = trace.get_current_span().get_span_context()
+    assert current.is_valid
+    assert not current.trace_flags.sampled
+    assert not exporter.get_finished_spans()
+
+
+def test_a_ratio_sampler_keeps_its_rate_for_batch_roots() -> None:
+    """As for a send: the trace id Conveyor decided on is the one the SDK's span gets, so the
+    ratio sampler's rate is kept (not squared) for ``process`` spans of whole batches."""
+    tracing, exporter = _traced(ParentBased(TraceIdRatioBased(0.5)))
+    batch = [FakeRaw(1), FakeRaw(2)]
+    for _ in range(2000):
+        with tracing.processing("orders", 0, "g", batch):
+            pass
+    spans = exporter.get_finished_spans()
+    assert 800 <= len(spans) <= 1200, f"{len(spans)} of 2000 kept at a rate of 0.5"
+
+
 class _OwnRatio(TraceIdRatioBased):
     """A sampler Conveyor does not read itself (not the SDK's own class): it is asked."""
 

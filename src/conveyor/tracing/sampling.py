@@ -1,0 +1,82 @@
+"""Reading an OpenTelemetry SDK sampler's decision before any span exists.
+
+Tracing a message whose trace is not sampled should cost a header copy, not a span: the
+SDK's own sampler classes decide by something Conveyor can read directly (the parent's
+sampled flag under ``ParentBased``'s defaults, a root's trace id under the ratio sampler),
+so the tracer decides first and asks the SDK to build only the spans that are kept. Any other
+sampler is asked by the SDK, as usual. Nothing here is needed without the SDK.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["KEPT", "TRACE_ID_LIMIT", "HandedIds", "drops_unsampled_children", "root_bound"]
+
+
+def drops_unsampled_children(sampler: Any) -> bool:
+    """Whether ``sampler`` is the SDK's ParentBased with its default for unsampled parents
+    (drop), so that a child of an unsampled parent needs no sampler call."""
+    try:
+        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased  # noqa: PLC0415
+    except ImportError:  # the API alone: no SDK sampler to ask
+        return False
+    return (
+        type(sampler) is ParentBased
+        and getattr(sampler, "_remote_parent_not_sampled", None) is ALWAYS_OFF
+        and getattr(sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
+    )
+
+
+TRACE_ID_LIMIT = (1 << 64) - 1
+KEPT = object()  # _quick_decision: a root the sampler keeps, its trace id handed to the SDK
+
+
+def root_bound(sampler: Any) -> int | None:
+    """The bound a root's trace id (its lower 64 bits) must stay under to be sampled, when the
+    root sampler is one whose decision that is (the SDK's ratio sampler, always on, always
+    off, alone or as ParentBased's root); None for any other sampler (it is asked)."""
+    try:
+        from opentelemetry.sdk.trace import sampling  # noqa: PLC0415
+    except ImportError:
+        return None
+    root = getattr(sampler, "_root", None) if type(sampler) is sampling.ParentBased else sampler
+    if type(root) is sampling.TraceIdRatioBased:
+        return int(root.bound)
+    if root is sampling.ALWAYS_OFF:
+        return 0
+    if root is sampling.ALWAYS_ON:
+        return TRACE_ID_LIMIT + 1
+    return None
+
+
+class HandedIds:
+    """The id generator of Conveyor's tracer, able to hand the SDK a trace id drawn beforehand:
+    :meth:`Tracing._quick_decision` decides on a root's trace id before any span exists,
+    and when the sampler keeps it the span must get that same id (a ratio sampler decides by
+    the id). The hand-over is per thread and used by the very next root span of that thread."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._handed = threading.local()
+        self.draw: Callable[[], int] = inner.generate_trace_id
+        self.generate_span_id: Callable[[], int] = inner.generate_span_id
+
+    def hand_over(self, trace_id: int) -> None:
+        self._handed.trace_id = trace_id
+
+    def generate_trace_id(self) -> int:
+        handed = getattr(self._handed, "trace_id", None)
+        if handed is not None:
+            self._handed.trace_id = None
+            return int(handed)
+        return int(self._inner.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        check = getattr(self._inner, "is_trace_id_random", None)
+        return bool(check()) if check is not None else False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
