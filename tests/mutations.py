@@ -1275,7 +1275,7 @@ MUTATIONS = (
     ),
     Mutation(
         "tracing: a child of an unsampled parent in a batch of one is built as a span",
-        "conveyor/tracing/tracer.py",
+        "conveyor/tracing/process_span.py",
         (
             (
                 "                    self.span = remote\n",
@@ -1283,6 +1283,14 @@ MUTATIONS = (
             ),
         ),
         ("tests/unit/tracing/test_sampling.py",),
+    ),
+    Mutation(
+        "tracing: a kept batch root started without its links",
+        "conveyor/tracing/process_span.py",
+        (("                links=tracing.links_of(batch),", "                links=None,"),),
+        (
+            "tests/integration/tracing/test_tracing.py::test_process_spans_link_to_every_message_of_their_batch",
+        ),
     ),
 )
 

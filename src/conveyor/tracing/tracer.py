@@ -20,7 +20,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from conveyor._version import __version__
@@ -36,6 +35,7 @@ from conveyor.tracing.headers import (
     traceparent_of,
     without_context,
 )
+from conveyor.tracing.process_span import ProcessSpan
 from conveyor.tracing.sampling import (
     KEPT,
     TRACE_ID_LIMIT,
@@ -43,6 +43,7 @@ from conveyor.tracing.sampling import (
     drops_unsampled_children,
     root_bound,
 )
+from conveyor.tracing.semconv import error_type, key_text, mark_failed
 
 if TYPE_CHECKING:
     from conveyor.instrumentation import Event, Monitor
@@ -63,6 +64,7 @@ class _Api:
         # Imported here: the extra is optional, and its absence is reported at enable().
         from opentelemetry import baggage, context, propagate, trace  # noqa: PLC0415
         from opentelemetry.trace import (  # noqa: PLC0415
+            Link,
             NonRecordingSpan,
             SpanContext,
             SpanKind,
@@ -73,6 +75,7 @@ class _Api:
 
         self.baggage = baggage
         self.context = context
+        self.Link = Link
         self.NonRecordingSpan = NonRecordingSpan
         self.propagate = propagate
         self.trace = trace
@@ -104,37 +107,6 @@ def _plain_w3c(propagator: Any) -> bool:
         and [type(item).__name__ for item in inner]
         == ["TraceContextTextMapPropagator", "W3CBaggagePropagator"]
     )
-
-
-def _mark_failed(api: _Api, span: Any, kind: str, error: object) -> None:
-    """``error.type`` and an error status on ``span``."""
-    span.set_attribute(sc.ERROR_TYPE, kind)
-    span.set_status(api.Status(api.StatusCode.ERROR, str(error)))
-
-
-def key_text(key: Any) -> str | None:
-    """A message key as the ``messaging.kafka.message.key`` attribute (UTF-8, invalid bytes replaced)."""
-    if key is None:
-        return None
-    if type(key) is str:
-        return key
-    return bytes(key).decode("utf-8", "replace")
-
-
-def error_type(error: Any) -> str:
-    """``error.type`` of a failure: librdkafka's error name, else the exception's class."""
-    name = getattr(error, "name", None)
-    if isinstance(name, str) and name:  # Conveyor's KafkaError and DeliveryError
-        return name
-    if callable(name):
-        try:
-            return str(name())
-        except Exception:
-            pass
-    code = getattr(error, "code", None)
-    if isinstance(code, str):
-        return code
-    return type(error).__qualname__
 
 
 class Tracing:
@@ -292,7 +264,7 @@ class Tracing:
                 span.set_attribute(sc.PARTITION, str(message.partition()))
                 span.set_attribute(sc.OFFSET, message.offset())
             else:
-                _mark_failed(api, span, error_type(error), error)
+                mark_failed(api, span, error_type(error), error)
             span.end()
 
         return carrier, delivered
@@ -331,10 +303,19 @@ class Tracing:
             )
         )
 
-    def _begin(self, name: str, kind: Any, attributes: dict[str, Any], context: Any = None) -> Any:
+    def _begin(
+        self,
+        name: str,
+        kind: Any,
+        attributes: dict[str, Any],
+        context: Any = None,
+        links: Sequence[Any] | None = None,
+    ) -> Any:
         """Start a span through the SDK: its sampler decides (once), unless
         :meth:`_quick_decision` decided already (then a root's trace id is handed over)."""
-        return self._tracer.start_span(name, context=context, kind=kind, attributes=attributes)
+        return self._tracer.start_span(
+            name, context=context, kind=kind, attributes=attributes, links=links
+        )
 
     def _carry(self, span: Any, headers: list[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
         """``headers`` with ``span``'s context (and the current baggage) instead of theirs."""
@@ -423,16 +404,29 @@ class Tracing:
         span sampled out (or a tracer without an SDK) would drop it anyway."""
         if not span.is_recording():
             return
+        add_link = span.add_link
+        for link in self.links_of(batch):
+            add_link(link.context)
+
+    def links_of(self, batch: Sequence[Any]) -> list[Any]:
+        """The links to the creation context of each message of ``batch`` (up to
+        ``max_links``) that carries one."""
         api = self._api
         assert api is not None
-        make_context, flags, add_link = api.SpanContext, api.TraceFlags, span.add_link
+        make_context, flags, make_link = api.SpanContext, api.TraceFlags, api.Link
+        links = []
         for raw in batch[: self.max_links]:
             parsed = traceparent_of(raw.headers())
             if parsed is not None:
                 trace_id, span_id, trace_flags = parsed
-                add_link(
-                    make_context(trace_id, span_id, is_remote=True, trace_flags=flags(trace_flags))
+                links.append(
+                    make_link(
+                        make_context(
+                            trace_id, span_id, is_remote=True, trace_flags=flags(trace_flags)
+                        )
+                    )
                 )
+        return links
 
     # -- sinks ------------------------------------------------------------------------------------
 
@@ -484,7 +478,7 @@ class Tracing:
             )
             failure = failures.get(index)
             if failure is not None:
-                _mark_failed(api, published, *failure)
+                mark_failed(api, published, *failure)
             published.end(end_time=acknowledged_ns)
 
     # -- settling ---------------------------------------------------------------------------------
@@ -562,117 +556,5 @@ class Tracing:
             )
             receive.end()
         if error is not None:
-            _mark_failed(api, span, type(error).__qualname__, error)
+            mark_failed(api, span, type(error).__qualname__, error)
         span.end()
-
-
-class ProcessSpan:
-    """The ``process {topic}`` span of one batch: current while it is entered; a failure
-    recorded with :meth:`failed` keeps it current (so a dead letter sent because of it joins
-    the trace) until it is exited."""
-
-    __slots__ = ("_context", "_failed", "_token", "span", "tracing")
-
-    def __init__(
-        self,
-        tracing: Tracing,
-        topic: str,
-        partition: int,
-        group: str | None,
-        batch: Sequence[Any],
-        name: str | None = None,
-    ) -> None:
-        api = tracing._api
-        assert api is not None
-        self.tracing = tracing
-        self._failed = False
-        self._token: Any = None
-        self._context: Any = None
-        parent = None
-        if len(batch) == 1:
-            if tracing._fast and tracing._drops_unsampled:
-                remote = tracing._remote_parent(batch[0].headers())
-                if remote and not remote.get_span_context().trace_flags.sampled:
-                    # a child of an unsampled parent, dropped on its flag: the parent's context
-                    # becomes current (what consume() sends carries it on), nothing is built
-                    self.span = remote
-                    self._context = api.trace.set_span_in_context(remote)
-                    return
-                if remote is None:
-                    parent = api.context.Context()
-                elif remote is not False:
-                    parent = api.trace.set_span_in_context(remote, api.context.Context())
-                else:
-                    parent = tracing.context_of(batch[0])
-            else:
-                parent = tracing.context_of(batch[0])
-        quick = tracing._quick_decision(parent)
-        if quick is not None and quick is not KEPT:  # not sampled: carried on, nothing built
-            self.span = quick
-            return
-        attributes: dict[str, Any] = {
-            sc.SYSTEM: sc.KAFKA,
-            sc.DESTINATION: topic,
-            sc.PARTITION: str(partition),
-            sc.OPERATION_TYPE: "process",
-            sc.OPERATION_NAME: "process",
-            sc.BATCH_COUNT: len(batch),
-        }
-        if group is not None:
-            attributes[sc.CONSUMER_GROUP] = group
-        if parent is not None:
-            raw = batch[0]
-            attributes[sc.OFFSET] = raw.offset()
-            key = raw.key()
-            if key is not None:
-                attributes[sc.KEY] = key_text(key)
-        self.span = span = tracing._begin(
-            name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent
-        )
-        if not span.is_recording():
-            pass  # sampled out: no links (the SDK would drop them), nothing more to build
-        elif parent is None:
-            tracing.link(span, batch)
-        else:  # the one message's context was read already: link to it
-            creation = api.trace.get_current_span(parent).get_span_context()
-            if creation.is_valid:
-                span.add_link(creation)
-
-    def __enter__(self) -> ProcessSpan:
-        api = self.tracing._api
-        assert api is not None
-        context = self._context
-        if context is None:
-            context = api.trace.set_span_in_context(self.span)
-        self._token = api.context.attach(context)
-        return self
-
-    def failed(self, error: BaseException) -> None:
-        """Record ``error`` on the span (``error.type``, the exception event, an error status).
-        Never raises: tracing does not get in the way of handling the failure."""
-        api = self.tracing._api
-        assert api is not None
-        self._failed = True
-        try:
-            self.span.record_exception(error)
-            _mark_failed(api, self.span, type(error).__qualname__, error)
-        except Exception:
-            _log.exception("could not record a failure on a process span")
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        api = self.tracing._api
-        assert api is not None
-        if value is not None and not self._failed:
-            self.failed(value)
-        try:
-            try:
-                api.context.detach(self._token)
-            finally:
-                self.span.end()
-        except Exception:  # never raises into the worker: the batch is done either way
-            _log.exception("could not end a process span")

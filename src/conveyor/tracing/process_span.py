@@ -1,0 +1,143 @@
+"""``ProcessSpan``: the ``process {topic}`` span of one batch, current while ``consume()`` runs
+(see :class:`~conveyor.tracing.Tracing`). A batch whose trace is not sampled gets the
+context it carries on (or a fresh unsampled one) and no span is built."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from conveyor.tracing import semconv as sc
+from conveyor.tracing.sampling import KEPT
+from conveyor.tracing.semconv import key_text, mark_failed
+
+if TYPE_CHECKING:
+    from conveyor.tracing.tracer import Tracing
+
+__all__ = ["ProcessSpan"]
+
+_log = logging.getLogger("conveyor.tracing")
+
+
+class ProcessSpan:
+    """The ``process {topic}`` span of one batch: current while it is entered; a failure
+    recorded with :meth:`failed` keeps it current (so a dead letter sent because of it joins
+    the trace) until it is exited."""
+
+    __slots__ = ("_context", "_failed", "_token", "span", "tracing")
+
+    def __init__(
+        self,
+        tracing: Tracing,
+        topic: str,
+        partition: int,
+        group: str | None,
+        batch: Sequence[Any],
+        name: str | None = None,
+    ) -> None:
+        api = tracing._api
+        assert api is not None
+        self.tracing = tracing
+        self._failed = False
+        self._token: Any = None
+        self._context: Any = None
+        parent = None
+        if len(batch) == 1:
+            if tracing._fast and tracing._drops_unsampled:
+                remote = tracing._remote_parent(batch[0].headers())
+                if remote and not remote.get_span_context().trace_flags.sampled:
+                    # a child of an unsampled parent, dropped on its flag: the parent's context
+                    # becomes current (what consume() sends carries it on), nothing is built
+                    self.span = remote
+                    self._context = api.trace.set_span_in_context(remote)
+                    return
+                if remote is None:
+                    parent = api.context.Context()
+                elif remote is not False:
+                    parent = api.trace.set_span_in_context(remote, api.context.Context())
+                else:
+                    parent = tracing.context_of(batch[0])
+            else:
+                parent = tracing.context_of(batch[0])
+        quick = tracing._quick_decision(parent)
+        if quick is not None and quick is not KEPT:  # not sampled: carried on, nothing built
+            self.span = quick
+            return
+        attributes: dict[str, Any] = {
+            sc.SYSTEM: sc.KAFKA,
+            sc.DESTINATION: topic,
+            sc.PARTITION: str(partition),
+            sc.OPERATION_TYPE: "process",
+            sc.OPERATION_NAME: "process",
+            sc.BATCH_COUNT: len(batch),
+        }
+        if group is not None:
+            attributes[sc.CONSUMER_GROUP] = group
+        if parent is not None:
+            raw = batch[0]
+            attributes[sc.OFFSET] = raw.offset()
+            key = raw.key()
+            if key is not None:
+                attributes[sc.KEY] = key_text(key)
+        if quick is KEPT and parent is None:
+            # a batch's root the sampler keeps: its links go in with it (the SDK takes a list
+            # at start for a fraction of what adding them one by one costs)
+            self.span = tracing._begin(
+                name or f"process {topic}",
+                api.SpanKind.CONSUMER,
+                attributes,
+                links=tracing.links_of(batch),
+            )
+            return
+        self.span = span = tracing._begin(
+            name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent
+        )
+        if not span.is_recording():
+            pass  # sampled out: no links (the SDK would drop them), nothing more to build
+        elif parent is None:
+            tracing.link(span, batch)
+        else:  # the one message's context was read already: link to it
+            creation = api.trace.get_current_span(parent).get_span_context()
+            if creation.is_valid:
+                span.add_link(creation)
+
+    def __enter__(self) -> ProcessSpan:
+        api = self.tracing._api
+        assert api is not None
+        context = self._context
+        if context is None:
+            context = api.trace.set_span_in_context(self.span)
+        self._token = api.context.attach(context)
+        return self
+
+    def failed(self, error: BaseException) -> None:
+        """Record ``error`` on the span (``error.type``, the exception event, an error status).
+        Never raises: tracing does not get in the way of handling the failure."""
+        api = self.tracing._api
+        assert api is not None
+        self._failed = True
+        try:
+            self.span.record_exception(error)
+            mark_failed(api, self.span, type(error).__qualname__, error)
+        except Exception:
+            _log.exception("could not record a failure on a process span")
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        api = self.tracing._api
+        assert api is not None
+        if value is not None and not self._failed:
+            self.failed(value)
+        try:
+            try:
+                api.context.detach(self._token)
+            finally:
+                self.span.end()
+        except Exception:  # never raises into the worker: the batch is done either way
+            _log.exception("could not end a process span")
