@@ -133,6 +133,7 @@ class Tracing:
         self._fast = False
         self._quick_roots = False  # see sending(): unsampled roots decided without the API
         self._root_flags = 0  # the flags of an unsampled root's traceparent
+        self._root_trace_flags: Any = None  # the same, as OpenTelemetry's TraceFlags
         self._monitor = monitor
         self._unsubscribe: Callable[[], None] | None = None
         self._sending = SendHookSwitch(self)
@@ -187,6 +188,7 @@ class Tracing:
             )
             random_ids = self._ids is not None and self._ids.is_trace_id_random()
             self._root_flags = int(api.TraceFlags.RANDOM_TRACE_ID) if random_ids else 0
+            self._root_trace_flags = api.TraceFlags(self._root_flags)
             self.max_links = max_links
             self.enabled = True
             self._sending.switch(True)
@@ -293,13 +295,12 @@ class Tracing:
         if trace_id & TRACE_ID_LIMIT < self._root_bound:
             ids.hand_over(trace_id)
             return KEPT
-        flags = api.TraceFlags.RANDOM_TRACE_ID if ids.is_trace_id_random() else 0
         return api.NonRecordingSpan(
             api.SpanContext(
                 trace_id,
                 ids.generate_span_id(),
                 is_remote=False,
-                trace_flags=api.TraceFlags(flags),
+                trace_flags=self._root_trace_flags,
             )
         )
 
