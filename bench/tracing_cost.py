@@ -28,6 +28,7 @@ from __future__ import annotations
 import gc
 import random
 import statistics
+import sys
 import threading
 import time
 import uuid
@@ -152,13 +153,17 @@ class LatencyRig:
         app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
         self._flush, self._shut_down = configure(app, variant)
         app.start()
-        if not assigned.wait(30):
-            raise RuntimeError(f"{variant}: no assignment")
-        deadline = time.monotonic() + 30
-        while not ready.wait(0.02):  # the same readiness handshake as bench/e2e_latency.py
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{variant}: the consumer never saw a warm-up message")
-            app.producer.produce_async(topic=topic, payload=b"w", headers=[("warmup", "1")])
+        try:
+            if not assigned.wait(30):
+                raise RuntimeError(f"{variant}: no assignment")
+            deadline = time.monotonic() + 30
+            while not ready.wait(0.02):  # the same readiness handshake as bench/e2e_latency.py
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{variant}: the consumer never saw a warm-up message")
+                app.producer.produce_async(topic=topic, payload=b"w", headers=[("warmup", "1")])
+        except BaseException:
+            self.close()
+            raise
 
     def measure(self, seconds: float) -> list[float]:
         first = len(self.samples)
@@ -175,7 +180,8 @@ class LatencyRig:
                 topic=self.topic, payload=b"x" * 100, headers=[("sent", str(time.monotonic_ns()))]
             )
             next_send += 1 / RATE
-        self._enough.wait(10)
+        if not self._enough.wait(10):  # a short slice would count its stragglers in the next
+            raise RuntimeError(f"{self.variant}: {len(self.samples) - first} of {expected} arrived")
         self._flush()  # its spans exported within its own turn
         return self.samples[first:]
 
@@ -210,7 +216,10 @@ def latency_runs(
                 p50s[variant].append(statistics.median(taken))
         finally:
             for rig in rigs:
-                rig.close()
+                try:
+                    rig.close()
+                except Exception as error:  # the others are still closed
+                    print(f"{rig.variant}: could not close its app: {error!r}", file=sys.stderr)
     return p50s
 
 

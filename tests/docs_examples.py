@@ -184,12 +184,16 @@ def serve_python(block: Block, namespace: dict[str, object], page: str) -> None:
 
         def watch() -> None:
             deadline = time.monotonic() + UNTIL_SECONDS
-            while not eval(until, namespace):  # the page's own expression
-                if time.monotonic() >= deadline:
-                    timed_out.append(until)
-                    break
-                finished.wait(UNTIL_CHECK_EVERY)
-            app.stop()
+            try:
+                while not eval(until, namespace):  # the page's own expression
+                    if time.monotonic() >= deadline:
+                        timed_out.append(f"served {UNTIL_SECONDS:g} s and '{until}' never held")
+                        break
+                    finished.wait(UNTIL_CHECK_EVERY)
+            except Exception as error:  # a typo in the marker: said, not a hung page
+                timed_out.append(f"'{until}' raised {error!r}")
+            finally:
+                app.stop()
 
         threading.Thread(target=watch, name="docs-until", daemon=True).start()
 
@@ -210,9 +214,7 @@ def serve_python(block: Block, namespace: dict[str, object], page: str) -> None:
         if app.crash is not None:
             raise ExampleFailed(f"{block.where(page)}: the app crashed: {app.crash!r}")
     if timed_out:
-        raise ExampleFailed(
-            f"{block.where(page)}: served {UNTIL_SECONDS:g} s and '{until}' never held"
-        )
+        raise ExampleFailed(f"{block.where(page)}: {timed_out[0]}")
 
 
 def _commands(block: Block) -> list[str]:

@@ -1292,6 +1292,17 @@ MUTATIONS = (
             "tests/integration/tracing/test_tracing.py::test_process_spans_link_to_every_message_of_their_batch",
         ),
     ),
+    Mutation(
+        "tracing: a sampler built from OTEL_TRACES_SAMPLER is asked instead of read",
+        "conveyor/tracing/sampling.py",
+        (
+            (
+                "    return type(sampler) in known - {None}",
+                "    return type(sampler) is sampling.ParentBased",
+            ),
+        ),
+        ("tests/unit/tracing/test_sampling.py",),
+    ),
 )
 
 

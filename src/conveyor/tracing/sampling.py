@@ -20,14 +20,32 @@ def drops_unsampled_children(sampler: Any) -> bool:
     """Whether ``sampler`` is the SDK's ParentBased with its default for unsampled parents
     (drop), so that a child of an unsampled parent needs no sampler call."""
     try:
-        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased  # noqa: PLC0415
+        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF  # noqa: PLC0415
     except ImportError:  # the API alone: no SDK sampler to ask
         return False
     return (
-        type(sampler) is ParentBased
+        _parent_based(sampler)
         and getattr(sampler, "_remote_parent_not_sampled", None) is ALWAYS_OFF
         and getattr(sampler, "_local_parent_not_sampled", None) is ALWAYS_OFF
     )
+
+
+def _parent_based(sampler: Any) -> bool:
+    """Whether ``sampler`` is the SDK's ParentBased itself, or one of the classes the SDK builds
+    from ``OTEL_TRACES_SAMPLER`` (``parentbased_traceidratio`` and the like), which only give
+    it a root: a class of the user's own may decide otherwise, so it is asked."""
+    from opentelemetry.sdk.trace import sampling  # noqa: PLC0415
+
+    known = {
+        getattr(sampling, name, None)
+        for name in (
+            "ParentBased",
+            "ParentBasedTraceIdRatio",
+            "_ParentBasedAlwaysOff",
+            "_ParentBasedAlwaysOn",
+        )
+    }
+    return type(sampler) in known - {None}
 
 
 TRACE_ID_LIMIT = (1 << 64) - 1
@@ -42,7 +60,7 @@ def root_bound(sampler: Any) -> int | None:
         from opentelemetry.sdk.trace import sampling  # noqa: PLC0415
     except ImportError:
         return None
-    root = getattr(sampler, "_root", None) if type(sampler) is sampling.ParentBased else sampler
+    root = getattr(sampler, "_root", None) if _parent_based(sampler) else sampler
     if type(root) is sampling.TraceIdRatioBased:
         return int(root.bound)
     if root is sampling.ALWAYS_OFF:

@@ -170,6 +170,7 @@ class Tracing:
 
         provider = tracer_provider or api.trace.get_tracer_provider()
         with self._lock:
+            self._quick_roots = False  # a send meanwhile takes the general path, not half of this
             self._api = api
             self._tracer = tracer = provider.get_tracer("conveyor", __version__)
             # An SDK tracer (this instance is Conveyor's own): its sampler is asked first, so

@@ -10,7 +10,13 @@ from opentelemetry import context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    ParentBased,
+    ParentBasedTraceIdRatio,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from conveyor.tracing import Tracing
@@ -100,6 +106,7 @@ def test_a_dropped_root_is_decided_without_a_span_and_still_carries_a_context() 
     headers, finish = tracing.sending("orders", None, -1, None)
     version, trace_id, span_id, flags = _traceparent(headers).split("-")
     assert (version, int(flags, 16) & 1) == ("00", 0), "unsampled, so downstream drops it too"
+    assert int(flags, 16) & 2 == 2, "a random trace id, flagged as the SDK flags it"
     assert int(trace_id, 16)
     assert int(span_id, 16)
     assert finish is None
@@ -179,3 +186,19 @@ def test_a_sampler_conveyor_does_not_read_is_asked_once_per_span() -> None:
         if finish is not None:
             finish(None, FakeRaw(0))
     assert Counting.asked == 100
+
+
+def test_a_sampler_built_from_the_environment_is_read_too() -> None:
+    """``OTEL_TRACES_SAMPLER=parentbased_traceidratio`` builds ParentBasedTraceIdRatio, a
+    subclass the SDK only gives a root: its decisions are read like ParentBased's."""
+    tracing, exporter = _traced(ParentBasedTraceIdRatio(0.0))
+    tracing._tracer.start_span = _refuse
+    _headers, finish = tracing.sending("orders", None, -1, None)  # a root: dropped by its id
+    token = _within(UNSAMPLED)
+    try:
+        child, child_finish = tracing.sending("orders", None, -1, None)  # dropped on the flag
+    finally:
+        context.detach(token)
+    assert (finish, child_finish) == (None, None)
+    assert _traceparent(child) == f"00-{0xAB:032x}-{0xCD:016x}-00"
+    assert not exporter.get_finished_spans()
