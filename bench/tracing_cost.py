@@ -240,8 +240,8 @@ def main() -> None:
         fill_traced(bench.bootstrap, topic, count, payload)
     bench.console.print(f"filled {len(topics)} topics with {count:,} traced messages")
     rates: dict[str, list[float]] = {name: [] for name in topics}
-    # One unmeasured round first: right after the fill, the machine is still writing back
-    # the ~1 GB just produced, and the first runs took ~40 % more CPU for the same work.
+    # One unmeasured round first: the first runs after the fill took ~40 % more CPU for the
+    # same work (not the write-back of what was filled: a sync right after it took 0.12 s).
     bare_batch_consume(bench.bootstrap, topics["bare"], count, config=LIKE_FOR_LIKE)
     for variant in VARIANTS:
         throughput(bench.bootstrap, topics[variant], count, variant)
