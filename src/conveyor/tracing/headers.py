@@ -17,6 +17,7 @@ __all__ = [
     "TRACEPARENT",
     "HeadersGetter",
     "HeadersSetter",
+    "format_traceparent",
     "parse_traceparent",
     "traceparent_of",
     "without_context",
@@ -80,6 +81,11 @@ def traceparent_of(headers: Sequence[tuple[str, Any]] | None) -> tuple[int, int,
         if name == TRACEPARENT:
             return parse_traceparent(value)
     return None
+
+
+def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:
+    """A W3C ``traceparent`` value (version 00)."""
+    return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
 
 
 def parse_traceparent(value: str | bytes | None) -> tuple[int, int, int] | None:

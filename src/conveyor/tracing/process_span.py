@@ -45,22 +45,19 @@ class ProcessSpan:
         self._context: Any = None
         parent = None
         if len(batch) == 1:
-            if tracing._fast and tracing._drops_unsampled:
-                remote = tracing._remote_parent(batch[0].headers())
-                if remote and not remote.get_span_context().trace_flags.sampled:
-                    # a child of an unsampled parent, dropped on its flag: the parent's context
-                    # becomes current (what consume() sends carries it on), nothing is built
-                    self.span = remote
-                    self._context = api.trace.set_span_in_context(remote)
-                    return
-                if remote is None:
-                    parent = api.context.Context()
-                elif remote is not False:
-                    parent = api.trace.set_span_in_context(remote, api.context.Context())
-                else:
-                    parent = tracing.context_of(batch[0])
-            else:
-                parent = tracing.context_of(batch[0])
+            headers = batch[0].headers()
+            remote: Any = tracing._remote_parent(headers) if tracing._fast else False
+            if (
+                remote
+                and tracing._drops_unsampled
+                and not remote.get_span_context().trace_flags.sampled
+            ):
+                # a child of an unsampled parent, dropped on its flag: the parent's context
+                # becomes current (what consume() sends carries it on), nothing is built
+                self.span = remote
+                self._context = api.trace.set_span_in_context(remote)
+                return
+            parent = tracing._context_from(remote, headers)
         quick = tracing._quick_decision(parent)
         if quick is not None and quick is not KEPT:  # not sampled: carried on, nothing built
             self.span = quick

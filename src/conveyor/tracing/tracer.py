@@ -29,8 +29,10 @@ from conveyor.producer.hooks import SendHookSwitch
 from conveyor.tracing import semconv as sc
 from conveyor.tracing.headers import (
     CONTEXT_HEADERS,
+    TRACEPARENT,
     HeadersGetter,
     HeadersSetter,
+    format_traceparent,
     parse_traceparent,
     traceparent_of,
     without_context,
@@ -132,8 +134,7 @@ class Tracing:
         self._propagator: Any = None
         self._fast = False
         self._quick_roots = False  # see sending(): unsampled roots decided without the API
-        self._root_flags = 0  # the flags of an unsampled root's traceparent
-        self._root_trace_flags: Any = None  # the same, as OpenTelemetry's TraceFlags
+        self._root_flags: Any = None  # an unsampled root's TraceFlags (an int: formats as one)
         self._monitor = monitor
         self._unsubscribe: Callable[[], None] | None = None
         self._sending = SendHookSwitch(self)
@@ -188,8 +189,7 @@ class Tracing:
                 self._fast and self._root_bound is not None and self._ids is not None
             )
             random_ids = self._ids is not None and self._ids.is_trace_id_random()
-            self._root_flags = int(api.TraceFlags.RANDOM_TRACE_ID) if random_ids else 0
-            self._root_trace_flags = api.TraceFlags(self._root_flags)
+            self._root_flags = api.TraceFlags(api.TraceFlags.RANDOM_TRACE_ID if random_ids else 0)
             self.max_links = max_links
             self.enabled = True
             self._sending.switch(True)
@@ -222,19 +222,11 @@ class Tracing:
         if self._quick_roots and not api.context.get_current():
             # No current span nor baggage: a root, decided by its trace id alone (the common
             # case of a producer called outside any span), its context written directly.
-            ids = self._ids
-            assert ids is not None
-            trace_id = ids.draw()
-            if trace_id & TRACE_ID_LIMIT >= self._root_bound:  # type: ignore[operator]
+            dropped = self._dropped_root()
+            if dropped is not None:
                 carrier = without_context(headers)
-                carrier.append(
-                    (
-                        "traceparent",
-                        f"00-{trace_id:032x}-{ids.generate_span_id():016x}-{self._root_flags:02x}",
-                    )
-                )
+                carrier.append((TRACEPARENT, format_traceparent(*dropped)))
                 return carrier, None
-            ids.hand_over(trace_id)
             quick: Any = KEPT
         else:
             quick = self._quick_decision()
@@ -289,21 +281,28 @@ class Tracing:
             if self._drops_unsampled and not parent.trace_flags.sampled:
                 return current if not current.is_recording() else api.NonRecordingSpan(parent)
             return None
-        ids = self._ids
-        if self._root_bound is None or ids is None:
+        if self._root_bound is None or self._ids is None:
             return None
+        dropped = self._dropped_root()
+        if dropped is None:
+            return KEPT
+        trace_id, span_id, flags = dropped
+        return api.NonRecordingSpan(
+            api.SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags)
+        )
+
+    def _dropped_root(self) -> tuple[int, int, Any] | None:
+        """Draw a root's trace id and decide on it as the root sampler would: the ids and flags
+        of the root when it is dropped, or None when it is kept (its trace id then handed to
+        the SDK, for the span :meth:`_begin` builds next on this thread)."""
+        ids = self._ids
+        assert ids is not None
+        assert self._root_bound is not None
         trace_id = ids.draw()
         if trace_id & TRACE_ID_LIMIT < self._root_bound:
             ids.hand_over(trace_id)
-            return KEPT
-        return api.NonRecordingSpan(
-            api.SpanContext(
-                trace_id,
-                ids.generate_span_id(),
-                is_remote=False,
-                trace_flags=self._root_trace_flags,
-            )
-        )
+            return None
+        return trace_id, ids.generate_span_id(), self._root_flags
 
     def _begin(
         self,
@@ -330,8 +329,8 @@ class Tracing:
         elif self._fast and not api.baggage.get_all():
             carrier.append(
                 (
-                    "traceparent",
-                    f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}",
+                    TRACEPARENT,
+                    format_traceparent(context.trace_id, context.span_id, context.trace_flags),
                 )
             )
             if context.trace_state:
@@ -369,16 +368,19 @@ class Tracing:
     def context_of(self, raw: Any) -> Any:
         """The OpenTelemetry context carried in a raw message's headers (empty if none or
         malformed: a new trace starts)."""
+        headers = raw.headers()
+        return self._context_from(self._remote_parent(headers) if self._fast else False, headers)
+
+    def _context_from(self, remote: Any, headers: Sequence[tuple[str, Any]] | None) -> Any:
+        """The context of what :meth:`_remote_parent` read from ``headers`` (``False``: the
+        propagator reads them)."""
         api = self._api
         assert api is not None
-        headers = raw.headers()
-        if self._fast:
-            remote = self._remote_parent(headers)
-            if remote is None:
-                return api.context.Context()
-            if remote is not False:
-                return api.trace.set_span_in_context(remote, api.context.Context())
-        return self._propagator.extract(headers, getter=_GETTER)
+        if remote is None:
+            return api.context.Context()
+        if remote is False:
+            return self._propagator.extract(headers, getter=_GETTER)
+        return api.trace.set_span_in_context(remote, api.context.Context())
 
     def _remote_parent(self, headers: Sequence[tuple[str, Any]] | None) -> Any:
         """With the plain W3C propagator, the span of the ``traceparent`` in ``headers``
@@ -388,7 +390,7 @@ class Tracing:
         assert api is not None
         parsed: tuple[int, int, int] | bool | None = None
         for name, value in headers or ():
-            if name == "traceparent":
+            if name == TRACEPARENT:
                 if parsed is None:
                     parsed = parse_traceparent(value) or False
             elif name in CONTEXT_HEADERS:
