@@ -24,13 +24,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import Consumer
-from conveyor.driver.consumers import (
-    ConsumerClient,
-    Partition,
-    raw_error,
-    raw_partition,
-    raw_topic,
-)
+from conveyor.driver.consumers import ConsumerClient, Partition, raw_error, raw_partition, raw_topic
 from conveyor.errors import KafkaError, NotAssignedError
 from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
@@ -39,7 +33,7 @@ from conveyor.processing.commits import Commits
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.listener_reports import ListenerReports, consumer_config
 from conveyor.processing.partition_core import PartitionCore
-from conveyor.processing.positions import StartPositions, initial_position
+from conveyor.processing.positions import StartAbandoned, StartPositions, initial_position
 from conveyor.processing.strategies import Backoff, FailurePolicy
 from conveyor.processing.virtual import VirtualPartitionExecutor
 
@@ -51,7 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["Listener"]
 
 _BASE_TICK = Consumer.tick
-
 
 _log = logging.getLogger("conveyor.processing")
 _run: Callable[[Callable[[], None]], None] = operator.call  # a job, run by the caller
@@ -133,12 +126,14 @@ class Listener(ListenerReports):
         # Resolving start offsets may wait for a predecessor's transaction; within most of
         # max.poll.interval.ms, so that the member is not thrown out of the group meanwhile.
         poll_interval = float(config.get("max.poll.interval.ms", 300_000)) / 1000
+        self._stopping = threading.Event()
         self._positions = StartPositions(
             self._client,
             initial_position(str(config["auto.offset.reset"])),
             budget=max(10.0, poll_interval * 0.8),
             on_stall=self._fence,
             on_error=self._on_offsets_error,
+            stopping=self._stopping,
         )
         self.executors: dict[Partition, PartitionCore] = {}
         self._direct_start: list[Partition] | None = None  # a direct assignment not made yet
@@ -153,7 +148,6 @@ class Listener(ListenerReports):
         self._next_commit = time.monotonic() + self._commit_interval
         self._commits = Commits(self._client, self._report_commit)
         self._start_metadata: dict[Partition, str] = {}  # committed before the assignment
-        self._stopping = threading.Event()
         self.quieted = False
         """Whether :meth:`quiet` was called (a plain attribute: executors read it per poll)."""
         # The lock is taken directly on the job path (a Condition's own ``with`` runs Python).
@@ -446,6 +440,8 @@ class Listener(ListenerReports):
             self._loop()
         except _HandedOver:
             return  # another thread holds the listener's role now
+        except StartAbandoned as stopped:
+            _log.info("listener %s: %s", self.name, stopped)
         except BaseException as exc:
             self.state = "crashed"
             _log.exception("listener %s crashed", self.name)

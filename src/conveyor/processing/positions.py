@@ -12,6 +12,7 @@ offset that is unknown is never taken for one that does not exist.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
@@ -25,13 +26,20 @@ from conveyor.driver.consumers import (
 )
 from conveyor.errors import ConveyorError, KafkaError
 
-__all__ = ["StartPositions", "initial_position"]
+__all__ = ["StartAbandoned", "StartPositions", "initial_position"]
 
 _log = logging.getLogger("conveyor.positions")
 
 _FIRST_ASK = 1.0
 """Seconds the first ask may take before the listener fences its slot's predecessor."""
 _ASK = 5.0
+_AGAIN = 0.5
+"""Seconds before asking again after a failure that came back at once (not a timeout)."""
+
+
+class StartAbandoned(ConveyorError):
+    """The listener stopped (or its client was closed) while it read the committed offsets:
+    the partitions were not assigned, and nothing is left to do with them."""
 
 
 class _Committed(Protocol):
@@ -60,8 +68,10 @@ class StartPositions:
         budget: float,
         on_stall: Callable[[], None],
         on_error: Callable[[KafkaError], None],
+        stopping: threading.Event,
     ) -> None:
         self._client = client
+        self._stopping = stopping
         self._initial = initial
         self._budget = budget
         self._on_stall = on_stall
@@ -74,9 +84,11 @@ class StartPositions:
         the initial one; and the metadata committed with the offsets (of the partitions whose
         commit had some). Asks again while the broker does not answer; the first time an ask
         times out, ``on_stall`` runs (the app fences the transaction of a crashed predecessor
-        that holds the offsets), and every later failure goes to ``on_error``.
+        that holds the offsets), and every later failure goes to ``on_error``. Asks no more
+        once ``stopping`` is set.
 
         Raises:
+            StartAbandoned: ``stopping`` was set, or the client closed, before an answer came.
             ConveyorError: the committed offsets stayed unknown for the whole budget.
         """
         if not partitions:
@@ -85,12 +97,23 @@ class StartPositions:
         ask = _FIRST_ASK
         stalled = False
         while True:
+            if self._stopping.is_set():
+                raise StartAbandoned(
+                    f"{group}: stopped while reading the committed offsets of {_names(partitions)}"
+                )
+            asked = time.monotonic()
             try:
                 committed = self._client.committed(
-                    partitions, timeout=max(0.1, min(ask, deadline - time.monotonic()))
+                    partitions, timeout=max(0.1, min(ask, deadline - asked))
                 )
                 break
             except KafkaError as failure:
+                if self._stopping.is_set() or failure.name == "_DESTROY":
+                    # The app stops (its shutdown may have closed the client under this ask).
+                    raise StartAbandoned(
+                        f"{group}: stopped while reading the committed offsets of "
+                        f"{_names(partitions)} ({failure})"
+                    ) from failure
                 if time.monotonic() >= deadline:
                     raise ConveyorError(
                         f"{group}: the committed offsets of {_names(partitions)} stayed unknown "
@@ -105,6 +128,8 @@ class StartPositions:
                 else:
                     self._on_error(failure)
                 ask = _ASK
+                if time.monotonic() - asked < _AGAIN:  # refused at once: not a busy loop
+                    self._stopping.wait(_AGAIN)
         offsets = {key: found.offset for key, found in committed.items()}
         positions = [
             (topic, partition, offsets.get((topic, partition), self._initial))

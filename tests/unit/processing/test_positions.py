@@ -4,7 +4,8 @@ group has none, and never the initial offset because the committed one could not
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -16,7 +17,7 @@ from conveyor.driver.consumers import (
     Partition,
 )
 from conveyor.errors import ConveyorError, KafkaError
-from conveyor.processing.positions import StartPositions, initial_position
+from conveyor.processing.positions import StartAbandoned, StartPositions, initial_position
 
 
 class Broker:
@@ -32,18 +33,22 @@ class Broker:
         }
         self.failures = list(failures)
         self.asks: list[float] = []
+        self.on_ask: Callable[[], None] = lambda: None
 
     def committed(
         self, partitions: Iterable[Partition], timeout: float
     ) -> dict[Partition, Committed]:
         self.asks.append(timeout)
+        self.on_ask()
         if self.failures:
             name = self.failures.pop(0)
             raise KafkaError(f"committed offsets: {name}", name=name)
         return {p: self.offsets[p] for p in partitions if p in self.offsets}
 
 
-def positions(broker: Broker, budget: float = 30.0) -> tuple[StartPositions, list[str], list[str]]:
+def positions(
+    broker: Broker, budget: float = 30.0, stopping: threading.Event | None = None
+) -> tuple[StartPositions, list[str], list[str]]:
     stalls: list[str] = []
     errors: list[str] = []
     resolver = StartPositions(
@@ -52,6 +57,7 @@ def positions(broker: Broker, budget: float = 30.0) -> tuple[StartPositions, lis
         budget=budget,
         on_stall=lambda: stalls.append("fence"),
         on_error=lambda error: errors.append(str(error.name)),
+        stopping=stopping or threading.Event(),
     )
     return resolver, stalls, errors
 
@@ -89,6 +95,49 @@ def test_offsets_that_stay_unknown_stop_the_listener_instead_of_reading_again() 
     resolver, _, _ = positions(broker, budget=0.0)
     with pytest.raises(ConveyorError, match=r"t/2 stayed unknown .* not starting them"):
         resolver.resolve([("t", 2)], "g")
+
+
+def test_a_stop_during_an_unanswered_ask_ends_the_read_without_asking_again() -> None:
+    stopping = threading.Event()
+    broker = Broker({("t", 2): 2801}, failures=["_TIMED_OUT"] * 1000)
+    broker.on_ask = stopping.set  # the app stops while the ask waits
+    resolver, _, errors = positions(broker, stopping=stopping)
+    with pytest.raises(StartAbandoned, match=r"g: stopped while reading .* of t/2"):
+        resolver.resolve([("t", 2)], "g")
+    assert (len(broker.asks), errors) == (1, [])
+
+
+def test_a_closed_client_ends_the_read() -> None:
+    """The app's shutdown closed the client under the ask: asking again cannot succeed."""
+    broker = Broker({("t", 2): 2801}, failures=["_DESTROY"] * 1000)
+    resolver, _, errors = positions(broker)
+    with pytest.raises(StartAbandoned, match="_DESTROY"):
+        resolver.resolve([("t", 2)], "g")
+    assert (len(broker.asks), errors) == (1, [])
+
+
+def test_a_stopped_listener_does_not_start_asking() -> None:
+    stopping = threading.Event()
+    stopping.set()
+    broker = Broker({("t", 2): 2801})
+    resolver, _, _ = positions(broker, stopping=stopping)
+    with pytest.raises(
+        StartAbandoned, match=r"stopped while reading the committed offsets of t/2$"
+    ):
+        resolver.resolve([("t", 2)], "g")
+    assert broker.asks == []
+
+
+def test_an_ask_refused_at_once_is_asked_again_after_a_pause_not_in_a_busy_loop() -> None:
+    stopping = threading.Event()
+    broker = Broker({("t", 2): 2801}, failures=["_TRANSPORT"] * 100_000)
+    resolver, _, _ = positions(broker, stopping=stopping)
+    timer = threading.Timer(1.2, stopping.set)
+    timer.start()
+    with pytest.raises(StartAbandoned):
+        resolver.resolve([("t", 2)], "g")
+    timer.join()
+    assert 2 <= len(broker.asks) <= 4, "one ask per half second while refused"
 
 
 def test_each_start_is_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
