@@ -4,19 +4,25 @@ drops everything: the cost of Conveyor's spans, not of shipping them), the same 
 traces sampled (what a busy service runs), tracing on with the API's no-op tracer (Conveyor's
 own work alone: headers and parsing) and metrics on.
 
-Throughput: the no-op consumer of bench/consume_throughput.py on one partition (1,000,000
-messages: at 300,000 the measured stretch lasted ~0.2 s and one pause of the shared machine
-moved a run by 20 %), each variant on its own topic filled the same way, every message
+Throughput: the no-op consumer of bench/consume_throughput.py on one partition, beside the
+like-for-like bare batch loop, each side on its own topic of 1,000,000 messages, every message
 carrying a W3C traceparent (as from a traced upstream; linking to it is the work tracing
-adds), beside the like-for-like bare batch loop; each variant starts after a full garbage
-collection, so that what the variant before it left is not counted against it.
+adds). Every side runs at once and reads only in its turns (30 turns of 0.3 s a run, the order
+turning each round: seek to the start, resume, count from the first batch, pause): this
+machine's speed moves by a third for seconds at a time, and whole runs one after another put
+one side in a fast window and the next in a slow one (the same variant measured 1.06M and
+1.44M msgs/s a run apart), so that their ratio said more about the machine than about them.
+Each turn starts after a full garbage collection and exports its spans before the next turn.
+A variant's ratio to tracing off is taken round by round (the median of a run's rounds' ratios:
+the two turns of a round are seconds apart), beside the ratio of whole runs' rates.
 
 Latency: 2,500 msgs/s sent with the variant app's own producer (so a traced variant also pays
 for its send spans and headers) to its consumer, p50 of send -> consume() called. Every
-variant's app runs at once, each on its own topic, and they take turns in slices of a second
-(the order turning each slice), so that the variants of one run meet the same machine: run
-one after another for seconds each, two variants' p50s differed by as much as the margin
-measured (the machine drifts by ±0.03 ms within a minute).
+variant's apps (two, each on its own topic: one app keeps a bias of its own, up to ±0.03 ms,
+for as long as it runs) run at once and take turns in slices of a second (the order turning
+each slice), so that the variants of one run meet the same machine: run one after another for
+seconds each, two variants' p50s differed by as much as the margin measured (the machine
+drifts by ±0.03 ms within a minute).
 
 Targets (issue 14): tracing on >= 0.9x of off in throughput and < +0.1 ms of p50; off is the
 existing path (nothing measurable: no hook runs). Issue 39: at 1 % sampling, p50 within
@@ -35,19 +41,23 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import Consumer as BareConsumer
 from confluent_kafka import Producer as BareProducer
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-from baselines import bare_batch_consume
 from conveyor import App, Consumer
-from harness import Bench, Figure, RateMeter
+from harness import Bench, Figure
 
 LIKE_FOR_LIKE = {"fetch.queue.backoff.ms": 10}  # what Conveyor's listener sets
 RATE = 2_500
-VARIANTS = ("off", "tracing", "sampled", "api-only", "metrics")
+VARIANTS = ("off", "sampled", "api-only", "metrics", "tracing")
+"""In the order of their turns: off and 1 % sampled (the targets' pair) side by side."""
+INSTANCES = 2
+"""Latency apps per variant in a run: each app keeps a p50 bias of its own (up to ±0.03 ms)."""
 
 
 class DropEverything(SpanExporter):
@@ -101,25 +111,174 @@ def fill_traced(bootstrap: str, topic: str, count: int, payload: bytes) -> None:
         raise RuntimeError("could not fill the benchmark topic")
 
 
-def throughput(bootstrap: str, topic: str, count: int, variant: str) -> float:
-    meter = RateMeter(count)
+class AppTurns:
+    """A variant's app (the no-op consumer of bench/consume_throughput.py) on its own filled
+    topic, reading only in its turns: each :meth:`turn` starts again from the topic's first
+    message, counts from the first batch that comes (included) for ``seconds`` (or until 80 %
+    of the topic was read), and pauses the partition again. Returns (messages, seconds)."""
 
-    class Counting(Consumer):
-        def consume(self) -> None:
-            meter.add(len(self.messages))
+    def __init__(self, bootstrap: str, topic: str, count: int, variant: str) -> None:
+        self.topic, self.variant = topic, variant
+        self.seen = 0
+        self.cut_short = 0
+        """Turns that reached 80 % of the topic before their time was up."""
+        self._limit = int(count * 0.8)
+        self._from = 0
+        self._first, self._near_end = threading.Event(), threading.Event()
+        rig, assigned = self, threading.Event()
 
-    app = new_app(bootstrap, concurrency=4, max_messages=500, max_wait_time=0.5)
-    app.routes.topic(topic, Counting)
-    _flush, shut_down = configure(app, variant)
-    gc.collect()  # what the variant before left (its spans, its app) is not this one's to pay
-    app.start()
-    try:
-        if not meter.done.wait(180):
-            raise RuntimeError(f"{variant}: consumed {meter.seen} of {count}")
-    finally:
-        app.stop_and_wait()
-        shut_down()
-    return meter.rate()
+        class Counting(Consumer):
+            def consume(self) -> None:
+                rig.add(len(self.messages))
+
+        # max_wait_time only bounds a poll that finds nothing (here: while paused, before the
+        # next turn's commands run); a loaded poll returns at once.
+        self.app = app = new_app(bootstrap, concurrency=4, max_messages=500, max_wait_time=0.1)
+        app.routes.topic(topic, Counting)
+        app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
+        self.flush, self._shut_down = configure(app, variant)
+        app.start()
+        try:
+            if not assigned.wait(30) or not self._first.wait(30):
+                raise RuntimeError(f"{variant}: not consuming")
+            app.pause(topic, 0)
+        except BaseException:
+            self.close()
+            raise
+
+    def add(self, messages: int) -> None:
+        self.seen += messages  # one partition: its batches run one at a time
+        self._first.set()
+        if self.seen - self._from >= self._limit:
+            self._near_end.set()
+
+    def turn(self, seconds: float) -> tuple[int, float]:
+        self._first.clear()
+        self._near_end.clear()
+        self._from = self.seen
+        self.app.seek(self.topic, 0, 0)
+        self.app.resume(self.topic, 0)
+        if not self._first.wait(30):
+            raise RuntimeError(f"{self.variant}: nothing came after the resume")
+        started, counted = time.perf_counter(), self._from  # the first batch counts (one of
+        if self._near_end.wait(seconds):  # ~1,000 a turn; the bare loop's first counts too)
+            self.cut_short += 1
+        messages, elapsed = self.seen - counted, time.perf_counter() - started
+        self.app.pause(self.topic, 0)
+        return messages, elapsed
+
+    def close(self) -> None:
+        try:
+            self.app.stop_and_wait()
+        finally:
+            self._shut_down()
+
+
+class BareTurns:
+    """The bare batch loop of bench/baselines.py (the same librdkafka settings), taking its
+    turns as :class:`AppTurns` does."""
+
+    variant = "bare"
+
+    def __init__(self, bootstrap: str, topic: str, count: int) -> None:
+        self.cut_short = 0
+        self._limit = int(count * 0.8)
+        self._partition = TopicPartition(topic, 0, OFFSET_BEGINNING)
+        self._consumer = BareConsumer({
+            "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, **LIKE_FOR_LIKE,
+        })  # fmt: skip
+        self._consumer.assign([self._partition])
+        self._read_until(time.monotonic() + 30, lambda taken: taken > 0)
+        self._consumer.pause([self._partition])
+
+    def flush(self) -> None:
+        pass
+
+    def _read_until(self, deadline: float, enough: Callable[[int], bool]) -> int:
+        taken = 0
+        consume = self._consumer.consume
+        while not enough(taken):
+            taken += sum(1 for message in consume(num_messages=500, timeout=0.1)
+                         if message.error() is None)  # fmt: skip
+            if time.monotonic() > deadline:
+                break
+        return taken
+
+    def turn(self, seconds: float) -> tuple[int, float]:
+        consumer = self._consumer
+        consumer.seek(TopicPartition(self._partition.topic, 0, 0))
+        consumer.resume([self._partition])
+        messages = self._read_until(time.monotonic() + 30, lambda taken: taken > 0)
+        if not messages:
+            raise RuntimeError("bare: nothing came after the resume")
+        started = time.perf_counter()
+        ends = started + seconds
+        limit = self._limit
+        consume = consumer.consume
+        while True:
+            messages += sum(1 for message in consume(num_messages=500, timeout=0.1)
+                            if message.error() is None)  # fmt: skip
+            now = time.perf_counter()
+            if now >= ends:
+                break
+            if messages >= limit:
+                self.cut_short += 1
+                break
+        consumer.pause([self._partition])
+        return messages, now - started
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def throughput_runs(
+    bootstrap: str, topics: dict[str, str], count: int, turns: int, seconds: float, repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
+    """Per side, the msgs/s of each of ``repeats`` runs: every side (the bare loop and each
+    variant's app) reads its own topic in ``turns`` rounds of one turn of ``seconds`` each, the
+    order turning each round, so that the sides of one run meet the same machine. Returns the
+    rates, per variant the median over each run's rounds of its rate over the rate of tracing
+    off in the same round (a round lasts a few seconds: the pair met the same machine), and
+    how many turns were cut short by the end of a topic."""
+    rates: dict[str, list[float]] = {side: [] for side in topics}
+    paired: dict[str, list[float]] = {side: [] for side in topics if side != "off"}
+    cut_short = 0
+    for _ in range(repeats):
+        rigs: list[AppTurns | BareTurns] = []
+        try:
+            rigs.append(BareTurns(bootstrap, topics["bare"], count))
+            for variant in VARIANTS:
+                rigs.append(AppTurns(bootstrap, topics[variant], count, variant))
+            totals = {rig.variant: [0, 0.0] for rig in rigs}
+            rounds: dict[str, list[float]] = {rig.variant: [] for rig in rigs}
+            for rig in rigs:  # one unmeasured turn each
+                rig.turn(seconds / 2)
+                rig.flush()
+            for turn in range(turns):
+                for rig in rigs[turn % len(rigs) :] + rigs[: turn % len(rigs)]:
+                    gc.collect()  # the last turn's garbage is not this one's to pay
+                    messages, elapsed = rig.turn(seconds)
+                    rig.flush()  # its spans exported now, not in the next side's turn
+                    totals[rig.variant][0] += messages
+                    totals[rig.variant][1] += elapsed
+                    rounds[rig.variant].append(messages / elapsed)
+            for side, (messages, elapsed) in totals.items():
+                rates[side].append(messages / elapsed)
+            for side, ratios in paired.items():
+                ratios.append(
+                    statistics.median(
+                        rate / off for rate, off in zip(rounds[side], rounds["off"], strict=True)
+                    )
+                )
+            cut_short += sum(rig.cut_short for rig in rigs)
+        finally:
+            for rig in rigs:
+                try:
+                    rig.close()
+                except Exception as error:  # the others are still closed
+                    print(f"{rig.variant}: could not close: {error!r}", file=sys.stderr)
+    return rates, paired, cut_short
 
 
 class LatencyRig:
@@ -193,25 +352,30 @@ class LatencyRig:
 
 
 def latency_runs(
-    bootstrap: str, topics: dict[str, str], seconds: float, repeats: int, slices: int
+    bootstrap: str, topics: dict[str, list[str]], seconds: float, repeats: int, slices: int
 ) -> dict[str, list[float]]:
     """Per variant, the p50 (ms) of each of ``repeats`` runs, every run ``seconds`` long per
-    variant in ``slices`` turns. Each run starts its apps afresh: one app's p50 kept a bias of
-    its own (up to ±0.03 ms, whatever its variant) for as long as it ran, so runs sharing
-    apps would share it and their median would not see through it."""
+    variant in ``slices`` turns, shared by the variant's apps (one per topic). Each run starts
+    its apps afresh: one app's p50 kept a bias of its own (up to ±0.03 ms, whatever its
+    variant) for as long as it ran, so runs sharing apps would share it and their median would
+    not see through it; and each variant's p50 pools the samples of its apps."""
     p50s: dict[str, list[float]] = {variant: [] for variant in topics}
+    instances = max(len(names) for names in topics.values())
     for _ in range(repeats):
         rigs: list[LatencyRig] = []
         try:
-            for variant, topic in topics.items():
-                rigs.append(LatencyRig(bootstrap, topic, variant))
+            for instance in range(instances):  # a variant's apps apart in the turns' order
+                for variant, names in topics.items():
+                    if instance < len(names):
+                        rigs.append(LatencyRig(bootstrap, names[instance], variant))
             for rig in rigs:  # one short unmeasured round of each first (see e2e_latency)
                 rig.measure(0.5)
-            samples: dict[str, list[float]] = {rig.variant: [] for rig in rigs}
+            samples: dict[str, list[float]] = {variant: [] for variant in topics}
             for turn in range(slices):
                 for rig in rigs[turn % len(rigs) :] + rigs[: turn % len(rigs)]:
                     gc.collect()  # as before a throughput run: the last turn's garbage is its own
-                    samples[rig.variant].extend(rig.measure(seconds / slices))
+                    share = seconds / slices / len(topics[rig.variant])
+                    samples[rig.variant].extend(rig.measure(share))
             for variant, taken in samples.items():
                 p50s[variant].append(statistics.median(taken))
         finally:
@@ -230,6 +394,8 @@ def main() -> None:
         lambda parser: (
             parser.add_argument("--messages", type=int, default=1_000_000),
             parser.add_argument("--seconds", type=float, default=5.0),
+            parser.add_argument("--turns", type=int, default=30),
+            parser.add_argument("--turn-seconds", type=float, default=0.3),
         ),
     )
     count: int = bench.args.messages
@@ -239,28 +405,21 @@ def main() -> None:
     for topic in topics.values():
         fill_traced(bench.bootstrap, topic, count, payload)
     bench.console.print(f"filled {len(topics)} topics with {count:,} traced messages")
-    rates: dict[str, list[float]] = {name: [] for name in topics}
-    # One unmeasured round first: the first runs after the fill took ~40 % more CPU for the
-    # same work (not the write-back of what was filled: a sync right after it took 0.12 s).
-    bare_batch_consume(bench.bootstrap, topics["bare"], count, config=LIKE_FOR_LIKE)
-    for variant in VARIANTS:
-        throughput(bench.bootstrap, topics[variant], count, variant)
-    for attempt in range(1, bench.repeats + 1):
-        rates["bare"].append(
-            bare_batch_consume(bench.bootstrap, topics["bare"], count, config=LIKE_FOR_LIKE)
-        )
-        # The light variants take turns at going first, and "tracing" (every span kept, ~2 s of
-        # heavy allocation) goes last: the variant that used to follow it ran at 0.65-0.75M
-        # msgs/s in two runs of three once, and nothing else did.
-        light = [variant for variant in VARIANTS if variant != "tracing"]
-        turn = (attempt - 1) % len(light)
-        for variant in [*light[turn:], *light[:turn], "tracing"]:
-            rates[variant].append(throughput(bench.bootstrap, topics[variant], count, variant))
+    rates, paired, cut_short = throughput_runs(
+        bench.bootstrap, topics, count, bench.args.turns, bench.args.turn_seconds, bench.repeats
+    )
+    for attempt in range(bench.repeats):
         bench.console.print(
-            f"  throughput run {attempt}/{bench.repeats}: "
-            + ", ".join(f"{name} {rates[name][-1]:,.0f} msgs/s" for name in rates)
+            f"  throughput run {attempt + 1}/{bench.repeats}: "
+            + ", ".join(f"{name} {rates[name][attempt]:,.0f} msgs/s" for name in rates)
+            + "; round by round vs off: "
+            + ", ".join(f"{name} {paired[name][attempt]:.3f}x" for name in paired)
         )
-    latency_topics = {name: bench.create_topic() for name in VARIANTS}
+    if cut_short:
+        bench.console.print(
+            f"  {cut_short} turns reached 80 % of their topic before their time (more --messages)"
+        )
+    latency_topics = {name: [bench.create_topic() for _ in range(INSTANCES)] for name in VARIANTS}
     slices = max(1, round(seconds))
     p50s = latency_runs(bench.bootstrap, latency_topics, seconds, bench.repeats, slices)
     for attempt in range(bench.repeats):
@@ -268,7 +427,10 @@ def main() -> None:
             f"  latency run {attempt + 1}/{bench.repeats}: p50 "
             + ", ".join(f"{name} {p50s[name][attempt]:.3f} ms" for name in VARIANTS)
         )
-    note = f"{count:,} x 100 B with a traceparent each, 1 partition"
+    note = (
+        f"{bench.args.turns} turns of {bench.args.turn_seconds:g} s a run, interleaved; topics of"
+        f" {count:,} x 100 B with a traceparent each, 1 partition"
+    )
     bench.record(
         Figure(
             bench.name,
@@ -286,8 +448,12 @@ def main() -> None:
                note="no-op exporter; the ratio is against tracing off")
     )  # fmt: skip
     bench.record(
-        Figure(bench.name, "tracing on, 1 % sampled, vs off (target >= 0.95x)", "msgs/s", rates["sampled"], rates["off"],
+        Figure(bench.name, "tracing on, 1 % sampled, vs off (whole runs)", "msgs/s", rates["sampled"], rates["off"],
                note="ParentBased(TraceIdRatioBased(0.01)): unrecorded spans get no links")
+    )  # fmt: skip
+    bench.record(
+        Figure(bench.name, "1 % sampled vs off, round by round (target >= 0.95x)", "x", paired["sampled"],
+               note="per run, the median of the rounds' ratios (each round's turns a few seconds apart)")
     )  # fmt: skip
     bench.record(
         Figure(bench.name, "tracing, API only vs off", "msgs/s", rates["api-only"], rates["off"],
@@ -299,7 +465,7 @@ def main() -> None:
     )  # fmt: skip
     latency_note = (
         f"{RATE:,} msgs/s for {seconds:g} s a run in {slices} turns with the other variants,"
-        " sent with the app's producer"
+        f" shared by {INSTANCES} apps a variant, sent with the app's producer"
     )
     bench.record(
         Figure(

@@ -86,6 +86,8 @@ class _Api:
         self.Status = Status
         self.StatusCode = StatusCode
         self.TraceFlags = TraceFlags
+        self.flags = tuple(TraceFlags(value) for value in range(256))
+        """Every ``TraceFlags`` value, made once (a batch's links read one per message)."""
 
 
 def _load_api() -> _Api:
@@ -399,7 +401,7 @@ class Tracing:
             return None
         trace_id, span_id, flags = parsed
         return api.NonRecordingSpan(
-            api.SpanContext(trace_id, span_id, is_remote=True, trace_flags=api.TraceFlags(flags))
+            api.SpanContext(trace_id, span_id, is_remote=True, trace_flags=api.flags[flags])
         )
 
     def link(self, span: Any, batch: Sequence[Any]) -> None:
@@ -417,16 +419,17 @@ class Tracing:
         ``max_links``) that carries one."""
         api = self._api
         assert api is not None
-        make_context, flags, make_link = api.SpanContext, api.TraceFlags, api.Link
+        make_context, flags, make_link = api.SpanContext, api.flags, api.Link
         links = []
+        append = links.append
         for raw in batch[: self.max_links]:
             parsed = traceparent_of(raw.headers())
             if parsed is not None:
                 trace_id, span_id, trace_flags = parsed
-                links.append(
+                append(
                     make_link(
                         make_context(
-                            trace_id, span_id, is_remote=True, trace_flags=flags(trace_flags)
+                            trace_id, span_id, is_remote=True, trace_flags=flags[trace_flags]
                         )
                     )
                 )
