@@ -400,6 +400,10 @@ def main() -> None:
     )
     count: int = bench.args.messages
     seconds: float = bench.args.seconds
+    if bench.args.turns < 1 or bench.args.turn_seconds <= 0:
+        raise SystemExit(
+            "bench/tracing_cost.py: --turns needs 1 or more, --turn-seconds more than 0"
+        )
     payload = b'{"order":12345,"customer":"c-0042","total":99.5}'.ljust(100)
     topics = {name: bench.create_topic() for name in ("bare", *VARIANTS)}
     for topic in topics.values():

@@ -221,6 +221,8 @@ class ConsumerClient:
             found = self._consumer.committed(asked, timeout=timeout)
         except KafkaException as exc:
             raise to_conveyor_error(exc, KafkaError, "committed offsets: ") from None
+        except RuntimeError as exc:  # confluent-kafka's "Consumer closed"
+            raise KafkaError(f"committed offsets: {exc}", name="_DESTROY") from None
         offsets: dict[Partition, Committed] = {}
         for tp in found:
             if tp.error is not None:

@@ -637,7 +637,11 @@ class Listener(ListenerReports):
     def _on_assign(self, partitions: list[Partition]) -> None:
         """The group assigned ``partitions``: each starts at its committed offset, looked up
         here (see :mod:`conveyor.processing.positions`), never at a guess."""
-        self._start(partitions, incremental=self._incremental)
+        try:
+            self._start(partitions, incremental=self._incremental)
+        except StartAbandoned as stopped:  # the loop ends on the stop; close() may call this
+            _log.info("listener %s: %s", self.name, stopped)
+            return
         self._assigned_now(partitions)
 
     def _start(self, partitions: list[Partition], incremental: bool = False) -> None:

@@ -32,6 +32,7 @@ class ListenerReports:
     name: str
     context: ProcessingContext
     executors: dict[Any, PartitionCore]
+    _stopping: threading.Event
 
     @property
     def group_id(self) -> str:
@@ -101,7 +102,10 @@ class ListenerReports:
         transactional producer (the slot's ``transactional.id``) aborts it now, instead of
         after the broker's ``transaction.timeout.ms``. On a thread of its own: the listener
         goes on asking meanwhile (and an app that never made transactions loses nothing but
-        a producer when a slow answer was all it was)."""
+        a producer when a slow answer was all it was). Not while the listener stops: the app
+        would not close a producer made after its shutdown began."""
+        if self._stopping.is_set():
+            return
         threading.Thread(
             target=self._fence_now, name=f"conveyor-fence-{self.name}", daemon=True
         ).start()

@@ -420,7 +420,7 @@ class Tracing:
         api = self._api
         assert api is not None
         make_context, flags, make_link = api.SpanContext, api.flags, api.Link
-        links = []
+        links: list[Any] = []
         append = links.append
         for raw in batch[: self.max_links]:
             parsed = traceparent_of(raw.headers())

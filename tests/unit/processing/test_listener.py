@@ -159,3 +159,12 @@ def test_quiet_holds_every_partition(listener: Any) -> None:
     built._distribute([FakeRaw(1)])
     assert jobs == []
     assert consumer.seen == [(0, [0])]
+
+
+def test_an_assignment_after_the_stop_is_left_without_asking_for_offsets(listener: Any) -> None:
+    """``close()`` runs the rebalance callbacks still queued on the stopping thread: an
+    assignment there neither raises into the shutdown nor asks the broker for offsets."""
+    built, _, _, _ = listener
+    built.stop()
+    built._on_assign([("orders", 0)])  # returns: nothing is assigned, nothing raised
+    assert built._assigned == set()

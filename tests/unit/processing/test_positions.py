@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 import pytest
@@ -131,13 +132,13 @@ def test_a_stopped_listener_does_not_start_asking() -> None:
 def test_an_ask_refused_at_once_is_asked_again_after_a_pause_not_in_a_busy_loop() -> None:
     stopping = threading.Event()
     broker = Broker({("t", 2): 2801}, failures=["_TRANSPORT"] * 100_000)
+    broker.on_ask = lambda: len(broker.asks) == 3 and stopping.set()  # stops at the third
     resolver, _, _ = positions(broker, stopping=stopping)
-    timer = threading.Timer(1.2, stopping.set)
-    timer.start()
+    started = time.monotonic()
     with pytest.raises(StartAbandoned):
         resolver.resolve([("t", 2)], "g")
-    timer.join()
-    assert 2 <= len(broker.asks) <= 4, "one ask per half second while refused"
+    assert len(broker.asks) == 3
+    assert time.monotonic() - started >= 0.9, "half a second between refusals, not a busy loop"
 
 
 def test_each_start_is_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
