@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from confluent_kafka import Consumer as BareConsumer
@@ -52,6 +52,7 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from conveyor import App, Consumer
 from harness import Bench, Figure
 
+Rig = TypeVar("Rig")
 LIKE_FOR_LIKE = {"fetch.queue.backoff.ms": 10}  # what Conveyor's listener sets
 RATE = 2_500
 VARIANTS = ("off", "sampled", "api-only", "metrics", "tracing")
@@ -111,6 +112,29 @@ def fill_traced(bootstrap: str, topic: str, count: int, payload: bytes) -> None:
         raise RuntimeError("could not fill the benchmark topic")
 
 
+def in_turn(rigs: list[Rig], turn: int) -> list[Rig]:
+    """``rigs`` from the ``turn``-th on, round to the start (the order turns each round)."""
+    first = turn % len(rigs)
+    return rigs[first:] + rigs[:first]
+
+
+def close_all(rigs: Sequence[Any]) -> None:
+    """Close every rig (``variant`` and ``close()``), the others even when one fails."""
+    for rig in rigs:
+        try:
+            rig.close()
+        except Exception as error:
+            print(f"{rig.variant}: could not close: {error!r}", file=sys.stderr)
+
+
+def close_app(app: App, shut_down: Callable[[], None]) -> None:
+    """Stop a variant's app, then shut its tracer provider down (even if the stop failed)."""
+    try:
+        app.stop_and_wait()
+    finally:
+        shut_down()
+
+
 class AppTurns:
     """A variant's app (the no-op consumer of bench/consume_throughput.py) on its own filled
     topic, reading only in its turns: each :meth:`turn` starts again from the topic's first
@@ -168,10 +192,7 @@ class AppTurns:
         return messages, elapsed
 
     def close(self) -> None:
-        try:
-            self.app.stop_and_wait()
-        finally:
-            self._shut_down()
+        close_app(self.app, self._shut_down)
 
 
 class BareTurns:
@@ -256,7 +277,7 @@ def throughput_runs(
                 rig.turn(seconds / 2)
                 rig.flush()
             for turn in range(turns):
-                for rig in rigs[turn % len(rigs) :] + rigs[: turn % len(rigs)]:
+                for rig in in_turn(rigs, turn):
                     gc.collect()  # the last turn's garbage is not this one's to pay
                     messages, elapsed = rig.turn(seconds)
                     rig.flush()  # its spans exported now, not in the next side's turn
@@ -273,11 +294,7 @@ def throughput_runs(
                 )
             cut_short += sum(rig.cut_short for rig in rigs)
         finally:
-            for rig in rigs:
-                try:
-                    rig.close()
-                except Exception as error:  # the others are still closed
-                    print(f"{rig.variant}: could not close: {error!r}", file=sys.stderr)
+            close_all(rigs)
     return rates, paired, cut_short
 
 
@@ -345,10 +362,7 @@ class LatencyRig:
         return self.samples[first:]
 
     def close(self) -> None:
-        try:
-            self.app.stop_and_wait()
-        finally:
-            self._shut_down()
+        close_app(self.app, self._shut_down)
 
 
 def latency_runs(
@@ -372,18 +386,14 @@ def latency_runs(
                 rig.measure(0.5)
             samples: dict[str, list[float]] = {variant: [] for variant in topics}
             for turn in range(slices):
-                for rig in rigs[turn % len(rigs) :] + rigs[: turn % len(rigs)]:
+                for rig in in_turn(rigs, turn):
                     gc.collect()  # as before a throughput run: the last turn's garbage is its own
                     share = seconds / slices / len(topics[rig.variant])
                     samples[rig.variant].extend(rig.measure(share))
             for variant, taken in samples.items():
                 p50s[variant].append(statistics.median(taken))
         finally:
-            for rig in rigs:
-                try:
-                    rig.close()
-                except Exception as error:  # the others are still closed
-                    print(f"{rig.variant}: could not close its app: {error!r}", file=sys.stderr)
+            close_all(rigs)
     return p50s
 
 

@@ -434,14 +434,11 @@ class Listener(ListenerReports):
     def _run(self) -> None:
         try:
             partitions, self._direct_start = self._direct_start, None
-            if partitions is not None:
-                self._start(partitions)
+            if partitions is not None and self._start(partitions):
                 self._assigned_now(partitions)
             self._loop()
         except _HandedOver:
             return  # another thread holds the listener's role now
-        except StartAbandoned as stopped:
-            _log.info("listener %s: %s", self.name, stopped)
         except BaseException as exc:
             self.state = "crashed"
             _log.exception("listener %s crashed", self.name)
@@ -637,20 +634,23 @@ class Listener(ListenerReports):
     def _on_assign(self, partitions: list[Partition]) -> None:
         """The group assigned ``partitions``: each starts at its committed offset, looked up
         here (see :mod:`conveyor.processing.positions`), never at a guess."""
-        try:
-            self._start(partitions, incremental=self._incremental)
-        except StartAbandoned as stopped:  # the loop ends on the stop; close() may call this
-            _log.info("listener %s: %s", self.name, stopped)
-            return
-        self._assigned_now(partitions)
+        if self._start(partitions, incremental=self._incremental):
+            self._assigned_now(partitions)
 
-    def _start(self, partitions: list[Partition], incremental: bool = False) -> None:
-        """Assign ``partitions`` at their committed offsets (their metadata awaits executors)."""
-        positions, metadata = self._positions.resolve(partitions, self._group_id)
+    def _start(self, partitions: list[Partition], incremental: bool = False) -> bool:
+        """Assign ``partitions`` at their committed offsets (their metadata awaits executors);
+        False when the listener stopped first (the loop ends on the stop; ``close()`` may call
+        this on the stopping thread): nothing is assigned."""
+        try:
+            positions, metadata = self._positions.resolve(partitions, self._group_id)
+        except StartAbandoned as stopped:
+            _log.info("listener %s: %s", self.name, stopped)
+            return False
         for key in partitions:
             self._start_metadata.pop(key, None)
         self._start_metadata.update(metadata)
         self._client.assign(positions, incremental=incremental)
+        return True
 
     def _assigned_now(self, partitions: list[Partition]) -> None:
         self._assigned.update(partitions)
