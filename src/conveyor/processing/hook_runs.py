@@ -57,6 +57,9 @@ class ConsumeRuns:
     high_watermark: int | None
     revoked: bool
     last_timestamp: float | None
+    tracing_time = 0.0
+    """Seconds spent building and ending sampled ``process`` spans since the executor last
+    reset it: the tracer's cost, which the executor keeps out of a job's measured time."""
 
     @property
     def group_id(self) -> str:
@@ -135,7 +138,12 @@ class ConsumeRuns:
             )  # fmt: skip
         context = self.context
         tracing, latency = context.tracing, context.latency
-        span = self._process_span(batch) if tracing is not None and tracing.enabled else None
+        span = None
+        if tracing is not None and tracing.enabled:
+            began = time.perf_counter()
+            span = self._process_span(batch)
+            if span is not None and span.kept:
+                self.tracing_time += time.perf_counter() - began
         measure = latency is not None and latency.active
         wall_started = time.time() if measure else 0.0
         return _ConsumeRun(batch, span, wall_started, time.perf_counter())
@@ -154,7 +162,7 @@ class ConsumeRuns:
         try:  # inside the span: a dead letter sent for this failure continues its trace
             failed(run.batch, error, run.started)
         finally:
-            span.__exit__(None, None, None)
+            self._end_span(span, None)
 
     def _consume_interrupted(
         self, run: _ConsumeRun, error: BaseException, put_back: Callable[[list[Any]], None]
@@ -162,12 +170,12 @@ class ConsumeRuns:
         with self.lock:
             put_back(run.batch)
         if run.span is not None:
-            run.span.__exit__(type(error), error, error.__traceback__)
+            self._end_span(run.span, error)
 
     def _consume_returned(self, run: _ConsumeRun) -> float:
         batch = run.batch
         if run.span is not None:
-            run.span.__exit__(None, None, None)
+            self._end_span(run.span, None)
         latency = self.context.latency
         if run.wall_started and latency is not None and not self.revoked:
             try:
@@ -198,6 +206,19 @@ class ConsumeRuns:
                 count=len(batch), first_offset=batch[0].offset(), last_offset=batch[-1].offset(),
                 duration=time.perf_counter() - started, **(extra or {}),
             )  # fmt: skip
+
+    def _end_span(self, span: ProcessSpan, error: BaseException | None) -> None:
+        """Exit ``span`` (``error``: what interrupted the batch), timed when it was sampled."""
+        kind = None if error is None else type(error)
+        trace = None if error is None else error.__traceback__
+        if not span.kept:
+            span.__exit__(kind, error, trace)
+            return
+        began = time.perf_counter()
+        try:
+            span.__exit__(kind, error, trace)
+        finally:
+            self.tracing_time += time.perf_counter() - began
 
     def _process_span(self, batch: list[Any]) -> ProcessSpan | None:
         """The batch's ``process`` span, entered; ``None`` if tracing failed (it never stops

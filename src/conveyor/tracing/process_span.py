@@ -26,7 +26,7 @@ class ProcessSpan:
     recorded with :meth:`failed` keeps it current (so a dead letter sent because of it joins
     the trace) until it is exited."""
 
-    __slots__ = ("_context", "_failed", "_token", "span", "tracing")
+    __slots__ = ("_context", "_failed", "_token", "kept", "span", "tracing")
 
     def __init__(
         self,
@@ -43,6 +43,8 @@ class ProcessSpan:
         self._failed = False
         self._token: Any = None
         self._context: Any = None
+        self.kept = False
+        """Whether a recording span was built (the trace is sampled)."""
         parent = None
         if len(batch) == 1:
             headers = batch[0].headers()
@@ -87,11 +89,13 @@ class ProcessSpan:
                 attributes,
                 links=tracing.links_of(batch),
             )
+            self.kept = True
             return
         self.span = span = tracing._begin(
             name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent
         )
-        if not span.is_recording():
+        self.kept = kept = span.is_recording()
+        if not kept:
             pass  # sampled out: no links (the SDK would drop them), nothing more to build
         elif parent is None:
             tracing.link(span, batch)

@@ -6,13 +6,19 @@ job look slow (or a sleeping one look quick)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
 from conveyor import Consumer
 from conveyor.processing import executor as executor_module
+from conveyor.processing import hook_runs as hook_runs_module
+from conveyor.tracing import Tracing
 from unit.processing.fakes import Rig, raws, rig, settings
 
 STREAK = executor_module._QUICK_STREAK
@@ -145,3 +151,66 @@ def test_never_inline(consumer_class: type[Consumer], options: dict[str, Any]) -
     start = warm(r, 2 * STREAK)
     r.executor.add(raws(start), 1_000, alone=True)
     assert len(r.listener.jobs) == 1
+
+
+class _Clock:
+    """``perf_counter`` for the executor and its hook runs: moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    @staticmethod
+    def time() -> float:
+        return time.time()
+
+
+class _SlowSpans(SpanProcessor):
+    """Ending a sampled span takes ``cost`` seconds of ``clock`` (an exporter's own work)."""
+
+    def __init__(self, clock: _Clock, cost: float) -> None:
+        self.clock, self.cost = clock, cost
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.clock.now += self.cost
+
+
+@pytest.mark.parametrize("sampled", [True, False], ids=["sampled", "not sampled"])
+def test_time_spent_on_a_sampled_trace_does_not_break_the_streak(
+    monkeypatch: pytest.MonkeyPatch, sampled: bool
+) -> None:
+    """A traced message's spans are the tracer's cost: one message in a hundred being sampled
+    must not send the next batches to the pool. The consumer's own slow work still does."""
+    clock = _Clock()
+    monkeypatch.setattr(executor_module, "time", clock)
+    monkeypatch.setattr(hook_runs_module, "time", clock)
+    monkeypatch.setattr(executor_module, "_QUICK_JOB", 0.5)
+    provider = TracerProvider(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
+    provider.add_span_processor(_SlowSpans(clock, 1.0))
+    tracing = Tracing()
+    tracing.enable(tracer_provider=provider)
+    slow_at: set[int] = set()
+    consumer = recording()
+
+    class Slow(consumer):  # type: ignore[valid-type,misc]
+        def consume(self) -> None:
+            super().consume()
+            if self.messages.last.offset in slow_at:
+                clock.now += 1.0  # the consumer's own slow work
+
+    r = rig(Slow)
+    start = warm(r)
+    r.executor.context = dataclasses.replace(r.executor.context, tracing=tracing)
+    r.executor.add(raws(start), 1_000, alone=True)
+    assert r.listener.jobs == [], "inline: the streak holds"
+    assert clock.now == (1.0 if sampled else 0.0), "the sampled span's end took its second"
+    r.executor.add(raws(start + 1), 1_000, alone=True)
+    assert r.listener.jobs == [], "a second spent ending a sampled span is not the job's"
+    slow_at.add(start + 2)
+    r.executor.add(raws(start + 2), 1_000, alone=True)
+    r.executor.add(raws(start + 3), 1_000, alone=True)
+    assert len(r.listener.jobs) == 1, "the consumer's own second still breaks the streak"
+    r.listener.run_jobs()
+    assert [offset for offset, _ in consumer.seen] == list(range(start + 4))
