@@ -71,7 +71,9 @@ class Commits:
         offsets = [(topic, partition, next_offset)]
         carried = None if metadata is None else {(topic, partition): metadata}
         done = self._client.commit(offsets, metadata=carried)
-        if done:
+        if done:  # the next commit of what is marked need not send it again
+            self.offsets[(topic, partition)] = next_offset
+            self._metadata[(topic, partition)] = metadata
             self._report(offsets, True, started)
         return done
 

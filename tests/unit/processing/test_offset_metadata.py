@@ -101,6 +101,22 @@ def test_the_listener_commits_metadata_with_offsets_and_again_when_only_it_chang
     assert client.commits[-1][2] == {("orders", 0): "cursor=2b"}, "it sticks"
 
 
+def test_an_offset_committed_now_is_not_committed_again_by_the_next_commit() -> None:
+    """``mark_as_consumed_sync``: its commit counts as the partition's last, so the listener's
+    next commit of what is marked (the same offset, the same metadata) sends nothing."""
+    r = rig(Quiet, manual_offset_management=True)
+    client = FakeClient()
+    commits = Commits(client, lambda *_: None)
+    executors = {("orders", 0): r.executor}
+    r.executor.mark(3, False, "three")
+    assert commits.now("orders", 0, 3, "three")
+    assert commits.marked(executors, sync=False, only=None)
+    assert client.commits == [([("orders", 0, 3)], False, {("orders", 0): "three"})]
+    r.executor.mark(4, False)
+    commits.marked(executors, sync=False, only=None)
+    assert client.commits[-1] == ([("orders", 0, 4)], True, {("orders", 0): "three"})
+
+
 def test_a_commit_held_back_by_an_unacknowledged_copy_holds_back_the_metadata_too() -> None:
     r = rig(Quiet, manual_offset_management=True)
     client = FakeClient()
