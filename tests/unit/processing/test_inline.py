@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,6 +35,20 @@ class Recording(Consumer):
 
 def recording() -> type[Recording]:
     return type("Recorded", (Recording,), {"seen": []})
+
+
+def slow_at_offsets(
+    consumer: type[Recording], offsets: set[int], slow: Callable[[], object]
+) -> type[Recording]:
+    """``consumer``, calling ``slow()`` in a batch that ends at one of ``offsets``."""
+
+    class Slow(consumer):  # type: ignore[valid-type,misc]
+        def consume(self) -> None:
+            super().consume()
+            if self.messages.last.offset in offsets:
+                slow()
+
+    return Slow
 
 
 def warm(r: Rig, count: int = STREAK) -> int:
@@ -100,14 +115,8 @@ def test_a_slow_job_sends_the_partition_back_to_the_pool(monkeypatch: pytest.Mon
     monkeypatch.setattr(executor_module, "_QUICK_JOB", 60.0)
     slow_at: set[int] = set()
     consumer = recording()
-
-    class Slow(consumer):  # type: ignore[valid-type,misc]
-        def consume(self) -> None:
-            super().consume()
-            if self.messages.last.offset in slow_at:
-                monkeypatch.setattr(executor_module, "_QUICK_JOB", 0.0)  # this job counts slow
-
-    r = rig(Slow)
+    # at one of slow_at, this job counts slow
+    r = rig(slow_at_offsets(consumer, slow_at, lambda: setattr(executor_module, "_QUICK_JOB", 0)))
     start = warm(r)
     slow_at.add(start)
     r.executor.add(raws(start), 1_000, alone=True)
@@ -193,14 +202,7 @@ def test_time_spent_on_a_sampled_trace_does_not_break_the_streak(
     tracing.enable(tracer_provider=provider)
     slow_at: set[int] = set()
     consumer = recording()
-
-    class Slow(consumer):  # type: ignore[valid-type,misc]
-        def consume(self) -> None:
-            super().consume()
-            if self.messages.last.offset in slow_at:
-                clock.now += 1.0  # the consumer's own slow work
-
-    r = rig(Slow)
+    r = rig(slow_at_offsets(consumer, slow_at, lambda: setattr(clock, "now", clock.now + 1.0)))
     start = warm(r)
     r.executor.context = dataclasses.replace(r.executor.context, tracing=tracing)
     r.executor.add(raws(start), 1_000, alone=True)
