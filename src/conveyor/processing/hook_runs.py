@@ -59,7 +59,8 @@ class ConsumeRuns:
     last_timestamp: float | None
     tracing_time = 0.0
     """Seconds spent building and ending sampled ``process`` spans since the executor last
-    reset it: the tracer's cost, which the executor keeps out of a job's measured time."""
+    reset it: the tracer's cost, which a partition's executor keeps out of a job's measured
+    time (only it reads this: virtual partitions' lanes never run on the listener's thread)."""
 
     @property
     def group_id(self) -> str:
@@ -138,12 +139,7 @@ class ConsumeRuns:
             )  # fmt: skip
         context = self.context
         tracing, latency = context.tracing, context.latency
-        span = None
-        if tracing is not None and tracing.enabled:
-            began = time.perf_counter()
-            span = self._process_span(batch)
-            if span is not None and span.kept:
-                self.tracing_time += time.perf_counter() - began
+        span = self._process_span(batch) if tracing is not None and tracing.enabled else None
         measure = latency is not None and latency.active
         wall_started = time.time() if measure else 0.0
         return _ConsumeRun(batch, span, wall_started, time.perf_counter())
@@ -208,17 +204,14 @@ class ConsumeRuns:
             )  # fmt: skip
 
     def _end_span(self, span: ProcessSpan, error: BaseException | None) -> None:
-        """Exit ``span`` (``error``: what interrupted the batch), timed when it was sampled."""
-        kind = None if error is None else type(error)
-        trace = None if error is None else error.__traceback__
-        if not span.kept:
-            span.__exit__(kind, error, trace)
-            return
-        began = time.perf_counter()
-        try:
-            span.__exit__(kind, error, trace)
-        finally:
-            self.tracing_time += time.perf_counter() - began
+        """Exit ``span`` (``error``: what interrupted the batch); a kept span's cost goes to
+        :attr:`tracing_time`."""
+        if error is None:
+            span.__exit__(None, None, None)
+        else:
+            span.__exit__(type(error), error, error.__traceback__)
+        if span.kept:
+            self.tracing_time += span.cost
 
     def _process_span(self, batch: list[Any]) -> ProcessSpan | None:
         """The batch's ``process`` span, entered; ``None`` if tracing failed (it never stops

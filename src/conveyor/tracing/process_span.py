@@ -5,6 +5,7 @@ context it carries on (or a fresh unsampled one) and no span is built."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ class ProcessSpan:
     recorded with :meth:`failed` keeps it current (so a dead letter sent because of it joins
     the trace) until it is exited."""
 
-    __slots__ = ("_context", "_failed", "_token", "kept", "span", "tracing")
+    __slots__ = ("_context", "_failed", "_token", "cost", "kept", "span", "tracing")
 
     def __init__(
         self,
@@ -45,6 +46,9 @@ class ProcessSpan:
         self._context: Any = None
         self.kept = False
         """Whether a recording span was built (the trace is sampled)."""
+        self.cost = 0.0
+        """Seconds spent building and ending the span when it was kept (timed only then: a
+        message that is not sampled pays for no clock)."""
         parent = None
         if len(batch) == 1:
             headers = batch[0].headers()
@@ -64,6 +68,7 @@ class ProcessSpan:
         if quick is not None and quick is not KEPT:  # not sampled: carried on, nothing built
             self.span = quick
             return
+        began = time.perf_counter()
         attributes: dict[str, Any] = {
             sc.SYSTEM: sc.KAFKA,
             sc.DESTINATION: topic,
@@ -90,6 +95,7 @@ class ProcessSpan:
                 links=tracing.links_of(batch),
             )
             self.kept = True
+            self.cost = time.perf_counter() - began
             return
         self.span = span = tracing._begin(
             name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent
@@ -103,6 +109,8 @@ class ProcessSpan:
             creation = api.trace.get_current_span(parent).get_span_context()
             if creation.is_valid:
                 span.add_link(creation)
+        if kept:
+            self.cost = time.perf_counter() - began
 
     def __enter__(self) -> ProcessSpan:
         api = self.tracing._api
@@ -133,6 +141,8 @@ class ProcessSpan:
     ) -> None:
         api = self.tracing._api
         assert api is not None
+        kept = self.kept
+        began = time.perf_counter() if kept else 0.0
         if value is not None and not self._failed:
             self.failed(value)
         try:
@@ -142,3 +152,5 @@ class ProcessSpan:
                 self.span.end()
         except Exception:  # never raises into the worker: the batch is done either way
             _log.exception("could not end a process span")
+        if kept:
+            self.cost += time.perf_counter() - began

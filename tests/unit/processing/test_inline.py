@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
 from conveyor import Consumer
 from conveyor.processing import executor as executor_module
-from conveyor.processing import hook_runs as hook_runs_module
 from conveyor.tracing import Tracing
+from conveyor.tracing import process_span as process_span_module
 from unit.processing.fakes import Rig, raws, rig, settings
 
 STREAK = executor_module._QUICK_STREAK
@@ -163,7 +163,7 @@ def test_never_inline(consumer_class: type[Consumer], options: dict[str, Any]) -
 
 
 class _Clock:
-    """``perf_counter`` for the executor and its hook runs: moves only when told."""
+    """``perf_counter`` for the executor and the process span: moves only when told."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -194,7 +194,7 @@ def test_time_spent_on_a_sampled_trace_does_not_break_the_streak(
     must not send the next batches to the pool. The consumer's own slow work still does."""
     clock = _Clock()
     monkeypatch.setattr(executor_module, "time", clock)
-    monkeypatch.setattr(hook_runs_module, "time", clock)
+    monkeypatch.setattr(process_span_module, "time", clock)
     monkeypatch.setattr(executor_module, "_QUICK_JOB", 0.5)
     provider = TracerProvider(sampler=ALWAYS_ON if sampled else ALWAYS_OFF)
     provider.add_span_processor(_SlowSpans(clock, 1.0))
