@@ -15,7 +15,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,14 +181,15 @@ def test_sign_in_explore_export_command_and_redrive_and_read_only_refuses(site: 
 
             # probe and quiet the running process from its page
             # (a busy machine may delay a report past three intervals: asked again meanwhile)
-            deadline = time.monotonic() + 30
-            while True:
+            running: list[dict[str, Any]] = []
+
+            def one_running() -> bool:
                 processes = page.request.get(f"{site.url}/api/processes").json()["processes"]
-                running_now = [p for p in processes if p["status"] == "running"]
-                if running_now or time.monotonic() > deadline:
-                    break
-                page.wait_for_timeout(200)
-            [process] = running_now
+                running[:] = [p for p in processes if p["status"] == "running"]
+                return bool(running)
+
+            eventually(one_running, 30)
+            [process] = running
             page.goto(f"{site.url}/processes/{process['id']}")
             ready(page)
             assert page.locator(".partition-actions .command-pause").count() == 2
@@ -267,13 +267,12 @@ def test_sign_in_explore_export_command_and_redrive_and_read_only_refuses(site: 
             # quiet every process from the processes page, after a confirmation that says so
             # (the section lists the processes the reports show alive: a report delayed past
             # three intervals hides it for a moment, as above)
-            deadline = time.monotonic() + 30
-            while True:
+            def fleet_rows() -> int:
                 page.goto(f"{site.url}/processes")
                 ready(page)
-                if page.locator("#fleet-groups tbody tr").count() or time.monotonic() > deadline:
-                    break
-                page.wait_for_timeout(200)
+                return int(page.locator("#fleet-groups tbody tr").count())
+
+            eventually(lambda: fleet_rows() > 0, 30)
             assert page.locator("#fleet-groups tbody tr").count() == 1
             shot(page, "processes-fleet")
             asked: list[str] = []
