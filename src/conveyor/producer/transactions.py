@@ -36,6 +36,12 @@ one's partition moves past it), or ``(topic, partition, next offset)`` triples."
 __all__ = ["Transactions", "off_the_loop"]
 
 _TIMEOUT = 30.0
+"""Seconds one call of librdkafka's (initialize, commit, abort) may take."""
+_RESUMING = 120.0
+"""Seconds a commit or abort that timed out is called again. librdkafka goes on with it in the
+background and refuses every other transactional call (``_CONFLICT``) until the same call,
+made again, sees it end; past this the client is given up (marked fatal: the producer
+rebuilds it, and the successor's initialization fences what was left open)."""
 
 
 class Transactions:
@@ -308,7 +314,7 @@ class Transactions:
 
     def _commit(self, client: ProducerClient, started: float) -> None:
         try:
-            client.commit_transaction(_TIMEOUT)
+            self._resumed(client, "commit")
         except TransactionError as failure:
             if failure.txn_requires_abort or not failure.fatal:
                 self._abort(client, started, failure)
@@ -323,7 +329,7 @@ class Transactions:
     def _abort(self, client: ProducerClient, started: float, cause: BaseException) -> None:
         if client.fatal is None:  # a fatal client is rebuilt, and its successor fences this one
             try:
-                client.abort_transaction(_TIMEOUT)
+                self._resumed(client, "abort")
             except TransactionError as failure:
                 self._report_error("transaction.abort.error", failure)
         if ev.TRANSACTION_ABORTED in self._monitor.subscribed:
@@ -331,6 +337,26 @@ class Transactions:
                 ev.TRANSACTION_ABORTED, producer_id=self._producer_id,
                 duration=time.perf_counter() - started, error=cause,
             )  # fmt: skip
+
+    def _resumed(self, client: ProducerClient, verb: str) -> None:
+        """``client``'s commit or abort (``verb``), made again while it times out (each time
+        reported as ``transaction.<verb>.timeout``), for up to :data:`_RESUMING` seconds; then
+        the client is marked fatal and the timeout raised."""
+        deadline = time.monotonic() + _RESUMING
+        while True:
+            try:
+                if verb == "commit":
+                    client.commit_transaction(_TIMEOUT)
+                else:
+                    client.abort_transaction(_TIMEOUT)
+                return
+            except TransactionError as failure:
+                if failure.fatal or failure.txn_requires_abort or not failure.retriable:
+                    raise
+                if time.monotonic() >= deadline:
+                    client.mark_fatal(failure)
+                    raise
+                self._report_error(f"transaction.{verb}.timeout", failure)
 
 
 async def off_the_loop(function: Callable[..., Any], *arguments: Any) -> Any:
