@@ -207,25 +207,45 @@ class Soak:
     def _stop_feeder(self) -> None:
         assert self.feeder is not None
         self.feeder.send_signal(signal.SIGTERM)
-        if self.feeder.wait(60) != 0:
+        # A feeder just started again may take the signal before it handles SIGTERM: it dies
+        # of it, but before it sent anything (its handler comes first), so nothing is lost.
+        if self.feeder.wait(60) not in (0, -signal.SIGTERM):
             raise RuntimeError(f"the feeder exited with {self.feeder.returncode}")
 
     def _dump_stacks(self) -> None:
-        """Not drained: every node writes its threads' stacks to the swarm's log (SIGUSR2,
-        see soak_app.py), so that what holds it up can be read there."""
+        """Not drained: say what holds it up in a form short enough for a CI log's tail — the
+        partitions behind, the warnings the nodes logged, and the stacks of their Conveyor
+        threads (every node writes all its threads' stacks to the swarm's log on SIGUSR2, see
+        soak_app.py)."""
         assert self.swarm is not None
+        log = self.workdir / "swarm.log"
+        dumped_from = log.stat().st_size if log.exists() else 0
         for pid in _children(self.swarm.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGUSR2)
         threading.Event().wait(3.0)  # a moment to write them
-        console.print(f"  not drained: the nodes' stacks are in {self.workdir / 'swarm.log'}")
+        console.print(f"  not drained: the nodes' stacks are in {log}")
         with contextlib.suppress(Exception), Admin({"bootstrap.servers": self.bootstrap}) as admin:
-            for topic in self.topics.values():
-                for info in admin.topic_info(topic).partitions:
+            short = [
+                f"{topic}/{info.partition}: leader {info.leader}, in sync {info.in_sync_replicas}"
+                for topic in self.topics.values()
+                for info in admin.topic_info(topic).partitions
+                if info.leader is None or len(info.in_sync_replicas) < 3
+            ]
+            console.print(f"  replicas: {'; '.join(short) or 'every partition led, 3 in sync'}")
+            for lag in admin.read_lags(["soak-eos", "soak-vp"]):
+                if lag.topic == self.topics["in"] and lag.lag != 0:
                     console.print(
-                        f"  {topic}/{info.partition}: leader {info.leader}, "
-                        f"in sync {info.in_sync_replicas}"
+                        f"  behind: {lag.group} {lag.topic}/{lag.partition} committed "
+                        f"{lag.committed}, end {lag.high_watermark}"
                     )
+        if not log.exists():
+            return
+        text = log.read_text(errors="replace")
+        for line in _warnings(text[:dumped_from])[-15:]:
+            console.print(f"  logged: {escape(line)}")
+        for line in _conveyor_stacks(text[dumped_from:]):
+            console.print(f"  stack: {escape(line)}")
 
     def _stop_swarm(self) -> None:
         assert self.swarm is not None
@@ -518,6 +538,47 @@ _RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (\w+) (\S+)")
 
 
 _EXITED = re.compile(r"^node \d+ exited with (-?\d+)")
+
+
+def _warnings(log: str) -> list[str]:
+    """The warnings and errors of a process's output, each kind once (digits folded) with
+    how often it came, in the order each kind was last seen."""
+    last: dict[str, tuple[str, int]] = {}
+    for line in log.splitlines():
+        record = _RECORD.match(line)
+        if record is None or record.group(1) not in ("WARNING", "ERROR", "CRITICAL"):
+            continue
+        kind = re.sub(r"\d+", "N", line[record.end() :])[:160]
+        count = last.pop(kind, ("", 0))[1] + 1
+        last[kind] = (line[11:240], count)
+    return [f"{line} (x{count})" if count > 1 else line for line, count in last.values()]
+
+
+def _conveyor_stacks(dump: str) -> list[str]:
+    """faulthandler's stacks, one line per thread that is in Conveyor's code (innermost
+    first, Conveyor's frames and the one it called), identical ones once with a count."""
+    threads: list[list[str]] = []
+    for line in dump.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            threads.append([])
+        elif threads and line.startswith("  File "):
+            frame = _FRAME.match(line)
+            if frame is not None:
+                threads[-1].append(f"{frame.group(3)}@{Path(frame.group(1)).name}:{frame.group(2)}")
+    found: Counter[str] = Counter()
+    for frames in threads:
+        ours = [i for i, frame in enumerate(frames) if _ours(frame)]
+        if ours:
+            found[" < ".join(frames[max(0, ours[0] - 1) : ours[0] + 4])] += 1
+    return [f"{stack} (x{count})" if count > 1 else stack for stack, count in found.items()]
+
+
+_FRAME = re.compile(r'  File "([^"]+)", line (\d+) in (\S+)')
+
+
+def _ours(frame: str) -> bool:
+    return any(part in frame for part in ("listener", "executor", "transactions", "positions",
+                                          "producer", "hook_runs", "partition_core"))  # fmt: skip
 
 
 def _unhandled(log: str) -> list[str]:
