@@ -37,11 +37,18 @@ __all__ = ["Transactions", "off_the_loop"]
 
 _TIMEOUT = 30.0
 """Seconds one call of librdkafka's (initialize, commit, abort) may take."""
-_RESUMING = 120.0
-"""Seconds a commit or abort that timed out is called again. librdkafka goes on with it in the
-background and refuses every other transactional call (``_CONFLICT``) until the same call,
-made again, sees it end; past this the client is given up (marked fatal: the producer
-rebuilds it, and the successor's initialization fences what was left open)."""
+_ABORT_RESUMING = 120.0
+"""Seconds an abort that timed out is called again before the client is given up (marked
+fatal: the producer rebuilds it, and the successor's initialization fences the transaction).
+A commit that timed out is called again until it ends: given up, it might still commit at the
+coordinator while its batch is retried (the outputs twice); once the broker answers, librdkafka
+says which it was (a commit that never reached the coordinator ends at
+``transaction.timeout.ms``), and a closed client ends the wait."""
+
+_RESUMABLE = "_TIMED_OUT"
+"""The one error after which librdkafka goes on with a commit or abort in the background and
+refuses every other transactional call (``_CONFLICT``) until the same call, made again, sees
+it end."""
 
 
 class Transactions:
@@ -340,20 +347,21 @@ class Transactions:
 
     def _resumed(self, client: ProducerClient, verb: str) -> None:
         """``client``'s commit or abort (``verb``), made again while it times out (each time
-        reported as ``transaction.<verb>.timeout``), for up to :data:`_RESUMING` seconds; then
-        the client is marked fatal and the timeout raised."""
-        deadline = time.monotonic() + _RESUMING
+        reported as ``transaction.<verb>.timeout``): a commit until it ends, an abort for up
+        to :data:`_ABORT_RESUMING` seconds, after which the client is marked fatal and the
+        timeout raised."""
+        deadline = time.monotonic() + _ABORT_RESUMING
         while True:
             try:
                 if verb == "commit":
                     client.commit_transaction(_TIMEOUT)
                 else:
-                    client.abort_transaction(_TIMEOUT)
+                    client.abort_transaction(max(1.0, min(_TIMEOUT, deadline - time.monotonic())))
                 return
             except TransactionError as failure:
-                if failure.fatal or failure.txn_requires_abort or not failure.retriable:
+                if failure.name != _RESUMABLE or failure.fatal or failure.txn_requires_abort:
                     raise
-                if time.monotonic() >= deadline:
+                if verb == "abort" and time.monotonic() >= deadline:
                     client.mark_fatal(failure)
                     raise
                 self._report_error(f"transaction.{verb}.timeout", failure)

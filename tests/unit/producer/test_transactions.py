@@ -36,11 +36,12 @@ def test_an_empty_batch_commits_nothing() -> None:
 
 
 class TimingOutClient:
-    """A librdkafka producer whose commits and aborts time out (retriable) ``timeouts`` times
-    before they end; marked fatal when given up."""
+    """A librdkafka producer whose commits and aborts fail ``failures`` times (a retriable
+    ``error``, ``_TIMED_OUT`` by default) before they end; marked fatal when given up."""
 
-    def __init__(self, timeouts: int) -> None:
-        self.timeouts = timeouts
+    def __init__(self, failures: int, error: str = "_TIMED_OUT") -> None:
+        self.failures = failures
+        self.error = error
         self.calls: list[str] = []
         self.fatal: KafkaError | None = None
 
@@ -61,43 +62,56 @@ class TimingOutClient:
 
     def _call(self, verb: str) -> None:
         self.calls.append(verb)
-        if self.timeouts:
-            self.timeouts -= 1
-            raise TransactionError("timed out", name="_TIMED_OUT", retriable=True)
+        if self.failures:
+            self.failures -= 1
+            raise TransactionError(f"failed: {self.error}", name=self.error, retriable=True)
 
 
 def _transactions(client: TimingOutClient, reported: list[str]) -> Transactions:
     return Transactions(True, lambda: client, Monitor(), "p", lambda kind, _: reported.append(kind))
 
 
-def test_a_commit_that_times_out_is_called_again_until_it_ends() -> None:
-    client, reported = TimingOutClient(timeouts=2), []
+def test_a_commit_that_times_out_is_called_again_until_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Never given up (it might still commit while its batch is retried), never aborted (an
+    abort would be refused while the commit goes on in the background)."""
+    monkeypatch.setattr(transactions_module, "_ABORT_RESUMING", 0.0)  # bounds aborts only
+    client, reported = TimingOutClient(failures=4), []
     with _transactions(client, reported).transaction():
         pass
-    assert client.calls == ["init", "begin", "commit", "commit", "commit"]
-    assert reported == ["transaction.commit.timeout"] * 2
+    assert client.calls == ["init", "begin", *["commit"] * 5]
+    assert reported == ["transaction.commit.timeout"] * 4
     assert client.fatal is None
 
 
-def test_a_commit_still_timing_out_gives_the_client_up_instead_of_aborting(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An abort would be refused (_CONFLICT: the commit goes on in the background); the client
-    marked fatal is rebuilt by its producer, and its successor fences the transaction."""
-    monkeypatch.setattr(transactions_module, "_RESUMING", 0.0)
-    client, reported = TimingOutClient(timeouts=5), []
+def test_an_abort_that_times_out_is_called_again_until_it_ends() -> None:
+    client, reported = TimingOutClient(failures=3), []
+    with pytest.raises(RuntimeError, match="boom"), _transactions(client, reported).transaction():
+        raise RuntimeError("boom")
+    assert client.calls == ["init", "begin", *["abort"] * 4]
+    assert reported == ["transaction.abort.timeout"] * 3
+
+
+def test_an_abort_still_timing_out_gives_the_client_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rebuilt by its producer, the client's successor fences the transaction."""
+    monkeypatch.setattr(transactions_module, "_ABORT_RESUMING", 0.0)
+    client, reported = TimingOutClient(failures=5), []
+    with pytest.raises(RuntimeError, match="boom"), _transactions(client, reported).transaction():
+        raise RuntimeError("boom")
+    assert client.calls == ["init", "begin", "abort"]
+    assert client.fatal is not None
+    assert reported == ["transaction.abort.error"]
+
+
+def test_only_a_timeout_is_resumed() -> None:
+    """Other retriable errors come back at once (an API call in conflict, no producer id):
+    made again in a loop they would spin; they fail the transaction as before."""
+    client, reported = TimingOutClient(failures=1, error="_CONFLICT"), []
     with (
-        pytest.raises(TransactionError, match="timed out"),
+        pytest.raises(TransactionError, match="_CONFLICT"),
         _transactions(client, reported).transaction(),
     ):
         pass
-    assert client.calls == ["init", "begin", "commit"]
-    assert client.fatal is not None
-
-
-def test_an_abort_that_times_out_is_called_again_until_it_ends() -> None:
-    client, reported = TimingOutClient(timeouts=3), []
-    with pytest.raises(RuntimeError, match="boom"), _transactions(client, reported).transaction():
-        raise RuntimeError("boom")
-    assert client.calls == ["init", "begin", "abort", "abort", "abort", "abort"]
-    assert reported == ["transaction.abort.timeout"] * 3
+    assert client.calls == ["init", "begin", "commit", "abort"]
+    assert reported == []
