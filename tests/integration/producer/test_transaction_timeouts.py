@@ -56,7 +56,7 @@ def frozen_rig(
     with Producer(settings, monitor=monitor) as producer:
         with producer.transaction():
             producer.produce_sync(topic="frozen-tx", payload=b"first")
-        monkeypatch.setattr(transactions, "_TIMEOUT", 1.0)  # the resumption stays 120 s
+        monkeypatch.setattr(transactions, "_TIMEOUT", 1.0)  # one call's wait, not the resuming
         try:
             yield (
                 producer,
