@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 import re
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Message
 
 from conveyor import Admin
 from conveyor.broker import DevelopmentBroker
+from helpers import read_topic
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 TESTS = Path(__file__).parent
@@ -93,26 +93,7 @@ def read_messages(kafka_bootstrap: str) -> ReadMessages:
     Returns them in partition order, each partition in offset order."""
 
     def read(topic: str, count: int, timeout: float = 30.0, **config: str) -> list[Message]:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": kafka_bootstrap,
-                "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                **config,
-            }
-        )
-        try:
-            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-            consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-            received: list[Message] = []
-            deadline = time.monotonic() + timeout
-            while len(received) < count and time.monotonic() < deadline:
-                for message in consumer.consume(num_messages=500, timeout=0.5):
-                    if message.error() is None:
-                        received.append(message)
-            return sorted(received, key=lambda m: (m.partition(), m.offset()))
-        finally:
-            consumer.close()
+        return read_topic(kafka_bootstrap, topic, count, timeout, **config)
 
     return read
 

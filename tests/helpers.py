@@ -8,10 +8,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from conveyor import App
 
@@ -129,3 +133,31 @@ class LoopTicks:
 
     async def __aexit__(self, *_exc: object) -> None:
         self._task.cancel()
+
+
+def read_topic(
+    bootstrap: str, topic: str, count: int, timeout: float = 30.0, **config: str
+) -> list[Message]:
+    """Read ``count`` messages of ``topic`` on the broker at ``bootstrap`` from the beginning of
+    every partition, without a consumer group (bounded by ``timeout`` seconds), in partition
+    order, each partition in offset order (the ``read_messages`` fixture, for any broker)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            **config,
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        received: list[Message] = []
+        deadline = time.monotonic() + timeout
+        while len(received) < count and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=500, timeout=0.5):
+                if message.error() is None:
+                    received.append(message)
+        return sorted(received, key=lambda m: (m.partition(), m.offset()))
+    finally:
+        consumer.close()
