@@ -204,14 +204,13 @@ class ConsumeRuns:
             )  # fmt: skip
 
     def _end_span(self, span: ProcessSpan, error: BaseException | None) -> None:
-        """Exit ``span`` (``error``: what interrupted the batch); a kept span's cost goes to
-        :attr:`tracing_time`."""
+        """Exit ``span`` (``error``: what interrupted the batch); its cost (nothing unless it
+        was kept) goes to :attr:`tracing_time`."""
         if error is None:
             span.__exit__(None, None, None)
         else:
             span.__exit__(type(error), error, error.__traceback__)
-        if span.kept:
-            self.tracing_time += span.cost
+        self.tracing_time += span.cost
 
     def _process_span(self, batch: list[Any]) -> ProcessSpan | None:
         """The batch's ``process`` span, entered; ``None`` if tracing failed (it never stops
