@@ -156,7 +156,7 @@ class Soak:
             self._stop_feeder()
             drained = self._wait(self._drained, 240)
             if not drained:
-                self._dump_stacks()
+                self._explain_not_drained()
             self._stop_swarm()
             self.stopping.set()
             return self._check(drained)
@@ -212,7 +212,7 @@ class Soak:
         if self.feeder.wait(60) not in (0, -signal.SIGTERM):
             raise RuntimeError(f"the feeder exited with {self.feeder.returncode}")
 
-    def _dump_stacks(self) -> None:
+    def _explain_not_drained(self) -> None:
         """Not drained: say what holds it up in a form short enough for a CI log's tail — the
         partitions behind, the warnings the nodes logged, and the stacks of their Conveyor
         threads (every node writes all its threads' stacks to the swarm's log on SIGUSR2, see
@@ -328,11 +328,10 @@ class Soak:
         reader = confluent_kafka.Consumer(
             {"bootstrap.servers": self.bootstrap, "group.id": "soak-eos", "log_level": 3}
         )  # asks for the group's offsets; never subscribes, so never joins it
-        partitions = [confluent_kafka.TopicPartition(self.topics["in"], p) for p in range(6)]
         try:
             while not self.stopping.wait(0.5):
                 try:
-                    found = reader.committed(partitions, timeout=2)
+                    found = reader.committed(self._inputs(), timeout=2)
                 except confluent_kafka.KafkaException:
                     continue  # a broker down or frozen, offsets held by a transaction: again
                 total = sum(max(tp.offset, 0) for tp in found)
@@ -388,8 +387,7 @@ class Soak:
             {"bootstrap.servers": self.bootstrap, "group.id": group, "log_level": 3}
         )
         try:
-            asked = [confluent_kafka.TopicPartition(self.topics["in"], p) for p in range(6)]
-            found = reader.committed(asked, timeout=10)
+            found = reader.committed(self._inputs(), timeout=10)
             return {
                 tp.partition: (
                     tp.offset if tp.offset >= 0 else None,
@@ -399,6 +397,9 @@ class Soak:
             }
         finally:
             reader.close()
+
+    def _inputs(self) -> list[confluent_kafka.TopicPartition]:
+        return [confluent_kafka.TopicPartition(self.topics["in"], p) for p in range(6)]
 
     def _wait(self, condition: Any, timeout: float) -> bool:
         deadline, pause = time.monotonic() + timeout, threading.Event()
