@@ -20,6 +20,7 @@ __all__ = [
     "format_traceparent",
     "parse_traceparent",
     "traceparent_of",
+    "unsampled_traceparent",
     "without_context",
 ]
 
@@ -30,6 +31,9 @@ CONTEXT_HEADERS = frozenset({TRACEPARENT, "tracestate", "baggage"})
 _PATTERN = r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})((?:-.*)?)"
 _TRACEPARENT = re.compile(_PATTERN, re.DOTALL)
 _TRACEPARENT_BYTES = re.compile(_PATTERN.encode(), re.DOTALL)
+_VERSION_00 = r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f][02468ace]"
+_UNSAMPLED = re.compile(_VERSION_00)
+_UNSAMPLED_BYTES = re.compile(_VERSION_00.encode())
 
 
 def without_context(headers: Iterable[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
@@ -111,3 +115,14 @@ def parse_traceparent(value: str | bytes | None) -> tuple[int, int, int] | None:
     if not trace or not span:
         return None
     return trace, span, int(flags, 16)
+
+
+def unsampled_traceparent(value: str | bytes | None) -> bool:
+    """Whether ``value`` is a valid version ``00`` ``traceparent`` whose sampled flag is clear
+    (what :func:`parse_traceparent` accepts, for that version, with an even flags byte): such
+    a context is carried on as it came, without reading its ids."""
+    if type(value) is bytes:
+        return _UNSAMPLED_BYTES.fullmatch(value) is not None
+    if type(value) is str:
+        return _UNSAMPLED.fullmatch(value) is not None
+    return False

@@ -56,7 +56,10 @@ class ProcessSpan:
             if (
                 remote
                 and tracing._drops_unsampled
-                and not remote.get_span_context().trace_flags.sampled
+                and (
+                    type(remote) is api.CarriedSpan  # unsampled: checked, its ids not read
+                    or not remote.get_span_context().trace_flags.sampled
+                )
             ):
                 # a child of an unsampled parent, dropped on its flag: the parent's context
                 # becomes current (what consume() sends carries it on), nothing is built

@@ -35,6 +35,7 @@ from conveyor.tracing.headers import (
     format_traceparent,
     parse_traceparent,
     traceparent_of,
+    unsampled_traceparent,
     without_context,
 )
 from conveyor.tracing.process_span import ProcessSpan
@@ -57,6 +58,7 @@ _log = logging.getLogger("conveyor.tracing")
 _GETTER = HeadersGetter()
 _SETTER = HeadersSetter()
 INSTALL_HINT = "pip install 'conveyor[otel]'"
+_NONE = object()  # _remote_parent: no traceparent header seen yet
 
 
 class _Api:
@@ -86,6 +88,9 @@ class _Api:
         self.Status = Status
         self.StatusCode = StatusCode
         self.TraceFlags = TraceFlags
+        from conveyor.tracing.carried import CarriedSpan  # noqa: PLC0415 (imports the API)
+
+        self.CarriedSpan = CarriedSpan
         self.flags = tuple(TraceFlags(value) for value in range(256))
         """Every ``TraceFlags`` value, made once (a batch's links read one per message)."""
 
@@ -278,6 +283,8 @@ class Tracing:
         if not self._drops_unsampled and self._root_bound is None:
             return None
         current = api.trace.get_current_span(context)
+        if type(current) is api.CarriedSpan and self._drops_unsampled:
+            return current  # an unsampled parent, carried on as its header came
         parent = current.get_span_context()
         if parent.is_valid:
             if self._drops_unsampled and not parent.trace_flags.sampled:
@@ -325,6 +332,9 @@ class Tracing:
         api = self._api
         assert api is not None
         carrier = without_context(headers)
+        if type(span) is api.CarriedSpan and self._fast and not api.baggage.get_all():
+            carrier.append((TRACEPARENT, span.traceparent()))  # a header copy
+            return carrier
         context = span.get_span_context()
         if not context.is_valid:
             pass  # a non-recording tracer (no SDK): there is no context to carry
@@ -387,17 +397,24 @@ class Tracing:
     def _remote_parent(self, headers: Sequence[tuple[str, Any]] | None) -> Any:
         """With the plain W3C propagator, the span of the ``traceparent`` in ``headers``
         (``None`` for none or a malformed one), read without the propagator; ``False`` when
-        the propagator must read them (``tracestate`` or ``baggage`` is there too)."""
+        the propagator must read them (``tracestate`` or ``baggage`` is there too). An
+        unsampled parent is a :class:`~conveyor.tracing.carried.CarriedSpan` (its ids read
+        only if asked)."""
         api = self._api
         assert api is not None
-        parsed: tuple[int, int, int] | bool | None = None
+        found: Any = _NONE
         for name, value in headers or ():
             if name == TRACEPARENT:
-                if parsed is None:
-                    parsed = parse_traceparent(value) or False
+                if found is _NONE:
+                    found = value
             elif name in CONTEXT_HEADERS:
                 return False  # tracestate or baggage: the propagator reads them all
-        if not isinstance(parsed, tuple):
+        if found is _NONE:
+            return None
+        if unsampled_traceparent(found):
+            return api.CarriedSpan(found)
+        parsed = parse_traceparent(found)
+        if parsed is None:
             return None
         trace_id, span_id, flags = parsed
         return api.NonRecordingSpan(

@@ -9,6 +9,7 @@ from conveyor.tracing.headers import (
     HeadersSetter,
     parse_traceparent,
     traceparent_of,
+    unsampled_traceparent,
     without_context,
 )
 
@@ -40,6 +41,56 @@ def test_a_valid_traceparent_parses_as_str_or_bytes() -> None:
 )
 def test_malformed_traceparents_are_none(value: object) -> None:
     assert parse_traceparent(value) is None  # type: ignore[arg-type]
+
+
+UNSAMPLED = VALID[:-2] + "00"
+MALFORMED = [
+    None,
+    "",
+    "garbage",
+    VALID.upper(),  # upper-case hex is invalid
+    "ff" + VALID[2:],  # version ff is forbidden
+    VALID + "-extra",  # version 00 is exactly 55 characters
+    "00-" + "0" * 32 + "-00f067aa0ba902b7-01",  # all-zero trace id
+    "00-4bf92f3577b34da6a3ce929d0e0e4736-" + "0" * 16 + "-01",  # all-zero span id
+    VALID.replace("-", "_"),
+    "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+    b"\xff" * 55,
+    "01" + VALID[2:] + "x",  # a later version may add fields, but after a dash
+]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        *MALFORMED,
+        *(value[:-2] + "00" for value in MALFORMED if type(value) is str and len(value) > 2),
+        UNSAMPLED + "\n",
+        "01" + UNSAMPLED[2:],  # a later version: parsed, not copied (it is written as 00)
+        "01" + UNSAMPLED[2:] + "-more",
+        VALID,
+        VALID[:-2] + "03",
+        VALID[:-2] + "ff",
+        UNSAMPLED[:-2] + "0A",
+    ],
+)
+def test_only_a_valid_version_00_unsampled_traceparent_is_carried_as_it_came(
+    value: object,
+) -> None:
+    assert unsampled_traceparent(value) is False  # type: ignore[arg-type]
+    if isinstance(value, str):
+        assert unsampled_traceparent(value.encode()) is False
+
+
+@pytest.mark.parametrize(
+    "value", [UNSAMPLED, UNSAMPLED[:-2] + "02", UNSAMPLED[:-2] + "fe", UNSAMPLED[:-2] + "a0"]
+)
+def test_a_valid_unsampled_traceparent_is_carried_as_it_came(value: str) -> None:
+    parsed = parse_traceparent(value)
+    assert parsed is not None
+    assert not parsed[2] & 1
+    assert unsampled_traceparent(value) is True
+    assert unsampled_traceparent(value.encode()) is True
 
 
 def test_a_later_version_may_append_fields() -> None:

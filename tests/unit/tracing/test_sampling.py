@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from opentelemetry import context, trace
+from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -19,7 +19,8 @@ from opentelemetry.sdk.trace.sampling import (
 )
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from conveyor.tracing import Tracing
+from conveyor.tracing import Tracing, carried, tracer
+from conveyor.tracing.headers import parse_traceparent
 from helpers import FakeRaw
 
 
@@ -69,6 +70,49 @@ def test_a_message_of_an_unsampled_trace_is_processed_in_its_context_without_a_s
     assert (current.trace_id, current.span_id, current.trace_flags.sampled) == (0xAB, 0xCD, False)
     assert _traceparent(piped) == f"00-{0xAB:032x}-{0xCD:016x}-00"
     assert not exporter.get_finished_spans()
+
+
+def test_an_unsampled_message_is_carried_on_as_its_header_its_ids_read_only_if_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The issue's "a header copy": a message of an unsampled trace is taken in by a check of
+    its ``traceparent`` and sent on as that same header; the ids are parsed only when user
+    code asks for the current span's context."""
+    parsed: list[object] = []
+
+    def counting(value: object) -> object:
+        parsed.append(value)
+        return parse_traceparent(value)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tracer, "parse_traceparent", counting)
+    monkeypatch.setattr(carried, "parse_traceparent", counting)
+    tracing, exporter = _traced(ParentBased(TraceIdRatioBased(0.5)))
+    tracing._tracer.start_span = _refuse
+    incoming = f"00-{0xAB:032x}-{0xCD:016x}-02"
+    raw = FakeRaw(3, [("sent", b"1"), ("traceparent", incoming.encode())])
+    with tracing.processing("orders", 0, "g", [raw]):
+        piped, finish = tracing.sending("audit", None, -1, [("traceparent", "stale")])
+        assert parsed == [], "nothing parsed to take it in and send it on"
+        current = trace.get_current_span().get_span_context()
+    assert len(parsed) == 1, "parsed once, when asked"
+    assert (current.trace_id, current.span_id, current.trace_flags) == (0xAB, 0xCD, 2)
+    assert current.is_remote
+    assert piped == [("traceparent", incoming)]
+    assert finish is None
+    assert not exporter.get_finished_spans()
+
+
+def test_an_unsampled_message_with_baggage_in_consume_sends_the_baggage_on() -> None:
+    tracing, _exporter = _traced(ParentBased(ALWAYS_ON))
+    incoming = f"00-{0xAB:032x}-{0xCD:016x}-00"
+    raw = FakeRaw(3, [("traceparent", incoming.encode())])
+    with tracing.processing("orders", 0, "g", [raw]):
+        token = context.attach(baggage.set_baggage("tenant", "t1"))
+        try:
+            piped, _finish = tracing.sending("audit", None, -1, None)
+        finally:
+            context.detach(token)
+    assert dict(piped) == {"traceparent": incoming, "baggage": "tenant=t1"}
 
 
 def test_a_sampled_parent_still_gets_its_child_spans() -> None:

@@ -1,0 +1,46 @@
+"""``CarriedSpan``: the context of a message whose trace is not sampled, kept as the
+``traceparent`` header it came in (OpenTelemetry's API is imported: load this module only
+once tracing is enabled).
+
+Under ``ParentBased``'s defaults a child of an unsampled parent is dropped, so the parent's
+context is all there is to carry on to what ``consume()`` sends. Kept as its header, it costs a
+header check to take in and a header copy to send on; its ids are read only if something asks
+for them (user code reading the current span, a propagator other than the plain W3C one).
+"""
+
+from __future__ import annotations
+
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from conveyor.tracing.headers import parse_traceparent
+
+__all__ = ["CarriedSpan"]
+
+
+class CarriedSpan(NonRecordingSpan):
+    """A non-recording remote parent read from ``header`` (a version ``00`` ``traceparent``
+    whose sampled flag is clear, checked by
+    :func:`~conveyor.tracing.headers.unsampled_traceparent`) when first asked."""
+
+    def __init__(self, header: str | bytes) -> None:
+        self.header = header
+        self._context: SpanContext | None = None  # type: ignore[assignment]
+
+    def get_span_context(self) -> SpanContext:
+        context = self._context
+        if context is None:
+            parsed = parse_traceparent(self.header)
+            assert parsed is not None, "checked by unsampled_traceparent before"
+            trace_id, span_id, flags = parsed
+            context = self._context = SpanContext(
+                trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)
+            )
+        return context
+
+    def traceparent(self) -> str:
+        """The header to send on: the one that came (as text)."""
+        header = self.header
+        return header if isinstance(header, str) else header.decode("ascii")
+
+    def __repr__(self) -> str:
+        return f"CarriedSpan({self.header!r})"
