@@ -260,14 +260,50 @@ class AdminConnection:
 
     def group_offsets(self, name: str, timeout: float) -> dict[tuple[str, int], Committed]:
         """Committed offsets of a group: (topic, partition) -> next offset and the metadata
-        committed with it (partitions without one omitted)."""
-        future = self._admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(name)], request_timeout=timeout
-        )[name]
-        result = self._handle(future, f"read offsets of group {name!r}").wait(timeout + 5)
+        committed with it (partitions without one omitted).
+
+        Asked by a consumer client of the group that never joins it, for every partition of
+        the cluster (which topics the group committed for is not known beforehand), not by the
+        admin client's ListConsumerGroupOffsets: librdkafka's admin path dereferences a NULL
+        consumer group, killing the process, when the answer says the group's coordinator
+        moved (confluentinc/librdkafka#5040; a broker restarting, a group never seen before),
+        where a consumer client looks the coordinator up again. It reads uncommitted offsets:
+        an offset committed inside an open transaction is not waited for (``read_committed``
+        would ask for stable offsets only and wait for the transaction to end)."""
+        refused = self._refused_now()
+        if refused is not None:
+            raise refused
+        what = f"read offsets of group {name!r} failed: "
+        try:
+            topics = self._admin.list_topics(timeout=timeout).topics
+        except confluent_kafka.KafkaException as exc:
+            raise to_conveyor_error(exc, KafkaError, context=what) from exc
+        partitions = [
+            TopicPartition(topic, partition)
+            for topic, found in topics.items()
+            if found.error is None
+            for partition in found.partitions
+        ]
+        if not partitions:
+            return {}
+        consumer = confluent_kafka.Consumer(
+            {
+                **{k: v for k, v in self._config.items() if not k.startswith("group.")},
+                "group.id": name,
+                "enable.auto.commit": False,
+                "isolation.level": "read_uncommitted",
+                "logger": LIBRDKAFKA_LOG,
+            }
+        )
+        try:
+            committed = consumer.committed(partitions, timeout=timeout)
+        except confluent_kafka.KafkaException as exc:
+            raise to_conveyor_error(exc, KafkaError, context=what) from exc
+        finally:
+            consumer.close()
         return {
             (tp.topic, tp.partition): Committed(tp.offset, tp.metadata or None)
-            for tp in result.topic_partitions
+            for tp in committed
             if tp.offset >= 0
         }
 
