@@ -417,10 +417,10 @@ class Admin:
                 f"start must be 'earliest' or 'latest', got {start!r}", "start"
             )
         lags = []
-        for group in (
-            consumer_groups if consumer_groups is not None else self.list_consumer_groups()
-        ):
-            committed = self._connection.group_offsets(group, self.timeout)
+        groups = consumer_groups if consumer_groups is not None else self.list_consumer_groups()
+        offsets = self._connection.group_offsets(groups, self.timeout) if groups else {}
+        for group in groups:
+            committed = offsets[group]
             topics = {topic for topic, _ in committed}
             for member in self.describe_consumer_group(group).members:
                 topics.update(topic for topic, _ in member.assignment)

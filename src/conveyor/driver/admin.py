@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import confluent_kafka
@@ -29,7 +29,7 @@ from confluent_kafka.admin._scram import (
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
-from conveyor.driver.consumers import Committed, ask_watermarks
+from conveyor.driver.consumers import Committed, ConsumerClient, ask_watermarks
 from conveyor.driver.credentials import refusal, sliced_metadata
 from conveyor.driver.errors import configuration_error, to_conveyor_error
 from conveyor.driver.handles import FutureHandle
@@ -38,6 +38,8 @@ from conveyor.errors import AuthenticationError, ConfigurationError, KafkaError
 
 __all__ = ["AdminConnection"]
 
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+"""Kafka's own topics: no consumer group commits offsets for them."""
 _RESOURCE = {"topic": ConfigResource.Type.TOPIC, "broker": ConfigResource.Type.BROKER}
 
 
@@ -258,54 +260,75 @@ class AdminConnection:
             ],
         }
 
-    def group_offsets(self, name: str, timeout: float) -> dict[tuple[str, int], Committed]:
-        """Committed offsets of a group: (topic, partition) -> next offset and the metadata
-        committed with it (partitions without one omitted).
+    def group_offsets(
+        self, names: Sequence[str], timeout: float
+    ) -> dict[str, dict[tuple[str, int], Committed]]:
+        """Committed offsets of each group of ``names``: (topic, partition) -> next offset and
+        the metadata committed with it (partitions without one omitted).
 
-        Asked by a consumer client of the group that never joins it, for every partition of
-        the cluster (which topics the group committed for is not known beforehand), not by the
-        admin client's ListConsumerGroupOffsets: librdkafka's admin path dereferences a NULL
-        consumer group, killing the process, when the answer says the group's coordinator
-        moved (confluentinc/librdkafka#5040; a broker restarting, a group never seen before),
-        where a consumer client looks the coordinator up again. It reads uncommitted offsets:
-        an offset committed inside an open transaction is not waited for (``read_committed``
-        would ask for stable offsets only and wait for the transaction to end)."""
-        refused = self._refused_now()
-        if refused is not None:
-            raise refused
-        what = f"read offsets of group {name!r} failed: "
+        Asked by a consumer client of each group that never joins it, over every partition of
+        the cluster's topics (which topics a group committed for is not known beforehand;
+        offsets kept for a deleted topic are not seen), not by the admin client's
+        ListConsumerGroupOffsets: librdkafka's admin path dereferences a NULL consumer group,
+        killing the process, when the answer says the group's coordinator moved
+        (confluentinc/librdkafka#5040; a broker restarting), where a consumer client looks
+        the coordinator up again. Uncommitted offsets are read, as the admin call did: an
+        offset committed inside an open transaction is not waited for (``read_committed``
+        asks for stable offsets and waits for the transaction to end).
+
+        Raises:
+            AuthenticationError: the credentials were refused.
+            KafkaError: the broker did not answer within ``timeout`` (per group).
+        """
         try:
-            topics = self._admin.list_topics(timeout=timeout).topics
+            topics = sliced_metadata(
+                lambda seconds: self._admin.list_topics(timeout=seconds), timeout, self._refused_now
+            ).topics
         except confluent_kafka.KafkaException as exc:
-            raise to_conveyor_error(exc, KafkaError, context=what) from exc
+            raise to_conveyor_error(exc, KafkaError, context="read the cluster's topics: ") from exc
         partitions = [
-            TopicPartition(topic, partition)
+            (topic, partition)
             for topic, found in topics.items()
-            if found.error is None
+            if topic not in _INTERNAL_TOPICS
             for partition in found.partitions
         ]
-        if not partitions:
-            return {}
-        consumer = confluent_kafka.Consumer(
+        return {
+            name: self._committed(name, partitions, timeout) if partitions else {} for name in names
+        }
+
+    def _committed(
+        self, name: str, partitions: list[tuple[str, int]], timeout: float
+    ) -> dict[tuple[str, int], Committed]:
+        """``partitions``' committed offsets for group ``name``, asked in slices of 1, 2, 4 ...
+        seconds within ``timeout``, so that refused credentials end the wait early."""
+        client = ConsumerClient(
             {
                 **{k: v for k, v in self._config.items() if not k.startswith("group.")},
                 "group.id": name,
                 "enable.auto.commit": False,
                 "isolation.level": "read_uncommitted",
-                "logger": LIBRDKAFKA_LOG,
             }
         )
         try:
-            committed = consumer.committed(partitions, timeout=timeout)
-        except confluent_kafka.KafkaException as exc:
-            raise to_conveyor_error(exc, KafkaError, context=what) from exc
+            deadline = time.monotonic() + timeout
+            slice_ = 1.0
+            while True:
+                try:
+                    return client.committed(
+                        partitions, max(0.05, min(slice_, deadline - time.monotonic()))
+                    )
+                except KafkaError as exc:
+                    refused = client.refused_now() or self._refused_now()
+                    if refused is not None:
+                        raise refused from None
+                    if time.monotonic() >= deadline:
+                        raise KafkaError(
+                            f"read offsets of group {name!r} failed: {exc}",
+                            code=exc.code, name=exc.name, retriable=exc.retriable,
+                        ) from exc  # fmt: skip
+                slice_ *= 2
         finally:
-            consumer.close()
-        return {
-            (tp.topic, tp.partition): Committed(tp.offset, tp.metadata or None)
-            for tp in committed
-            if tp.offset >= 0
-        }
+            client.close()
 
     def set_group_offsets(
         self, name: str, offsets: Mapping[tuple[str, int], int], timeout: float

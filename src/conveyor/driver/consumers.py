@@ -339,7 +339,7 @@ class ConsumerClient:
             metadata = sliced_metadata(
                 lambda seconds: self._consumer.list_topics(topic, timeout=seconds),
                 timeout,
-                self._refused_now,
+                self.refused_now,
             ).topics.get(topic)
         except KafkaException as exc:  # the cluster did not answer in time
             raise to_conveyor_error(exc, KafkaError, f"metadata of {topic}: ") from None
@@ -347,7 +347,7 @@ class ConsumerClient:
             return []
         return sorted(metadata.partitions)
 
-    def _refused_now(self) -> AuthenticationError | None:
+    def refused_now(self) -> AuthenticationError | None:
         """Whether the credentials were refused, serving the client's events to find out when
         nothing is assigned yet (a poll then cannot hand over a message, so none is lost)."""
         if self.credentials_refused is None and not self._consumer.assignment():

@@ -10,7 +10,7 @@ for them (user code reading the current span, a propagator other than the plain 
 
 from __future__ import annotations
 
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, NonRecordingSpan, SpanContext, TraceFlags
 
 from conveyor.tracing.headers import parse_traceparent
 
@@ -30,11 +30,13 @@ class CarriedSpan(NonRecordingSpan):
         context = self._context
         if context is None:
             parsed = parse_traceparent(self.header)
-            assert parsed is not None, "checked by unsampled_traceparent before"
-            trace_id, span_id, flags = parsed
-            context = self._context = SpanContext(
-                trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)
-            )
+            if parsed is None:  # not one unsampled_traceparent accepts: no context, as for any
+                context = self._context = INVALID_SPAN_CONTEXT  # malformed traceparent
+            else:
+                trace_id, span_id, flags = parsed
+                context = self._context = SpanContext(
+                    trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)
+                )
         return context
 
     def traceparent(self) -> str:

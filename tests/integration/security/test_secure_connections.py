@@ -155,6 +155,10 @@ def test_wrong_credentials_fail_fast_with_a_message_naming_authentication(
         with Admin(settings, timeout=60) as admin:
             admin.list_topics()
 
+    def read_lags(settings: dict[str, Any]) -> None:
+        with Admin(settings, timeout=60) as admin:
+            admin.read_lags(["g"])  # a consumer client of the group reads its offsets
+
     def iterate(settings: dict[str, Any]) -> None:
         app = App(client_id="wrong", kafka={**settings, "group.id": "g"})
         with app.iterator({topic: {0: 0}}) as iterator:
@@ -174,7 +178,7 @@ def test_wrong_credentials_fail_fast_with_a_message_naming_authentication(
         raise app.crash
 
     for settings, what in ((wrong, "SASL_SSL"), (no_certificate, "SSL")):
-        for run in (produce, administer, iterate, serve):
+        for run in (produce, administer, read_lags, iterate, serve):
             started = time.monotonic()
             with pytest.raises(KafkaError, match=f"refused the .* authentication over {what}"):
                 run(settings)

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.sampling import (
 )
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from conveyor.tracing import Tracing, carried, tracer
+from conveyor.tracing import Tracing, carried, headers, tracer
 from conveyor.tracing.headers import parse_traceparent
 from helpers import FakeRaw
 
@@ -86,6 +86,7 @@ def test_an_unsampled_message_is_carried_on_as_its_header_its_ids_read_only_if_a
 
     monkeypatch.setattr(tracer, "parse_traceparent", counting)
     monkeypatch.setattr(carried, "parse_traceparent", counting)
+    monkeypatch.setattr(headers, "parse_traceparent", counting)  # traceparent_of's too
     tracing, exporter = _traced(ParentBased(TraceIdRatioBased(0.5)))
     tracing._tracer.start_span = _refuse
     incoming = f"00-{0xAB:032x}-{0xCD:016x}-02"
@@ -100,6 +101,26 @@ def test_an_unsampled_message_is_carried_on_as_its_header_its_ids_read_only_if_a
     assert piped == [("traceparent", incoming)]
     assert finish is None
     assert not exporter.get_finished_spans()
+
+
+def test_a_sampler_that_keeps_unsampled_children_gets_the_carried_parent_and_its_link() -> None:
+    """Under a sampler that records children of unsampled parents, the process span's parent
+    and link are the carried header's ids, read when the SDK asks."""
+    tracing, exporter = _traced(ParentBased(ALWAYS_ON, remote_parent_not_sampled=ALWAYS_ON))
+    raw = FakeRaw(3, [("traceparent", f"00-{0xAB:032x}-{0xCD:016x}-00".encode())])
+    with tracing.processing("orders", 0, "g", [raw]):
+        pass
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is not None
+    assert (span.parent.trace_id, span.parent.span_id, span.parent.is_remote) == (0xAB, 0xCD, True)
+    assert isinstance(span.parent.trace_flags, TraceFlags)
+    assert not span.parent.trace_flags.sampled
+    assert [link.context.span_id for link in span.links] == [0xCD]
+    assert span.context.trace_id == 0xAB
+
+
+def test_a_carried_span_of_a_header_it_cannot_read_has_no_context() -> None:
+    assert not carried.CarriedSpan(b"garbage").get_span_context().is_valid
 
 
 def test_an_unsampled_message_with_baggage_in_consume_sends_the_baggage_on() -> None:
