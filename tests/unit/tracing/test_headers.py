@@ -22,27 +22,6 @@ def test_a_valid_traceparent_parses_as_str_or_bytes() -> None:
     assert parse_traceparent(VALID.encode()) == expected
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        None,
-        "",
-        "garbage",
-        VALID.upper(),  # upper-case hex is invalid
-        "ff" + VALID[2:],  # version ff is forbidden
-        VALID + "-extra",  # version 00 is exactly 55 characters
-        "00-" + "0" * 32 + "-00f067aa0ba902b7-01",  # all-zero trace id
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-" + "0" * 16 + "-01",  # all-zero span id
-        VALID.replace("-", "_"),
-        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
-        b"\xff" * 55,
-        "01" + VALID[2:] + "x",  # a later version may add fields, but after a dash
-    ],
-)
-def test_malformed_traceparents_are_none(value: object) -> None:
-    assert parse_traceparent(value) is None  # type: ignore[arg-type]
-
-
 UNSAMPLED = VALID[:-2] + "00"
 MALFORMED = [
     None,
@@ -58,6 +37,11 @@ MALFORMED = [
     b"\xff" * 55,
     "01" + VALID[2:] + "x",  # a later version may add fields, but after a dash
 ]
+
+
+@pytest.mark.parametrize("value", MALFORMED)
+def test_malformed_traceparents_are_none(value: object) -> None:
+    assert parse_traceparent(value) is None  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
