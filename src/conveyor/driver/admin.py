@@ -321,7 +321,9 @@ class AdminConnection:
                     refused = client.refused_now() or self._refused_now()
                     if refused is not None:
                         raise refused from None
-                    if time.monotonic() >= deadline:
+                    # only a slice that ran out is asked again (a refusal, say the group's
+                    # authorization, is the answer)
+                    if exc.name != "_TIMED_OUT" or time.monotonic() >= deadline:
                         raise KafkaError(
                             f"read offsets of group {name!r} failed: {exc}",
                             code=exc.code, name=exc.name, retriable=exc.retriable,

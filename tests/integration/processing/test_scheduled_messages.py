@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from conveyor import Admin, App, Consumer, Producer
 from helpers import running
@@ -54,7 +54,19 @@ def test_scheduled_messages_arrive_on_time_and_cancelled_ones_never(
     schedules = new_topic(partitions=2, config={"cleanup.policy": "compact"})
     Arrivals.got = []
     app = new_app(kafka_bootstrap, f"g-{uuid.uuid4().hex[:8]}", target, schedules)
+    assigned: set[tuple[str, int]] = set()
+    changed = threading.Condition()
+
+    def on_assigned(event: Any) -> None:
+        with changed:
+            assigned.update(event["partitions"])
+            changed.notify_all()
+
+    app.monitor.subscribe("rebalance.partitions_assigned", on_assigned)
     with running(app), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        with changed:  # scheduled once the app holds the schedules (a slow join made every
+            # schedule due by the time they loaded, and then they went out in any order)
+            assert changed.wait_for(lambda: {(schedules, 0), (schedules, 1)} <= assigned, 30)
         now = time.time()
         on_time = now + 2.0
         producer.produce_at(on_time, topic=target, payload=b"on time", key="k1",
