@@ -109,3 +109,11 @@ def own_broker(tmp_path: Path) -> Iterator[DevelopmentBroker]:
     broker.start()
     yield broker
     broker.stop(wipe=True)
+
+
+@pytest.fixture
+def own_bootstrap(own_broker: DevelopmentBroker) -> str:
+    """The bootstrap servers of ``own_broker`` (which the test may also take, to stop it)."""
+    status = own_broker.status()
+    assert status is not None
+    return status.bootstrap_servers

@@ -191,7 +191,10 @@ def test_a_burst_to_a_missing_topic_says_so(kafka_bootstrap: str) -> None:
     """Timed out before librdkafka gave up on the topic: every failure names the cause."""
     settings = {"bootstrap.servers": kafka_bootstrap, "message.timeout.ms": 2000}
     with Producer(settings) as producer, pytest.raises(BatchDeliveryError) as raised:
-        producer.produce_many_sync([{"topic": "no-such-topic-at-all", "payload": b"x"}] * 3)
+        # A wait of its own, as in the test above (librdkafka's once-a-second expiry scan).
+        producer.produce_many_sync(
+            [{"topic": "no-such-topic-at-all", "payload": b"x"}] * 3, timeout=10
+        )
     assert len(raised.value.failures) == 3
     assert all("does not exist" in str(failure) for failure in raised.value.failures)
 

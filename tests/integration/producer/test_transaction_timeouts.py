@@ -37,14 +37,12 @@ def freeze(broker: DevelopmentBroker, seconds: float) -> Callable[[], None]:
 
 @pytest.fixture
 def frozen_rig(
-    own_broker: DevelopmentBroker, monkeypatch: pytest.MonkeyPatch
+    own_broker: DevelopmentBroker, own_bootstrap: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Producer, list[str], Callable[[float], None], str]]:
     """A transactional producer on a broker of its own that has committed a first transaction
     (``first``), the error types it reported, a ``freeze(seconds)`` of its broker (each call
     of librdkafka's then waits 1 s, not 30), and the broker's bootstrap servers."""
-    status = own_broker.status()
-    assert status is not None
-    bootstrap = status.bootstrap_servers
+    bootstrap = own_bootstrap
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topic("frozen-tx", partitions=1)
     monitor = Monitor()

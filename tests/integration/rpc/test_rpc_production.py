@@ -105,11 +105,9 @@ def test_arguments_authorization_retries_and_events(kafka_bootstrap: str, new_to
 
 
 def test_a_call_made_while_the_broker_is_down_runs_its_handler_once(
-    own_broker: DevelopmentBroker,
+    own_broker: DevelopmentBroker, own_bootstrap: str
 ) -> None:
-    status = own_broker.status()
-    assert status is not None
-    bootstrap = status.bootstrap_servers
+    bootstrap = own_bootstrap
     commands, results = f"cmd-{uuid.uuid4().hex[:6]}", f"res-{uuid.uuid4().hex[:6]}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topic(commands, partitions=1)

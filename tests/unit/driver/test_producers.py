@@ -1,4 +1,6 @@
-"""A closed client lets librdkafka's producer or admin client go at once (threads, sockets)."""
+"""librdkafka's clients as Conveyor drives them: a closed client lets librdkafka's producer or
+admin client go at once (threads, sockets); a hung call gives the client up; a burst of
+timed-out deliveries is explained with one question to the cluster."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import gc
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ import pytest
 from conveyor.driver import producers
 from conveyor.driver.admin import AdminConnection
 from conveyor.driver.producers import ProducerClient
-from conveyor.errors import KafkaError, TransactionError
+from conveyor.errors import DeliveryError, KafkaError, TransactionError
 
 
 def librdkafka_threads() -> int:
@@ -128,5 +131,60 @@ def test_a_send_offsets_that_never_returns_gives_the_client_up_in_time(
         assert not any(t.is_alive() for t in nudgers), "the nudging ends with the hung call"
     finally:
         hanging.release.set()
+        client._kafka = real
+        client.close(0.0)
+
+
+class CountedMetadata:
+    """librdkafka's producer as the timeout explanation sees it: a metadata answer per topic
+    (``None`` for a cluster that does not answer), each request counted."""
+
+    def __init__(self, answers: dict[str, str | None]) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        self.asked.append(topic)
+        answer = self.answers[topic]
+        if answer is None:
+            raise RuntimeError("no broker answered")
+        error = None if answer == "exists" else answer
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=error)})
+
+    def __len__(self) -> int:
+        return 0
+
+    def poll(self, _timeout: float = 0.0) -> int:
+        return 0
+
+
+def timed_out(topic: str) -> DeliveryError:
+    failure = DeliveryError("Local: Message timed out", name="_MSG_TIMED_OUT")
+    failure.topic = topic
+    return failure
+
+
+def test_a_burst_of_timeouts_is_explained_with_one_request_per_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = ProducerClient(
+        {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "explaining",
+        on_error=lambda _error: None, on_fatal=lambda _error: None,
+    )  # fmt: skip
+    real = client._kafka
+    client._kafka = cluster = CountedMetadata(
+        {"gone": "UNKNOWN_TOPIC_OR_PART", "there": "exists", "unanswered": None}
+    )
+    try:
+        topics = ["gone"] * 5 + ["there"] * 3 + ["unanswered"] * 4 + ["gone"]
+        explained = [str(client.explain_timeout(timed_out(topic))) for topic in topics]
+        assert cluster.asked == ["gone", "there", "unanswered"]
+        assert ["does not exist" in text for text in explained] == [
+            topic == "gone" for topic in topics
+        ]
+        monkeypatch.setattr(producers, "_EXPLAINED_FOR", 0.0)  # the answers have aged
+        client.explain_timeout(timed_out("gone"))
+        assert cluster.asked == ["gone", "there", "unanswered", "gone"]
+    finally:
         client._kafka = real
         client.close(0.0)
