@@ -18,11 +18,15 @@ the two turns of a round are seconds apart), beside the ratio of whole runs' rat
 
 Latency: 2,500 msgs/s sent with the variant app's own producer (so a traced variant also pays
 for its send spans and headers) to its consumer, p50 of send -> consume() called. Every
-variant's apps (two, each on its own topic: one app keeps a bias of its own, up to ±0.03 ms,
-for as long as it runs) run at once and take turns in slices of a second (the order turning
-each slice), so that the variants of one run meet the same machine: run one after another for
-seconds each, two variants' p50s differed by as much as the margin measured (the machine
-drifts by ±0.03 ms within a minute).
+variant's apps (two, each on its own topic) run at once and take turns in slices of a second
+(the order turning each slice), so that the variants of one run meet the same machine: run one
+after another for seconds each, two variants' p50s differed by as much as the margin measured
+(the machine drifts by ±0.03 ms within a minute). Each app measures its variant switched off
+and on in every turn (off first, then on first, alternately), and a variant's added p50 is
+against its own apps switched off: one app keeps a p50 bias of its own (up to ±0.03 ms,
+whatever its variant) for as long as it runs, so a comparison between apps measured that bias
+as much as the variant (metrics, which does nothing per message on this path, came out
++0.1 ms above an app of its own with nothing on).
 
 Targets (issue 14): tracing on >= 0.9x of off in throughput and < +0.1 ms of p50; off is the
 existing path (nothing measurable: no hook runs). Issue 39: at 1 % sampling, p50 within
@@ -66,20 +70,36 @@ class DropEverything(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
+class VariantSwitch:
+    """Switches a variant on and off in an app, started or not (tracing and metrics both can
+    be): the latency half measures each variant's apps with it off and on in turn."""
+
+    def __init__(self, app: App, variant: str) -> None:
+        self.on: Callable[[], None] = lambda: None
+        self.off: Callable[[], None] = lambda: None
+        self.flush: Callable[[], object] = lambda: None
+        """Exports the variant's spans now (so that a turn's export happens in its own turn)."""
+        self.shut_down: Callable[[], None] = lambda: None
+        if variant in ("tracing", "sampled"):
+            sampler = ParentBased(TraceIdRatioBased(0.01)) if variant == "sampled" else None
+            provider = TracerProvider(sampler=sampler)
+            provider.add_span_processor(BatchSpanProcessor(DropEverything()))
+            self.on = lambda: app.tracing.enable(tracer_provider=provider)
+            self.off = app.tracing.disable
+            self.flush, self.shut_down = provider.force_flush, provider.shutdown
+        elif variant == "api-only":  # Conveyor's own work: headers, parsing, links; no SDK spans
+            self.on = lambda: app.tracing.enable(tracer_provider=trace.NoOpTracerProvider())
+            self.off = app.tracing.disable
+        elif variant == "metrics":
+            self.on, self.off = app.metrics.enable, app.metrics.disable
+
+
 def configure(app: App, variant: str) -> tuple[Callable[[], object], Callable[[], None]]:
-    """Switch the variant on; returns what exports its spans now (so that a variant's export
-    happens in its own turn, not in the next variant's) and what shuts it down after the run."""
-    if variant in ("tracing", "sampled"):
-        sampler = ParentBased(TraceIdRatioBased(0.01)) if variant == "sampled" else None
-        provider = TracerProvider(sampler=sampler)
-        provider.add_span_processor(BatchSpanProcessor(DropEverything()))
-        app.tracing.enable(tracer_provider=provider)
-        return provider.force_flush, provider.shutdown
-    if variant == "api-only":  # Conveyor's own work: headers, parsing, links; no SDK spans
-        app.tracing.enable(tracer_provider=trace.NoOpTracerProvider())
-    if variant == "metrics":
-        app.metrics.enable()
-    return lambda: None, lambda: None
+    """Switch the variant on; returns what exports its spans now and what shuts it down after
+    the run."""
+    switch = VariantSwitch(app, variant)
+    switch.on()
+    return switch.flush, switch.shut_down
 
 
 def new_app(bootstrap: str, offset_reset: str = "earliest", **options: Any) -> App:
@@ -299,9 +319,9 @@ def throughput_runs(
 
 
 class LatencyRig:
-    """One variant's app consuming its own topic, running across the latency slices: each
-    :meth:`measure` sends at RATE with the app's producer and returns the slice's samples (ms
-    from the send to ``consume()`` called)."""
+    """One variant's app consuming its own topic, running across the latency slices with the
+    variant off and on in turn: each :meth:`measure` sends at RATE with the app's producer and
+    returns the slice's samples (ms from the send to ``consume()`` called)."""
 
     def __init__(self, bootstrap: str, topic: str, variant: str) -> None:
         self.topic = topic
@@ -327,7 +347,8 @@ class LatencyRig:
         self.app = app = new_app(bootstrap, offset_reset="latest")
         app.routes.topic(topic, Timing, initial_offset="latest")
         app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
-        self._flush, self._shut_down = configure(app, variant)
+        self._switch = VariantSwitch(app, variant)
+        self._on = False
         app.start()
         try:
             if not assigned.wait(30):
@@ -341,7 +362,11 @@ class LatencyRig:
             self.close()
             raise
 
-    def measure(self, seconds: float) -> list[float]:
+    def measure(self, seconds: float, on: bool) -> list[float]:
+        """Samples of ``seconds`` at RATE with the variant ``on`` (or off)."""
+        if on != self._on:
+            (self._switch.on if on else self._switch.off)()
+            self._on = on
         first = len(self.samples)
         expected = int(seconds * RATE)
         self._wanted = first + expected
@@ -358,22 +383,24 @@ class LatencyRig:
             next_send += 1 / RATE
         if not self._enough.wait(10):  # a short slice would count its stragglers in the next
             raise RuntimeError(f"{self.variant}: {len(self.samples) - first} of {expected} arrived")
-        self._flush()  # its spans exported within its own turn
+        self._switch.flush()  # its spans exported within its own turn
         return self.samples[first:]
 
     def close(self) -> None:
-        close_app(self.app, self._shut_down)
+        close_app(self.app, self._switch.shut_down)
 
 
 def latency_runs(
     bootstrap: str, topics: dict[str, list[str]], seconds: float, repeats: int, slices: int
-) -> dict[str, list[float]]:
-    """Per variant, the p50 (ms) of each of ``repeats`` runs, every run ``seconds`` long per
-    variant in ``slices`` turns, shared by the variant's apps (one per topic). Each run starts
-    its apps afresh: one app's p50 kept a bias of its own (up to ±0.03 ms, whatever its
-    variant) for as long as it ran, so runs sharing apps would share it and their median would
-    not see through it; and each variant's p50 pools the samples of its apps."""
-    p50s: dict[str, list[float]] = {variant: [] for variant in topics}
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Per variant, the p50s (ms) of each of ``repeats`` runs with it off and on, measured in
+    the same apps: every run is ``seconds`` long per variant and state, in ``slices`` turns
+    shared by the variant's apps (one per topic), each app taking its turn's two slices off
+    then on, or on then off (alternately: a drift within a turn counts against both states).
+    Paired so because an app keeps a p50 bias of its own (up to ±0.03 ms, whatever its variant)
+    for as long as it runs: compared between apps, a variant's added p50 was that bias as much
+    as its cost. Each run starts its apps afresh, and a variant's p50 pools its apps' samples."""
+    p50s: dict[str, tuple[list[float], list[float]]] = {v: ([], []) for v in topics}
     instances = max(len(names) for names in topics.values())
     for _ in range(repeats):
         rigs: list[LatencyRig] = []
@@ -383,15 +410,20 @@ def latency_runs(
                     if instance < len(names):
                         rigs.append(LatencyRig(bootstrap, names[instance], variant))
             for rig in rigs:  # one short unmeasured round of each first (see e2e_latency)
-                rig.measure(0.5)
-            samples: dict[str, list[float]] = {variant: [] for variant in topics}
+                rig.measure(0.25, True)
+                rig.measure(0.25, False)
+            samples: dict[tuple[str, bool], list[float]] = {
+                (variant, on): [] for variant in topics for on in (False, True)
+            }
             for turn in range(slices):
                 for rig in in_turn(rigs, turn):
-                    gc.collect()  # as before a throughput run: the last turn's garbage is its own
                     share = seconds / slices / len(topics[rig.variant])
-                    samples[rig.variant].extend(rig.measure(share))
-            for variant, taken in samples.items():
-                p50s[variant].append(statistics.median(taken))
+                    for on in (False, True) if turn % 2 == 0 else (True, False):
+                        gc.collect()  # as before a throughput turn: the garbage is its own
+                        samples[rig.variant, on].extend(rig.measure(share, on))
+            for variant, (offs, ons) in p50s.items():
+                offs.append(statistics.median(samples[variant, False]))
+                ons.append(statistics.median(samples[variant, True]))
         finally:
             close_all(rigs)
     return p50s
@@ -433,13 +465,17 @@ def main() -> None:
         bench.console.print(
             f"  {cut_short} turns reached 80 % of their topic before their time (more --messages)"
         )
-    latency_topics = {name: [bench.create_topic() for _ in range(INSTANCES)] for name in VARIANTS}
+    switched = [name for name in VARIANTS if name != "off"]
+    latency_topics = {name: [bench.create_topic() for _ in range(INSTANCES)] for name in switched}
     slices = max(1, round(seconds))
     p50s = latency_runs(bench.bootstrap, latency_topics, seconds, bench.repeats, slices)
     for attempt in range(bench.repeats):
         bench.console.print(
-            f"  latency run {attempt + 1}/{bench.repeats}: p50 "
-            + ", ".join(f"{name} {p50s[name][attempt]:.3f} ms" for name in VARIANTS)
+            f"  latency run {attempt + 1}/{bench.repeats}: p50 off -> on "
+            + ", ".join(
+                f"{name} {off[attempt]:.3f} -> {on[attempt]:.3f} ms"
+                for name, (off, on) in p50s.items()
+            )
         )
     note = (
         f"{bench.args.turns} turns of {bench.args.turn_seconds:g} s a run, interleaved; topics of"
@@ -478,17 +514,18 @@ def main() -> None:
                note="the ratio is against metrics off")
     )  # fmt: skip
     latency_note = (
-        f"{RATE:,} msgs/s for {seconds:g} s a run in {slices} turns with the other variants,"
-        f" shared by {INSTANCES} apps a variant, sent with the app's producer"
+        f"{RATE:,} msgs/s for {seconds:g} s a run and state in {slices} turns with the other"
+        f" variants, shared by {INSTANCES} apps a variant, each app off and on in turn,"
+        " sent with the app's producer"
     )
     bench.record(
         Figure(
             bench.name,
             "e2e p50, tracing off",
             "ms",
-            p50s["off"],
+            p50s["sampled"][0],
             higher_is_better=False,
-            note=latency_note,
+            note=f"the 1 % sampled apps' off slices; {latency_note}",
         )
     )
     for variant, target in (
@@ -497,10 +534,12 @@ def main() -> None:
         ("api-only", ""),
         ("metrics", ""),
     ):
-        added = [on - off for on, off in zip(p50s[variant], p50s["off"], strict=True)]
+        off, on = p50s[variant]
+        added = [with_it - without for with_it, without in zip(on, off, strict=True)]
         bench.record(
-            Figure(bench.name, f"e2e p50, {variant} on{target}", "ms", p50s[variant], p50s["off"],
-                   higher_is_better=False, note=f"added p50 per run: {', '.join(f'{a:+.3f}' for a in added)} ms")
+            Figure(bench.name, f"e2e p50, {variant} on{target}", "ms", on, off,
+                   higher_is_better=False,
+                   note=f"against the same apps off; added p50 per run: {', '.join(f'{a:+.3f}' for a in added)} ms")
         )  # fmt: skip
     bench.report()
 
