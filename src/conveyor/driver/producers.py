@@ -133,6 +133,7 @@ class ProducerClient:
         self._fatal_lock = threading.Lock()
         self._partition_counts: dict[str, int] = {}
         self._topics_missing: dict[str, tuple[float, bool]] = {}
+        self._unanswered_at = -_EXPLAINED_FOR  # when the cluster last gave no answer
         self.poller = Poller(
             self._kafka,
             name,
@@ -290,17 +291,21 @@ class ProducerClient:
 
     def _missing(self, topic: str) -> bool:
         """Whether the cluster said ``topic`` does not exist (asked at most once in
-        ``_EXPLAINED_FOR``; no answer counts as not missing)."""
+        ``_EXPLAINED_FOR``; no answer counts as not missing, for every topic alike)."""
+        now = time.monotonic()
+        if now - self._unanswered_at < _EXPLAINED_FOR:
+            return False
         asked = self._topics_missing.get(topic)
-        if asked is not None and time.monotonic() - asked[0] < _EXPLAINED_FOR:
+        if asked is not None and now - asked[0] < _EXPLAINED_FOR:
             return asked[1]
         try:
             metadata = self._kafka.list_topics(topic, timeout=EXPLAIN_TIMEOUT).topics.get(topic)
-            missing = metadata is None or metadata.error is not None
         except Exception:  # the cluster does not answer either: the message says so already
-            missing = False
-        if len(self._topics_missing) >= 1024:  # a bound, not a cache policy: answers age fast
-            self._topics_missing.clear()
+            self._unanswered_at = time.monotonic()
+            return False
+        missing = metadata is None or metadata.error is not None
+        if topic not in self._topics_missing and len(self._topics_missing) >= 1024:
+            self._topics_missing.clear()  # a bound, not a cache policy: answers age fast
         self._topics_missing[topic] = (time.monotonic(), missing)
         return missing
 

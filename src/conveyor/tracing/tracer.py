@@ -187,7 +187,11 @@ class Tracing:
             ids = getattr(tracer, "id_generator", None)
             self._ids = None
             if self._sampler is not None and ids is not None:
-                self._ids = tracer.id_generator = HandedIds(ids)
+                # The SDK hands back the same tracer for the same name: enabled again (or by
+                # another app on the same provider), its generator is wrapped already.
+                if type(ids) is not HandedIds:
+                    ids = tracer.id_generator = HandedIds(ids)
+                self._ids = ids
             self._drops_unsampled = drops_unsampled_children(self._sampler)
             self._root_bound = root_bound(self._sampler)
             self._propagator = propagator or api.propagate.get_global_textmap()

@@ -173,15 +173,20 @@ def test_a_burst_of_timeouts_is_explained_with_one_request_per_topic(
     )  # fmt: skip
     real = client._kafka
     client._kafka = cluster = CountedMetadata(
-        {"gone": "UNKNOWN_TOPIC_OR_PART", "there": "exists", "unanswered": None}
+        {"gone": "UNKNOWN_TOPIC_OR_PART", "there": "exists", "unanswered": None, "other": None}
     )
+    monkeypatch.setattr(producers, "_EXPLAINED_FOR", 3600.0)  # no answer ages meanwhile
     try:
-        topics = ["gone"] * 5 + ["there"] * 3 + ["unanswered"] * 4 + ["gone"]
+        topics = ["gone"] * 5 + ["there"] * 3 + ["gone"]
         explained = [str(client.explain_timeout(timed_out(topic))) for topic in topics]
-        assert cluster.asked == ["gone", "there", "unanswered"]
+        assert cluster.asked == ["gone", "there"]
         assert ["does not exist" in text for text in explained] == [
             topic == "gone" for topic in topics
         ]
+        # A cluster that does not answer for one topic is not asked for the next either.
+        for topic in ["unanswered"] * 3 + ["other"] * 3:
+            assert "does not exist" not in str(client.explain_timeout(timed_out(topic)))
+        assert cluster.asked == ["gone", "there", "unanswered"]
         monkeypatch.setattr(producers, "_EXPLAINED_FOR", 0.0)  # the answers have aged
         client.explain_timeout(timed_out("gone"))
         assert cluster.asked == ["gone", "there", "unanswered", "gone"]

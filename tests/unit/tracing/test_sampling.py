@@ -206,6 +206,22 @@ def test_a_ratio_sampler_keeps_its_rate_for_batch_roots() -> None:
     assert 800 <= len(spans) <= 1200, f"{len(spans)} of 2000 kept at a rate of 0.5"
 
 
+def test_tracing_enabled_again_keeps_one_hand_over_of_trace_ids() -> None:
+    """The SDK hands back the same tracer each time: enabling again must not wrap its id
+    generator again (each wrap was a thread-local more, and a call more for every root)."""
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.5)))
+    tracing = Tracing()
+    for _ in range(3):
+        tracing.enable(tracer_provider=provider)
+        tracing.disable()
+    tracing.enable(tracer_provider=provider)
+    generator = tracing._tracer.id_generator
+    assert type(generator) is tracer.HandedIds
+    assert type(generator._inner) is not tracer.HandedIds
+    headers, _ = tracing.sending("orders", None, -1, None)
+    assert parse_traceparent(_traceparent(headers)) is not None
+
+
 class _OwnRatio(TraceIdRatioBased):
     """A sampler Conveyor does not read itself (not the SDK's own class): it is asked."""
 
