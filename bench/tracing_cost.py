@@ -7,14 +7,18 @@ own work alone: headers and parsing) and metrics on.
 Throughput: the no-op consumer of bench/consume_throughput.py on one partition, beside the
 like-for-like bare batch loop, each side on its own topic of 1,000,000 messages, every message
 carrying a W3C traceparent (as from a traced upstream; linking to it is the work tracing
-adds). Every side runs at once and reads only in its turns (30 turns of 0.3 s a run, the order
-turning each round: seek to the start, resume, count from the first batch, pause): this
-machine's speed moves by a third for seconds at a time, and whole runs one after another put
-one side in a fast window and the next in a slow one (the same variant measured 1.06M and
+adds). Every side runs at once and reads only in its turns (20 rounds a run, the order turning
+each round; a turn: seek to the start, resume, count from the first batch for 0.3 s, pause):
+this machine's speed moves by a third for seconds at a time, and whole runs one after another
+put one side in a fast window and the next in a slow one (the same variant measured 1.06M and
 1.44M msgs/s a run apart), so that their ratio said more about the machine than about them.
 Each turn starts after a full garbage collection and exports its spans before the next turn.
-A variant's ratio to tracing off is taken round by round (the median of a run's rounds' ratios:
-the two turns of a round are seconds apart), beside the ratio of whole runs' rates.
+As in the latency half, each variant's app takes two turns a round, its variant off in one and
+on in the other (off first and on first alternately), and its ratio is against itself: apps
+compared with one another carried a bias of their own (metrics, a few prometheus calls a
+batch, came out 0.85-0.95x of a tracing-off app). A variant's ratio is the median of a run's
+rounds' on/off ratios, beside the ratio of its whole run's on and off turns; "off" switches
+nothing (its ratio is the rig's own spread), and the bare loop takes one turn a round.
 
 Latency: 2,500 msgs/s sent with the variant app's own producer (so a traced variant also pays
 for its send spans and headers) to its consumer, p50 of send -> consume() called. Every
@@ -95,14 +99,6 @@ class VariantSwitch:
             self.on, self.off = app.metrics.enable, app.metrics.disable
 
 
-def configure(app: App, variant: str) -> tuple[Callable[[], object], Callable[[], None]]:
-    """Switch the variant on; returns what exports its spans now and what shuts it down after
-    the run."""
-    switch = VariantSwitch(app, variant)
-    switch.on()
-    return switch.flush, switch.shut_down
-
-
 def new_app(bootstrap: str, offset_reset: str = "earliest", **options: Any) -> App:
     return App(
         client_id="bench",
@@ -158,9 +154,9 @@ def close_app(app: App, shut_down: Callable[[], None]) -> None:
 
 class AppTurns:
     """A variant's app (the no-op consumer of bench/consume_throughput.py) on its own filled
-    topic, reading only in its turns: each :meth:`turn` starts again from the topic's first
-    message, counts from the first batch that comes (included) for ``seconds`` (or until 80 %
-    of the topic was read), and pauses the partition again. Returns (messages, seconds)."""
+    topic, reading only in its turns, its variant off or on: each :meth:`turn` starts again
+    from the topic's first message, counts from the first batch that comes (included) for
+    ``seconds`` (or until 80 % of the topic was read), and pauses the partition again."""
 
     def __init__(self, bootstrap: str, topic: str, count: int, variant: str) -> None:
         self.topic, self.variant = topic, variant
@@ -181,7 +177,9 @@ class AppTurns:
         self.app = app = new_app(bootstrap, concurrency=4, max_messages=500, max_wait_time=0.1)
         app.routes.topic(topic, Counting)
         app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
-        self.flush, self._shut_down = configure(app, variant)
+        self._switch = VariantSwitch(app, variant)
+        self._on = False
+        self.flush = self._switch.flush
         app.start()
         try:
             if not assigned.wait(30) or not self._first.wait(30):
@@ -197,7 +195,11 @@ class AppTurns:
         if self.seen - self._from >= self._limit:
             self._near_end.set()
 
-    def turn(self, seconds: float) -> tuple[int, float]:
+    def turn(self, seconds: float, on: bool = False) -> tuple[int, float]:
+        """Read for ``seconds`` with the variant ``on`` (or off); (messages, seconds)."""
+        if on != self._on:  # while paused: nothing is in flight
+            (self._switch.on if on else self._switch.off)()
+            self._on = on
         self._first.clear()
         self._near_end.clear()
         self._from = self.seen
@@ -213,7 +215,7 @@ class AppTurns:
         return messages, elapsed
 
     def close(self) -> None:
-        close_app(self.app, self._shut_down)
+        close_app(self.app, self._switch.shut_down)
 
 
 class BareTurns:
@@ -247,7 +249,7 @@ class BareTurns:
                 break
         return taken
 
-    def turn(self, seconds: float) -> tuple[int, float]:
+    def turn(self, seconds: float, on: bool = False) -> tuple[int, float]:
         consumer = self._consumer
         consumer.seek(TopicPartition(self._partition.topic, 0, 0))
         consumer.resume([self._partition])
@@ -276,15 +278,16 @@ class BareTurns:
 
 def throughput_runs(
     bootstrap: str, topics: dict[str, str], count: int, turns: int, seconds: float, repeats: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
-    """Per side, the msgs/s of each of ``repeats`` runs: every side (the bare loop and each
-    variant's app) reads its own topic in ``turns`` rounds of one turn of ``seconds`` each, the
-    order turning each round, so that the sides of one run meet the same machine. Returns the
-    rates, per variant the median over each run's rounds of its rate over the rate of tracing
-    off in the same round (a round lasts a few seconds: the pair met the same machine), and
-    how many turns were cut short by the end of a topic."""
-    rates: dict[str, list[float]] = {side: [] for side in topics}
-    paired: dict[str, list[float]] = {side: [] for side in topics if side != "off"}
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, list[float]], int]:
+    """Per side, the (off, on) msgs/s of each of ``repeats`` runs: every side (the bare loop and
+    each variant's app) reads its own topic in ``turns`` rounds, the order turning each round,
+    so that the sides of one run meet the same machine; an app takes two turns of ``seconds``
+    a round, its variant off and on (which first alternates from round to round), the bare loop
+    one (its rate is given as both). Returns the rates, per variant the median over each run's
+    rounds of its on/off ratio (the two turns of a round are a second apart: they met the same
+    machine), and how many turns were cut short by the end of a topic."""
+    rates: dict[str, list[tuple[float, float]]] = {side: [] for side in topics}
+    paired: dict[str, list[float]] = {side: [] for side in topics if side != "bare"}
     cut_short = 0
     for _ in range(repeats):
         rigs: list[AppTurns | BareTurns] = []
@@ -292,25 +295,33 @@ def throughput_runs(
             rigs.append(BareTurns(bootstrap, topics["bare"], count))
             for variant in VARIANTS:
                 rigs.append(AppTurns(bootstrap, topics[variant], count, variant))
-            totals = {rig.variant: [0, 0.0] for rig in rigs}
-            rounds: dict[str, list[float]] = {rig.variant: [] for rig in rigs}
-            for rig in rigs:  # one unmeasured turn each
-                rig.turn(seconds / 2)
-                rig.flush()
+            totals = {(rig.variant, on): [0, 0.0] for rig in rigs for on in (False, True)}
+            rounds: dict[tuple[str, bool], list[float]] = {key: [] for key in totals}
+            for rig in rigs:  # one unmeasured turn each way
+                for on in (True, False):
+                    rig.turn(seconds / 2, on)
+                    rig.flush()
             for turn in range(turns):
                 for rig in in_turn(rigs, turn):
-                    gc.collect()  # the last turn's garbage is not this one's to pay
-                    messages, elapsed = rig.turn(seconds)
-                    rig.flush()  # its spans exported now, not in the next side's turn
-                    totals[rig.variant][0] += messages
-                    totals[rig.variant][1] += elapsed
-                    rounds[rig.variant].append(messages / elapsed)
-            for side, (messages, elapsed) in totals.items():
-                rates[side].append(messages / elapsed)
+                    states = (False,) if rig.variant == "bare" else (False, True)
+                    for on in states if turn % 2 == 0 else states[::-1]:
+                        gc.collect()  # the last turn's garbage is not this one's to pay
+                        messages, elapsed = rig.turn(seconds, on)
+                        rig.flush()  # its spans exported now, not in the next side's turn
+                        totals[rig.variant, on][0] += messages
+                        totals[rig.variant, on][1] += elapsed
+                        rounds[rig.variant, on].append(messages / elapsed)
+            for rig in rigs:
+                off_messages, off_elapsed = totals[rig.variant, False]
+                on_messages, on_elapsed = totals[rig.variant, True]
+                off_rate = off_messages / off_elapsed
+                on_rate = on_messages / on_elapsed if on_elapsed else off_rate
+                rates[rig.variant].append((off_rate, on_rate))
             for side, ratios in paired.items():
                 ratios.append(
                     statistics.median(
-                        rate / off for rate, off in zip(rounds[side], rounds["off"], strict=True)
+                        on / off
+                        for on, off in zip(rounds[side, True], rounds[side, False], strict=True)
                     )
                 )
             cut_short += sum(rig.cut_short for rig in rigs)
@@ -393,17 +404,22 @@ class LatencyRig:
 
 def latency_runs(
     bootstrap: str, topics: dict[str, list[str]], seconds: float, repeats: int, slices: int
-) -> dict[str, tuple[list[float], list[float]]]:
-    """Per variant, the p50s (ms) of each of ``repeats`` runs with it off and on, measured in
-    the same apps: every run is ``seconds`` long per variant and state, in ``slices`` turns
-    shared by the variant's apps (one per topic), each app taking its turn's two slices off
-    then on, or on then off: alternately from turn to turn, and a variant's two apps in
-    opposite orders within a turn (``slices`` even), so that neither state is more often the
-    slice after the switch, nor the turn's first.
+) -> dict[str, tuple[list[float], list[float], list[float]]]:
+    """Per variant, of each of ``repeats`` runs: the p50 (ms) with it off, with it on, and the
+    p50 it adds, measured in the same apps: every run is ``seconds`` long per variant and
+    state, in ``slices`` turns shared by the variant's apps (one per topic), each app taking its
+    turn's two slices off then on, or on then off: alternately from turn to turn, and a
+    variant's two apps in opposite orders within a turn (``slices`` even), so that neither state
+    is more often the slice after the switch, nor the turn's first. The added p50 is the median
+    over a run's turns and apps of the on slice's p50 less the off slice's: the two slices are
+    a second apart, and the machine's drift over tens of seconds (as large as the target)
+    falls out of each difference, where pooled samples of a few slices a state kept it.
     Paired so because an app keeps a p50 bias of its own (up to ±0.03 ms, whatever its variant)
     for as long as it runs: compared between apps, a variant's added p50 was that bias as much
     as its cost. Each run starts its apps afresh, and a variant's p50 pools its apps' samples."""
-    p50s: dict[str, tuple[list[float], list[float]]] = {v: ([], []) for v in topics}
+    p50s: dict[str, tuple[list[float], list[float], list[float]]] = {
+        v: ([], [], []) for v in topics
+    }
     instances = max(len(names) for names in topics.values())
     for _ in range(repeats):
         rigs: list[LatencyRig] = []
@@ -418,17 +434,23 @@ def latency_runs(
             samples: dict[tuple[str, bool], list[float]] = {
                 (variant, on): [] for variant in topics for on in (False, True)
             }
+            differences: dict[str, list[float]] = {variant: [] for variant in topics}
             for turn in range(slices):
                 for rig in in_turn(rigs, turn):
                     names = topics[rig.variant]
                     share = seconds / slices / len(names)
                     off_first = (turn + names.index(rig.topic)) % 2 == 0
+                    p50 = {}
                     for on in (False, True) if off_first else (True, False):
                         gc.collect()  # as before a throughput turn: the garbage is its own
-                        samples[rig.variant, on].extend(rig.measure(share, on))
-            for variant, (offs, ons) in p50s.items():
+                        taken = rig.measure(share, on)
+                        samples[rig.variant, on].extend(taken)
+                        p50[on] = statistics.median(taken)
+                    differences[rig.variant].append(p50[True] - p50[False])
+            for variant, (offs, ons, added) in p50s.items():
                 offs.append(statistics.median(samples[variant, False]))
                 ons.append(statistics.median(samples[variant, True]))
+                added.append(statistics.median(differences[variant]))
         finally:
             close_all(rigs)
     return p50s
@@ -441,7 +463,7 @@ def main() -> None:
         lambda parser: (
             parser.add_argument("--messages", type=int, default=1_000_000),
             parser.add_argument("--seconds", type=float, default=5.0),
-            parser.add_argument("--turns", type=int, default=30),
+            parser.add_argument("--turns", type=int, default=20),
             parser.add_argument("--turn-seconds", type=float, default=0.3),
         ),
     )
@@ -461,9 +483,13 @@ def main() -> None:
     )
     for attempt in range(bench.repeats):
         bench.console.print(
-            f"  throughput run {attempt + 1}/{bench.repeats}: "
-            + ", ".join(f"{name} {rates[name][attempt]:,.0f} msgs/s" for name in rates)
-            + "; round by round vs off: "
+            f"  throughput run {attempt + 1}/{bench.repeats}: bare"
+            f" {rates['bare'][attempt][0]:,.0f} msgs/s; off -> on "
+            + ", ".join(
+                f"{name} {rates[name][attempt][0]:,.0f} -> {rates[name][attempt][1]:,.0f}"
+                for name in VARIANTS
+            )
+            + " msgs/s; round by round on/off: "
             + ", ".join(f"{name} {paired[name][attempt]:.3f}x" for name in paired)
         )
     if cut_short:
@@ -472,51 +498,51 @@ def main() -> None:
         )
     # "off" switches nothing: its added p50 is the rig's own spread.
     latency_topics = {name: [bench.create_topic() for _ in range(INSTANCES)] for name in VARIANTS}
-    slices = max(2, 2 * round(seconds / 2))  # even: each order as often as the other
+    slices = max(2, 2 * round(seconds * 2))  # even: each order as often as the other
     p50s = latency_runs(bench.bootstrap, latency_topics, seconds, bench.repeats, slices)
     for attempt in range(bench.repeats):
         bench.console.print(
             f"  latency run {attempt + 1}/{bench.repeats}: p50 off -> on "
             + ", ".join(
                 f"{name} {off[attempt]:.3f} -> {on[attempt]:.3f} ms"
-                for name, (off, on) in p50s.items()
+                for name, (off, on, _added) in p50s.items()
             )
         )
     note = (
-        f"{bench.args.turns} turns of {bench.args.turn_seconds:g} s a run, interleaved; topics of"
-        f" {count:,} x 100 B with a traceparent each, 1 partition"
+        f"{bench.args.turns} rounds of {bench.args.turn_seconds:g} s turns a run, interleaved;"
+        f" topics of {count:,} x 100 B with a traceparent each, 1 partition"
+    )
+    bare = [off for off, _on in rates["bare"]]
+    bench.record(
+        Figure(bench.name, "bare batch loop, same settings (baseline)", "msgs/s", bare, note=note)
     )
     bench.record(
-        Figure(
-            bench.name,
-            "bare batch loop, same settings (baseline)",
-            "msgs/s",
-            rates["bare"],
-            note=note,
-        )
-    )
-    bench.record(
-        Figure(bench.name, "tracing off", "msgs/s", rates["off"], rates["bare"], note=note)
-    )
-    bench.record(
-        Figure(bench.name, "tracing on vs off (target >= 0.9x)", "msgs/s", rates["tracing"], rates["off"],
-               note="no-op exporter; the ratio is against tracing off")
+        Figure(bench.name, "tracing off", "msgs/s", [off for off, _on in rates["off"]], bare,
+               note="the app of the variant that switches nothing")
     )  # fmt: skip
-    bench.record(
-        Figure(bench.name, "tracing on, 1 % sampled, vs off (whole runs)", "msgs/s", rates["sampled"], rates["off"],
-               note="ParentBased(TraceIdRatioBased(0.01)): unrecorded spans get no links")
-    )  # fmt: skip
+
+    def on_off(variant: str) -> tuple[list[float], list[float]]:
+        return [on for _off, on in rates[variant]], [off for off, _on in rates[variant]]
+
+    for variant, label, detail in (
+        ("tracing", "tracing on vs off (target >= 0.9x)", "no-op exporter"),
+        ("sampled", "tracing on, 1 % sampled, vs off (whole runs)",
+         "ParentBased(TraceIdRatioBased(0.01)): unrecorded spans get no links"),
+        ("api-only", "tracing, API only vs off", "no SDK: Conveyor's headers and parsing alone"),
+        ("metrics", "metrics on vs off", "prometheus-client"),
+    ):  # fmt: skip
+        on, off = on_off(variant)
+        bench.record(
+            Figure(bench.name, label, "msgs/s", on, off,
+                   note=f"{detail}; against the same app's turns with it off")
+        )  # fmt: skip
     bench.record(
         Figure(bench.name, "1 % sampled vs off, round by round (target >= 0.95x)", "x", paired["sampled"],
-               note="per run, the median of the rounds' ratios (each round's turns a few seconds apart)")
+               note="per run, the median of the rounds' on/off ratios of the same app")
     )  # fmt: skip
     bench.record(
-        Figure(bench.name, "tracing, API only vs off", "msgs/s", rates["api-only"], rates["off"],
-               note="no SDK: Conveyor's headers and parsing alone")
-    )  # fmt: skip
-    bench.record(
-        Figure(bench.name, "metrics on vs off", "msgs/s", rates["metrics"], rates["off"],
-               note="the ratio is against metrics off")
+        Figure(bench.name, "nothing switched, round by round (the rig's spread)", "x", paired["off"],
+               note="the 'off' variant's app, its two turns a round compared as the others'")
     )  # fmt: skip
     latency_note = (
         f"{RATE:,} msgs/s for {seconds:g} s a run and state in {slices} turns with the other"
@@ -535,17 +561,17 @@ def main() -> None:
     )
     for variant, target in (
         ("off", " (nothing switched: the rig's spread)"),
-        ("tracing", " (target < off + 0.1 ms)"),
-        ("sampled", " (target <= off + 0.03 ms)"),
+        ("tracing", " (target < +0.1 ms)"),
+        ("sampled", " (target <= +0.03 ms)"),
         ("api-only", ""),
         ("metrics", ""),
     ):
-        off, on = p50s[variant]
-        added = [with_it - without for with_it, without in zip(on, off, strict=True)]
+        off, on, added = p50s[variant]
         bench.record(
-            Figure(bench.name, f"e2e p50, {variant} on{target}", "ms", on, off,
+            Figure(bench.name, f"e2e p50 added, {variant} on{target}", "ms", added,
                    higher_is_better=False,
-                   note=f"against the same apps off; added p50 per run: {', '.join(f'{a:+.3f}' for a in added)} ms")
+                   note=f"the median of paired slices' differences (the same app off and on,"
+                        f" a second apart); pooled p50s off -> on: {', '.join(f'{a:.3f} -> {b:.3f}' for a, b in zip(off, on, strict=True))} ms")
         )  # fmt: skip
     bench.report()
 

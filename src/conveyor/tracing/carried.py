@@ -18,12 +18,14 @@ __all__ = ["CarriedSpan"]
 
 
 class CarriedSpan(NonRecordingSpan):
-    """A non-recording remote parent read from ``header`` (a version ``00`` ``traceparent``
-    whose sampled flag is clear, checked by
-    :func:`~conveyor.tracing.headers.unsampled_traceparent`) when first asked."""
+    """A non-recording span read from ``header`` (a version ``00`` ``traceparent`` whose
+    sampled flag is clear, checked by :func:`~conveyor.tracing.headers.unsampled_traceparent`)
+    when first asked: a remote parent as it came, or (``remote=False``) a root of this process
+    the sampler dropped, kept as the header it sends."""
 
-    def __init__(self, header: str | bytes) -> None:
+    def __init__(self, header: str | bytes, remote: bool = True) -> None:
         self.header = header
+        self.remote = remote
         self._context: SpanContext | None = None  # type: ignore[assignment]
 
     def get_span_context(self) -> SpanContext:
@@ -35,7 +37,7 @@ class CarriedSpan(NonRecordingSpan):
             else:
                 trace_id, span_id, flags = parsed
                 context = self._context = SpanContext(
-                    trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags)
+                    trace_id, span_id, is_remote=self.remote, trace_flags=TraceFlags(flags)
                 )
         return context
 
@@ -45,4 +47,4 @@ class CarriedSpan(NonRecordingSpan):
         return header if isinstance(header, str) else header.decode("ascii")
 
     def __repr__(self) -> str:
-        return f"CarriedSpan({self.header!r})"
+        return f"CarriedSpan({self.header!r}, remote={self.remote})"

@@ -64,7 +64,7 @@ class ProcessSpan:
                 # a child of an unsampled parent, dropped on its flag: the parent's context
                 # becomes current (what consume() sends carries it on), nothing is built
                 self.span = remote
-                self._context = api.trace.set_span_in_context(remote)
+                self._context = api.in_context(remote)
                 return
             parent = tracing._context_from(remote, headers)
         quick = tracing._quick_decision(parent)
@@ -120,8 +120,8 @@ class ProcessSpan:
         assert api is not None
         context = self._context
         if context is None:
-            context = api.trace.set_span_in_context(self.span)
-        self._token = api.context.attach(context)
+            context = api.in_context(self.span)
+        self._token = api.attach(context)
         return self
 
     def failed(self, error: BaseException) -> None:
@@ -150,7 +150,7 @@ class ProcessSpan:
             self.failed(value)
         try:
             try:
-                api.context.detach(self._token)
+                api.detach(self._token)
             finally:
                 self.span.end()
         except Exception:  # never raises into the worker: the batch is done either way

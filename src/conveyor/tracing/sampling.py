@@ -9,11 +9,22 @@ sampler is asked by the SDK, as usual. Nothing here is needed without the SDK.
 
 from __future__ import annotations
 
+import os
+import random
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["KEPT", "TRACE_ID_LIMIT", "HandedIds", "drops_unsampled_children", "root_bound"]
+__all__ = [
+    "KEPT",
+    "TRACE_ID_LIMIT",
+    "HandedIds",
+    "RootDraws",
+    "draws_in_bulk",
+    "drops_unsampled_children",
+    "root_bound",
+]
 
 
 def drops_unsampled_children(sampler: Any) -> bool:
@@ -98,3 +109,77 @@ class HandedIds:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def draws_in_bulk(ids: HandedIds) -> bool:
+    """Whether ``ids`` hands out the SDK's own random ids (``RandomIdGenerator``: 128 and 64
+    bits of the ``random`` module, never zero), which :class:`RootDraws` can draw ahead, in
+    bulk. Any other generator (one that puts a time in its ids, say) is called per root."""
+    try:
+        from opentelemetry.sdk.trace.id_generator import RandomIdGenerator  # noqa: PLC0415
+    except ImportError:
+        return False
+    return type(ids._inner) is RandomIdGenerator
+
+
+_ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
+_DRAWS: weakref.WeakSet[RootDraws] = weakref.WeakSet()
+
+
+def _forget_draws() -> None:
+    # A forked child must not send the roots its parent drew (the random module reseeds itself
+    # in the child; what was drawn before the fork would go out twice).
+    for draws in list(_DRAWS):
+        draws.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_draws)
+
+
+class RootDraws:
+    """Roots decided ahead, a few hundred at a time, as :class:`HandedIds` over the SDK's
+    ``RandomIdGenerator`` and the root sampler whose ``bound`` it is would decide them one by
+    one: one ``getrandbits`` call and one hex formatting for the lot instead of two calls and a
+    format per message (a dropped root costs a list pop). Each draw is a dropped root's
+    ``traceparent`` (a str, with ``flags``) or a kept root's trace id (an int, for the SDK's
+    span). Safe from any thread (a list pop is atomic); emptied in a forked child."""
+
+    SIZE = 128
+
+    def __init__(self, bound: int, flags: int) -> None:
+        self._bound = None if bound > TRACE_ID_LIMIT else f"{bound:016x}"
+        self._suffix = f"-{flags:02x}"
+        self._ready: list[str | int] = []
+        _DRAWS.add(self)
+
+    def next(self) -> str | int:
+        """The next root: its ``traceparent`` when the sampler drops it, its trace id when it
+        keeps it."""
+        try:
+            return self._ready.pop()
+        except IndexError:
+            fresh = self._draw()
+            taken = fresh.pop()
+            self._ready = fresh  # a thread refilling at the same time only wastes its draws
+            return taken
+
+    def forget(self) -> None:
+        self._ready = []
+
+    def _draw(self) -> list[str | int]:
+        width = 48  # 32 hex digits of trace id, then 16 of span id
+        text = f"{random.getrandbits(192 * self.SIZE):0{width * self.SIZE}x}"
+        bound, suffix = self._bound, self._suffix
+        drawn: list[str | int] = []
+        for start in range(0, width * self.SIZE, width):
+            trace_id, span_id = text[start : start + 32], text[start + 32 : start + width]
+            if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
+                continue  # invalid ids: the SDK draws again, so skip it
+            # The ratio sampler keeps a root whose lower 64 bits are under its bound; as hex
+            # of one length, the strings compare as the numbers do.
+            if bound is None or trace_id[16:] < bound:
+                drawn.append(int(trace_id, 16))
+            else:
+                drawn.append(f"00-{trace_id}-{span_id}{suffix}")
+        return drawn or self._draw()  # all invalid: 2 ** -64 each, but never an empty list

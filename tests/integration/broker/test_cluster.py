@@ -167,8 +167,10 @@ def test_producing_and_consuming_go_on_while_a_broker_stops_and_starts(
         max_wait_time=0.2,
     )  # fmt: skip
     app.routes.topic(topic, Seen)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 2})  # fmt: skip
+    # One request in flight: with more, librdkafka may write a message twice while a leader
+    # moves (librdkafka#4953, its gap in idempotence, not Conveyor's; the producer guide says so)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 2, "max.in.flight.requests.per.connection": 1})  # fmt: skip
     app.start()
     steady = Steady(producer, topic)
     try:

@@ -3,6 +3,7 @@ span costs a header copy, and a kept root has the trace id the sampler decided o
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
@@ -70,6 +72,24 @@ def test_a_message_of_an_unsampled_trace_is_processed_in_its_context_without_a_s
     assert (current.trace_id, current.span_id, current.trace_flags.sampled) == (0xAB, 0xCD, False)
     assert _traceparent(piped) == f"00-{0xAB:032x}-{0xCD:016x}-00"
     assert not exporter.get_finished_spans()
+
+
+def test_an_unsampled_message_is_processed_over_the_context_that_was_current() -> None:
+    """The carried context is set on the ContextVar straight (not through the API's calls):
+    it still keeps what the thread's context held, and the exit restores that context."""
+    tracing, _exporter = _traced(ParentBased(ALWAYS_ON))
+    raw = FakeRaw(3, [("traceparent", f"00-{0xAB:032x}-{0xCD:016x}-00".encode())])
+    token = context.attach(baggage.set_baggage("tenant", "t1"))
+    try:
+        before = context.get_current()
+        with tracing.processing("orders", 0, "g", [raw]):
+            inside = (baggage.get_baggage("tenant"), trace.get_current_span().get_span_context())
+        after = context.get_current()
+    finally:
+        context.detach(token)
+    assert inside[0] == "t1", "the thread's baggage is kept under the carried span"
+    assert (inside[1].trace_id, inside[1].span_id) == (0xAB, 0xCD)
+    assert after is before
 
 
 def test_an_unsampled_message_is_carried_on_as_its_header_its_ids_read_only_if_asked(
@@ -191,6 +211,7 @@ def test_a_dropped_batch_root_is_decided_without_a_span() -> None:
         current = trace.get_current_span().get_span_context()
     assert current.is_valid
     assert not current.trace_flags.sampled
+    assert not current.is_remote, "a root of this process (a sampler tells local from remote)"
     assert not exporter.get_finished_spans()
 
 
@@ -283,3 +304,61 @@ def test_a_sampler_built_from_the_environment_is_read_too() -> None:
     assert (finish, child_finish) == (None, None)
     assert _traceparent(child) == f"00-{0xAB:032x}-{0xCD:016x}-00"
     assert not exporter.get_finished_spans()
+
+
+def test_roots_drawn_ahead_are_each_a_valid_context_of_their_own() -> None:
+    """The SDK's random ids are drawn for many roots at once: each root still gets a trace id
+    and a span id of its own, valid, and flagged as the SDK flags them."""
+    tracing, _exporter = _traced(ParentBased(ALWAYS_OFF))
+    assert tracing._roots is not None, "the SDK's own generator: drawn in bulk"
+    sent = [_traceparent(tracing.sending("orders", None, -1, None)[0]) for _ in range(1000)]
+    assert len(set(sent)) == 1000
+    assert len({value.split("-")[2] for value in sent}) == 1000, "span ids of their own"
+    for value in sent:
+        parsed = parse_traceparent(value)
+        assert parsed is not None
+        assert parsed[2] == TraceFlags.RANDOM_TRACE_ID
+
+
+def test_an_id_generator_of_the_users_own_is_asked_for_each_root() -> None:
+    """A generator other than the SDK's random one may put meaning in its ids (a time, say):
+    it is called for each root, never drawn from ahead."""
+
+    class Counting(IdGenerator):
+        def __init__(self) -> None:
+            self.next_id = 0
+
+        def generate_trace_id(self) -> int:
+            self.next_id += 1
+            return self.next_id
+
+        def generate_span_id(self) -> int:
+            return 7
+
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF), id_generator=Counting())
+    tracing = Tracing()
+    tracing.enable(tracer_provider=provider)
+    assert tracing._roots is None
+    sent = [_traceparent(tracing.sending("orders", None, -1, None)[0]) for _ in range(3)]
+    assert sent == [f"00-{n:032x}-{7:016x}-00" for n in (1, 2, 3)]
+
+
+def test_roots_drawn_ahead_are_not_sent_again_by_a_forked_child() -> None:
+    """A forked worker (gunicorn, multiprocessing) must not send the roots its parent drew
+    before the fork: every trace id would go out twice."""
+    tracing, _exporter = _traced(ParentBased(ALWAYS_OFF))
+    tracing.sending("orders", None, -1, None)  # roots drawn ahead, waiting in the parent
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe and exits at once
+        try:
+            os.write(writing, _traceparent(tracing.sending("orders", None, -1, None)[0]).encode())
+        finally:
+            os._exit(0)
+    os.close(writing)
+    with os.fdopen(reading, "rb") as pipe:
+        in_child = pipe.read().decode()
+    os.waitpid(child, 0)
+    in_parent = _traceparent(tracing.sending("orders", None, -1, None)[0])
+    assert parse_traceparent(in_child) is not None
+    assert in_child.split("-")[1] != in_parent.split("-")[1]
