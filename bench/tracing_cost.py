@@ -7,7 +7,8 @@ own work alone: headers and parsing) and metrics on.
 Throughput: the no-op consumer of bench/consume_throughput.py on one partition, beside the
 like-for-like bare batch loop, each side on its own topic of 1,000,000 messages, every message
 carrying a W3C traceparent (as from a traced upstream; linking to it is the work tracing
-adds). Every side runs at once and reads only in its turns (20 rounds a run, the order turning
+adds), sampled in the 1 % variant's topic as that variant samples (1 % of them flagged), in
+the others' all. Every side runs at once and reads only in its turns (20 rounds a run, the order turning
 each round; a turn: seek to the start, resume, count from the first batch for 0.3 s, pause):
 this machine's speed moves by a third for seconds at a time, and whole runs one after another
 put one side in a fast window and the next in a slow one (the same variant measured 1.06M and
@@ -111,14 +112,16 @@ def new_app(bootstrap: str, offset_reset: str = "earliest", **options: Any) -> A
     )
 
 
-def fill_traced(bootstrap: str, topic: str, count: int, payload: bytes) -> None:
-    """``count`` messages, each with its own traceparent header (setup, not measured)."""
+def fill_traced(bootstrap: str, topic: str, count: int, payload: bytes, sampled: float) -> None:
+    """``count`` messages, each with its own traceparent header, the ``sampled`` share of them
+    flagged sampled (setup, not measured)."""
     rng = random.Random(1)
     producer = BareProducer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000}
     )
     for _ in range(count):
-        header = f"00-{rng.getrandbits(128) | 1:032x}-{rng.getrandbits(64) | 1:016x}-01"
+        flags = "01" if rng.random() < sampled else "00"
+        header = f"00-{rng.getrandbits(128) | 1:032x}-{rng.getrandbits(64) | 1:016x}-{flags}"
         while True:
             try:
                 producer.produce(topic, payload, headers=[("traceparent", header)])
@@ -475,8 +478,11 @@ def main() -> None:
         )
     payload = b'{"order":12345,"customer":"c-0042","total":99.5}'.ljust(100)
     topics = {name: bench.create_topic() for name in ("bare", *VARIANTS)}
-    for topic in topics.values():
-        fill_traced(bench.bootstrap, topic, count, payload)
+    for variant, topic in topics.items():
+        # The 1 % variant's upstream samples as it does (ParentBased carries a root's decision
+        # on): with every upstream trace sampled, each batch of one message was a recorded
+        # child span, the cost of tracing everything upstream, not of sampling 1 %.
+        fill_traced(bench.bootstrap, topic, count, payload, 0.01 if variant == "sampled" else 1.0)
     bench.console.print(f"filled {len(topics)} topics with {count:,} traced messages")
     rates, paired, cut_short = throughput_runs(
         bench.bootstrap, topics, count, bench.args.turns, bench.args.turn_seconds, bench.repeats

@@ -31,6 +31,9 @@ CONTEXT_HEADERS = frozenset({TRACEPARENT, "tracestate", "baggage"})
 _PATTERN = r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})((?:-.*)?)"
 _TRACEPARENT = re.compile(_PATTERN, re.DOTALL)
 _TRACEPARENT_BYTES = re.compile(_PATTERN.encode(), re.DOTALL)
+_COMMON = r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})"  # version 00, as nearly all are
+_COMMON_TEXT = re.compile(_COMMON)
+_COMMON_BYTES = re.compile(_COMMON.encode())
 _VERSION_00 = r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f][02468ace]"
 _UNSAMPLED = re.compile(_VERSION_00)
 _UNSAMPLED_BYTES = re.compile(_VERSION_00.encode())
@@ -100,6 +103,11 @@ def parse_traceparent(value: str | bytes | None) -> tuple[int, int, int] | None:
     characters long, later versions allowed to append ``-``-separated fields."""
     match: re.Match[str] | re.Match[bytes] | None
     if type(value) is bytes:
+        match = _COMMON_BYTES.fullmatch(value)  # one match, no version rules to check
+        if match is not None:
+            trace_id, span_id, flags = match.groups()
+            trace, span = int(trace_id, 16), int(span_id, 16)
+            return (trace, span, int(flags, 16)) if trace and span else None
         match = _TRACEPARENT_BYTES.fullmatch(value)
     elif type(value) is str:
         match = _TRACEPARENT.fullmatch(value)

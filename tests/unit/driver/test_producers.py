@@ -83,7 +83,17 @@ def test_a_kept_transaction_error_does_not_keep_librdkafka_alive() -> None:
         gc.enable()
 
 
-class HangingOffsets:
+class IdleProducer:
+    """A stand-in for librdkafka's producer with nothing queued (what the poller asks)."""
+
+    def __len__(self) -> int:
+        return 0
+
+    def poll(self, _timeout: float = 0.0) -> int:
+        return 0
+
+
+class HangingOffsets(IdleProducer):
     """librdkafka's producer when ``send_offsets_to_transaction`` never returns (its
     coordinator went away: confluentinc/librdkafka#5456)."""
 
@@ -97,12 +107,6 @@ class HangingOffsets:
     def list_topics(self, *_args: Any, **_kwargs: Any) -> None:
         """A metadata request: what lets librdkafka's hung coordinator lookup go on (#5511)."""
         self.nudged.set()
-
-    def __len__(self) -> int:  # nothing queued (the poller asks)
-        return 0
-
-    def poll(self, _timeout: float = 0.0) -> int:
-        return 0
 
 
 def test_a_send_offsets_that_never_returns_gives_the_client_up_in_time(
@@ -135,7 +139,7 @@ def test_a_send_offsets_that_never_returns_gives_the_client_up_in_time(
         client.close(0.0)
 
 
-class CountedMetadata:
+class CountedMetadata(IdleProducer):
     """librdkafka's producer as the timeout explanation sees it: a metadata answer per topic
     (``None`` for a cluster that does not answer), each request counted."""
 
@@ -150,12 +154,6 @@ class CountedMetadata:
             raise RuntimeError("no broker answered")
         error = None if answer == "exists" else answer
         return SimpleNamespace(topics={topic: SimpleNamespace(error=error)})
-
-    def __len__(self) -> int:
-        return 0
-
-    def poll(self, _timeout: float = 0.0) -> int:
-        return 0
 
 
 def timed_out(topic: str) -> DeliveryError:
