@@ -101,18 +101,21 @@ def parse_traceparent(value: str | bytes | None) -> tuple[int, int, int] | None:
     Follows the specification's rules: lower-case hex fields of 2, 32, 16 and 2 digits,
     version ``ff`` invalid, all-zero trace and span ids invalid, version ``00`` exactly 55
     characters long, later versions allowed to append ``-``-separated fields."""
-    match: re.Match[str] | re.Match[bytes] | None
+    match: re.Match[Any] | None
+    common: Any  # the value's type of pattern (str or bytes): mypy cannot follow that pairing
+    general: Any
     if type(value) is bytes:
-        match = _COMMON_BYTES.fullmatch(value)  # one match, no version rules to check
-        if match is not None:
-            trace_id, span_id, flags = match.groups()
-            trace, span = int(trace_id, 16), int(span_id, 16)
-            return (trace, span, int(flags, 16)) if trace and span else None
-        match = _TRACEPARENT_BYTES.fullmatch(value)
+        common, general = _COMMON_BYTES, _TRACEPARENT_BYTES
     elif type(value) is str:
-        match = _TRACEPARENT.fullmatch(value)
+        common, general = _COMMON_TEXT, _TRACEPARENT
     else:
         return None
+    match = common.fullmatch(value)  # version 00: one match, no version rules left to check
+    if match is not None:
+        trace_id, span_id, flags = match.groups()
+        trace, span = int(trace_id, 16), int(span_id, 16)
+        return (trace, span, int(flags, 16)) if trace and span else None
+    match = general.fullmatch(value)
     if match is None:
         return None
     version, trace_id, span_id, flags, rest = match.groups()

@@ -138,7 +138,7 @@ if hasattr(os, "register_at_fork"):
 
 
 class RootDraws:
-    """Roots decided ahead, a few hundred at a time, as :class:`HandedIds` over the SDK's
+    """Roots decided ahead, :attr:`SIZE` at a time, as :class:`HandedIds` over the SDK's
     ``RandomIdGenerator`` and the root sampler whose ``bound`` it is would decide them one by
     one: one ``getrandbits`` call and one hex formatting for the lot instead of two calls and a
     format per message (a dropped root costs a list pop). Each draw is a dropped root's

@@ -217,6 +217,7 @@ class Tracing:
         provider = tracer_provider or api.trace.get_tracer_provider()
         with self._lock:
             self._quick_roots = False  # a send meanwhile takes the general path, not half of this
+            self._roots = None  # nor roots drawn for the sampler of a provider enabled before
             self._api = api
             self._tracer = tracer = provider.get_tracer("conveyor", __version__)
             # An SDK tracer (this instance is Conveyor's own): its sampler is asked first, so
@@ -239,7 +240,6 @@ class Tracing:
             )
             random_ids = self._ids is not None and self._ids.is_trace_id_random()
             self._root_flags = api.TraceFlags(api.TraceFlags.RANDOM_TRACE_ID if random_ids else 0)
-            self._roots = None
             if self._root_bound is not None and self._ids is not None and draws_in_bulk(self._ids):
                 self._roots = RootDraws(self._root_bound, int(self._root_flags))
             self.max_links = max_links

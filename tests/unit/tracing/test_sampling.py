@@ -352,7 +352,11 @@ def test_roots_drawn_ahead_are_not_sent_again_by_a_forked_child() -> None:
     child = os.fork()
     if child == 0:  # pragma: no cover - the child reports through the pipe and exits at once
         try:
-            os.write(writing, _traceparent(tracing.sending("orders", None, -1, None)[0]).encode())
+            report = _traceparent(tracing.sending("orders", None, -1, None)[0])
+        except BaseException as error:
+            report = f"the child failed: {error!r}"
+        try:
+            os.write(writing, report.encode())
         finally:
             os._exit(0)
     os.close(writing)
@@ -360,5 +364,20 @@ def test_roots_drawn_ahead_are_not_sent_again_by_a_forked_child() -> None:
         in_child = pipe.read().decode()
     os.waitpid(child, 0)
     in_parent = _traceparent(tracing.sending("orders", None, -1, None)[0])
-    assert parse_traceparent(in_child) is not None
+    assert parse_traceparent(in_child) is not None, in_child
     assert in_child.split("-")[1] != in_parent.split("-")[1]
+
+
+def test_roots_drawn_for_one_sampler_are_not_decided_by_the_next() -> None:
+    """Enabled again with another provider, tracing decides roots by the new sampler: the
+    roots drawn ahead for the old one (all kept, here) are dropped with it."""
+    tracing, _exporter = _traced(ParentBased(ALWAYS_ON))
+    _headers, finish = tracing.sending("orders", None, -1, None)  # drawn ahead: all kept
+    assert finish is not None
+    finish(None, FakeRaw(0))
+    tracing.enable(tracer_provider=TracerProvider(sampler=ParentBased(ALWAYS_OFF)))
+    tracing._tracer.start_span = _refuse
+    for _ in range(3):
+        headers, finish = tracing.sending("orders", None, -1, None)
+        assert finish is None
+        assert _traceparent(headers).endswith("-02"), "dropped: unsampled, a random trace id"
