@@ -224,13 +224,14 @@ class Tracing:
             # that a span it drops is never built (see _begin).
             self._sampler = getattr(tracer, "sampler", None)
             ids = getattr(tracer, "id_generator", None)
-            self._ids = None
+            handed: HandedIds | None = None
             if self._sampler is not None and ids is not None:
                 # The SDK hands back the same tracer for the same name: enabled again (or by
                 # another app on the same provider), its generator is wrapped already.
                 if type(ids) is not HandedIds:
                     ids = tracer.id_generator = HandedIds(ids)
-                self._ids = ids
+                handed = ids
+            self._ids = handed  # set once: a send meanwhile never sees it None on the way
             self._drops_unsampled = drops_unsampled_children(self._sampler)
             self._root_bound = root_bound(self._sampler)
             self._propagator = propagator or api.propagate.get_global_textmap()
