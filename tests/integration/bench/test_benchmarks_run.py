@@ -4,6 +4,7 @@ and prints its table and JSON lines, so the scripts behind the README's figures 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,13 @@ def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstra
     assert result.returncode == 0, result.stderr[-3000:]
     figures = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert figures
-    assert all(figure["bench"] == script and figure["value"] > 0 for figure in figures)
+    assert all(figure["bench"] == script for figure in figures)
+    # Every figure measured something; one that is a difference (tracing_cost's added p50)
+    # may be below zero in a short run (the noise), but never missing.
+    assert all(
+        math.isfinite(figure["value"]) and (figure["value"] > 0 or "added" in figure["figure"])
+        for figure in figures
+    ), [(figure["figure"], figure["value"]) for figure in figures]
     if script == "e2e_latency":
         assert "poll→start" in result.stderr, "the stage table is printed"
 
