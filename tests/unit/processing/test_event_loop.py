@@ -59,8 +59,8 @@ def test_lanes_that_await_are_not_reported() -> None:
 
 
 def test_unwatched_without_a_threshold() -> None:
-    loop = EventLoopThread("test", lambda error: None)
-    done = threading.Event()
+    loop = EventLoopThread("unwatched", lambda error: None)  # a name of its own: other
+    done = threading.Event()  # tests' "test" loops may still be ending their watchdogs
 
     async def lane() -> None:
         done.set()
@@ -68,6 +68,6 @@ def test_unwatched_without_a_threshold() -> None:
     try:
         loop.submit(lane(), "x")
         assert done.wait(5)
-        assert not [t for t in threading.enumerate() if t.name == "test-loop-watchdog"]
+        assert not [t for t in threading.enumerate() if t.name == "unwatched-loop-watchdog"]
     finally:
         loop.stop(5)
