@@ -55,6 +55,8 @@ class Figure:
     baseline_runs: list[float] = field(default_factory=list)
     higher_is_better: bool = True
     note: str = ""
+    difference: bool = False
+    """A difference between two states (an added latency): near zero, and below it by chance."""
 
     @property
     def value(self) -> float:
@@ -66,10 +68,12 @@ class Figure:
 
     def spread(self) -> str:
         """Every run, with ``!`` after one that is off the median by more than half of it
-        (an outlier the median hides: a run that was not settled, a noisy neighbour)."""
+        (an outlier the median hides: a run that was not settled, a noisy neighbour); not
+        for a difference, whose median may be near zero."""
         median = self.value
         return " ".join(
-            f"{run:,.3g}{'!' if median and abs(run - median) > 0.5 * median else ''}"
+            f"{run:,.3g}"
+            f"{'!' if median and not self.difference and abs(run - median) > 0.5 * median else ''}"
             for run in self.runs
         )
 
@@ -92,6 +96,7 @@ class Figure:
             "ratio": None if ratio is None else round(ratio, 4),
             "runs": [round(run, 4) for run in self.runs],
             "baseline_runs": [round(run, 4) for run in self.baseline_runs],
+            "difference": self.difference,
         }
 
 

@@ -86,6 +86,7 @@ class VariantSwitch:
         self.flush: Callable[[], object] = lambda: None
         """Exports the variant's spans now (so that a turn's export happens in its own turn)."""
         self.shut_down: Callable[[], None] = lambda: None
+        self.is_on = False
         if variant in ("tracing", "sampled"):
             sampler = ParentBased(TraceIdRatioBased(0.01)) if variant == "sampled" else None
             provider = TracerProvider(sampler=sampler)
@@ -98,6 +99,12 @@ class VariantSwitch:
             self.off = app.tracing.disable
         elif variant == "metrics":
             self.on, self.off = app.metrics.enable, app.metrics.disable
+
+    def set(self, on: bool) -> None:
+        """Switch the variant on (or off); nothing when it is so already."""
+        if on != self.is_on:
+            (self.on if on else self.off)()
+            self.is_on = on
 
 
 def new_app(bootstrap: str, offset_reset: str = "earliest", **options: Any) -> App:
@@ -181,7 +188,6 @@ class AppTurns:
         app.routes.topic(topic, Counting)
         app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
         self._switch = VariantSwitch(app, variant)
-        self._on = False
         self.flush = self._switch.flush
         app.start()
         try:
@@ -200,9 +206,7 @@ class AppTurns:
 
     def turn(self, seconds: float, on: bool = False) -> tuple[int, float]:
         """Read for ``seconds`` with the variant ``on`` (or off); (messages, seconds)."""
-        if on != self._on:  # while paused: nothing is in flight
-            (self._switch.on if on else self._switch.off)()
-            self._on = on
+        self._switch.set(on)  # while paused: nothing is in flight
         self._first.clear()
         self._near_end.clear()
         self._from = self.seen
@@ -363,7 +367,6 @@ class LatencyRig:
         app.routes.topic(topic, Timing, initial_offset="latest")
         app.monitor.subscribe("rebalance.partitions_assigned", lambda _event: assigned.set())
         self._switch = VariantSwitch(app, variant)
-        self._on = False
         app.start()
         try:
             if not assigned.wait(30):
@@ -379,9 +382,7 @@ class LatencyRig:
 
     def measure(self, seconds: float, on: bool) -> list[float]:
         """Samples of ``seconds`` at RATE with the variant ``on`` (or off)."""
-        if on != self._on:
-            (self._switch.on if on else self._switch.off)()
-            self._on = on
+        self._switch.set(on)
         first = len(self.samples)
         expected = int(seconds * RATE)
         self._wanted = first + expected
@@ -574,7 +575,7 @@ def main() -> None:
         off, on, added = p50s[variant]
         bench.record(
             Figure(bench.name, f"e2e p50 added, {variant} on{target}", "ms", added,
-                   higher_is_better=False,
+                   higher_is_better=False, difference=True,
                    note=f"the median of paired slices' differences (the same app off and on,"
                         f" consecutive); pooled p50s off -> on: {', '.join(f'{a:.3f} -> {b:.3f}' for a, b in zip(off, on, strict=True))} ms")
         )  # fmt: skip

@@ -232,10 +232,10 @@ MUTATIONS = (
         (
             (
                 "        span.failed(error)\n        try:",
-                "        span.failed(error)\n        span.__exit__(None, None, None)\n        try:",
+                "        span.failed(error)\n        self._end_span(span, None)\n        try:",
             ),
             (
-                "        finally:\n            span.__exit__(None, None, None)\n\n    def _consume_interrupted",
+                "        finally:\n            self._end_span(span, None)\n\n    def _consume_interrupted",
                 "        finally:\n            pass\n\n    def _consume_interrupted",
             ),
         ),
@@ -1131,23 +1131,38 @@ MUTATIONS = (
         ("tests/unit/tracing/test_sampling.py",),
     ),
     Mutation(
-        "tracing: a dropped root is built as a span",
-        "conveyor/tracing/tracer.py",
+        "tracing: a dropped root is built as a span (ids of the user's own)",
+        "conveyor/tracing/sampling.py",
         (
             (
-                "        if trace_id & TRACE_ID_LIMIT < self._root_bound:",
+                "        if trace_id & TRACE_ID_LIMIT < self._bound:",
                 "        if True:",
             ),
         ),
         ("tests/unit/tracing/test_sampling.py",),
     ),
     Mutation(
+        "tracing: a dropped root is built as a span (ids drawn ahead)",
+        "conveyor/tracing/sampling.py",
+        (
+            (
+                "        if isinstance(drawn, str):\n            return drawn\n",
+                "        if isinstance(drawn, str):\n            drawn = int(drawn[3:35], 16)\n",
+            ),
+        ),
+        ("tests/unit/tracing/test_sampling.py",),
+    ),
+    Mutation(
         "tracing: a kept root's trace id is not handed to the SDK (decided twice)",
-        "conveyor/tracing/tracer.py",
+        "conveyor/tracing/sampling.py",
         (
             (
                 "            ids.hand_over(trace_id)\n            return None",
                 "            return None",
+            ),
+            (
+                "        self._hand_over(drawn)\n        return None",
+                "        return None",
             ),
         ),
         ("tests/unit/tracing/test_sampling.py",),
@@ -1253,13 +1268,19 @@ MUTATIONS = (
     ),
     Mutation(
         "tracing: a child of an unsampled parent in a batch of one is built as a span",
-        "conveyor/tracing/process_span.py",
+        "conveyor/tracing/tracer.py",
         (
             (
-                "                    self.span = remote\n",
-                "                    self.span = tracing._begin('p', api.SpanKind.CONSUMER, {})\n",
+                "                return api.CarriedProcess(api, remote)",
+                "                return api.CarriedProcess(api, self._begin('p', api.SpanKind.CONSUMER, {}))",
             ),
         ),
+        ("tests/unit/tracing/test_sampling.py",),
+    ),
+    Mutation(
+        "tracing: an unsampled lone message's context is not restored after consume()",
+        "conveyor/tracing/carried.py",
+        (("        self._api.detach(self._token)", "        pass"),),
         ("tests/unit/tracing/test_sampling.py",),
     ),
     Mutation(

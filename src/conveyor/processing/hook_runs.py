@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext
     from conveyor.routing.topic import Topic
     from conveyor.tracing import ProcessSpan
+    from conveyor.tracing.carried import CarriedProcess
     from conveyor.tracing.latency import PollTimes
 
 __all__ = ["ConsumeRuns"]
@@ -36,7 +37,11 @@ class _ConsumeRun:
     __slots__ = ("batch", "span", "started", "wall_started")
 
     def __init__(
-        self, batch: list[Any], span: ProcessSpan | None, wall_started: float, started: float
+        self,
+        batch: list[Any],
+        span: ProcessSpan | CarriedProcess | None,
+        wall_started: float,
+        started: float,
     ) -> None:
         self.batch = batch
         self.span = span
@@ -203,7 +208,7 @@ class ConsumeRuns:
                 duration=time.perf_counter() - started, **(extra or {}),
             )  # fmt: skip
 
-    def _end_span(self, span: ProcessSpan, error: BaseException | None) -> None:
+    def _end_span(self, span: ProcessSpan | CarriedProcess, error: BaseException | None) -> None:
         """Exit ``span`` (``error``: what interrupted the batch); its cost (nothing unless it
         was kept) goes to :attr:`tracing_time`."""
         if error is None:
@@ -212,7 +217,7 @@ class ConsumeRuns:
             span.__exit__(type(error), error, error.__traceback__)
         self.tracing_time += span.cost
 
-    def _process_span(self, batch: list[Any]) -> ProcessSpan | None:
+    def _process_span(self, batch: list[Any]) -> ProcessSpan | CarriedProcess | None:
         """The batch's ``process`` span, entered; ``None`` if tracing failed (it never stops
         processing)."""
         tracing = self.context.tracing

@@ -1,6 +1,7 @@
 """``ProcessSpan``: the ``process {topic}`` span of one batch, current while ``consume()`` runs
-(see :class:`~conveyor.tracing.Tracing`). A batch whose trace is not sampled gets the
-context it carries on (or a fresh unsampled one) and no span is built."""
+(see :class:`~conveyor.tracing.Tracing`). A batch whose trace is not sampled gets a fresh
+unsampled context (or, a message alone, the one it carries on: ``CarriedProcess``) and no
+span is built."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class ProcessSpan:
     recorded with :meth:`failed` keeps it current (so a dead letter sent because of it joins
     the trace) until it is exited."""
 
-    __slots__ = ("_context", "_failed", "_token", "cost", "kept", "span", "tracing")
+    __slots__ = ("_failed", "_token", "cost", "kept", "span", "tracing")
 
     def __init__(
         self,
@@ -37,13 +38,15 @@ class ProcessSpan:
         group: str | None,
         batch: Sequence[Any],
         name: str | None = None,
+        remote: Any = False,
     ) -> None:
+        """``remote``: what ``Tracing._remote_parent`` read from a batch of one message's
+        headers (``False``: the propagator reads them)."""
         api = tracing._api
         assert api is not None
         self.tracing = tracing
         self._failed = False
         self._token: Any = None
-        self._context: Any = None
         self.kept = False
         """Whether a recording span was built (the trace is sampled)."""
         self.cost = 0.0
@@ -51,22 +54,7 @@ class ProcessSpan:
         message that is not sampled pays for no clock)."""
         parent = None
         if len(batch) == 1:
-            headers = batch[0].headers()
-            remote: Any = tracing._remote_parent(headers) if tracing._fast else False
-            if (
-                remote
-                and tracing._drops_unsampled
-                and (
-                    type(remote) is api.CarriedSpan  # unsampled: checked, its ids not read
-                    or not remote.get_span_context().trace_flags.sampled
-                )
-            ):
-                # a child of an unsampled parent, dropped on its flag: the parent's context
-                # becomes current (what consume() sends carries it on), nothing is built
-                self.span = remote
-                self._context = api.in_context(remote)
-                return
-            parent = tracing._context_from(remote, headers)
+            parent = tracing._context_from(remote, batch[0].headers())
         quick = tracing._quick_decision(parent)
         if quick is not None and quick is not KEPT:  # not sampled: carried on, nothing built
             self.span = quick
@@ -118,10 +106,7 @@ class ProcessSpan:
     def __enter__(self) -> ProcessSpan:
         api = self.tracing._api
         assert api is not None
-        context = self._context
-        if context is None:
-            context = api.in_context(self.span)
-        self._token = api.attach(context)
+        self._token = api.attach(api.in_context(self.span))
         return self
 
     def failed(self, error: BaseException) -> None:

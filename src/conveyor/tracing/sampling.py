@@ -14,16 +14,21 @@ import random
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
+
+from conveyor.tracing.headers import format_traceparent
 
 __all__ = [
     "KEPT",
     "TRACE_ID_LIMIT",
     "HandedIds",
+    "RootDecider",
     "RootDraws",
+    "RootsOneByOne",
     "draws_in_bulk",
     "drops_unsampled_children",
     "root_bound",
+    "root_decider",
 ]
 
 
@@ -137,32 +142,77 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_draws)
 
 
+class RootDecider(Protocol):
+    """Decides a root before any span exists, as the root sampler would (see
+    :func:`root_decider`)."""
+
+    def dropped(self) -> str | None:
+        """The ``traceparent`` of the next root when the sampler drops it; None when it keeps
+        it: its trace id is then handed to the SDK, for the next root span this thread begins
+        (so that the SDK's sampler decides on the same id, and keeps it too)."""
+        ...
+
+
+def root_decider(sampler: Any, ids: HandedIds | None, flags: int) -> RootDecider | None:
+    """How roots are decided without asking ``sampler``: drawn ahead in bulk from the SDK's own
+    random ids, one by one from any other id generator, or None when the sampler's decision
+    cannot be read (it is asked) or there is no SDK id generator to hand ids to. ``flags``
+    are a dropped root's trace flags."""
+    bound = root_bound(sampler)
+    if bound is None or ids is None:
+        return None
+    if draws_in_bulk(ids):
+        return RootDraws(ids, bound, flags)
+    return RootsOneByOne(ids, bound, flags)
+
+
+class RootsOneByOne:
+    """Roots decided one at a time, calling the id generator for each (one of the user's own
+    may put a time in its ids): a root is kept when the lower 64 bits of its trace id are
+    under the sampler's ``bound``, as the SDK's ratio sampler decides."""
+
+    def __init__(self, ids: HandedIds, bound: int, flags: int) -> None:
+        self._ids = ids
+        self._bound = bound
+        self._flags = flags
+
+    def dropped(self) -> str | None:
+        ids = self._ids
+        trace_id = ids.draw()
+        if trace_id & TRACE_ID_LIMIT < self._bound:
+            ids.hand_over(trace_id)
+            return None
+        return format_traceparent(trace_id, ids.generate_span_id(), self._flags)
+
+
 class RootDraws:
-    """Roots decided ahead, :attr:`SIZE` at a time, as :class:`HandedIds` over the SDK's
-    ``RandomIdGenerator`` and the root sampler whose ``bound`` it is would decide them one by
-    one: one ``getrandbits`` call and one hex formatting for the lot instead of two calls and a
-    format per message (a dropped root costs a list pop). Each draw is a dropped root's
-    ``traceparent`` (a str, with ``flags``) or a kept root's trace id (an int, for the SDK's
-    span). Safe from any thread (a list pop is atomic); emptied in a forked child."""
+    """Roots decided ahead, :attr:`SIZE` at a time, as :class:`RootsOneByOne` would decide them
+    over the SDK's ``RandomIdGenerator``: one ``getrandbits`` call and one hex formatting for
+    the lot instead of two calls and a format per root (a dropped root costs a list pop).
+    Each draw is a dropped root's ``traceparent`` (a str, with ``flags``) or a kept root's
+    trace id (an int, for the SDK's span). Safe from any thread (a list pop is atomic);
+    emptied in a forked child."""
 
     SIZE = 128
 
-    def __init__(self, bound: int, flags: int) -> None:
+    def __init__(self, ids: HandedIds, bound: int, flags: int) -> None:
+        self._hand_over = ids.hand_over
         self._bound = None if bound > TRACE_ID_LIMIT else f"{bound:016x}"
         self._suffix = f"-{flags:02x}"
         self._ready: list[str | int] = []
         _DRAWS.add(self)
 
-    def next(self) -> str | int:
-        """The next root: its ``traceparent`` when the sampler drops it, its trace id when it
-        keeps it."""
+    def dropped(self) -> str | None:
         try:
-            return self._ready.pop()
+            drawn = self._ready.pop()
         except IndexError:
             fresh = self._draw()
-            taken = fresh.pop()
+            drawn = fresh.pop()
             self._ready = fresh  # a thread refilling at the same time only wastes its draws
-            return taken
+        if isinstance(drawn, str):
+            return drawn
+        self._hand_over(drawn)
+        return None
 
     def forget(self) -> None:
         self._ready = []

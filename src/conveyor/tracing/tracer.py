@@ -42,18 +42,17 @@ from conveyor.tracing.headers import (
 from conveyor.tracing.process_span import ProcessSpan
 from conveyor.tracing.sampling import (
     KEPT,
-    TRACE_ID_LIMIT,
     HandedIds,
-    RootDraws,
-    draws_in_bulk,
+    RootDecider,
     drops_unsampled_children,
-    root_bound,
+    root_decider,
 )
 from conveyor.tracing.semconv import error_type, key_text, mark_failed
 
 if TYPE_CHECKING:
     from conveyor.instrumentation import Event, Monitor
     from conveyor.producer import Producer
+    from conveyor.tracing.carried import CarriedProcess
 
 __all__ = ["ProcessSpan", "Tracing"]
 
@@ -91,9 +90,10 @@ class _Api:
         self.Status = Status
         self.StatusCode = StatusCode
         self.TraceFlags = TraceFlags
-        from conveyor.tracing.carried import CarriedSpan  # noqa: PLC0415 (imports the API)
+        from conveyor.tracing.carried import CarriedProcess, CarriedSpan  # noqa: PLC0415
 
-        self.CarriedSpan = CarriedSpan
+        self.CarriedSpan = CarriedSpan  # (the module imports the API: loaded here, as it is)
+        self.CarriedProcess = CarriedProcess
         self.flags = tuple(TraceFlags(value) for value in range(256))
         """Every ``TraceFlags`` value, made once (a batch's links read one per message)."""
         self.span_key: str = next(
@@ -172,14 +172,11 @@ class Tracing:
         self._api: _Api | None = None
         self._tracer: Any = None
         self._sampler: Any = None
-        self._ids: HandedIds | None = None
         self._drops_unsampled = False
-        self._root_bound: int | None = None
+        self._roots: RootDecider | None = None  # roots decided before any span (or None: asked)
         self._propagator: Any = None
         self._fast = False
-        self._quick_roots = False  # see sending(): unsampled roots decided without the API
-        self._root_flags: Any = None  # an unsampled root's TraceFlags (an int: formats as one)
-        self._roots: RootDraws | None = None  # roots drawn ahead (the SDK's random ids only)
+        self._quick_roots: RootDecider | None = None  # _roots, when sending() writes headers
         self._monitor = monitor
         self._unsubscribe: Callable[[], None] | None = None
         self._sending = SendHookSwitch(self)
@@ -216,8 +213,7 @@ class Tracing:
 
         provider = tracer_provider or api.trace.get_tracer_provider()
         with self._lock:
-            self._quick_roots = False  # a send meanwhile takes the general path, not half of this
-            self._roots = None  # nor roots drawn for the sampler of a provider enabled before
+            self._quick_roots = None  # a send meanwhile takes the general path, not half of this
             self._api = api
             self._tracer = tracer = provider.get_tracer("conveyor", __version__)
             # An SDK tracer (this instance is Conveyor's own): its sampler is asked first, so
@@ -231,18 +227,15 @@ class Tracing:
                 if type(ids) is not HandedIds:
                     ids = tracer.id_generator = HandedIds(ids)
                 handed = ids
-            self._ids = handed  # set once: a send meanwhile never sees it None on the way
             self._drops_unsampled = drops_unsampled_children(self._sampler)
-            self._root_bound = root_bound(self._sampler)
+            random_ids = handed is not None and handed.is_trace_id_random()
+            flags = api.TraceFlags.RANDOM_TRACE_ID if random_ids else 0  # as the SDK flags roots
+            # One object, set once: a root is never decided by one sampler's bound and another's
+            # draws, even by a send while this runs.
+            self._roots = roots = root_decider(self._sampler, handed, flags)
             self._propagator = propagator or api.propagate.get_global_textmap()
             self._fast = _plain_w3c(self._propagator)
-            self._quick_roots = (
-                self._fast and self._root_bound is not None and self._ids is not None
-            )
-            random_ids = self._ids is not None and self._ids.is_trace_id_random()
-            self._root_flags = api.TraceFlags(api.TraceFlags.RANDOM_TRACE_ID if random_ids else 0)
-            if self._root_bound is not None and self._ids is not None and draws_in_bulk(self._ids):
-                self._roots = RootDraws(self._root_bound, int(self._root_flags))
+            self._quick_roots = roots if self._fast else None
             self.max_links = max_links
             self.enabled = True
             self._sending.switch(True)
@@ -272,10 +265,11 @@ class Tracing:
         api = self._api
         if api is None:
             return list(headers or ()), None
-        if self._quick_roots and not api.current():
+        roots = self._quick_roots
+        if roots is not None and not api.current():
             # No current span nor baggage: a root, decided by its trace id alone (the common
             # case of a producer called outside any span), its context written directly.
-            dropped = self._dropped_root()
+            dropped = roots.dropped()
             if dropped is not None:
                 carrier = without_context(headers)
                 carrier.append((TRACEPARENT, dropped))
@@ -326,7 +320,8 @@ class Tracing:
         its trace id as that sampler does."""
         api = self._api
         assert api is not None
-        if not self._drops_unsampled and self._root_bound is None:
+        roots = self._roots
+        if not self._drops_unsampled and roots is None:
             return None
         current = api.trace.get_current_span(context)
         if type(current) is api.CarriedSpan and self._drops_unsampled:
@@ -336,32 +331,12 @@ class Tracing:
             if self._drops_unsampled and not parent.trace_flags.sampled:
                 return current if not current.is_recording() else api.NonRecordingSpan(parent)
             return None
-        if self._root_bound is None or self._ids is None:
+        if roots is None:
             return None
-        dropped = self._dropped_root()
+        dropped = roots.dropped()
         if dropped is None:
             return KEPT
         return api.CarriedSpan(dropped, remote=False)
-
-    def _dropped_root(self) -> str | None:
-        """Draw a root's trace id and decide on it as the root sampler would: the
-        ``traceparent`` of the root when it is dropped, or None when it is kept (its trace id
-        then handed to the SDK, for the span :meth:`_begin` builds next on this thread)."""
-        ids = self._ids
-        assert ids is not None
-        roots = self._roots
-        if roots is not None:  # the SDK's random ids, drawn ahead
-            drawn = roots.next()
-            if type(drawn) is str:
-                return drawn
-            ids.hand_over(int(drawn))
-            return None
-        assert self._root_bound is not None
-        trace_id = ids.draw()
-        if trace_id & TRACE_ID_LIMIT < self._root_bound:
-            ids.hand_over(trace_id)
-            return None
-        return format_traceparent(trace_id, ids.generate_span_id(), self._root_flags)
 
     def _begin(
         self,
@@ -407,13 +382,39 @@ class Tracing:
 
     def processing(
         self, topic: str, partition: int, group: str, batch: Sequence[Any]
-    ) -> ProcessSpan:
-        """The ``process`` span of one batch of raw messages (enter it around ``consume()``)."""
-        return ProcessSpan(self, topic, partition, group, batch)
+    ) -> ProcessSpan | CarriedProcess:
+        """The ``process`` span of one batch of raw messages (enter it around ``consume()``):
+        a lone message whose trace is not sampled gets its parent's context, and no span."""
+        return self._processing(topic, partition, group, batch, None)
+
+    def _processing(
+        self,
+        topic: str,
+        partition: int,
+        group: str | None,
+        batch: Sequence[Any],
+        name: str | None,
+    ) -> ProcessSpan | CarriedProcess:
+        api = self._api
+        assert api is not None
+        remote: Any = False
+        if len(batch) == 1 and self._fast:
+            remote = self._remote_parent(batch[0].headers())
+            if (
+                remote
+                and self._drops_unsampled
+                and (
+                    type(remote) is api.CarriedSpan  # unsampled: checked, its ids not read
+                    or not remote.get_span_context().trace_flags.sampled
+                )
+            ):
+                # a child of an unsampled parent, dropped on its flag: nothing is built
+                return api.CarriedProcess(api, remote)
+        return ProcessSpan(self, topic, partition, group, batch, name, remote)
 
     def message_span(
         self, message: Any, name: str | None = None
-    ) -> AbstractContextManager[ProcessSpan | None]:
+    ) -> AbstractContextManager[ProcessSpan | CarriedProcess | None]:
         """A ``process`` span (or one named ``name``) around the handling of one consumed
         :class:`~conveyor.Message` of a batch, child of that message's creation context::
 
@@ -425,7 +426,7 @@ class Tracing:
         if not self.enabled:
             return nullcontext()
         raw = message._raw
-        return ProcessSpan(self, raw.topic(), raw.partition(), None, [raw], name)
+        return self._processing(raw.topic(), raw.partition(), None, [raw], name)
 
     def context_of(self, raw: Any) -> Any:
         """The OpenTelemetry context carried in a raw message's headers (empty if none or

@@ -22,8 +22,10 @@ from opentelemetry.sdk.trace.sampling import (
 )
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
+from conveyor.messages import Deserializers, Message
 from conveyor.tracing import Tracing, carried, headers, tracer
 from conveyor.tracing.headers import parse_traceparent
+from conveyor.tracing.sampling import RootDraws, RootsOneByOne
 from helpers import FakeRaw
 
 
@@ -91,6 +93,45 @@ def test_an_unsampled_message_is_processed_over_the_context_that_was_current() -
     assert inside[0] == "t1", "the thread's baggage is kept under the carried span"
     assert (inside[1].trace_id, inside[1].span_id) == (0xAB, 0xCD)
     assert after is before
+
+
+def test_an_unsampled_message_whose_consume_raises_leaves_no_span_and_its_context() -> None:
+    """The failure of an unsampled message's ``consume()`` is not recorded anywhere (there is
+    no span), and the thread's context is restored as after a clean exit."""
+    tracing, exporter = _traced(ParentBased(ALWAYS_ON))
+    tracing._tracer.start_span = _refuse
+    raw = FakeRaw(3, [("traceparent", f"00-{0xAB:032x}-{0xCD:016x}-00".encode())])
+    before = context.get_current()
+
+    def consume_raising() -> None:
+        with tracing.processing("orders", 0, "g", [raw]) as run:
+            run.failed(ValueError("boom"))  # what the executor does before a dead letter
+            raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        consume_raising()
+    assert context.get_current() is before
+    assert not exporter.get_finished_spans()
+
+
+@pytest.mark.parametrize(
+    "incoming",
+    [f"00-{0xAB:032x}-{0xCD:016x}-00", f"01-{0xAB:032x}-{0xCD:016x}-00-later"],
+    ids=["version-00", "a-later-version"],
+)
+def test_an_unsampled_message_handled_in_its_own_message_span_builds_none(incoming: str) -> None:
+    """``message_span`` takes the same path as a batch of one: a message of an unsampled trace
+    (of any version, read by the parser when not 00) gets its parent's context, no span."""
+    tracing, exporter = _traced(ParentBased(ALWAYS_ON))
+    tracing._tracer.start_span = _refuse
+    message = Message(FakeRaw(3, [("traceparent", incoming.encode())]), Deserializers())
+    with tracing.message_span(message):
+        current = trace.get_current_span().get_span_context()
+        piped, finish = tracing.sending("audit", None, -1, None)
+    assert (current.trace_id, current.span_id, current.trace_flags.sampled) == (0xAB, 0xCD, False)
+    assert _traceparent(piped) == f"00-{0xAB:032x}-{0xCD:016x}-00"
+    assert finish is None
+    assert not exporter.get_finished_spans()
 
 
 def test_an_unsampled_message_is_carried_on_as_its_header_its_ids_read_only_if_asked(
@@ -311,7 +352,7 @@ def test_roots_drawn_ahead_are_each_a_valid_context_of_their_own() -> None:
     """The SDK's random ids are drawn for many roots at once: each root still gets a trace id
     and a span id of its own, valid, and flagged as the SDK flags them."""
     tracing, _exporter = _traced(ParentBased(ALWAYS_OFF))
-    assert tracing._roots is not None, "the SDK's own generator: drawn in bulk"
+    assert type(tracing._roots) is RootDraws, "the SDK's own generator: drawn in bulk"
     sent = [_traceparent(tracing.sending("orders", None, -1, None)[0]) for _ in range(1000)]
     assert len(set(sent)) == 1000
     assert len({value.split("-")[2] for value in sent}) == 1000, "span ids of their own"
@@ -341,7 +382,7 @@ def test_an_id_generator_of_the_users_own_is_asked_for_each_root() -> None:
     provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF), id_generator=_CountingIds())
     tracing = Tracing()
     tracing.enable(tracer_provider=provider)
-    assert tracing._roots is None
+    assert type(tracing._roots) is RootsOneByOne, "called for each root"
     sent = [_traceparent(tracing.sending("orders", None, -1, None)[0]) for _ in range(3)]
     assert sent == [f"00-{n:032x}-{7:016x}-00" for n in (1, 2, 3)]
 
