@@ -534,12 +534,12 @@ MUTATIONS = (
         "conveyor/consumer.py",
         (
             (
-                "        if scope is not None:\n            return scope.mark(message.offset + 1)\n        return self._executor.mark(message.offset + 1, sync=False)",
-                "        if scope is not None:\n            self._executor.mark(message.offset + 1, sync=True)\n            return scope.mark(message.offset + 1)\n        return self._executor.mark(message.offset + 1, sync=False)",
+                "        if scope is not None:\n            return scope.mark(message.offset + 1, metadata)\n        return self._executor.mark(message.offset + 1, False, metadata)",
+                "        if scope is not None:\n            self._executor.mark(message.offset + 1, True, metadata)\n            return scope.mark(message.offset + 1, metadata)\n        return self._executor.mark(message.offset + 1, False, metadata)",
             ),
         ),
         (
-            "tests/integration/processing/test_exactly_once.py::test_outputs_are_exactly_once_under_repeated_sigkill_mid_transaction",
+            "tests/integration/processing/test_exactly_once.py::test_outputs_are_exactly_once_under_repeated_sigkill",
         ),
     ),
     Mutation(
@@ -782,12 +782,12 @@ MUTATIONS = (
         (
             ("if executor.revoked or scope.refused:", "if executor.revoked:"),
             (
-                "                if scope.next_offset is None:\n                    raise",
-                "                if False:\n                    raise",
+                "        if scope.next_offset is None:\n            raise",
+                "        if False:\n            raise",
             ),
             (
-                "                executor.offsets_in_transactions()\n",
-                "                if scope.next_offset is None:\n                    return\n                executor.offsets_in_transactions()\n",
+                "        executor.offsets_in_transactions()\n",
+                "        if scope.next_offset is None:\n            return\n        executor.offsets_in_transactions()\n",
             ),
         ),
         (
@@ -889,7 +889,12 @@ MUTATIONS = (
     Mutation(
         "transactions: an async block commits on the loop's thread",
         "conveyor/producer/transactions.py",
-        (("        await asyncio.shield(loop.run_in_executor(None, run))", "        run()"),),
+        (
+            (
+                "            finishing = loop.run_in_executor(None, run)\n",
+                "            run()\n            return\n",
+            ),
+        ),
         ("tests/unit/producer/test_transactions_async.py",),
     ),
     Mutation(
@@ -921,7 +926,7 @@ MUTATIONS = (
         "conveyor/driver/handles.py",
         (
             (
-                "                self.add_done_callback(lambda _handle: awaiting[0](future))",
+                "                self.add_done_callback(lambda _handle: settle(future))",
                 "                pass",
             ),
         ),

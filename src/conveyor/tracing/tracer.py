@@ -92,7 +92,8 @@ class _Api:
         self.TraceFlags = TraceFlags
         from conveyor.tracing.carried import CarriedProcess, CarriedSpan  # noqa: PLC0415
 
-        self.CarriedSpan = CarriedSpan  # (the module imports the API: loaded here, as it is)
+        # (carried.py imports the API itself: loaded here, once the API is known to be there)
+        self.CarriedSpan = CarriedSpan
         self.CarriedProcess = CarriedProcess
         self.flags = tuple(TraceFlags(value) for value in range(256))
         """Every ``TraceFlags`` value, made once (a batch's links read one per message)."""
@@ -395,6 +396,8 @@ class Tracing:
         batch: Sequence[Any],
         name: str | None,
     ) -> ProcessSpan | CarriedProcess:
+        """What :meth:`processing` and :meth:`message_span` give: a lone message's headers
+        are read once, here, and what was read goes on to the ``ProcessSpan``."""
         api = self._api
         assert api is not None
         remote: Any = False

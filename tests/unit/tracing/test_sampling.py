@@ -12,7 +12,7 @@ from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
@@ -289,12 +289,33 @@ class _OwnRatio(TraceIdRatioBased):
     """A sampler Conveyor does not read itself (not the SDK's own class): it is asked."""
 
 
-@pytest.mark.parametrize("ratio", [TraceIdRatioBased, _OwnRatio], ids=["read", "asked"])
-def test_a_ratio_sampler_keeps_its_rate_and_its_decisions_trace_id(ratio: type) -> None:
+class _OwnRandomIds(RandomIdGenerator):
+    """An id generator of the user's own (random, but not the SDK's class): called per root."""
+
+
+@pytest.mark.parametrize(
+    ("ratio", "ids"),
+    [
+        (TraceIdRatioBased, RandomIdGenerator),
+        (TraceIdRatioBased, _OwnRandomIds),
+        (_OwnRatio, RandomIdGenerator),
+    ],
+    ids=["read-drawn-ahead", "read-one-by-one", "asked"],
+)
+def test_a_ratio_sampler_keeps_its_rate_and_its_decisions_trace_id(ratio: type, ids: type) -> None:
     """The root's trace id is drawn before the span: a kept root must get that same id, or the
     SDK would decide again on another one (the rate would be squared). Conveyor reads the
-    SDK's ratio sampler's decision itself, and asks any other sampler."""
-    tracing, exporter = _traced(ParentBased(ratio(0.5)))
+    SDK's ratio sampler's decision itself (its roots drawn ahead from the SDK's own ids, one
+    by one from any other generator), and asks any other sampler."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(ratio(0.5)), id_generator=ids())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing()
+    tracing.enable(tracer_provider=provider)
+    deciding = (
+        None if ratio is _OwnRatio else RootDraws if ids is RandomIdGenerator else RootsOneByOne
+    )
+    assert type(tracing._roots) is (type(None) if deciding is None else deciding)
     written = []
     for _ in range(2000):
         headers, finish = tracing.sending("orders", None, -1, None)
