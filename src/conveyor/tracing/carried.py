@@ -10,17 +10,15 @@ for them (user code reading the current span, a propagator other than the plain 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, NonRecordingSpan, SpanContext, TraceFlags
 
 from conveyor.tracing.headers import parse_traceparent
 
-if TYPE_CHECKING:
-    from conveyor.tracing.tracer import _Api
-
-__all__ = ["CarriedProcess", "CarriedSpan"]
+__all__ = ["CarriedProcess", "CarriedSpan", "ContextCalls"]
 
 
 class CarriedSpan(NonRecordingSpan):
@@ -56,6 +54,16 @@ class CarriedSpan(NonRecordingSpan):
         return f"CarriedSpan({self.header!r}, remote={self.remote})"
 
 
+class ContextCalls(Protocol):
+    """What :class:`CarriedProcess` needs of the tracer's OpenTelemetry names (its ``_Api``):
+    making the current context with a span in it, and setting and resetting it."""
+
+    attach: Callable[[Any], Any]
+    detach: Callable[[Any], None]
+
+    def in_context(self, span: Any) -> Any: ...
+
+
 class CarriedProcess:
     """The processing of a lone message whose trace is not sampled (its parent's sampled flag
     is clear, under ParentBased's default for such a parent): while it is entered, the
@@ -69,7 +77,7 @@ class CarriedProcess:
     """No recording span was built (see ``ProcessSpan.kept``)."""
     cost = 0.0
 
-    def __init__(self, api: _Api, span: NonRecordingSpan) -> None:
+    def __init__(self, api: ContextCalls, span: NonRecordingSpan) -> None:
         self._api = api
         self.span = span
         """The parent's span, non-recording (what ``get_current_span()`` gives inside)."""
