@@ -12,6 +12,7 @@ from conveyor.admin.admin import (
     Lag,
     PartitionInfo,
     PartitionLoad,
+    Replication,
     TopicInfo,
 )
 from conveyor.admin.declarative import Change, align, migrate, plan
@@ -28,6 +29,7 @@ __all__ = [
     "Lag",
     "PartitionInfo",
     "PartitionLoad",
+    "Replication",
     "TopicInfo",
     "align",
     "migrate",

@@ -29,10 +29,15 @@ __all__ = [
     "Lag",
     "PartitionInfo",
     "PartitionLoad",
+    "Replication",
     "TopicInfo",
 ]
 
 _TIMEOUT = 30.0
+CLUSTER_DEFAULT = -1
+"""The replication factor that asks for the cluster's ``default.replication.factor`` (KIP-464)."""
+REPLICATED_CLUSTER = 3
+"""From this many brokers on, a topic with one replica is worth a warning."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,25 @@ class ClusterInfo:
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
+
+
+@dataclass(frozen=True)
+class Replication:
+    """What a cluster does about replicas: its broker count and the replication factor it
+    gives a topic created without one (``None``: it would not say)."""
+
+    brokers: int
+    default_factor: int | None
+
+    def factor(self, wanted: int | None) -> int | None:
+        """The replication factor a topic created with ``wanted`` (``None``: the default) gets."""
+        return self.default_factor if wanted is None or wanted == CLUSTER_DEFAULT else wanted
+
+    def under_replicated(self, factor: int | None) -> bool:
+        """Whether ``factor`` is one replica on a cluster of three or more brokers: a topic that
+        loses data with its one broker, and that ``acks=all`` producers cannot write to when
+        the cluster's ``min.insync.replicas`` is above 1."""
+        return factor == 1 and self.brokers >= REPLICATED_CLUSTER
 
 
 @dataclass(frozen=True)
@@ -254,14 +278,53 @@ class Admin:
         self,
         name: str,
         partitions: int,
-        replication_factor: int = 1,
+        replication_factor: int | None = None,
         config: Mapping[str, str] | None = None,
     ) -> None:
-        """Create ``name``. Raises :class:`KafkaError` (e.g. ``TOPIC_ALREADY_EXISTS``)."""
-        self._connection.create_topic(
-            name, partitions, replication_factor, config or {}, self.timeout
-        ).wait(self.timeout + 5)
+        """Create ``name`` with ``replication_factor`` replicas of each partition (``None``: the
+        cluster's ``default.replication.factor``, as Kafka applies it since KIP-464).
+
+        Raises:
+            ConfigurationError: a replication factor below 1 (other than ``None`` or ``-1``,
+                Kafka's own word for the cluster's default).
+            KafkaError: Kafka refused it (e.g. ``TOPIC_ALREADY_EXISTS``, or more replicas than
+                brokers: ``INVALID_REPLICATION_FACTOR``).
+        """
+        if replication_factor is None or replication_factor == CLUSTER_DEFAULT:
+            replicas = CLUSTER_DEFAULT
+        elif (
+            isinstance(replication_factor, int)
+            and not isinstance(replication_factor, bool)
+            and replication_factor >= 1
+        ):
+            replicas = replication_factor
+        else:
+            raise ConfigurationError(
+                f"replication_factor must be None (the cluster's default) or at least 1, got "
+                f"{replication_factor!r}",
+                "replication_factor",
+            )
+        self._connection.create_topic(name, partitions, replicas, config or {}, self.timeout).wait(
+            self.timeout + 5
+        )
         self._await_partitions(name, partitions)
+
+    def replication(self) -> Replication:
+        """How many brokers the cluster has and the replication factor a topic created without
+        one gets (``default.replication.factor``, read from a broker's configs; ``None`` when
+        the broker would not say, e.g. without the ACL to describe its configs)."""
+        cluster = self.cluster_info()
+        default: int | None = None
+        if cluster.brokers:
+            broker = cluster.controller_id if cluster.controller_id >= 0 else cluster.brokers[0].id
+            try:
+                entry = self.describe_configs("broker", str(broker)).get(
+                    "default.replication.factor"
+                )
+                default = int(entry.value) if entry is not None and entry.value else None
+            except (KafkaError, ValueError):
+                default = None
+        return Replication(len(cluster.brokers), default)
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name`` and its data, and wait until the broker no longer lists it (so that it

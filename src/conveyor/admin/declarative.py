@@ -1,23 +1,27 @@
 """Declarative topics: compare what the routes declare with the cluster; apply the difference.
 
 ``plan`` lists what would change (``+`` create, ``~`` change a config or grow partitions,
-``!`` what cannot be done, such as shrinking a topic); ``migrate`` applies creations,
-partition increases and config changes; ``align`` applies config changes only. Topics that
-exist on the cluster but are not declared are left alone; nothing is ever deleted.
+``!`` what cannot be done, such as shrinking a topic) and what is worth a warning (``*``: a
+topic with one replica on a cluster of three or more brokers); ``migrate`` applies
+creations, partition increases and config changes; ``align`` applies config changes only.
+Topics that exist on the cluster but are not declared are left alone; nothing is ever
+deleted. A topic declared without a replication factor is created with the cluster's
+``default.replication.factor`` (KIP-464), and the plan says which factor that is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
-from conveyor.admin.admin import Admin
+from conveyor.admin.admin import Admin, Replication
 from conveyor.errors import ConveyorError
 from conveyor.routing.topic import Topic
 
 __all__ = ["Change", "align", "migrate", "plan"]
 
-_SYMBOLS = {"create": "+", "config": "~", "partitions": "~", "impossible": "!"}
+_SYMBOLS = {"create": "+", "config": "~", "partitions": "~", "impossible": "!", "warning": "*"}
 
 
 @dataclass(frozen=True)
@@ -25,11 +29,17 @@ class Change:
     """One difference between the routes and the cluster."""
 
     kind: str
-    """``create``, ``config``, ``partitions`` or ``impossible``."""
+    """``create``, ``config``, ``partitions``, ``impossible`` or ``warning`` (nothing to apply:
+    something the operator should know, such as a topic with one replica on a cluster of
+    three or more brokers)."""
     topic: str
     detail: str
     partitions: int | None = None
     replication_factor: int | None = None
+    """The replication factor a creation asks for (``None``: the cluster's default)."""
+    replicas: int | None = None
+    """The replication factor the topic gets or has (read from the cluster; ``None``: the
+    cluster would not say its default)."""
     config: dict[str, str] = field(default_factory=dict)
     setting: str | None = None
     current: str | None = None
@@ -44,7 +54,8 @@ class Change:
     def as_dict(self) -> dict[str, object]:
         return {
             "symbol": self.symbol, "kind": self.kind, "topic": self.topic, "detail": self.detail,
-            "partitions": self.partitions, "setting": self.setting, "current": self.current,
+            "partitions": self.partitions, "replication_factor": self.replicas,
+            "setting": self.setting, "current": self.current,
             "wanted": self.wanted, "applied": self.applied, "error": self.error,
         }  # fmt: skip
 
@@ -61,26 +72,56 @@ def _declared(routes: Iterable[Topic]) -> list[Topic]:
     return list(seen.values())
 
 
+class _Cluster:
+    """What a plan asks the cluster about replicas, asked once and only when needed."""
+
+    def __init__(self, admin: Admin) -> None:
+        self._admin = admin
+
+    @cached_property
+    def replication(self) -> Replication:
+        return self._admin.replication()
+
+
+def _one_replica(topic: str, replicas: int, brokers: int) -> Change:
+    return Change(
+        "warning", topic,
+        f"one replica on a cluster of {brokers} brokers: its data is lost with that broker, and "
+        "acks=all producers are refused while min.insync.replicas is above 1 (declare "
+        "replication_factor=None for the cluster's default, or 3)",
+        replicas=replicas,
+    )  # fmt: skip
+
+
 def plan(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
-    """What ``migrate`` would do, topic by topic (an empty list: nothing to do)."""
+    """What ``migrate`` would do, topic by topic (an empty list: nothing to do), and the
+    warnings worth an operator's eye (``kind == "warning"``; ``migrate`` leaves them)."""
     existing = set(admin.list_topics(internal=True))
+    cluster = _Cluster(admin)
     changes: list[Change] = []
     for route in _declared(routes):
         if route.name not in existing:
             partitions = route.partitions or 1
-            replication = route.replication_factor or 1
+            replication = cluster.replication
+            replicas = replication.factor(route.replication_factor)
+            factor = f"replication factor {replicas if replicas is not None else 'unknown'}" + (
+                " (the cluster's default)" if route.replication_factor is None else ""
+            )
             configs = ", ".join(f"{k}={v}" for k, v in sorted(route.config.items()))
             changes.append(
                 Change(
                     "create",
                     route.name,
-                    f"create with {partitions} partition(s), replication factor {replication}"
+                    f"create with {partitions} partition(s), {factor}"
                     + (f", {configs}" if configs else ""),
                     partitions=partitions,
-                    replication_factor=replication,
+                    replication_factor=route.replication_factor,
+                    replicas=replicas,
                     config=dict(route.config),
                 )
             )
+            if replicas is not None and replication.under_replicated(replicas):
+                changes.append(_one_replica(route.name, replicas, replication.brokers))
             continue
         info = admin.topic_info(route.name)
         if route.partitions is not None and route.partitions != info.partition_count:
@@ -95,14 +136,15 @@ def plan(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
                            f"partitions: {info.partition_count} => {route.partitions} (Kafka cannot remove partitions)",
                            current=str(info.partition_count), wanted=str(route.partitions))
                 )  # fmt: skip
-        if route.replication_factor is not None and info.partitions:
-            current_rf = len(info.partitions[0].replicas)
-            if current_rf != route.replication_factor:
-                changes.append(
-                    Change("impossible", route.name,
-                           f"replication factor: {current_rf} => {route.replication_factor} (reassign replicas by hand)",
-                           current=str(current_rf), wanted=str(route.replication_factor))
-                )  # fmt: skip
+        current_rf = len(info.partitions[0].replicas) if info.partitions else None
+        if route.replication_factor not in (None, current_rf) and current_rf is not None:
+            changes.append(
+                Change("impossible", route.name,
+                       f"replication factor: {current_rf} => {route.replication_factor} (reassign replicas by hand)",
+                       current=str(current_rf), wanted=str(route.replication_factor))
+            )  # fmt: skip
+        if current_rf is not None and cluster.replication.under_replicated(current_rf):
+            changes.append(_one_replica(route.name, current_rf, cluster.replication.brokers))
         if route.config:
             current = admin.describe_configs("topic", route.name)
             for setting, wanted in sorted(route.config.items()):
@@ -125,16 +167,13 @@ def migrate(admin: Admin, routes: Iterable[Topic], configs_only: bool = False) -
     ``applied`` set, or ``error`` when Kafka refused it. Impossible changes are not attempted."""
     results: list[Change] = []
     for change in plan(admin, routes):
-        if change.kind == "impossible" or (configs_only and change.kind != "config"):
+        if change.kind in ("impossible", "warning") or (configs_only and change.kind != "config"):
             results.append(change)
             continue
         try:
             if change.kind == "create":
                 admin.create_topic(
-                    change.topic,
-                    change.partitions or 1,
-                    change.replication_factor or 1,
-                    change.config,
+                    change.topic, change.partitions or 1, change.replication_factor, change.config
                 )
             elif change.kind == "partitions":
                 admin.create_partitions(change.topic, change.partitions or 1)
@@ -152,7 +191,7 @@ def align(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
     return [
         change
         for change in migrate(admin, routes, configs_only=True)
-        if change.kind in ("config", "impossible")
+        if change.kind in ("config", "impossible", "warning")
     ]
 
 

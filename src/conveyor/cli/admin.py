@@ -13,9 +13,10 @@ import click
 from rich.markup import escape
 
 from conveyor.admin import Admin, align, migrate, plan
+from conveyor.admin.admin import REPLICATED_CLUSTER
 from conveyor.app import App
 from conveyor.cli.loading import app_option, json_option, load_app
-from conveyor.cli.output import changes_table, confirm, console, key_value_table, table
+from conveyor.cli.output import changes_table, confirm, console, key_value_table, table, warn
 from conveyor.errors import ConfigurationError, ConveyorError
 
 __all__ = ["cluster", "configs", "groups", "topics"]
@@ -185,7 +186,9 @@ def topics_describe(app_spec: str | None, as_json: bool, name: str) -> None:
 @_app_option
 @click.argument("name")
 @click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--replication-factor", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(min=1), default=None,
+              help="Replicas of each partition (default: the cluster's "
+              "default.replication.factor).")  # fmt: skip
 @click.option(
     "--config", "settings", multiple=True, metavar="KEY=VALUE", help="A topic config (repeatable)."
 )
@@ -193,13 +196,24 @@ def topics_create(
     app_spec: str | None,
     name: str,
     partitions: int,
-    replication_factor: int,
+    replication_factor: int | None,
     settings: tuple[str, ...],
 ) -> None:
     """Create a topic."""
     config = dict(item.split("=", 1) for item in settings if "=" in item)
-    _admin(app_spec).create_topic(name, partitions, replication_factor, config)
-    console.print(f"created {name} ({partitions} partition(s))", highlight=False)
+    admin = _admin(app_spec)
+    admin.create_topic(name, partitions, replication_factor, config)
+    info = admin.topic_info(name)
+    replicas = len(info.partitions[0].replicas) if info.partitions else 0
+    console.print(
+        f"created {name} ({partitions} partition(s), {replicas} replica(s))", highlight=False
+    )
+    brokers = len(admin.cluster_info().brokers)
+    if replicas == 1 and brokers >= REPLICATED_CLUSTER:
+        warn(
+            f"{name} has one replica on a cluster of {brokers} brokers: its data is lost with "
+            "that broker (omit --replication-factor for the cluster's default, or pass 3)"
+        )
 
 
 @topics.command("delete")

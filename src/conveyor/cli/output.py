@@ -22,6 +22,7 @@ __all__ = [
     "key_value_table",
     "progress",
     "table",
+    "warn",
 ]
 
 console = Console(soft_wrap=True)
@@ -65,6 +66,11 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> 
     return result
 
 
+def warn(message: str) -> None:
+    """A warning for the operator, on stderr (the command goes on)."""
+    error_console.print(f"[yellow]warning:[/] {message}", highlight=False)
+
+
 def confirm(yes: bool, question: str) -> None:
     """Ask before a destructive step; without a terminal, refuse unless ``--yes`` was given."""
     if yes:
@@ -74,7 +80,7 @@ def confirm(yes: bool, question: str) -> None:
     click.confirm(question, abort=True)
 
 
-_COLOURS = {"+": "green", "~": "yellow", "!": "red"}
+_COLOURS = {"+": "green", "~": "yellow", "!": "red", "*": "magenta"}
 
 
 def changes_table(
@@ -90,8 +96,11 @@ def changes_table(
     rows = []
     for change in changes:
         status = (
-            "done" if change.applied else f"failed: {change.error}" if change.error else "skipped"
-        )
+            "done" if change.applied
+            else f"failed: {change.error}" if change.error
+            else "warning" if change.kind == "warning"
+            else "skipped"
+        )  # fmt: skip
         rows.append((f"[{_COLOURS[change.symbol]}]{change.symbol}[/]", change.topic, change.detail,
                      *((status,) if done else ())))  # fmt: skip
     console.print(table(title, ["", "topic", "change", *(("result",) if done else ())], rows))

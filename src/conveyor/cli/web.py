@@ -23,8 +23,9 @@ _MATCHES = "the web UI's topics are as they should be"
 _app_option = app_option("The app whose kafka settings to use (default: $CONVEYOR_APP).")
 _yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 _replication_option = click.option(
-    "--replication-factor", type=click.IntRange(min=1), default=1, show_default=True,
-    help="Replicas of each web topic (on a new install or reset).",
+    "--replication-factor", type=click.IntRange(min=1), default=None,
+    help="Replicas of each web topic (on a new install or reset; default: the cluster's "
+    "default.replication.factor).",
 )  # fmt: skip
 
 
@@ -120,7 +121,7 @@ def hash_password_command(password: str) -> None:
     console.print(hash_password(password), highlight=False, soft_wrap=True)
 
 
-def _apply(app: App, replication_factor: int, title: str) -> None:
+def _apply(app: App, replication_factor: int | None, title: str) -> None:
     declared = app.web.topics.declared(replication_factor)
     changes = plan(app.admin, declared)
     changes_table(f"{title}: plan", changes, done=False, matches=_MATCHES)
@@ -153,7 +154,7 @@ def _remove(app: App, title: str) -> None:
 @web.command("install")
 @_app_option
 @_replication_option
-def install(app_spec: str | None, replication_factor: int) -> None:
+def install(app_spec: str | None, replication_factor: int | None) -> None:
     """Create the web UI's topics (shows the plan first)."""
     _apply(load_app(app_spec), replication_factor, "Install")
 
@@ -161,7 +162,7 @@ def install(app_spec: str | None, replication_factor: int) -> None:
 @web.command("migrate")
 @_app_option
 @_replication_option
-def migrate_(app_spec: str | None, replication_factor: int) -> None:
+def migrate_(app_spec: str | None, replication_factor: int | None) -> None:
     """Bring the web UI's topics to this version's settings (safe to run any time)."""
     _apply(load_app(app_spec), replication_factor, "Migrate")
 
@@ -170,7 +171,7 @@ def migrate_(app_spec: str | None, replication_factor: int) -> None:
 @_app_option
 @_replication_option
 @_yes_option
-def reset(app_spec: str | None, replication_factor: int, yes: bool) -> None:
+def reset(app_spec: str | None, replication_factor: int | None, yes: bool) -> None:
     """Delete the web UI's topics and its group, and create the topics again, empty."""
     app = load_app(app_spec)
     confirm(

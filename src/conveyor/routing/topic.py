@@ -39,7 +39,8 @@ class Topic:
     partitions: int | None = None
     """Partitions ``conveyor topics migrate`` creates the topic with (and grows it to)."""
     replication_factor: int | None = None
-    """Replicas ``conveyor topics migrate`` creates the topic with (``None``: the broker's)."""
+    """Replicas ``conveyor topics migrate`` creates the topic with (``None``: the cluster's
+    ``default.replication.factor``, which ``conveyor topics plan`` shows)."""
     config: Mapping[str, str] = field(default_factory=dict)
     """Topic configs ``conveyor topics migrate`` applies (``{"retention.ms": "86400000"}``)."""
     deserializers: Deserializers = field(default_factory=Deserializers)

@@ -53,8 +53,9 @@ class WebTopics:
     def names(self) -> tuple[str, ...]:
         return (self.reports, self.states, self.metrics, self.errors, self.commands)
 
-    def declared(self, replication_factor: int = 1) -> list[Topic]:
-        """The topics as declarative routes (inactive), for ``plan`` / ``migrate``."""
+    def declared(self, replication_factor: int | None = None) -> list[Topic]:
+        """The topics as declarative routes (inactive), for ``plan`` / ``migrate``, with
+        ``replication_factor`` replicas (``None``: the cluster's default)."""
         compacted = {
             "cleanup.policy": "compact",
             "segment.ms": str(3600 * 1000),

@@ -62,7 +62,10 @@ def test_plan_migrate_align_and_partitions(declared: tuple[AppWriter, list[str]]
     assert "+" in planned.output
     assert orders in planned.output
     assert audit in planned.output
-    assert "create with 2 partition(s)" in planned.output
+    assert "create with 2 partition(s), replication factor 1 (the cluster's default)" in (
+        planned.output
+    )  # the development broker's default.replication.factor
+    assert "one replica" not in planned.output  # a warning only from three brokers on
 
     migrated = run("topics", "migrate", "--app", app)
     assert migrated.exit_code == 0, migrated.output

@@ -1,17 +1,23 @@
 """A local cluster of three brokers (`conveyor broker start --nodes 3`): each node is shown
-and stopped and started on its own, new topics get three replicas with two in sync, and an
-app keeps producing (acks=all, idempotent) and consuming while one broker is stopped and
-started again — no acknowledged message lost, none written twice, each partition in order.
+and stopped and started on its own, new topics get three replicas with two in sync, every
+kind of topic Conveyor creates (routes, DLQs, schedules, recurring tasks, job queues, RPC
+results, the web UI's, `topics create`) takes the cluster's three replicas and goes on taking
+acks=all messages with a node stopped, and an app keeps producing (acks=all, idempotent) and
+consuming while one broker is stopped and started again — no acknowledged message lost, none
+written twice, each partition in order.
 
 Marked ``cluster`` (``pytest -m cluster`` runs them apart); ``make test`` runs them too."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +98,88 @@ def test_new_topics_have_three_replicas_two_of_them_in_sync(cluster: LocalCluste
         assert len(info.partitions[0].replicas) == 3
         configs = admin.describe_configs("topic", "replicated")
         assert configs["min.insync.replicas"].value == "2"
+
+
+EVERY_KIND = """\
+from conveyor import App, Consumer
+from conveyor.rpc import Handlers
+from conveyor.web import WebTopics
+
+class Noop(Consumer):
+    def consume(self):
+        pass
+
+app = App(client_id="replicas", kafka={{"bootstrap.servers": {bootstrap!r}}})
+app.routes.topic("{stem}-orders", Noop, partitions=2,
+                 dead_letter_queue={{"topic": "{stem}-orders-dlq", "max_retries": 1}})
+app.routes.topic("{stem}-orders-dlq", None, active=False)
+app.schedules.enable(topic="{stem}-schedules", partitions=1)
+app.recurring("0 0 * * *", lambda: None, topic="{stem}-recurring")
+
+@app.job(queue="{stem}")
+def work():
+    pass
+
+app.routes.rpc("{stem}-rpc", Handlers(), "{stem}-rpc-results")
+app.web.enable(topics=WebTopics.prefixed("{stem}"))
+app.routes.topic("{stem}-single", None, active=False, replication_factor=1)  # asked for
+"""
+
+
+def test_every_topic_conveyor_creates_takes_the_clusters_replicas(
+    cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing Conveyor creates asks for one replica: ``topics migrate``, ``web install`` and
+    ``topics create`` without a replication factor get the cluster's default (three here,
+    with min.insync.replicas=2), the plan says so, and each topic takes ``acks=all`` messages
+    while a node is down."""
+    bootstrap = cluster.shape.bootstrap_servers
+    stem = f"replicas-{uuid.uuid4().hex[:8]}"
+    module = f"every_kind_{stem.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(EVERY_KIND.format(bootstrap=bootstrap, stem=stem))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", bootstrap)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    app = importlib.import_module(module).app
+    try:
+        planned = conveyor_cli("topics", "plan", "--app", f"{module}:app")
+        assert planned.returncode == 0, planned.stderr
+        assert "replication factor 3 (the cluster's default)" in planned.stdout, planned.stdout
+        warnings = [line for line in planned.stdout.splitlines() if "one replica on a" in line]
+        assert len(warnings) == 1, planned.stdout  # the one that asked for it
+        assert f"{stem}-single" in warnings[0]
+        for command in (("topics", "migrate"), ("web", "install")):
+            done = conveyor_cli(*command, "--app", f"{module}:app")
+            assert done.returncode == 0, done.stdout + done.stderr
+        created = conveyor_cli("topics", "create", f"{stem}-direct")
+        assert created.returncode == 0, created.stderr
+        assert "3 replica(s)" in created.stdout
+    finally:
+        del sys.modules[module]
+
+    names = sorted(
+        {route.name for route in app.routes} | set(app.web.topics.names) | {f"{stem}-direct"}
+    )
+    names.remove(f"{stem}-single")
+    kinds = ("orders", "orders-dlq", "schedules", "recurring", "rpc", "rpc-results",
+             "consumers_reports", "consumers_commands", "direct")  # fmt: skip
+    assert all(f"{stem}-{kind}" in names or f"{stem}_{kind}" in names for kind in kinds), names
+    assert sum(name.startswith(f"jobs-{stem}") for name in names) == 3, (
+        names
+    )  # queue, dead, discarded
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        replicas = {
+            name: {len(p.replicas) for p in admin.topic_info(name).partitions} for name in names
+        }
+    assert replicas == {name: {3} for name in names}
+
+    cluster.stop_node(3)
+    try:
+        with Producer({"bootstrap.servers": bootstrap, "acks": "all"}) as producer:
+            for name in names:  # keyed: several of them are compacted
+                producer.produce_sync(topic=name, payload=b"kept", key="k", timeout=120)
+    finally:
+        cluster.start_node(3)
 
 
 class Seen(Consumer):

@@ -462,7 +462,9 @@ class Views:
             checks.append({"name": name, "ok": ok, "detail": detail, "hint": "" if ok else hint})
 
         try:
-            changes = plan(self.admin, self.web.topics.declared())
+            changes = [
+                c for c in plan(self.admin, self.web.topics.declared()) if c.kind != "warning"
+            ]
             check("Topics", not changes,
                   "all the web UI's topics exist with their settings" if not changes else "; ".join(f"{c.topic}: {c.detail}" for c in changes),
                   "run `conveyor web install --app ...` (or `conveyor web migrate` to fix settings)")  # fmt: skip
