@@ -29,6 +29,7 @@ never waits inside librdkafka, where it would take the loop's reports: it parks 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -90,8 +91,8 @@ class Poller:
         self.parked = False
         """Whether the thread waits on its condition rather than inside librdkafka."""
         self._idle_parked = False  # parked because nothing is in flight (wake() ends that)
-        self.served_at = 0.0
-        """When another thread last served the queue (``time.monotonic()``)."""
+        self.served_at = -math.inf
+        """When another thread last served the queue (``time.monotonic()``; never yet: -inf)."""
         self.loop_serves: Callable[[], bool] = _never
         """Whether an event loop serves the queue as reports come (then the poller only serves,
         now and then, what that loop leaves: see :mod:`conveyor.driver.loop_serving`)."""

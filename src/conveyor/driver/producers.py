@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -133,7 +134,7 @@ class ProducerClient:
         self._fatal_lock = threading.Lock()
         self._partition_counts: dict[str, int] = {}
         self._topics_missing: dict[str, tuple[float, bool]] = {}
-        self._unanswered_at = -_EXPLAINED_FOR  # when the cluster last gave no answer
+        self._unanswered_at = -math.inf  # when the cluster last gave no answer (never yet)
         self.poller = Poller(
             self._kafka,
             name,

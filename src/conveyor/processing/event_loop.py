@@ -86,7 +86,7 @@ class EventLoopThread:
                 loop.call_later(every, pulse)
 
         def watch() -> None:  # on a thread of its own: it must see the loop when it is stuck
-            reported = 0.0  # the pulse of the stall told already
+            reported: float | None = None  # the pulse of the stall told already
             while not self._stopped.wait(every):
                 last = self._pulse
                 held = time.monotonic() - last

@@ -43,13 +43,13 @@ class WorkerPool:
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._on_crash = on_crash
         self.size = size
-        # Per worker: when its current job started (0.0 when idle) and its busy seconds so far.
+        # Per worker: when its current job started (None when idle) and its busy seconds so far.
         # One slot per thread, each written only by its own thread: no lock on the job path.
-        self._busy_since = [0.0] * size
+        self._busy_since: list[float | None] = [None] * size
         self._busy_total = [0.0] * size
         # The same for jobs run by other threads (listeners), one key per thread: each key is
         # written only by its own thread.
-        self._here_since: dict[int, float] = {}
+        self._here_since: dict[int, float | None] = {}
         self._here_total: dict[int, float] = {}
         self._threads = [
             threading.Thread(
@@ -74,7 +74,7 @@ class WorkerPool:
             self._here_total[thread] = (
                 self._here_total.get(thread, 0.0) + time.perf_counter() - started
             )
-            self._here_since[thread] = 0.0
+            self._here_since[thread] = None
 
     def _work(self, index: int) -> None:
         jobs = self._jobs
@@ -92,14 +92,14 @@ class WorkerPool:
                 self._on_crash(exc)
             finally:
                 total[index] += clock() - started
-                since[index] = 0.0
+                since[index] = None
         close_thread_loop()
 
     def usage(self) -> PoolUsage:
         """A reading of how busy the pool is (safe from any thread)."""
         now = time.perf_counter()
         starts = [*self._busy_since, *list(self._here_since.values())]
-        running = [now - start for start in starts if start]
+        running = [now - start for start in starts if start is not None]
         return PoolUsage(
             size=self.size,
             busy=len(running),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -181,7 +182,7 @@ class Producer(Dispatcher):
         self._default_wait = wait if wait is not None else timeout + _REPORT_MARGIN
         self._closing = threading.Event()
         self._reloads = 0
-        self._last_reload = 0.0
+        self._last_reload = -math.inf  # never yet
         self._undelivered = 0
         self._variants: dict[frozenset[tuple[str, Any]], ProducerClient] = {}
         self.transactions = Transactions(

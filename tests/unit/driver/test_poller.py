@@ -7,11 +7,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 
 from conveyor.driver import poller as poller_module
 from conveyor.driver.poller import Poller
+
+if TYPE_CHECKING:
+    from unit.conftest import YoungClock
 
 
 class FakeClient:
@@ -89,6 +93,24 @@ def test_no_lead_while_the_poller_polls() -> None:
         assert poller.lead(lambda: False, time.monotonic() + 1) is False
         done = threading.Event()
         client.queue(done.set)
+        assert done.wait(5), "the poller serves it"
+    finally:
+        poller.stop()
+
+
+def test_a_new_poller_polls_at_once_on_a_machine_booted_just_now(
+    monkeypatch: pytest.MonkeyPatch, young_clock: YoungClock
+) -> None:
+    """Nobody served the queue yet: no backstop keeps a new poller out, however young the
+    clock."""
+    young_clock.seen_by(poller_module)
+    monkeypatch.setattr(poller_module, "_BACKSTOP", 60.0)  # longer than the machine is up
+    client = FakeClient()
+    client.in_flight = 1  # work in flight: the poller polls at once
+    done = threading.Event()
+    client.queue(done.set)
+    poller = Poller(client, "young-poller", idle=lambda: client.in_flight == 0)
+    try:
         assert done.wait(5), "the poller serves it"
     finally:
         poller.stop()

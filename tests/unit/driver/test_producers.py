@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -18,6 +18,9 @@ from conveyor.driver import producers
 from conveyor.driver.admin import AdminConnection
 from conveyor.driver.producers import ProducerClient
 from conveyor.errors import DeliveryError, KafkaError, TransactionError
+
+if TYPE_CHECKING:
+    from unit.conftest import YoungClock
 
 
 def librdkafka_threads() -> set[str]:
@@ -169,8 +172,9 @@ def timed_out(topic: str) -> DeliveryError:
 
 
 def test_a_burst_of_timeouts_is_explained_with_one_request_per_topic(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, young_clock: YoungClock
 ) -> None:
+    young_clock.seen_by(producers)  # nothing was asked yet, even minutes after a boot
     client = ProducerClient(
         {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "explaining",
         on_error=lambda _error: None, on_fatal=lambda _error: None,

@@ -6,8 +6,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import TYPE_CHECKING
 
+from conveyor.processing import event_loop as event_loop_module
 from conveyor.processing.event_loop import EventLoopThread
+
+if TYPE_CHECKING:
+    from unit.conftest import YoungClock
 
 
 def _loop(blocked: list[tuple[str, float]], told: threading.Event) -> EventLoopThread:
@@ -37,6 +42,26 @@ def test_a_lane_that_blocks_the_loop_is_named_once() -> None:
         loop.stop(5)
     assert [task for task, _ in blocked] == ["orders/3 lane 5"]
     assert blocked[0][1] > 0.1
+
+
+def test_a_stall_from_the_clocks_zero_is_reported(young_clock: YoungClock) -> None:
+    """A pulse at a reading of exactly 0.0 is a pulse like any other (0.0 is no "nothing
+    told yet")."""
+    young_clock.seen_by(event_loop_module).freeze(0.0)
+    blocked: list[tuple[str, float]] = []
+    told = threading.Event()
+    loop = _loop(blocked, told)
+
+    async def blocking_lane() -> None:
+        young_clock.thaw()  # the last pulse read 0.0; the loop is held from here
+        time.sleep(0.4)
+
+    try:
+        loop.submit(blocking_lane(), "orders/1 lane 2")
+        assert told.wait(5), "nobody said the loop was held"
+    finally:
+        loop.stop(5)
+    assert [task for task, _ in blocked] == ["orders/1 lane 2"]
 
 
 def test_lanes_that_await_are_not_reported() -> None:

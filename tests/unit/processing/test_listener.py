@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from confluent_kafka import KafkaError as RdKafkaError
 
 from conveyor import Consumer, Monitor
+from conveyor.processing import listener as listener_module
 from conveyor.processing.context import ProcessingContext
 from conveyor.processing.listener import Listener
 from conveyor.processing.timers import Timers
 from unit.processing.fakes import ErrorRaw, FakeRaw, route, settings
+
+if TYPE_CHECKING:
+    from unit.conftest import YoungClock
 
 
 class Recording(Consumer):
@@ -168,3 +172,22 @@ def test_an_assignment_after_the_stop_is_left_without_asking_for_offsets(listene
     built.stop()
     built._on_assign([("orders", 0)])  # returns: nothing is assigned, nothing raised
     assert built._assigned == set()
+
+
+def test_a_batch_begun_at_the_clocks_zero_is_taken_over(
+    listener: Any, monkeypatch: pytest.MonkeyPatch, young_clock: YoungClock
+) -> None:
+    """A batch on the listener's thread whose start read exactly 0.0 is a batch like any other
+    (0.0 is no "none runs"): held long enough, another thread takes the listener's role."""
+    built, _, _, _ = listener
+    young_clock.seen_by(listener_module).freeze(0.0)
+    monkeypatch.setattr(built, "_thread", threading.current_thread())  # the listener's thread
+    monkeypatch.setattr(built, "_run", lambda: None)  # the successor: nothing to poll here
+
+    def held_batch() -> None:
+        young_clock.freeze(listener_module._TAKE_OVER_AFTER)
+        built._watch()
+
+    with pytest.raises(listener_module._HandedOver):
+        built.run_here(held_batch)
+    assert built._thread is not threading.current_thread()

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import pytest
 
 from conveyor.hook_results import run_hook
+from conveyor.processing import workers as workers_module
 from conveyor.processing.workers import WorkerPool
+
+if TYPE_CHECKING:
+    from unit.conftest import YoungClock
 
 
 def test_jobs_run_in_parallel_on_the_pool() -> None:
@@ -75,6 +80,23 @@ def test_a_job_run_here_counts_as_the_pools_work() -> None:
         assert pool.usage().busy == 0, "not left busy after it raised"
     finally:
         assert pool.stop(5)
+
+
+def test_a_job_that_starts_at_the_clocks_zero_counts_as_busy(young_clock: YoungClock) -> None:
+    """A start read as exactly 0.0 is a start (0.0 is no "idle")."""
+    young_clock.seen_by(workers_module).freeze(0.0)
+    pool = WorkerPool(1, "unit", lambda error: None)
+    started, release = threading.Event(), threading.Event()
+    busy: list[int] = []
+    try:
+        pool.run_here(lambda: busy.append(pool.usage().busy))
+        pool.submit(lambda: (started.set(), release.wait(5)))
+        assert started.wait(5)
+        busy.append(pool.usage().busy)
+    finally:
+        release.set()
+        assert pool.stop(5)
+    assert busy == [1, 1], "busy on the calling thread, then on the worker"
 
 
 def test_async_hooks_run_on_the_workers_own_loop() -> None:

@@ -5,6 +5,7 @@ messages."""
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,9 @@ class Lane:
         self.consumer: Consumer | None = None
         self.abort = False  # the consumer sought or paused: do not mark the batch
         self.handed_out = 0
-        self.since = 0.0  # when its queue last went from empty to not (monotonic)
+        # when its queue last went from empty to not (monotonic); never yet: -inf, so a queue
+        # filled otherwise (a collapse) is due at once
+        self.since = -math.inf
 
     def run(self) -> None:
         self.executor._run_lane(self)

@@ -10,6 +10,7 @@ first, so a restart or a move to another process loses no history.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -62,7 +63,7 @@ class Aggregator:
         self._positions: dict[Partition, int] = {}
         self._owned: set[Partition] = set()
         self._client: ConsumerClient | None = None
-        self._flushed_at = 0.0
+        self._flushed_at = -math.inf  # never yet: the first look flushes
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
         self.error: BaseException | None = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import os
 import secrets
 import socket
@@ -167,7 +168,7 @@ class Tracker:
         self._thread.start()
 
     def _run(self) -> None:
-        checked_at = -_RECHECK
+        checked_at = -math.inf
         while not self._stopped.is_set():
             if not self.installed and time.monotonic() - checked_at >= _RECHECK:
                 checked_at = time.monotonic()

@@ -5,14 +5,18 @@ failure, dead letters per message, and the bound on what is handed out."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import conveyor.processing.virtual.executor as virtual_executor
 from conveyor import Consumer
 from conveyor.instrumentation import events as ev
 from conveyor.processing.virtual import VirtualPartitionExecutor
 from unit.processing.fakes import FakeRaw, Rig, rig
+
+if TYPE_CHECKING:
+    from unit.conftest import YoungClock
 
 
 class Recording(Consumer):
@@ -334,6 +338,22 @@ def test_linger_waits_for_a_full_batch_or_the_interval() -> None:
     r.timers.fire()
     r.listener.run_jobs()
     assert [offset for _, offset, _, _ in consumer.seen] == list(range(9)), "the rest, when due"
+
+
+def test_a_collapse_into_a_lane_that_never_ran_does_not_linger_on_a_young_clock(
+    young_clock: YoungClock,
+) -> None:
+    """Lane 0 never had a message: what a collapse queues there runs once the back-off is
+    over, not when the machine has been up for ``linger``."""
+    young_clock.seen_by(virtual_executor)
+    consumer = recording(fail_once={1}, mark_each=True)
+    r = lanes_rig(consumer, lanes=2, max_messages=2, virtual_partitions={"linger": 60.0})
+    r.executor.add([FakeRaw(0, key=b"a"), FakeRaw(1, key=b"a")], high_watermark=2)  # lane 1
+    r.listener.run_jobs()  # 0 runs, 1 fails: the partition collapses, 1 alone in lane 0
+    assert r.timers.delays() == [1.0], "the collapsed run waits out the back-off"
+    r.timers.fire()
+    r.listener.run_jobs()
+    assert [(lane, offset) for lane, offset, _, _ in consumer.seen] == [(1, 0), (0, 1)]
 
 
 def test_a_partitioner_error_on_the_last_message_still_runs_it() -> None:
