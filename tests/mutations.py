@@ -1125,6 +1125,68 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "loop serving: CONVEYOR_LOOP_SERVING=0 is not read",
+        "conveyor/driver/loop_serving.py",
+        (('    if os.environ.get(SWITCH, "1") == "0":', "    if False:"),),
+        (
+            "tests/unit/driver/test_loop_serving.py::test_the_switch_keeps_the_poller_and_says_so_once",
+        ),
+    ),
+    Mutation(
+        "loop serving: another interpreter than CPython is served",
+        "conveyor/driver/loop_serving.py",
+        (('    if sys.implementation.name != "cpython":', "    if False:"),),
+        (
+            "tests/unit/driver/test_loop_serving.py::test_another_interpreter_keeps_the_poller_and_says_so_once",
+        ),
+    ),
+    Mutation(
+        "loop serving: a confluent-kafka not on the tested list is served",
+        "conveyor/driver/loop_serving.py",
+        (("    if version not in TESTED_CONFLUENT_KAFKA:", "    if False:"),),
+        (
+            "tests/unit/driver/test_loop_serving.py::test_an_untested_confluent_kafka_keeps_the_poller_and_says_so_once",
+        ),
+    ),
+    Mutation(
+        "loop serving: a librdkafka not told for certain leaves loop serving available",
+        "conveyor/driver/loop_serving.py",
+        (("    if _librdkafka() is None:\n        return", "    if False:\n        return"),),
+        (
+            "tests/unit/driver/test_loop_serving.py::test_a_librdkafka_not_told_for_certain_keeps_the_poller_and_says_so_once",
+        ),
+    ),
+    Mutation(
+        "loop serving: the client's callbacks do not prove its layout before librdkafka is called",
+        "conveyor/driver/loop_serving.py",
+        (
+            (
+                "    if not rk or not callbacks or not _run_in(callbacks, [id(r) for r in gc.get_referents(client)]):",
+                "    if not rk:",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_loop_serving.py::test_a_producer_whose_pointer_is_not_proven_is_refused_before_librdkafka_sees_it",
+        ),
+    ),
+    Mutation(
+        "loop serving: librdkafka's opaque of the pointer is not compared with the client",
+        "conveyor/driver/loop_serving.py",
+        (("    if library.opaque(rk) != id(client):", "    if False:"),),
+        (
+            "tests/unit/driver/test_loop_serving.py::test_a_pointer_librdkafka_does_not_own_is_refused",
+        ),
+    ),
+    Mutation(
+        "loop serving: the fallback is told every time, not once per process",
+        "conveyor/driver/loop_serving.py",
+        (("        if _Told.done:\n            return", "        if False:\n            return"),),
+        (
+            "tests/unit/driver/test_loop_serving.py::test_the_switch_keeps_the_poller_and_says_so_once",
+            "tests/unit/driver/test_loop_serving.py::test_only_the_first_refusal_of_the_process_is_told",
+        ),
+    ),
+    Mutation(
         "tracing: a child of an unsampled trace is built as a span",
         "conveyor/tracing/tracer.py",
         (

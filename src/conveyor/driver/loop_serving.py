@@ -15,13 +15,36 @@ serve it themselves or are woken as before, and the poller stays out of the queu
 loop serves it, serving only what a blocked loop leaves (see :mod:`conveyor.driver.poller`).
 
 confluent-kafka does not expose that call (its pull request #1448 is open since 2022), so
-this reaches it through ``ctypes``: the client object that confluent-kafka makes starts with
-CPython's object header followed by its ``rd_kafka_t *``, and librdkafka is the shared library
-confluent-kafka loaded. Each step is checked before use: a confluent-kafka major version whose
-layout is known, exactly one librdkafka among the process's loaded libraries (or confluent-kafka's
-own extension exporting it), and librdkafka's ``rd_kafka_opaque()`` of the pointer found must be
-the client object itself (confluent-kafka sets it so). When any check fails, producers keep the
-poller thread alone, as before; ``CONVEYOR_LOOP_SERVING=0`` switches this off on purpose.
+this reaches it through ``ctypes``, with the producer's ``rd_kafka_t *`` read out of
+confluent-kafka's client object (its C struct ``Handle``: CPython's object header, then
+``rd_kafka_t *rk``, then ``PyObject *error_cb, *throttle_cb, *stats_cb``). A wrong pointer
+handed to librdkafka would crash the process, so nothing reaches librdkafka before these checks
+pass, in this order (:func:`_refusal`, then :func:`_handle_of`):
+
+1. ``CONVEYOR_LOOP_SERVING`` is not ``0`` (the switch that turns this off on purpose);
+2. the interpreter is CPython (``id()`` is an object's address there, and only there);
+3. confluent-kafka's version is in :data:`TESTED_CONFLUENT_KAFKA`: the versions whose
+   ``Handle`` was read in their source and checked here. The version is what pins the layout:
+   that the word after the object header is ``rk`` is taken from it, not proven at run time;
+4. exactly one librdkafka among the process's loaded libraries (or confluent-kafka's own
+   extension exporting it), the one confluent-kafka calls;
+5. the client is an instance of confluent-kafka's C ``Producer`` type, so its memory spans at
+   least that type's size and the words read below lie inside the object; the three words
+   after ``rk`` must be the client's callbacks: the non-null ones, in order, are the very
+   objects the client's own garbage-collector traversal reports (``gc.get_referents``), and
+   at least one is (Conveyor always gives an ``error_cb``). This reads nothing outside the
+   object, so it cannot crash; it proves the object in hand is laid out as the version's
+   source says (not, say, with another build's header or another ABI), so the word before the
+   callbacks is, by that source, the ``rk`` confluent-kafka stored: a live ``rd_kafka_t``
+   (confluent-kafka sets it to NULL when it destroys it; a NULL one is refused). So the
+   allow-list is the proof that ``rk`` is that word; the check is the proof that this object
+   is the one the allow-list speaks of. Only then is ``rk`` passed to
+   librdkafka, whose ``rd_kafka_opaque(rk)`` must give back the client object itself
+   (confluent-kafka sets it so): a confirmation, no longer the proof.
+
+When a check fails, producers keep the poller thread alone (the same reports, in the same
+order; an awaited produce costs one hand-off between threads more), and the first refusal is
+logged once per process, at INFO (:func:`_fall_back`).
 
 A client with an ``oauth_cb`` is not served on a loop: the token provider may block.
 """
@@ -32,8 +55,10 @@ import asyncio
 import contextlib
 import ctypes
 import functools
+import gc
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -43,15 +68,25 @@ import confluent_kafka
 
 from conveyor.driver.loop_wakeups import running_loop as _running_loop
 
-__all__ = ["LoopServing", "loop_serving", "loop_serving_available"]
+__all__ = ["TESTED_CONFLUENT_KAFKA", "LoopServing", "loop_serving", "loop_serving_available"]
 
 _log = logging.getLogger("conveyor.driver")
 
 SWITCH = "CONVEYOR_LOOP_SERVING"
 """Environment variable: ``0`` keeps every producer's reports on its poller thread."""
 
-# confluent-kafka major versions whose client object is (PyObject_HEAD, rd_kafka_t *rk, ...).
-_KNOWN_MAJORS = frozenset({2})
+# The confluent-kafka versions (as confluent_kafka.version() names them) whose client object
+# layout is tested; any other version keeps the poller thread. To add one: read the `Handle`
+# struct in that release's src/confluent_kafka/src/confluent_kafka.h (PyObject_HEAD, then
+# rd_kafka_t *rk, then PyObject *error_cb, *throttle_cb, *stats_cb, in that order; a field
+# added before or between them is a new layout: change _RK_WORD/_CALLBACK_WORDS first), add
+# the version here, install it, and run tests/unit/driver/test_loop_serving.py and
+# tests/integration/producer/test_loop_serving.py (which expect this version to be served).
+TESTED_CONFLUENT_KAFKA: frozenset[str] = frozenset({"2.16.1"})
+
+# Where the Handle keeps them, in pointer-sized words after CPython's object header.
+_RK_WORD = 0
+_CALLBACK_WORDS = (1, 2, 3)  # error_cb, throttle_cb, stats_cb
 
 
 class _Librdkafka:
@@ -94,30 +129,99 @@ def _loaded_librdkafka() -> ctypes.CDLL | None:
 
 @functools.cache
 def _librdkafka() -> _Librdkafka | None:
-    """The librdkafka functions, looked up once (None when not reachable safely)."""
+    """The librdkafka functions, looked up once (None when not reachable safely). Only asked
+    once the interpreter and confluent-kafka's version have passed (see :func:`_refusal`)."""
     try:
-        major = int(str(confluent_kafka.version()[0]).split(".")[0])
-        found = _loaded_librdkafka() if major in _KNOWN_MAJORS else None
+        found = _loaded_librdkafka()
         return _Librdkafka(found) if found is not None else None
     except (OSError, AttributeError, ValueError) as exc:
         _log.debug("librdkafka's queue events are not reachable: %s", exc)
         return None
 
 
+def _confluent_kafka_version() -> str:
+    """confluent-kafka's version: ``version()`` gives a string (older releases gave
+    ``(string, int)``)."""
+    version: Any = confluent_kafka.version()
+    return str(version[0] if isinstance(version, tuple) else version)
+
+
+def _refusal() -> str | None:
+    """Why no producer of this process can be served on a loop (steps 1-4 of the module), said
+    for an operator, or None when they can."""
+    if os.environ.get(SWITCH, "1") == "0":
+        return f"{SWITCH}=0 switches it off (unset it to turn it back on)"
+    if sys.implementation.name != "cpython":
+        return (
+            f"the interpreter is {sys.implementation.name}, not CPython "
+            "(no switch turns it on there)"
+        )
+    version = _confluent_kafka_version()
+    if version not in TESTED_CONFLUENT_KAFKA:
+        tested = ", ".join(sorted(TESTED_CONFLUENT_KAFKA))
+        return (
+            f"confluent-kafka {version} is not a version whose client layout Conveyor has "
+            f"tested ({tested}); no switch turns it on for another version: install a tested "
+            "one, or a Conveyor release that lists this one"
+        )
+    if _librdkafka() is None:
+        return "the librdkafka that confluent-kafka calls could not be told for certain"
+    return None
+
+
+class _Told:
+    """Whether the fallback was logged in this process."""
+
+    lock = threading.Lock()
+    done = False
+
+
+def _fall_back(reason: str) -> None:
+    """Log once per process that producers keep the poller thread, and why. At INFO, not
+    WARNING: nothing is wrong and nothing needs doing (the poller gives the same reports, in
+    the same order; an awaited produce only costs one hand-off between threads more), so a
+    WARNING from every process on an untested confluent-kafka would ask operators to act
+    where nothing is to be done; one looking for the missing speed-up finds the reason here."""
+    with _Told.lock:
+        if _Told.done:
+            return
+        _Told.done = True
+    _log.info(
+        "Producers' delivery reports are served by their poller threads, not by event loops: %s",
+        reason,
+    )
+
+
 def _handle_of(client: Any, library: _Librdkafka) -> int | None:
-    """The ``rd_kafka_t *`` of a confluent-kafka client object, checked (see the module)."""
-    offset = object.__basicsize__
-    if type(client).__basicsize__ < offset + ctypes.sizeof(ctypes.c_void_p):
+    """The ``rd_kafka_t *`` of a confluent-kafka producer, proven before librdkafka sees it
+    (step 5 of the module), or None."""
+    base = confluent_kafka.cimpl.Producer
+    header, word = object.__basicsize__, ctypes.sizeof(ctypes.c_void_p)
+    words = (_RK_WORD, *_CALLBACK_WORDS)
+    if not isinstance(client, base) or base.__basicsize__ < header + (max(words) + 1) * word:
+        return None  # not confluent-kafka's object: its memory may be shorter than the reads
+    address = id(client) + header
+
+    def read(n: int) -> int:
+        return ctypes.c_void_p.from_address(address + n * word).value or 0
+
+    rk = read(_RK_WORD)
+    callbacks = [value for value in map(read, _CALLBACK_WORDS) if value]
+    if not rk or not callbacks or not _run_in(callbacks, [id(r) for r in gc.get_referents(client)]):
         return None
-    handle = ctypes.c_void_p.from_address(id(client) + offset).value
-    if not handle or library.opaque(handle) != id(client):
+    if library.opaque(rk) != id(client):
         return None
-    return int(handle)
+    return rk
+
+
+def _run_in(run: list[int], values: list[int]) -> bool:
+    """Whether ``run`` occurs in ``values`` as consecutive items."""
+    return any(values[i : i + len(run)] == run for i in range(len(values) - len(run) + 1))
 
 
 def loop_serving_available() -> bool:
     """Whether producers can be served on an event loop in this process (see the module)."""
-    return os.environ.get(SWITCH, "1") != "0" and _librdkafka() is not None
+    return _refusal() is None
 
 
 class LoopServing:
@@ -213,15 +317,20 @@ def loop_serving(
     client: Any, config: Mapping[str, Any], serve: Callable[[], object]
 ) -> LoopServing | None:
     """A :class:`LoopServing` for a confluent-kafka producer, or None when it cannot have one
-    (switched off, librdkafka not reachable safely, or an ``oauth_cb`` that may block)."""
-    if "oauth_cb" in config or not loop_serving_available():
+    (a check of the module failed, told once per process, or an ``oauth_cb`` that may block)."""
+    if "oauth_cb" in config:
         return None
-    library = _librdkafka()
+    refusal = _refusal()
+    library = _librdkafka() if refusal is None else None
     if library is None:
+        _fall_back(refusal or "librdkafka is not reachable")
         return None
     handle = _handle_of(client, library)
     if handle is None:
-        _log.debug("the producer's rd_kafka_t was not found: reports stay on the poller")
+        _fall_back(
+            f"the producer object is not laid out as confluent-kafka "
+            f"{_confluent_kafka_version()}'s is known to be (its rd_kafka_t was not proven)"
+        )
         return None
     return LoopServing(library, handle, serve)
 

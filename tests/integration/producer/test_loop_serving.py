@@ -1,7 +1,7 @@
 """An event loop that serves its producer's delivery reports itself (librdkafka's queue event
 on a pipe the loop watches), on a real broker: reports run on the loop's thread, a second loop
-and plain threads still get theirs, a blocked loop does not hold a thread's report, and
-closing the producer lets the loop's pipe go."""
+and plain threads still get theirs, a blocked loop does not hold a thread's report, closing
+the producer lets the loop's pipe go, and the poller (loop serving off) gives the same reports."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conveyor import Producer
+from conveyor import DeliveryHandle, DeliveryReport, Producer
 from conveyor.driver.loop_serving import loop_serving_available
 
 pytestmark = pytest.mark.skipif(
@@ -197,3 +197,75 @@ def test_closing_from_another_thread_drops_the_reader_on_the_loop(
         return False
 
     assert asyncio.run(scenario()), "the loop's reader was dropped on its own thread"
+
+
+def _produce_every_way(producer: Producer, topic: str) -> tuple[list[tuple[str, int, int]], int]:
+    """Every way a report can be served, on one loop: awaited one by one, gathered, a burst
+    (``produce_many_async`` with its reports), unawaited with a done callback, and a plain
+    thread's ``produce_sync`` while the loop runs, each message labeled by its place. The
+    ``(label, partition, offset)`` of each report, in that order, and how many done callbacks
+    ran on the loop's thread."""
+    on_loop = 0
+
+    async def scenario() -> list[tuple[str, int, int]]:
+        nonlocal on_loop
+        reports = []
+        for n in range(20):
+            reports.append(await producer.produce_async(topic=topic, payload=b"a", label=f"a{n}"))
+        reports += await asyncio.gather(
+            *(producer.produce_async(topic=topic, payload=b"g", label=f"g{n}") for n in range(50))
+        )
+        burst = [{"topic": topic, "payload": b"b", "label": f"b{n}"} for n in range(50)]
+        reports += await producer.produce_many_async(burst, reports=True)
+        loop, here = asyncio.get_running_loop(), threading.get_ident()
+        unawaited: list[DeliveryReport] = []
+        all_in = asyncio.Event()
+
+        def done(handle: DeliveryHandle) -> None:
+            nonlocal on_loop
+            on_loop += threading.get_ident() == here
+            unawaited.append(handle.result())
+            if len(unawaited) == 30:
+                loop.call_soon_threadsafe(all_in.set)
+
+        for n in range(30):
+            producer.produce_async(topic=topic, payload=b"u", label=f"u{n}").add_done_callback(done)
+        await asyncio.wait_for(all_in.wait(), 15)
+        reports += sorted(unawaited, key=lambda report: report.offset)
+
+        def thread() -> list[DeliveryReport]:
+            return [
+                producer.produce_sync(topic=topic, payload=b"t", label=f"t{n}", timeout=10)
+                for n in range(20)
+            ]
+
+        reports += await asyncio.to_thread(thread)
+        return [(report.label, report.partition, report.offset) for report in reports]
+
+    return asyncio.run(scenario()), on_loop
+
+
+def test_the_poller_gives_the_same_reports_as_a_serving_loop(
+    kafka_bootstrap: str, new_topic, read_messages, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loop serving changes who serves a report, never which: with it switched off, the same
+    messages get the same reports, in the same order, and every one is on the topic once."""
+    results = {}
+    for serving in (True, False):
+        if not serving:
+            monkeypatch.setenv("CONVEYOR_LOOP_SERVING", "0")
+        topic = new_topic()
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            assert (producer._client.loop_serving is not None) is serving
+            reports, on_loop = _produce_every_way(producer, topic)
+        if serving:
+            assert on_loop >= 15, "the loop served the unawaited reports"
+        else:
+            assert on_loop == 0, "the poller served them all"
+        sent = [label for label, _partition, _offset in reports]
+        assert [offset for _label, _partition, offset in reports] == list(range(170))
+        assert {partition for _label, partition, _offset in reports} == {0}
+        kinds = [message.value() for message in read_messages(topic, 170, timeout=20)]
+        assert kinds == [label[0].encode() for label in sent], "each on the topic once, in order"
+        results[serving] = reports
+    assert results[False] == results[True]
