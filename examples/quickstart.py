@@ -14,6 +14,7 @@ consumed, and prints a table. Then the app and its web UI keep running until Ctr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -24,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The shop reads its brokers from the environment; make run's are the development broker's.
+os.environ.setdefault("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
 
 from conveyor import Producer
 from conveyor.admin import migrate

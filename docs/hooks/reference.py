@@ -29,11 +29,13 @@ from typing import Any
 from conveyor import App, Producer, errors
 from conveyor import metrics as metrics_package
 from conveyor.connect import sinks
+from conveyor.environment import APP_VARIABLES, BOOTSTRAP_ENV, DEFAULT, KAFKA_PREFIX
 from conveyor.instrumentation import events as events_module
 from conveyor.routing.dead_letter_queue import DeadLetterQueue
 from conveyor.routing.routes import _OPTIONS
 from conveyor.routing.topic import Topic
 from conveyor.routing.virtual_partitions import VirtualPartitions
+from conveyor.settings import DEFAULT_CLIENT_ID, AppSettings
 
 MARKER = re.compile(r"^<!-- reference: ([\w.-]+) -->$", re.MULTILINE)
 NO_DEFAULT = "required"
@@ -156,7 +158,18 @@ SETTINGS_HEADER = ("setting", "type", "default", "meaning")
 
 
 def settings_app() -> str:
-    return _table(SETTINGS_HEADER, signature_rows(App))
+    """The App's settings, each with its real default (the signature's is ``DEFAULT``: its
+    environment variable, else this) and its environment variable."""
+    variables = {variable.setting: f"`{variable.name}`" for variable in APP_VARIABLES}
+    variables["kafka"] = f"`{BOOTSTRAP_ENV}`, `{KAFKA_PREFIX}<NAME>`"
+    rows = []
+    for name, kind, shown, meaning in signature_rows(App):
+        bare = name.strip("`")
+        if shown == _default(DEFAULT):
+            real = DEFAULT_CLIENT_ID if bare == "client_id" else getattr(AppSettings, bare)
+            shown = _default(real)  # noqa: PLW2901 - the real default replaces DEFAULT
+        rows.append((name, kind, shown, variables.get(bare, "—"), meaning))
+    return _table(("setting", "type", "default", "environment", "meaning"), rows)
 
 
 def settings_producer() -> str:

@@ -3,12 +3,12 @@
 ``OrdersConsumer`` turns each order into a payment on ``shop-payments`` (keyed like the
 order, so a customer's payments stay in order); ``PaymentsConsumer`` totals them.
 
+    export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092     # what `conveyor broker start` prints
     cd examples && conveyor server --app shop.app:app
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import ClassVar
 
@@ -17,13 +17,10 @@ from conveyor import App, Consumer
 ORDERS = "shop-orders"
 PAYMENTS = "shop-payments"
 
-app = App(
-    client_id="shop",
-    kafka={"bootstrap.servers": os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")},
-    concurrency=4,
-    max_messages=500,
-    max_wait_time=0.5,
-)
+# The brokers, credentials, concurrency and instance id come from the environment
+# (KAFKA_BOOTSTRAP_SERVERS, CONVEYOR_KAFKA_*, CONVEYOR_CONCURRENCY, CONVEYOR_INSTANCE_ID ...);
+# the code gives only what belongs to the app itself.
+app = App(client_id="shop", max_messages=500, max_wait_time=0.5)
 
 
 class Ledger:

@@ -15,6 +15,7 @@ from conveyor.admin import Admin
 from conveyor.connect.lifecycle import close_sinks, open_sinks
 from conveyor.consumer import Consumer
 from conveyor.driver.clients import check_settings
+from conveyor.environment import DEFAULT
 from conveyor.errors import ConfigurationError, ConveyorError, NotAssignedError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
@@ -32,9 +33,9 @@ from conveyor.schedules.recurring import DEFAULT_TOPIC as RECURRING_TOPIC
 from conveyor.schedules.recurring import RecurringTasks
 from conveyor.settings import (
     AppSettings,
-    build_app_settings,
     check_group_protocol,
     producer_settings,
+    settings_from_environment,
 )
 from conveyor.slots import host_slot, previous_use, record_use
 from conveyor.swarm.supervisor import NODE_ENV, SUPERVISOR_ENV
@@ -52,10 +53,18 @@ _PACKING_METADATA_TIMEOUT = 5.0  # seconds start() waits for the partition count
 class App:
     """A Conveyor application.
 
+    Every setting the code does not give comes from its environment variable, else from its
+    default: ``concurrency`` from ``$CONVEYOR_CONCURRENCY``, ``instance_id`` from
+    ``$CONVEYOR_INSTANCE_ID`` and so on (the configuration page lists them;
+    ``conveyor config`` shows where each setting came from).
+
     Args:
         client_id: names this application (librdkafka's ``client.id`` prefix, and the default
-            consumer group when ``kafka`` has no ``group.id``).
-        kafka: librdkafka settings, passed through (``bootstrap.servers`` is required).
+            consumer group when ``kafka`` has no ``group.id``; default ``"conveyor"``).
+        kafka: librdkafka settings, passed through (``bootstrap.servers`` is required); they
+            win over the environment's: ``$KAFKA_BOOTSTRAP_SERVERS`` and
+            ``$CONVEYOR_KAFKA_<NAME>`` (``CONVEYOR_KAFKA_SASL_PASSWORD`` for
+            ``sasl.password``).
         concurrency: worker threads (default 5).
         max_messages: the most messages one ``consume()`` gets (default 100).
         max_wait_time: seconds a listener waits for the first message of a batch (default 1).
@@ -108,41 +117,43 @@ class App:
 
     def __init__(
         self,
-        client_id: str = "conveyor",
+        client_id: str = DEFAULT,
         kafka: Mapping[str, Any] | None = None,
         *,
-        concurrency: int = AppSettings.concurrency,
-        max_messages: int = AppSettings.max_messages,
-        max_wait_time: float = AppSettings.max_wait_time,
-        shutdown_timeout: float = AppSettings.shutdown_timeout,
-        pause_timeout: float = AppSettings.pause_timeout,
-        pause_max_timeout: float = AppSettings.pause_max_timeout,
-        pause_with_exponential_backoff: bool = AppSettings.pause_with_exponential_backoff,
-        gc_threshold: int | None = AppSettings.gc_threshold,
-        inline_quick_batches: bool = AppSettings.inline_quick_batches,
-        max_listeners: int = AppSettings.max_listeners,
+        concurrency: int = DEFAULT,
+        max_messages: int = DEFAULT,
+        max_wait_time: float = DEFAULT,
+        shutdown_timeout: float = DEFAULT,
+        pause_timeout: float = DEFAULT,
+        pause_max_timeout: float = DEFAULT,
+        pause_with_exponential_backoff: bool = DEFAULT,
+        gc_threshold: int | None = DEFAULT,
+        inline_quick_batches: bool = DEFAULT,
+        max_listeners: int = DEFAULT,
         monitor: Monitor | None = None,
         oauth_token_provider: Callable[[], tuple[str, Any]] | None = None,
-        instance_id: str | None = None,
-        event_loop_blocked_after: float | None = AppSettings.event_loop_blocked_after,
+        instance_id: str | None = DEFAULT,
+        event_loop_blocked_after: float | None = DEFAULT,
         **unknown: Any,
     ) -> None:
-        self.settings = build_app_settings(
-            client_id,
+        self.settings = settings_from_environment(
+            {
+                "client_id": client_id,
+                "concurrency": concurrency,
+                "max_messages": max_messages,
+                "max_wait_time": max_wait_time,
+                "shutdown_timeout": shutdown_timeout,
+                "pause_timeout": pause_timeout,
+                "pause_max_timeout": pause_max_timeout,
+                "pause_with_exponential_backoff": pause_with_exponential_backoff,
+                "gc_threshold": gc_threshold,
+                "inline_quick_batches": inline_quick_batches,
+                "max_listeners": max_listeners,
+                "instance_id": instance_id,
+                "event_loop_blocked_after": event_loop_blocked_after,
+            },
             kafka,
-            concurrency=concurrency,
-            max_messages=max_messages,
-            max_wait_time=max_wait_time,
-            shutdown_timeout=shutdown_timeout,
-            pause_timeout=pause_timeout,
-            pause_max_timeout=pause_max_timeout,
-            pause_with_exponential_backoff=pause_with_exponential_backoff,
-            gc_threshold=gc_threshold,
-            inline_quick_batches=inline_quick_batches,
-            max_listeners=max_listeners,
             oauth_token_provider=oauth_token_provider,
-            instance_id=instance_id,
-            event_loop_blocked_after=event_loop_blocked_after,
             unknown=unknown,
         )
         self._logging: LoggingListener | None = None

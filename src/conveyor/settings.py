@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from conveyor.driver.clients import check_settings
 from conveyor.driver.oauth import oauth_callback
+from conveyor.environment import BOOTSTRAP_ENV, resolve
 from conveyor.errors import ConfigurationError
 from conveyor.masking import mask
 from conveyor.validation import check_count, check_kafka_values, check_seconds
 
 __all__ = [
+    "DEFAULT_CLIENT_ID",
     "AppSettings",
     "build_app_settings",
     "check_group_protocol",
     "consumer_only",
     "producer_settings",
+    "settings_from_environment",
 ]
 
 # What the new consumer group protocol (KIP-848, group.protocol=consumer) moves to the broker.
@@ -67,14 +70,67 @@ class AppSettings:
     instance_id: str | None = None
     """This process's stable name among the app's processes (its transactional producer's
     ``transactional.id``); ``None``: the host name and the process's slot on the host."""
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Where each setting came from: ``argument``, ``$VARIABLE`` (the environment) or
+    ``default``; librdkafka's as ``kafka: <name>`` (see :mod:`conveyor.environment`)."""
 
     def __repr__(self) -> str:
         fields = ", ".join(
             f"{f.name}={mask(value) if f.name == 'kafka' else value!r}"
             for f in dataclass_fields(self)
+            if f.name != "sources"
             for value in (getattr(self, f.name),)
         )
         return f"AppSettings({fields})"
+
+
+DEFAULT_CLIENT_ID = "conveyor"
+_DEFAULTS = {
+    name: getattr(AppSettings, name)
+    for name in (
+        "concurrency", "max_messages", "max_wait_time", "shutdown_timeout", "pause_timeout",
+        "pause_max_timeout", "pause_with_exponential_backoff", "gc_threshold",
+        "inline_quick_batches", "max_listeners", "instance_id", "event_loop_blocked_after",
+    )
+}  # fmt: skip
+
+
+def settings_from_environment(
+    arguments: Mapping[str, Any],
+    kafka: Any,
+    *,
+    oauth_token_provider: Any = None,
+    unknown: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AppSettings:
+    """The app's settings by the one precedence (see :mod:`conveyor.environment`): each of
+    ``arguments`` given in code, else its environment variable, else its default; ``kafka``'s
+    settings over the environment's. Each setting's source is kept in ``sources``.
+
+    Raises:
+        ConfigurationError: as :func:`build_app_settings`; a bad value read from the
+            environment names its variable.
+    """
+    resolved = resolve(arguments, kafka, environ)
+    values = {
+        name: value for name, value in resolved.values.items() if name not in ("client_id", "kafka")
+    }
+    try:
+        settings = build_app_settings(
+            resolved.values.get("client_id", DEFAULT_CLIENT_ID),
+            resolved.values["kafka"],
+            oauth_token_provider=oauth_token_provider,
+            unknown=unknown,
+            **{**_DEFAULTS, **values},
+        )
+    except ConfigurationError as exc:
+        source = resolved.sources.get(exc.setting or "") or resolved.sources.get(
+            f"kafka: {exc.setting}"
+        )
+        if source is None or not source.startswith("$"):
+            raise
+        raise ConfigurationError(f"{exc} (from {source})", exc.setting) from None
+    return replace(settings, sources=resolved.sources)
 
 
 def build_app_settings(
@@ -178,7 +234,12 @@ def build_app_settings(
 
 def _check_kafka(kafka: Any) -> None:
     """The ``kafka`` dict: a mapping of names to values librdkafka takes, with the brokers."""
-    if kafka is None or not isinstance(kafka, Mapping):
+    if kafka is None:
+        raise ConfigurationError(
+            f'no Kafka to connect to: give kafka={{"bootstrap.servers": ...}} or set {BOOTSTRAP_ENV}',
+            "bootstrap.servers",
+        )
+    if not isinstance(kafka, Mapping):
         raise ConfigurationError(
             'kafka must be a dict of librdkafka settings with "bootstrap.servers"', "kafka"
         )
@@ -187,7 +248,9 @@ def _check_kafka(kafka: Any) -> None:
             raise ConfigurationError(f"kafka setting names must be strings, got {key!r}", "kafka")
     check_kafka_values(kafka)
     if not kafka.get("bootstrap.servers"):
-        raise ConfigurationError('kafka["bootstrap.servers"] is required', "bootstrap.servers")
+        raise ConfigurationError(
+            f'kafka["bootstrap.servers"] is required (or set {BOOTSTRAP_ENV})', "bootstrap.servers"
+        )
 
 
 _CONSUMER_ONLY_PREFIXES = (

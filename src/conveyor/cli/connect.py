@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-
 import click
 
 from conveyor.cli.loading import app_option, load_app
-from conveyor.cli.output import console, error_console, table
-from conveyor.cli.server import run_until_signalled
+from conveyor.cli.logs import configure_logging, log_options
+from conveyor.cli.output import console, table
+from conveyor.cli.server import Say, run_until_signalled
 from conveyor.connect.sinks import Broadcast
 
 __all__ = ["connect"]
@@ -55,17 +53,11 @@ def list_sinks(app_spec: str | None) -> None:
 @connect.command()
 @_app_option
 @click.option("--port", type=click.IntRange(0, 65535), help="Listen here (one broadcast sink).")
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-)
-def broadcast(app_spec: str | None, port: int | None, log_level: str) -> None:
+@log_options()
+def broadcast(app_spec: str | None, port: int | None, log_level: str, log_format: str) -> None:
     """Run the app's Broadcast sinks (WebSocket /ws and SSE /sse) until SIGINT/SIGTERM."""
-    logging.basicConfig(
-        level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(log_level, log_format)
+    say = Say(log_format)
     app = load_app(app_spec)
     bindings = [b for b in app.routes.sinks if isinstance(b.sink, Broadcast)]
     if not bindings:
@@ -75,12 +67,12 @@ def broadcast(app_spec: str | None, port: int | None, log_level: str) -> None:
             raise click.ClickException("--port needs exactly one Broadcast sink")
         bindings[0].sink.port = port
     topics = sorted({binding.topic for binding in bindings})
-    error_console.print(
+    say(
         "\n".join(
             f"broadcasting {binding.topic} on ws://{binding.sink.host}:{binding.sink.port}/ws "
             f"and http://{binding.sink.host}:{binding.sink.port}/sse"
             for binding in bindings
         ),
-        highlight=False,
+        event="broadcast.starting",
     )
-    run_until_signalled(app, topics=topics)
+    run_until_signalled(app, topics=topics, say=say)

@@ -11,6 +11,7 @@ from conveyor.cli.admin import cluster, configs, groups, topics
 from conveyor.cli.asyncapi import asyncapi
 from conveyor.cli.bench import bench
 from conveyor.cli.broker import broker
+from conveyor.cli.config import config
 from conveyor.cli.connect import connect
 from conveyor.cli.ctl import ctl
 from conveyor.cli.dlq import dlq
@@ -47,6 +48,7 @@ cli.add_command(bench)
 cli.add_command(server)
 cli.add_command(swarm)
 cli.add_command(info)
+cli.add_command(config)
 cli.add_command(web)
 cli.add_command(connect)
 cli.add_command(ctl)

@@ -7,22 +7,28 @@ import os
 import signal
 import sys
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+from rich.text import Text
 
 from conveyor._version import __version__
 from conveyor.cli.ctl import show_processes
 from conveyor.cli.loading import app_option, load_app
+from conveyor.cli.logs import configure_logging, log_options
 from conveyor.cli.output import console, error_console, key_value_table, table
 from conveyor.driver import client_versions
+from conveyor.instrumentation.background_log import BACKGROUND_LOG
+from conveyor.instrumentation.json_log import FIELDS
 from conveyor.masking import mask, shown_setting
 from conveyor.swarm.heartbeat import start_heartbeat
 
 if TYPE_CHECKING:
     from conveyor.app import App
 
-__all__ = ["info", "run_until_signalled", "server"]
+__all__ = ["Say", "info", "run_until_signalled", "server"]
+
+_cli_log = logging.getLogger("conveyor.cli")
 
 _app_option = app_option("The app to run, e.g. shop.app:app (default: $CONVEYOR_APP).")
 
@@ -57,12 +63,7 @@ def _names(value: str | None) -> list[str] | None:
 @click.option(
     "--liveness-host", default="127.0.0.1", show_default=True, help="Address for --liveness-port."
 )
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-)
+@log_options()
 def server(
     app_spec: str | None,
     consumer_groups: str | None,
@@ -76,14 +77,14 @@ def server(
     liveness_port: int | None,
     liveness_host: str,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run the app's consumers until SIGINT/SIGTERM (a second one forces); SIGTSTP quiets.
 
     Exits 0 after a clean stop, 1 after a crash, 2 after a forced stop.
     """
-    logging.basicConfig(
-        level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(log_level, log_format)
+    say = Say(log_format)
     app = load_app(app_spec)
     active = app.routes.active()
     groups = _narrow(
@@ -109,7 +110,7 @@ def server(
         port = app.liveness.serve(liveness_port, liveness_host)
         metrics += f"  liveness on http://{liveness_host}:{port}/healthz\n"
     versions = client_versions()
-    error_console.print(
+    say(
         f"[bold]Conveyor {__version__}[/] (confluent-kafka {versions['confluent-kafka']}, librdkafka "
         f"{versions['librdkafka']}) · app {app.settings.client_id} · broker {app.settings.kafka.get('bootstrap.servers')}\n"
         f"  concurrency {app.settings.concurrency} · max_messages {app.settings.max_messages} · "
@@ -120,9 +121,26 @@ def server(
             f"{route.consumer_class.__name__ if route.consumer_class else '-'}"
             for route in routes
         ),
-        highlight=False,
-    )
-    run_until_signalled(app, groups, subscriptions, only_topics)
+        event="server.starting", client=app.settings.client_id, version=__version__,
+        routes=[f"{route.consumer_group}/{route.name}" for route in routes],
+    )  # fmt: skip
+    run_until_signalled(app, groups, subscriptions, only_topics, say)
+
+
+class Say:
+    """What a command tells its operator on stderr: a line of text, or with
+    ``--log-format json`` an INFO record of the ``conveyor.cli`` logger (so that stderr holds
+    JSON lines only)."""
+
+    def __init__(self, log_format: str = "text") -> None:
+        self.json = log_format.lower() == "json"
+
+    def __call__(self, text: str, level: int = logging.INFO, **fields: Any) -> None:
+        if self.json:
+            plain = Text.from_markup(text).plain
+            _cli_log.log(level, "%s", plain, extra={FIELDS: fields} if fields else None)
+        else:
+            error_console.print(text, highlight=False)
 
 
 def run_until_signalled(
@@ -130,25 +148,26 @@ def run_until_signalled(
     groups: list[str] | None = None,
     subscriptions: list[str] | None = None,
     topics: list[str] | None = None,
+    say: Say | None = None,
 ) -> None:
     """Run ``app`` until SIGINT/SIGTERM (a second one forces exit 2); SIGTSTP quiets; exit 1
-    after a crash."""
+    after a crash. ``say`` tells the operator what happens (text on stderr by default)."""
+    say = say or Say()
     signals = {"count": 0}
 
     def on_stop(signum: int, _frame: FrameType | None) -> None:
         signals["count"] += 1
         if signals["count"] > 1:
-            error_console.print("second signal: forcing exit", highlight=False)
+            say("second signal: forcing exit", logging.WARNING, event="server.forced")
+            BACKGROUND_LOG.flush(1.0)
             os._exit(2)
-        error_console.print(
-            f"{signal.Signals(signum).name}: stopping gracefully (again to force)", highlight=False
-        )
+        name = signal.Signals(signum).name
+        say(f"{name}: stopping gracefully (again to force)", event="server.stopping", signal=name)
         app.stop()
 
     def on_quiet(_signum: int, _frame: FrameType | None) -> None:
-        error_console.print(
-            "SIGTSTP: quieting (finishing running batches, taking no new ones)", highlight=False
-        )
+        say("SIGTSTP: quieting (finishing running batches, taking no new ones)",
+            event="server.quieting")  # fmt: skip
         app.quiet()
 
     signal.signal(signal.SIGINT, on_stop)
@@ -162,9 +181,11 @@ def run_until_signalled(
     except Exception as exc:
         if app.crash is None:
             raise
-        error_console.print(f"[bold red]crashed:[/] {exc}", highlight=False)
+        say(f"[bold red]crashed:[/] {exc}", logging.ERROR, event="server.crashed")
+        BACKGROUND_LOG.flush(5.0)
         sys.exit(1)
-    error_console.print("stopped cleanly", highlight=False)
+    say("stopped cleanly", event="server.stopped")
+    BACKGROUND_LOG.flush(5.0)
 
 
 def _narrow(

@@ -9,6 +9,7 @@ import sys
 import click
 
 from conveyor.cli.loading import app_option, load_app
+from conveyor.cli.logs import log_options
 from conveyor.cli.output import error_console
 from conveyor.swarm import Supervisor
 
@@ -61,8 +62,7 @@ class _Bytes(click.ParamType[int]):
               help="A node using more memory than this (like 1GB) is replaced.")  # fmt: skip
 @click.option("--max-restarts", type=click.IntRange(min=0), default=5, show_default=True,
               help="Replacements allowed in a minute before the swarm gives up.")  # fmt: skip
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))  # fmt: skip
+@log_options()
 def swarm(
     app_spec: str | None,
     nodes: int,
@@ -70,6 +70,7 @@ def swarm(
     memory_limit: int | None,
     max_restarts: int,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Run NODES copies of `conveyor server` in one consumer group, and keep them running.
 
@@ -77,7 +78,8 @@ def swarm(
     Exits 0 after a clean stop, 1 when nodes kept dying, 2 when forced."""
     app = load_app(app_spec)  # loaded here only to refuse a bad app before any node starts
     spec = app_spec or os.environ.get("CONVEYOR_APP", "")
-    command = [sys.executable, "-m", "conveyor", "server", "--app", spec, "--log-level", log_level]
+    command = [sys.executable, "-m", "conveyor", "server", "--app", spec,
+               "--log-level", log_level, "--log-format", log_format]  # fmt: skip
     error_console.print(
         f"[bold]Conveyor swarm[/] of {app.settings.client_id}: {nodes} node(s) "
         f"(pid {os.getpid()}; liveness {liveness:g} s"

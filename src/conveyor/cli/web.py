@@ -4,7 +4,6 @@ uninstall) through the declarative-topics code."""
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import sys
 
@@ -13,6 +12,7 @@ import click
 from conveyor.admin import migrate, plan
 from conveyor.app import App
 from conveyor.cli.loading import app_option, load_app
+from conveyor.cli.logs import configure_logging, log_options
 from conveyor.cli.output import changes_table, confirm, console, error_console, progress
 from conveyor.errors import ConfigurationError, KafkaError
 
@@ -38,10 +38,7 @@ _replication_option = click.option(
     "--read-only", is_flag=True,
     help="Hide and refuse every action (republish, redrive, commands).",
 )  # fmt: skip
-@click.option(
-    "--log-level", default="WARNING", show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-)  # fmt: skip
+@log_options(default_level="WARNING")
 @click.pass_context
 def web(
     ctx: click.Context,
@@ -51,6 +48,7 @@ def web(
     no_aggregate: bool,
     read_only: bool,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Serve the web UI of an app (subcommands manage its topics).
 
@@ -65,9 +63,7 @@ def web(
         raise ConfigurationError(
             f"conveyor web needs the web extra: pip install 'conveyor[web]' ({exc})", "web"
         ) from exc
-    logging.basicConfig(
-        level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(log_level, log_format)
     app = load_app(app_spec)
     _access_from_environment(app, read_only)
     if not app.web.access.closed and host not in ("127.0.0.1", "localhost", "::1"):

@@ -14,6 +14,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["BACKGROUND_LOG", "BackgroundLog"]
@@ -39,12 +40,16 @@ class BackgroundLog:
         message: str,
         *args: Any,
         exc_info: BaseException | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
-        """Like ``logger.log(level, message, *args)``, without waiting for the handlers."""
+        """Like ``logger.log(level, message, *args, extra=extra)``, without waiting for the
+        handlers."""
         if not logger.isEnabledFor(level):
             return
         error = (type(exc_info), exc_info, exc_info.__traceback__) if exc_info else None
-        record = logger.makeRecord(logger.name, level, "conveyor", 0, message, args, error)
+        record = logger.makeRecord(
+            logger.name, level, "conveyor", 0, message, args, error, extra=extra
+        )
         with self._lock:
             self._submitted += 1
             if self._thread is None:

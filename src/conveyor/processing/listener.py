@@ -88,7 +88,7 @@ class Listener(ListenerReports):
         self.submit = submit
         self._run_here_counted = run_here or _run
         self._role = threading.Lock()  # who is the listener's thread, and its inline job
-        self._inline_since = 0.0
+        self._inline_since: float | None = None
         self._inline_job: Callable[[], None] | None = None
         self._submit_coroutine = submit_coroutine
         self._timers = timers
@@ -399,7 +399,7 @@ class Listener(ListenerReports):
             with self._role:
                 handed = self._thread is not threading.current_thread()
                 if not handed:  # after a hand-over the record is the successor's
-                    self._inline_since = 0.0
+                    self._inline_since = None
                     self._inline_job = None
         if handed:
             raise _HandedOver
@@ -410,10 +410,11 @@ class Listener(ListenerReports):
         if self._stopping.is_set():
             return
         successor = None
+        held = 0.0  # seconds the batch has run
         with self._role:
             since, job = self._inline_since, self._inline_job
-            if since and time.monotonic() - since >= _TAKE_OVER_AFTER:
-                self._inline_since = 0.0  # one successor per blocked batch
+            if since is not None and (held := time.monotonic() - since) >= _TAKE_OVER_AFTER:
+                self._inline_since = None  # one successor per blocked batch
                 successor = self._thread = threading.Thread(
                     target=self._run, name=f"conveyor-listener-{self.name}", daemon=True
                 )
@@ -426,7 +427,7 @@ class Listener(ListenerReports):
             )
             _log.info(
                 "%s: a batch of %s has run %.1f s on the listener's thread; another thread "
-                "polls meanwhile", self.name, where, time.monotonic() - since,
+                "polls meanwhile", self.name, where, held,
             )  # fmt: skip
             successor.start()
         self._timers.call_later(_TAKE_OVER_AFTER / 2, self._watch)
@@ -660,9 +661,8 @@ class Listener(ListenerReports):
             self._group_metadata = None
         monitor = self.context.monitor
         if ev.REBALANCE_PARTITIONS_ASSIGNED in monitor.subscribed:
-            monitor.instrument(
-                ev.REBALANCE_PARTITIONS_ASSIGNED, listener=self.name, partitions=partitions
-            )
+            monitor.instrument(ev.REBALANCE_PARTITIONS_ASSIGNED, listener=self.name,
+                               group=self._group_id, partitions=partitions)  # fmt: skip
         if self.quieted and partitions:
             self._command(lambda: self._client.pause(partitions))
 
@@ -688,9 +688,8 @@ class Listener(ListenerReports):
             self.drained(executor)
             self._commits.forget((executor.topic, executor.partition))
         if ev.REBALANCE_PARTITIONS_REVOKED in monitor.subscribed:
-            monitor.instrument(
-                ev.REBALANCE_PARTITIONS_REVOKED, listener=self.name, partitions=partitions
-            )
+            monitor.instrument(ev.REBALANCE_PARTITIONS_REVOKED, listener=self.name,
+                               group=self._group_id, partitions=partitions)  # fmt: skip
 
     # -- offsets ------------------------------------------------------------------------------
 

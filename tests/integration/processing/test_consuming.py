@@ -530,10 +530,10 @@ def test_lone_messages_on_the_listeners_thread_keep_their_order(
         assert on_listener == []
 
 
-def test_batch_lines_are_logged_when_info_was_set_up_after_the_app_was_built(
+def test_batch_lines_are_logged_when_debug_was_set_up_after_the_app_was_built(
     kafka_bootstrap: str, new_topic, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The default logging listener listens to consumed batches only while INFO is on; an
+    """The default logging listener listens to consumed batches only while DEBUG is on; an
     app checks again as it starts, so logging set up after the app was built still works."""
     topic = new_topic()
     record = Record()
@@ -549,7 +549,7 @@ def test_batch_lines_are_logged_when_info_was_set_up_after_the_app_was_built(
         app = App(client_id="lines", kafka={"bootstrap.servers": kafka_bootstrap,
                                             "group.id": f"test-{uuid.uuid4().hex[:8]}"})  # fmt: skip
         app.routes.topic(topic, Counted)
-        caplog.set_level(logging.INFO, logger="conveyor")  # after the app was built
+        caplog.set_level(logging.DEBUG, logger="conveyor")  # after the app was built
         with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
             producer.produce_sync(topic=topic, payload=b"x")
         with running(app):

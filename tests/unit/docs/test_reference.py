@@ -58,7 +58,8 @@ def test_a_docstring_a_default_and_an_event_change_the_built_site(tmp_path: Path
     assert "Docstring-drift-marker" in (site / "api" / "index.html").read_text()
     settings = (site / "settings" / "index.html").read_text()
     assert (
-        "<code>concurrency</code></td>\n<td><code>int</code></td>\n<td><code>7</code>" in settings
+        "<code>concurrency</code></td>\n<td><code>int</code></td>\n<td><code>7</code></td>\n"
+        "<td><code>CONVEYOR_CONCURRENCY</code>" in settings
     )
     events = (site / "events" / "index.html").read_text()
     assert "drift.noticed" in events

@@ -1,0 +1,53 @@
+"""The ``--log-level`` and ``--log-format`` options of the commands that run an app, and the
+logging set-up they ask for (text lines, or one JSON object a line for log collectors)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from conveyor.instrumentation.json_log import JsonFormatter
+
+__all__ = ["LOG_FORMAT_ENV", "LOG_LEVEL_ENV", "configure_logging", "log_options"]
+
+LOG_LEVEL_ENV = "CONVEYOR_LOG_LEVEL"
+LOG_FORMAT_ENV = "CONVEYOR_LOG_FORMAT"
+_TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+_Decorated = TypeVar("_Decorated", bound="Callable[..., Any] | click.Command")
+
+
+def log_options(default_level: str = "INFO") -> Callable[[_Decorated], _Decorated]:
+    """``--log-level`` (``$CONVEYOR_LOG_LEVEL``) and ``--log-format`` (``$CONVEYOR_LOG_FORMAT``),
+    passed to the command as ``log_level`` and ``log_format``."""
+
+    def decorate(command: _Decorated) -> _Decorated:
+        command = click.option(
+            "--log-format", envvar=LOG_FORMAT_ENV, default="text", show_default=True,
+            type=click.Choice(["text", "json"], case_sensitive=False),
+            help="text lines, or one JSON object a line for log collectors "
+            f"(${LOG_FORMAT_ENV}).",
+        )(command)  # fmt: skip
+        return click.option(
+            "--log-level", envvar=LOG_LEVEL_ENV, default=default_level, show_default=True,
+            type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+            help=f"INFO: start, assignments, rebalances, errors, stop; DEBUG: every batch "
+            f"(${LOG_LEVEL_ENV}).",
+        )(command)  # fmt: skip
+
+    return decorate
+
+
+def configure_logging(level: str, log_format: str) -> None:
+    """Send the process's logs to stderr at ``level``, as text or JSON lines (replacing the
+    unless the process has set up logging already)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format.lower() == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(_TEXT))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
