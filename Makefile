@@ -11,6 +11,9 @@
 #                the official AsyncAPI 3.0 JSON Schema, fetched with npm into .cache/
 #   (make bench installs Debian's redis-server the same way: the jobs benchmark's Celery
 #   and Dramatiq run on it)
+#   make release-check  (part of make test) the sdist and wheel built into dist/ and checked:
+#                their files, twine check --strict, and the wheel installed alone in a clean
+#                virtualenv running a hello app against the broker (tools/check-release)
 #   make docs    the documentation site on http://127.0.0.1:8000/ (MkDocs Material), rebuilt
 #                as you edit; `make test` builds it with --strict (site/)
 #   make bench   the benchmarks, with their same-run bare confluent-kafka baselines
@@ -24,7 +27,7 @@ INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 SOAK_MINUTES ?= 10
 
-.PHONY: all setup browser postgresql asyncapi-schema redis run test lint typecheck pytest docs docs-build bench soak stop clean
+.PHONY: all setup browser postgresql asyncapi-schema redis run test lint typecheck pytest docs docs-build release-check bench soak stop clean
 
 all: test
 
@@ -42,8 +45,8 @@ run: setup
 	$(BIN)/python examples/quickstart.py
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check src tests bench examples docs/hooks
-	$(BIN)/ruff format --check src tests bench examples docs/hooks
+	$(BIN)/ruff check src tests bench examples docs/hooks tools/check-release
+	$(BIN)/ruff format --check src tests bench examples docs/hooks tools/check-release
 
 typecheck: $(INSTALLED)
 	$(BIN)/mypy
@@ -68,10 +71,15 @@ pytest: setup browser postgresql asyncapi-schema
 docs-build: $(INSTALLED)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# What a release publishes, checked as a user gets it: dist/ then holds the sdist and the wheel
+# (twine upload dist/*). About a minute; pip's cache makes the installs quick.
+release-check: setup
+	$(BIN)/conveyor broker exec -- $(BIN)/python tools/check-release
+
 docs: $(INSTALLED)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
-test: lint typecheck docs-build pytest
+test: lint typecheck docs-build release-check pytest
 
 bench: setup redis
 	$(BIN)/conveyor broker exec -- $(BIN)/conveyor bench
@@ -83,4 +91,4 @@ stop: $(INSTALLED)
 	$(BIN)/conveyor broker stop
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site dist

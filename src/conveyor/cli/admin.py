@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -17,6 +16,7 @@ from conveyor.admin.admin import REPLICATED_CLUSTER
 from conveyor.app import App
 from conveyor.cli.loading import app_option, json_option, load_app
 from conveyor.cli.output import changes_table, confirm, console, key_value_table, table, warn
+from conveyor.environment import kafka_from_environment
 from conveyor.errors import ConfigurationError, ConveyorError
 
 __all__ = ["cluster", "configs", "groups", "topics"]
@@ -37,14 +37,14 @@ def _admin(spec: str | None) -> Admin:
     that needs no routes, such as ``topics create``, should not need an app to be written)."""
     if spec:
         return load_app(spec).admin
-    servers = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not servers:
+    kafka = {name: value for name, (value, _variable) in kafka_from_environment().items()}
+    if not kafka.get("bootstrap.servers"):
         raise ConfigurationError(
             "no app given: pass --app module:attribute (e.g. shop.app:app), set CONVEYOR_APP, "
             "or set KAFKA_BOOTSTRAP_SERVERS (this command needs no routes)",
             "app",
         )
-    return Admin({"bootstrap.servers": servers})
+    return Admin(kafka)  # with CONVEYOR_KAFKA_* too: the credentials of a secured cluster
 
 
 def _emit(as_json: bool, data: Any, render: Callable[[], None]) -> None:
