@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -122,11 +123,14 @@ def test_two_bootstrap_variables_that_disagree_are_refused(
         App("two")
 
 
-def test_every_app_variable_names_a_setting_of_the_app() -> None:
+def test_every_app_variable_names_a_setting_of_the_app_and_is_on_the_page() -> None:
     fields = set(AppSettings.__dataclass_fields__)
     assert {variable.setting for variable in APP_VARIABLES} <= fields
     names = [variable.name for variable in (*APP_VARIABLES, *OTHER_VARIABLES)]
     assert len(names) == len(set(names))
+    page = (Path(__file__).parents[2] / "docs" / "operations" / "configuration.md").read_text()
+    missing = [name for name in names if f"`{name.replace('<NAME>', '')}" not in page]
+    assert not missing, f"not on the configuration page: {missing}"
 
 
 def test_conveyor_config_shows_each_setting_and_where_it_came_from(

@@ -9,11 +9,12 @@ from __future__ import annotations
 import difflib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from conveyor.admin.acls import Acl
 from conveyor.driver.admin import AdminConnection
 from conveyor.errors import ConfigurationError, KafkaError
 from conveyor.messages import Deserializers, Message
@@ -590,6 +591,25 @@ class Admin:
         self._connection.set_scram_credentials(
             user, password, mechanism, iterations, self.timeout
         ).wait(self.timeout + 5)
+
+    def create_acls(self, acls: Sequence[Acl]) -> None:
+        """Create ACL bindings (one that exists already stays as it is; see
+        :mod:`conveyor.admin.acls`).
+
+        Raises:
+            KafkaError: the broker refused, e.g. without an authorizer (``SECURITY_DISABLED``)
+                or without the ALTER permission on the cluster.
+        """
+        self._connection.create_acls([acl.binding() for acl in acls], self.timeout)
+
+    def describe_acls(self, resource: str, name: str | None = None) -> list[Acl]:
+        """The ACL bindings on the ``resource`` (``topic``, ``group`` ...) named ``name``."""
+        return [
+            Acl(kind.lower(), found, principal, operation.lower(), "", pattern.lower(),
+                permission.lower(), host)
+            for kind, found, pattern, principal, host, operation, permission in
+            self._connection.describe_acls(resource.upper(), name, self.timeout)
+        ]  # fmt: skip
 
     def delete_consumer_group(self, name: str) -> None:
         self._connection.delete_group(name, self.timeout)

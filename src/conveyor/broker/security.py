@@ -186,6 +186,12 @@ def security_properties(material: SecurityMaterial) -> dict[str, str]:
         "ssl.truststore.location": material.path("truststore.p12"),
         "ssl.truststore.password": password,
         "listener.name.ssl.ssl.client.auth": "required",
+        # ACLs work (conveyor acls), yet a topic without any stays open to every login, as on
+        # a broker without an authorizer; the PLAINTEXT listener (the developer's, and the
+        # controller's) is ANONYMOUS, a super user.
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "true",
     }
     for listener in ("sasl_plaintext", "sasl_ssl"):
         settings[f"listener.name.{listener}.plain.sasl.jaas.config"] = plain

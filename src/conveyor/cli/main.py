@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from conveyor._version import __version__
+from conveyor.cli.acls import acls
 from conveyor.cli.admin import cluster, configs, groups, topics
 from conveyor.cli.asyncapi import asyncapi
 from conveyor.cli.bench import bench
@@ -55,7 +56,7 @@ cli.add_command(ctl)
 cli.add_command(asyncapi)
 cli.add_command(schemas)
 cli.add_command(jobs)
-for _group in (topics, groups, configs, cluster, dlq):
+for _group in (topics, groups, configs, cluster, dlq, acls):
     cli.add_command(_group)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._acl import AclBinding, AclBindingFilter, AclOperation, AclPermissionType
 from confluent_kafka.admin._config import (
     AlterConfigOpType,
     ConfigEntry,
@@ -21,6 +22,7 @@ from confluent_kafka.admin._config import (
     ConfigSource,
 )
 from confluent_kafka.admin._listoffsets import OffsetSpec
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 from confluent_kafka.admin._scram import (
     ScramCredentialInfo,
     ScramMechanism,
@@ -133,6 +135,37 @@ class AdminConnection:
         )
         futures = self._admin.alter_user_scram_credentials([upsert], request_timeout=timeout)
         return self._handle(futures[user], f"set the {mechanism} credentials of {user!r}")
+
+    def create_acls(
+        self, bindings: Sequence[tuple[str, str, str, str, str, str, str]], timeout: float
+    ) -> None:
+        """Create ACL bindings, each ``(resource, name, pattern, principal, host, operation,
+        permission)`` as Kafka names them (``TOPIC``, ``LITERAL``, ``READ``, ``ALLOW`` ...);
+        one that exists already is left as it is."""
+        acls = [_acl_binding(*binding) for binding in bindings]
+        if not acls:
+            return
+        futures = self._admin.create_acls(acls, request_timeout=timeout)
+        for acl, future in futures.items():
+            self._handle(future, f"create ACL {acl}").wait(timeout + 5)
+
+    def describe_acls(
+        self, resource: str, name: str | None, timeout: float
+    ) -> list[tuple[str, str, str, str, str, str, str]]:
+        """The ACL bindings on ``resource`` named ``name`` (``None``: any name), as
+        :meth:`create_acls` takes them."""
+        wanted = AclBindingFilter(
+            ResourceType[resource], name, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
+            AclOperation.ANY, AclPermissionType.ANY,
+        )  # fmt: skip
+        found = self._handle(
+            self._admin.describe_acls(wanted, request_timeout=timeout), "describe ACLs"
+        ).wait(timeout + 5)
+        return [
+            (acl.restype.name, acl.name, acl.resource_pattern_type.name, acl.principal, acl.host,
+             acl.operation.name, acl.permission_type.name)
+            for acl in found
+        ]  # fmt: skip
 
     def delete_topic(self, name: str, timeout: float) -> FutureHandle[None]:
         futures = self._admin.delete_topics(
@@ -439,3 +472,16 @@ class AdminConnection:
             self._consumer.close()
             self._consumer = None
         self._admin = _CLOSED
+
+
+def _acl_binding(
+    resource: str, name: str, pattern: str, principal: str, host: str, operation: str,
+    permission: str,
+) -> Any:  # fmt: skip
+    try:
+        return AclBinding(
+            ResourceType[resource], name, ResourcePatternType[pattern], principal, host,
+            AclOperation[operation], AclPermissionType[permission],
+        )  # fmt: skip
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ConfigurationError(f"not an ACL Kafka takes: {exc}", "acl") from None

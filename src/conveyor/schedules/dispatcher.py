@@ -8,6 +8,11 @@ writes a tombstone first. The schedules partition's offset is committed only up 
 oldest schedule not yet sent or cancelled, so a restart loads what is still pending.
 Delivery is at least once: a crash between sending a message and writing its tombstone
 sends it again after the restart.
+
+A record on the schedules topic makes the app produce, with its own credentials, to the
+topic the record names: so only topics the app allows are sent to (its own routes' topics by
+default, see :meth:`Schedules.enable`); a schedule for any other is refused, reported and
+tombstoned, never sent.
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import re
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import Consumer
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.instrumentation import events as ev
 from conveyor.schedules.wire import (
     DEFAULT_TOPIC,
@@ -40,7 +47,10 @@ if TYPE_CHECKING:
     from conveyor.partition import PartitionHandle
     from conveyor.routing.host import RoutedHost
 
-__all__ = ["Schedules"]
+__all__ = ["ANY_TOPIC", "Schedules"]
+
+ANY_TOPIC = "*"
+"""``allowed_topics`` that lets a schedule go to any topic the app's credentials reach."""
 
 _log = logging.getLogger("conveyor.schedules")
 _MAX_WAIT = 60.0  # seconds the dispatcher sleeps at most between looks
@@ -77,6 +87,9 @@ class Schedules:
         self._caught_up: set[int] = set()
         self._heaps: dict[int, list[tuple[float, int, str]]] = {}  # per partition: (at, seq, id)
         self._sequence = itertools.count()
+        self._allowed: tuple[str | re.Pattern[str], ...] | None = ()
+        self.refused = 0
+        """Schedules refused for their destination (a topic not allowed)."""
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -86,16 +99,25 @@ class Schedules:
         topic: str = DEFAULT_TOPIC,
         partitions: int = 3,
         replication_factor: int | None = None,
+        allowed_topics: Iterable[str | re.Pattern[str]] | str = (),
     ) -> None:
         """Read ``topic`` (declared compacted, with ``partitions``, for ``conveyor topics
         migrate``) in the app's default consumer group and send each scheduled message when
         its time comes. Call before ``app.run()``.
 
+        Only topics the app routes (any route: consumed, declared inactive, by a pattern;
+        job queues too) and ``allowed_topics`` (names, or compiled patterns that must match
+        the whole name) are sent to: whoever can write the schedules topic could otherwise
+        make the app produce anywhere its credentials reach. A schedule for another topic is
+        refused (an ``error.occurred`` event of type ``schedule.refused``) and tombstoned.
+        ``allowed_topics="*"`` allows every topic.
+
         Raises:
-            ConfigurationError: enabled twice, or a bad topic.
+            ConfigurationError: enabled twice, a bad topic, or a bad ``allowed_topics``.
         """
         if self.enabled:
             raise ConfigurationError("app.schedules.enable() was called twice", "schedules")
+        self._allowed = _allowed_topics(allowed_topics)
         schedules = self
 
         class ScheduledMessages(Consumer):
@@ -256,6 +278,37 @@ class Schedules:
                 _log.exception("the schedules dispatcher failed; going on in 1 s")
                 self._stopped.wait(1.0)
 
+    def allows(self, topic: str) -> bool:
+        """Whether a schedule may be sent to ``topic`` (see :meth:`enable`)."""
+        allowed = self._allowed
+        if allowed is None:
+            return True
+        if any(route.matches(topic) for route in self.app.routes):
+            return True
+        return any(
+            name == topic if isinstance(name, str) else name.fullmatch(topic) is not None
+            for name in allowed
+        )
+
+    def _refuse(self, entry: _Entry, target: str) -> None:
+        """A schedule for a topic not allowed: reported, tombstoned (never sent, never
+        retried) and forgotten."""
+        self.refused += 1
+        error = ConveyorError(
+            f"scheduled {entry.id} is for {target!r}, which this app does not route: refused "
+            "(app.schedules.enable(allowed_topics=[...]) allows it)"
+        )
+        monitor = self.app.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(ev.ERROR_OCCURRED, type="schedule.refused", error=error,
+                               topic=target, schedule=entry.id)  # fmt: skip
+        else:
+            _log.error("%s", error)
+        self.app.producer.produce_sync(
+            topic=self.topic, key=entry.id, payload=None, partition=entry.partition,
+            headers=[(STATE, "refused"), (OFFSET, str(entry.offset))],
+        )  # fmt: skip
+
     def _send(self, entry: _Entry) -> None:
         raw = entry.raw
         headers = raw.headers() or []
@@ -264,6 +317,14 @@ class Schedules:
         partition = int(own[PARTITION]) if PARTITION in own else None
         payload = None if NULL in own else raw.value()
         try:
+            if not self.allows(target):
+                self._refuse(entry, target)
+                with self._changed:
+                    pending = self._pending.get(entry.partition, {})
+                    if pending.get(entry.id) is entry:
+                        del pending[entry.id]
+                self._mark(entry.partition)
+                return
             self.app.producer.produce_sync(
                 topic=target, payload=payload, key=own.get(KEY),
                 headers=[(n, v) for n, v in headers if n not in OURS], partition=partition,
@@ -290,3 +351,24 @@ class Schedules:
                 ev.SCHEDULE_DISPATCHED, id=entry.id, topic=target,
                 late=max(0.0, time.time() - entry.at),
             )  # fmt: skip
+
+
+def _allowed_topics(
+    value: Iterable[str | re.Pattern[str]] | str,
+) -> tuple[str | re.Pattern[str], ...] | None:
+    """``allowed_topics`` checked: ``None`` for every topic, else the names and patterns."""
+    if value == ANY_TOPIC:
+        return None
+    if isinstance(value, str | re.Pattern):
+        value = [value]
+    try:
+        allowed = tuple(value)
+    except TypeError:
+        allowed = (value,)  # type: ignore[assignment]
+    for name in allowed:
+        if not (isinstance(name, re.Pattern) or (isinstance(name, str) and name)):
+            raise ConfigurationError(
+                f"allowed_topics takes topic names and compiled patterns (or '*'), not {name!r}",
+                "allowed_topics",
+            )
+    return allowed

@@ -32,6 +32,7 @@ from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.serialization import json_dumps, json_loads
 from conveyor.web.aggregation.fold import process_status
 from conveyor.web.reading.data import reader_settings
+from conveyor.web.signing import HEADER, CommandSigner
 from conveyor.web.topics import LABEL, WebTopics
 
 if TYPE_CHECKING:
@@ -45,8 +46,10 @@ __all__ = [
     "CommandResult",
     "Commander",
     "FleetResult",
+    "Received",
     "check_command",
     "consumer_groups",
+    "encode_signed",
     "fleet_members",
     "fleet_scope",
     "parse_command_time",
@@ -241,20 +244,41 @@ def tail_commands(kafka: Mapping[str, Any], topic: str, name: str) -> ConsumerCl
     return client
 
 
-def read_commands(client: ConsumerClient, timeout: float) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Received:
+    """One request or answer read from the commands topic: the JSON object, and the bytes and
+    headers its signature is checked against."""
+
+    message: dict[str, Any]
+    payload: bytes
+    headers: dict[str, bytes]
+
+
+def read_commands(client: ConsumerClient, timeout: float) -> list[Received]:
     """The JSON objects among what the next poll brings (anything else is skipped)."""
     found = []
     for raw in client.poll_batch(timeout, 100):
         if raw.error() is not None:
             client.fetch_error(raw)
             continue
+        payload = raw.value()
         try:
-            message = json_loads(raw.value())
+            message = json_loads(payload)
         except (ValueError, TypeError):
             continue
         if isinstance(message, dict):
-            found.append(message)
+            headers = {name: value for name, value in raw.headers() or () if value is not None}
+            found.append(Received(message, bytes(payload), headers))
     return found
+
+
+def encode_signed(
+    message: Mapping[str, Any], signer: CommandSigner | None
+) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """``message`` as sent: its JSON bytes, and the signature header when there is a key."""
+    payload = json_dumps(dict(message))
+    payload = payload if isinstance(payload, bytes) else payload.encode()
+    return payload, [(HEADER, signer.signature(payload))] if signer is not None else []
 
 
 class Commander:
@@ -267,10 +291,18 @@ class Commander:
         for thread in result.result["threads"]: ...
     """
 
-    def __init__(self, kafka: Mapping[str, Any], topics: WebTopics, producer: Producer) -> None:
+    def __init__(
+        self,
+        kafka: Mapping[str, Any],
+        topics: WebTopics,
+        producer: Producer,
+        signer: CommandSigner | None = None,
+    ) -> None:
         self.kafka = dict(kafka)
         self.topics = topics
         self.producer = producer
+        self.signer = signer
+        """With a key: requests go signed, and only answers signed with it are heard."""
 
     def send(
         self,
@@ -385,12 +417,19 @@ class Commander:
         answers: list[CommandResult] = []
         client = tail_commands(self.kafka, self.topics.commands, "conveyor-commander")
         try:
+            payload, headers = encode_signed(request, self.signer)
             self.producer.produce_sync(
-                topic=self.topics.commands, key=target, payload=json_dumps(request), label=LABEL
-            )
+                topic=self.topics.commands, key=target, payload=payload, headers=headers,
+                label=LABEL,
+            )  # fmt: skip
             deadline = time.monotonic() + timeout
             while (left := deadline - time.monotonic()) > 0:
-                for message in read_commands(client, min(left, 0.5)):
+                for received in read_commands(client, min(left, 0.5)):
+                    message = received.message
+                    if self.signer is not None and not self.signer.signed(
+                        received.payload, received.headers
+                    ):
+                        continue  # not from a process with the key: not an answer
                     if message.get("type") == "result" and message.get("id") == command_id:
                         answers.append(
                             CommandResult(

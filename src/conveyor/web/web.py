@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,8 @@ from conveyor.web.aggregation.aggregator import Aggregator
 from conveyor.web.commands import Commander
 from conveyor.web.process.command_handler import CommandHandler
 from conveyor.web.process.tracking import Tracker
+from conveyor.web.signing import KEY_ENV, CommandSigner
+from conveyor.web.signing import commands_key as commands_key_from
 from conveyor.web.topics import WebTopics
 
 if TYPE_CHECKING:
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
     from conveyor.web.reading.data import WebData
 
 __all__ = ["Web"]
+
+_log = logging.getLogger("conveyor.web")
 
 
 class Web:
@@ -48,6 +53,7 @@ class Web:
         self.tracker: Tracker | None = None
         self.aggregator: Aggregator | None = None
         self.commands: CommandHandler | None = None
+        self._signer: CommandSigner | None = None
         self._data: WebData | None = None
         self._lock = threading.Lock()
         self.access = Access()
@@ -61,15 +67,20 @@ class Web:
         topics: WebTopics | None = None,
         forget_after: float = 3600.0,
         commands: bool = True,
+        commands_key: str | bytes | None = None,
     ) -> None:
         """Report this process to the web UI every ``tracking_interval`` seconds while the app
         runs, and publish every error it sees; with ``aggregate`` (the default) this process
         also takes part in the aggregating group ``conveyor_web``; with ``commands`` (the
         default) it carries out the commands sent to it (``conveyor ctl``, the web UI's
-        actions: quiet, stop, probe, pause, resume, seek). Call before ``app.run()``.
+        actions: quiet, stop, probe, pause, resume, seek). With ``commands_key`` (default
+        ``$CONVEYOR_COMMANDS_KEY``) it carries out only commands signed with that key, and the
+        app's commander signs them (see :mod:`conveyor.web.signing`); without one, anyone who
+        can write the commands topic can drive this process (a warning says so). Call before
+        ``app.run()``.
 
         Raises:
-            ConfigurationError: a bad interval, or enabled twice.
+            ConfigurationError: a bad interval, a key shorter than 16 bytes, or enabled twice.
         """
         check_seconds("tracking_interval", tracking_interval)
         check_seconds("forget_after", forget_after)
@@ -79,6 +90,7 @@ class Web:
             raise ConfigurationError("aggregate must be True or False", "aggregate")
         if not isinstance(commands, bool):
             raise ConfigurationError("commands must be True or False", "commands")
+        key = commands_key_from(commands_key)
         with self._lock:
             if self.enabled:
                 raise ConfigurationError("app.web.enable() was called twice", "web")
@@ -87,9 +99,16 @@ class Web:
         self.tracking_interval = float(tracking_interval)
         self.tracker = Tracker(self.app, self.topics, self.tracking_interval, self.latency)
         self.tracker.attach()
+        self._signer = CommandSigner(key) if key is not None else None
         if commands:
-            self.commands = CommandHandler(self.app, self.topics, self.tracker.id)
+            self.commands = CommandHandler(self.app, self.topics, self.tracker.id, self._signer)
             self.commands.attach()
+            if key is None:
+                _log.warning(
+                    "commands to this process are not signed: anyone who can write %s can "
+                    "quiet, stop, seek or probe it (set %s, and the topic's ACLs: `conveyor "
+                    "acls`)", self.topics.commands, KEY_ENV,
+                )  # fmt: skip
         if aggregate:
             self.aggregator = self.new_aggregator(forget_after=forget_after)
             self.app.monitor.subscribe(ev.APP_RUNNING, self._start_aggregator)
@@ -158,8 +177,13 @@ class Web:
         )  # fmt: skip
 
     def commander(self) -> Commander:
-        """Sends commands to this app's processes and waits for their results."""
-        return Commander(self.app.settings.kafka, self.topics, self.app.producer)
+        """Sends commands to this app's processes and waits for their results (signed with
+        the commands key, when there is one: ``enable(commands_key=...)`` or
+        ``$CONVEYOR_COMMANDS_KEY``)."""
+        signer = self._signer
+        if signer is None and (key := commands_key_from(None)) is not None:
+            signer = CommandSigner(key)
+        return Commander(self.app.settings.kafka, self.topics, self.app.producer, signer)
 
     @property
     def data(self) -> WebData:

@@ -112,3 +112,45 @@ def test_a_schedule_outlives_the_process_that_loaded_it(kafka_bootstrap: str, ne
         threading.Event().wait(1.0)  # room for a duplicate to show
     assert at <= arrived + 0.005, "not before its time"
     assert [p for _, p, _, _ in Arrivals.got] == ["later"]
+
+
+def test_a_schedule_for_a_topic_the_app_does_not_route_is_refused_and_never_sent(
+    kafka_bootstrap: str, new_topic, kafka_admin: Admin
+) -> None:
+    """A record on the schedules topic must not make the app produce anywhere: a schedule for
+    a topic the app neither routes nor allows is refused, counted and tombstoned; one for a
+    topic in ``allowed_topics`` goes out, and so does one for a route's topic due after both
+    (the marker that the refused one had its turn)."""
+    target, elsewhere, allowed = new_topic(), new_topic(), new_topic()
+    schedules = new_topic(partitions=1, config={"cleanup.policy": "compact"})
+    Arrivals.got = []
+    app = App(client_id="sched", kafka={"bootstrap.servers": kafka_bootstrap,
+                                        "group.id": f"g-{uuid.uuid4().hex[:8]}"}, max_wait_time=0.2)  # fmt: skip
+    app.routes.topic(target, Arrivals)
+    app.schedules.enable(topic=schedules, partitions=1, allowed_topics=[allowed])
+    refusals: list[dict[str, Any]] = []
+    app.monitor.subscribe(
+        "error.occurred", lambda event: refusals.append(dict(event))
+        if event["type"] == "schedule.refused" else None,
+    )  # fmt: skip
+    with running(app), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        now = time.time()
+        producer.produce_at(
+            now - 2, topic=elsewhere, payload=b"intruded", schedules_topic=schedules
+        )
+        producer.produce_at(now - 1, topic=allowed, payload=b"allowed", schedules_topic=schedules)
+        producer.produce_at(now + 1, topic=target, payload=b"routed", schedules_topic=schedules)
+        wait_for("routed")
+    assert app.schedules.refused == 1
+    assert [(event["topic"], type(event["error"]).__name__) for event in refusals] == [
+        (elsewhere, "ConveyorError")
+    ]
+    assert kafka_admin.read_watermark_offsets(elsewhere, 0) == (0, 0), "nothing sent there"
+    assert kafka_admin.read_watermark_offsets(allowed, 0)[1] == 1
+    states = [
+        dict(message.raw_headers).get("conveyor-schedule-state")
+        for message in kafka_admin.read_topic(schedules, 0, 10, start_offset=0)
+        if message.raw_payload is None
+    ]
+    assert states.count(b"refused") == 1, states
+    assert states.count(b"dispatched") == 2, states

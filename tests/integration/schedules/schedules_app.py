@@ -2,7 +2,8 @@
 on standard output each time the number of schedules it holds changes, and ``sent <id>``
 for each message it sends.
 
-Environment: SCHEDULES (the schedules topic), GROUP, KAFKA_BOOTSTRAP_SERVERS."""
+Environment: SCHEDULES (the schedules topic), TARGET (the topic the schedules are for: the
+app dispatches for others and routes none of its own), GROUP, KAFKA_BOOTSTRAP_SERVERS."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typing import Any
 from app_env import app_from_env
 
 app = app_from_env("schedules-server")
-app.schedules.enable(topic=os.environ["SCHEDULES"], partitions=1)
+app.schedules.enable(
+    topic=os.environ["SCHEDULES"], partitions=1, allowed_topics=[os.environ["TARGET"]]
+)
 _lock = threading.Lock()
 
 

@@ -70,7 +70,7 @@ def test_pending_schedules_survive_a_sigkilled_dispatcher(
     group = f"sched-kill-{uuid.uuid4().hex[:8]}"
     env = {
         **os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "GROUP": group,
-        "SCHEDULES": schedules,
+        "SCHEDULES": schedules, "TARGET": target,
         "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS), os.environ.get("PYTHONPATH", "")]),
     }  # fmt: skip
     reader = ScheduleReader({"bootstrap.servers": kafka_bootstrap})

@@ -23,7 +23,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from conveyor import Admin, App, Consumer, KafkaError, Producer
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.rpc import Client, Handlers
 from helpers import conveyor_cli, free_ports
 
@@ -351,3 +351,78 @@ def test_no_output_shows_a_secret(
     assert "Conveyor" in shown["server"], "the banner was captured"
     for where, text in shown.items():
         assert password not in text, f"the password shows in the {where}"
+
+
+GUARDED_APP = """\
+from conveyor import App
+from conveyor.web import WebTopics
+
+app = App(client_id="guarded", kafka={{"bootstrap.servers": {plain!r}}})
+app.web.enable(topics=WebTopics.prefixed({stem!r}))
+app.schedules.enable(topic="{stem}-schedules", partitions=1)
+
+@app.job(queue={stem!r})
+def work():
+    pass
+"""
+
+
+def refused(settings: dict[str, Any], topic: str, deadline: float) -> str:
+    """Produce to ``topic`` as ``settings``' login until the broker refuses (ACLs take effect
+    as the controller's log reaches the broker): the refusal's text ('' if none came)."""
+    with Producer(settings) as producer:
+        while time.monotonic() < deadline:
+            try:
+                producer.produce_sync(topic=topic, payload=b"{}", key="k", timeout=20)
+            except ConveyorError as error:
+                return str(error)
+            time.sleep(0.2)  # not refused yet: the ACL is on its way to the broker
+    return ""
+
+
+def test_acls_leave_the_control_topics_to_the_app_and_its_operator(
+    secure: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`conveyor acls apply` guards the commands, schedules and job topics: a login the app
+    did not name, which could write them before, is refused after; the app's own login
+    still writes them, and a topic without ACLs stays open to everyone."""
+    plain, app_login = secure["plain"], secure["ways"]["SASL_SSL, SCRAM-SHA-512"]  # conveyor
+    stem = f"guarded{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{stem}.py").write_text(GUARDED_APP.format(plain=plain, stem=stem))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    for command in (("topics", "migrate"), ("web", "install")):
+        done = conveyor_cli(*command, "--app", f"{stem}:app")
+        assert done.returncode == 0, done.stdout + done.stderr
+    commands, schedules, jobs = f"{stem}_consumers_commands", f"{stem}-schedules", f"jobs-{stem}"
+    open_topic = new_topic(secure)
+    with Admin({"bootstrap.servers": plain}) as admin:
+        admin.set_scram_credentials("intruder", "intruder-password")
+    intruder = {**app_login, "sasl.username": "intruder", "sasl.password": "intruder-password"}
+    soon = time.monotonic() + 60
+    assert refused(intruder, commands, soon) == "", "no ACL yet: open, as without an authorizer"
+
+    guard = ("--app", f"{stem}:app", "--principal", "User:conveyor", "--operator", "User:ops")
+    planned = conveyor_cli("acls", "plan", *guard, "--json")
+    assert planned.returncode == 0, planned.stderr
+    named = {
+        (acl["name"], acl["principal"], acl["operation"]) for acl in json.loads(planned.stdout)
+    }
+    for topic in (commands, schedules, jobs):
+        assert (topic, "User:conveyor", "write") in named
+    assert (commands, "User:ops", "write") in named
+    assert (schedules, "User:ops", "write") not in named, "operators read schedules only"
+    applied = conveyor_cli("acls", "apply", *guard)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+
+    deadline = time.monotonic() + 60
+    for topic in (commands, schedules, jobs):
+        assert "AUTHORIZATION" in refused(intruder, topic, deadline).upper(), topic
+    with Producer(app_login) as producer:  # the app's own login goes on
+        for topic in (commands, schedules, jobs):
+            producer.produce_sync(topic=topic, payload=b"{}", key="k", timeout=30)
+    assert refused(intruder, open_topic, time.monotonic() + 3) == "", "no ACL there: open"
+    with Admin({"bootstrap.servers": plain}) as admin:
+        on_commands = admin.describe_acls("topic", commands)
+    assert {(acl.principal, acl.operation) for acl in on_commands} == {
+        (who, op) for who in ("User:conveyor", "User:ops") for op in ("read", "write", "describe")
+    }

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import ConveyorError, NotAssignedError
 from conveyor.instrumentation import events as ev
-from conveyor.serialization import json_dumps
 from conveyor.web.commands import (
     ANY_PROCESS,
     FLEET_COMMANDS,
     PARTITION_COMMANDS,
+    Received,
     check_command,
+    encode_signed,
     parse_command_time,
     read_commands,
     tail_commands,
@@ -28,6 +29,7 @@ from conveyor.web.topics import LABEL
 
 if TYPE_CHECKING:
     from conveyor.host import Host
+    from conveyor.web.signing import CommandSigner
     from conveyor.web.topics import WebTopics
 
 __all__ = ["CommandHandler"]
@@ -40,10 +42,17 @@ class CommandHandler:
     """Carries out the commands for this process while the app runs (on a thread of its own,
     reading the commands topic from its end) and answers each."""
 
-    def __init__(self, app: Host, topics: WebTopics, process_id: str) -> None:
+    def __init__(
+        self, app: Host, topics: WebTopics, process_id: str, signer: CommandSigner | None = None
+    ) -> None:
         self.app = app
         self.topics = topics
         self.id = process_id
+        self.signer = signer
+        """With a key: only requests signed with it are carried out, and answers go signed."""
+        self.refused = 0
+        """Requests for this process refused for their signature (unsigned, wrong, expired or
+        replayed)."""
         self._stopped = threading.Event()
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
@@ -86,9 +95,9 @@ class CommandHandler:
             self._listening.set()
             try:
                 while not self._stopped.is_set():
-                    for message in read_commands(client, 0.5):
-                        if message.get("type") == "command":
-                            self._handle(message)
+                    for received in read_commands(client, 0.5):
+                        if received.message.get("type") == "command":
+                            self._handle(received)
             except Exception as error:  # the reader failed: a new one, from the end
                 _log.warning("reading commands failed (%s); reading again", error)
                 self._stopped.wait(1.0)
@@ -112,12 +121,19 @@ class CommandHandler:
             listener.consumer_group == group for listener in self.app.snapshot().listeners
         )
 
-    def _handle(self, request: dict[str, Any]) -> None:
+    def _handle(self, received: Received) -> None:
+        request = received.message
         target, command = request.get("process"), request.get("command")
         args = request.get("args") or {}
         if not isinstance(args, Mapping) or not self._meant_for_me(target, command, args):
             return
+        refusal = "" if self.signer is None else self.signer.refusal(
+            request, received.payload, received.headers
+        )  # fmt: skip
         try:
+            if refusal:
+                self._refuse(str(command), refusal, request)
+                raise ConveyorError(refusal)
             outcome = self._carry_out(str(command), target, args)
             status, reason, result = "done", "", outcome
         except NotAssignedError as error:
@@ -144,13 +160,26 @@ class CommandHandler:
             "at": time.time(),
         }
         try:
+            payload, headers = encode_signed(answer, self.signer)
             self.app.producer.produce_async(
-                topic=self.topics.commands, key=self.id, payload=json_dumps(answer), label=LABEL
-            )
+                topic=self.topics.commands, key=self.id, payload=payload, headers=headers,
+                label=LABEL,
+            )  # fmt: skip
         except Exception as error:
             _log.warning("could not answer command %s: %s", command, error)
         if command == "stop" and status == "done":
             self.app.stop()  # after the answer is queued: the producer flushes it on close
+
+    def _refuse(self, command: str, reason: str, request: Mapping[str, Any]) -> None:
+        """Count a request refused for its signature, and report it (an error event: the
+        logs, the web UI's errors and the ``conveyor_errors`` metric see it)."""
+        self.refused += 1
+        monitor = self.app.monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED, type="command.refused", error=ConveyorError(reason),
+                command=command, by=str(request.get("by", "?")),
+            )  # fmt: skip
 
     def _carry_out(self, command: str, target: Any, args: Mapping[str, Any]) -> dict[str, Any]:
         checked = check_command(command, target, args)
