@@ -1369,6 +1369,61 @@ MUTATIONS = (
         ),
         ("tests/unit/tracing/test_sampling.py",),
     ),
+    Mutation(
+        "replication: a topic created without a factor gets one replica, not the cluster's",
+        "conveyor/admin/admin.py",
+        (("            replicas = CLUSTER_DEFAULT", "            replicas = 1"),),
+        (
+            "tests/integration/broker/test_cluster.py::test_every_topic_conveyor_creates_takes_the_clusters_replicas",
+        ),
+    ),
+    Mutation(
+        "environment: the App's settings are not read from their variables",
+        "conveyor/environment.py",
+        (("        text = environ.get(variable.name)", "        text = None"),),
+        ("tests/unit/test_environment.py",),
+    ),
+    Mutation(
+        "logs: a line per consumed batch at INFO",
+        "conveyor/instrumentation/logging_listener.py",
+        (
+            (
+                "            self._by_level.append(monitor.subscribe(events.CONSUMER_CONSUMED, self.on_consumed))",
+                "        if True:\n            self._by_level.append(monitor.subscribe(events.CONSUMER_CONSUMED, self.on_consumed))",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_server_logs.py",
+            "tests/unit/instrumentation/test_logging.py::test_batches_and_deliveries_are_listened_to_only_at_debug",
+        ),
+    ),
+    Mutation(
+        "commands: a process with a key carries out unsigned requests",
+        "conveyor/web/process/command_handler.py",
+        (
+            (
+                '        refusal = "" if self.signer is None else self.signer.refusal(',
+                '        refusal = "" if True else self.signer.refusal(',
+            ),
+        ),
+        ("tests/integration/web/test_signed_commands.py",),
+    ),
+    Mutation(
+        "schedules: a schedule for a topic the app does not route is sent",
+        "conveyor/schedules/dispatcher.py",
+        (("            if not self.allows(target):", "            if False:"),),
+        (
+            "tests/integration/processing/test_scheduled_messages.py::test_a_schedule_for_a_topic_the_app_does_not_route_is_refused_and_never_sent",
+        ),
+    ),
+    Mutation(
+        "acls: apply creates nothing",
+        "conveyor/cli/acls.py",
+        (("        app.admin.create_acls(planned)", "        pass"),),
+        (
+            "tests/integration/security/test_secure_connections.py::test_acls_leave_the_control_topics_to_the_app_and_its_operator",
+        ),
+    ),
 )
 
 

@@ -137,7 +137,10 @@ def test_every_topic_conveyor_creates_takes_the_clusters_replicas(
     stem = f"replicas-{uuid.uuid4().hex[:8]}"
     module = f"every_kind_{stem.replace('-', '_')}"
     (tmp_path / f"{module}.py").write_text(EVERY_KIND.format(bootstrap=bootstrap, stem=stem))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    # the app's folder first, what runs the test after (a scratch copy of src/, say)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
+    )
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", bootstrap)
     monkeypatch.syspath_prepend(str(tmp_path))
     app = importlib.import_module(module).app

@@ -389,7 +389,10 @@ def test_acls_leave_the_control_topics_to_the_app_and_its_operator(
     plain, app_login = secure["plain"], secure["ways"]["SASL_SSL, SCRAM-SHA-512"]  # conveyor
     stem = f"guarded{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{stem}.py").write_text(GUARDED_APP.format(plain=plain, stem=stem))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    # the app's folder first, what runs the test after (a scratch copy of src/, say)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
+    )
     for command in (("topics", "migrate"), ("web", "install")):
         done = conveyor_cli(*command, "--app", f"{stem}:app")
         assert done.returncode == 0, done.stdout + done.stderr
