@@ -26,6 +26,12 @@ TESTS = Path(__file__).parent
 # The subprocess apps the integration tests start build their App with tests/app_env.py:
 # every process this session starts finds it.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(TESTS), os.environ.get("PYTHONPATH"))))
+# App reads its settings from CONVEYOR_* variables: a developer's own (a commands key, a
+# concurrency, loop serving off) must not change what the tests see, here or in the
+# processes they start. Where the development broker keeps its data and jars may stay.
+for _name in [n for n in os.environ if n.startswith("CONVEYOR_")]:
+    if _name not in ("CONVEYOR_BROKER_DIR", "CONVEYOR_CACHE_DIR"):
+        del os.environ[_name]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -238,6 +238,7 @@ class App:
         """
         if self._recurring is None:
             self._recurring = RecurringTasks(self, topic)
+            self.schedules.exclude(topic)  # a record there steers the app: no schedule goes
         elif self._recurring.topic != topic:
             raise ConfigurationError(
                 f"recurring tasks already use the topic {self._recurring.topic!r}", "topic"

@@ -25,6 +25,7 @@ __all__ = [
     "BOOTSTRAP_ENV",
     "DEFAULT",
     "KAFKA_PREFIX",
+    "NODE_ENV",
     "OTHER_VARIABLES",
     "Resolved",
     "Variable",
@@ -34,6 +35,9 @@ __all__ = [
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 KAFKA_PREFIX = "CONVEYOR_KAFKA_"
+NODE_ENV = "CONVEYOR_SWARM_NODE"
+"""Set by ``conveyor swarm`` in each node's environment: the node's number (stable across its
+restarts)."""
 
 ARGUMENT = "argument"
 DEFAULT_SOURCE = "default"
@@ -203,13 +207,38 @@ def resolve(
         sources[variable.setting] = f"${variable.name}"
     merged: dict[str, Any] = {}
     if kafka is None or isinstance(kafka, Mapping):
-        for name, (value, variable_name) in kafka_from_environment(environ).items():
+        given = kafka or {}
+        from_environment = kafka_from_environment(
+            {k: v for k, v in environ.items() if k != BOOTSTRAP_ENV}
+            if given.get("bootstrap.servers")
+            else environ
+        )  # the code's brokers win: the variables' disagreement does not matter then
+        for name, (value, variable_name) in from_environment.items():
             merged[name] = value
             sources[f"kafka: {name}"] = f"${variable_name}"
-        for name, value in (kafka or {}).items():
+        for name, value in given.items():
             merged[name] = value
             sources[f"kafka: {name}"] = ARGUMENT
         values["kafka"] = merged if (kafka is not None or merged) else None
     else:  # not a mapping: the settings' check names it
         values["kafka"] = kafka
+    _per_node(values, sources, environ.get(NODE_ENV))
     return Resolved(values, sources)
+
+
+def _per_node(values: dict[str, Any], sources: dict[str, str], node: str | None) -> None:
+    """In a node of ``conveyor swarm``, the names that must differ between processes (the
+    instance id of its transactional producer, librdkafka's ``group.instance.id``) get the
+    node's number: the swarm's nodes share one environment, and two processes with one
+    transactional id, or one static member id, fence each other."""
+    if not node:
+        return
+    kafka = values.get("kafka")
+    instance = values.get("instance_id")
+    if isinstance(instance, str) and instance:
+        values["instance_id"] = f"{instance}-{node}"
+        sources["instance_id"] = f"{sources.get('instance_id', ARGUMENT)} + swarm node {node}"
+    if isinstance(kafka, dict) and kafka.get("group.instance.id"):
+        kafka["group.instance.id"] = f"{kafka['group.instance.id']}-{node}"
+        source = sources.get("kafka: group.instance.id", ARGUMENT)
+        sources["kafka: group.instance.id"] = f"{source} + swarm node {node}"

@@ -144,7 +144,7 @@ def test_conveyor_config_shows_each_setting_and_where_it_came_from(
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "kafka-1:9092")
     monkeypatch.setenv("CONVEYOR_CONCURRENCY", "9")
     monkeypatch.setenv("CONVEYOR_KAFKA_SASL_PASSWORD", "s3cret")
-    monkeypatch.setenv("CONVEYOR_COMMANDS_KEY", "k3y-material")
+    monkeypatch.setenv("CONVEYOR_COMMANDS_KEY", "k3y-material-of-32-bytes-at-last")
     monkeypatch.setenv("CONVEYOR_LOG_FORMAT", "json")
     result = CliRunner().invoke(cli, ["config", "--app", "configured:app", "--json"])
     assert result.exit_code == 0, result.output
@@ -156,12 +156,41 @@ def test_conveyor_config_shows_each_setting_and_where_it_came_from(
     assert rows["kafka: bootstrap.servers"] == ("kafka-1:9092", "$KAFKA_BOOTSTRAP_SERVERS")
     assert rows["kafka: client.rack"] == ("rack-a", "argument")
     assert rows["kafka: sasl.password"] == ("********", "$CONVEYOR_KAFKA_SASL_PASSWORD")
-    assert rows["CONVEYOR_COMMANDS_KEY"] == ("********", "$CONVEYOR_COMMANDS_KEY")
+    assert rows["commands key"] == ("********", "$CONVEYOR_COMMANDS_KEY")
     assert rows["CONVEYOR_LOG_FORMAT"] == ("json", "$CONVEYOR_LOG_FORMAT")
-    assert rows["CONVEYOR_LOG_LEVEL"] == ("INFO", "default")
+    assert rows["CONVEYOR_LOG_LEVEL"] == ("INFO (conveyor web: WARNING)", "default")
     table = CliRunner().invoke(cli, ["config", "--app", "configured:app"])
     assert table.exit_code == 0, table.output
     assert "$CONVEYOR_CONCURRENCY" in table.output
     assert "s3cret" not in table.output + result.output
     assert "k3y-material" not in table.output + result.output
+    monkeypatch.setenv("CONVEYOR_COMMANDS_KEY", "short")
+    refused = CliRunner().invoke(cli, ["config", "--app", "configured:app", "--json"])
+    rows = {row["setting"]: row["value"] for row in json.loads(refused.output)}
+    assert rows["commands key"].startswith("refused: CONVEYOR_COMMANDS_KEY must be at least")
     sys.modules.pop("configured", None)
+
+
+def test_a_swarm_node_gets_ids_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`conveyor swarm` gives its nodes one environment: a StatefulSet pod's instance id and
+    static member id would be every node's, and they would fence each other."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setenv("CONVEYOR_INSTANCE_ID", "shop-0")
+    monkeypatch.setenv("CONVEYOR_KAFKA_GROUP_INSTANCE_ID", "shop-0")
+    assert App("alone").settings.instance_id == "shop-0"
+    monkeypatch.setenv("CONVEYOR_SWARM_NODE", "2")
+    settings = App("node").settings
+    assert settings.instance_id == "shop-0-2"
+    assert settings.kafka["group.instance.id"] == "shop-0-2"
+    assert settings.sources["instance_id"] == "$CONVEYOR_INSTANCE_ID + swarm node 2"
+    assert App("coded", instance_id="mine").settings.instance_id == "mine-2"
+
+
+def test_the_codes_brokers_make_the_variables_disagreement_moot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "a:9092")
+    monkeypatch.setenv("CONVEYOR_KAFKA_BOOTSTRAP_SERVERS", "b:9092")
+    assert App("coded", {"bootstrap.servers": "c:9092"}).settings.kafka["bootstrap.servers"] == (
+        "c:9092"
+    )

@@ -5,7 +5,7 @@ process), the schedules topic (a record there makes the app produce to the topic
 job queues (a record there runs a job function with its arguments) and the recurring tasks'
 topic; the web UI's other topics hold what the UI shows. :func:`control_plane_acls` lists the
 bindings that allow the app's principal and, optionally, an operator's (``conveyor ctl``,
-``conveyor web``) onto them and nobody else: once a resource has an ACL, Kafka's authorizer
+``conveyor web``, whose actions write to them too) onto them and nobody else: once a resource has an ACL, Kafka's authorizer
 lets only the principals its ACLs name. ``conveyor acls plan`` prints them, ``conveyor acls
 apply`` creates them.
 """
@@ -95,17 +95,18 @@ def control_plane_acls(
             if topic:
                 acls.extend(Acl("topic", topic, who, op, why) for op in operations)
 
-    app_ops = ("read", "write", "describe")
-    allow([plane.commands], principal, app_ops, "reads commands, writes its answers")
-    allow(plane.web, principal, app_ops, "reports its state, aggregates the reports")
-    allow([plane.schedules], principal, app_ops, "loads schedules, tombstones them when sent")
-    allow([plane.recurring], principal, app_ops, "records each recurring run")
-    allow(plane.jobs, principal, app_ops, "runs jobs, retries them, writes dead ones")
-    if operator is not None:
-        allow([plane.commands], operator, app_ops, "sends commands, reads their answers")
-        allow(plane.web, operator, ("read", "describe"), "the web UI's pages")
-        allow([plane.schedules], operator, ("read", "describe"), "the web UI's schedules page")
-        allow(plane.jobs, operator, ("read", "describe"), "the web UI's jobs pages")
+    ops = ("read", "write", "describe")
+    allow([plane.commands], principal, ops, "reads commands, writes its answers")
+    allow(plane.web, principal, ops, "reports its state, aggregates the reports")
+    allow([plane.schedules], principal, ops, "loads schedules, tombstones them when sent")
+    allow([plane.recurring], principal, ops, "records each recurring run")
+    allow(plane.jobs, principal, ops, "runs jobs, retries them, writes dead ones")
+    if operator is not None:  # the web UI's actions write where the app does
+        allow([plane.commands], operator, ops, "sends commands, reads their answers")
+        allow(plane.web, operator, ops, "the web UI's pages; `conveyor web` aggregates")
+        allow([plane.schedules], operator, ops, "the schedules page; cancelling one")
+        allow([plane.recurring], operator, ops, "the recurring page; run, enable, disable")
+        allow(plane.jobs, operator, ops, "the jobs pages; redriving, discarding dead jobs")
     if plane.web_group:
         for who in (principal, *((operator,) if operator else ())):
             acls.append(Acl("group", plane.web_group, who, "read", "aggregates the reports"))

@@ -312,20 +312,24 @@ class Admin:
 
     def replication(self) -> Replication:
         """How many brokers the cluster has and the replication factor a topic created without
-        one gets (``default.replication.factor``, read from a broker's configs; ``None`` when
-        the broker would not say, e.g. without the ACL to describe its configs)."""
+        one gets (see :meth:`default_replication_factor`)."""
         cluster = self.cluster_info()
-        default: int | None = None
-        if cluster.brokers:
-            broker = cluster.controller_id if cluster.controller_id >= 0 else cluster.brokers[0].id
-            try:
-                entry = self.describe_configs("broker", str(broker)).get(
-                    "default.replication.factor"
-                )
-                default = int(entry.value) if entry is not None and entry.value else None
-            except (KafkaError, ValueError):
-                default = None
-        return Replication(len(cluster.brokers), default)
+        return Replication(len(cluster.brokers), self.default_replication_factor(cluster))
+
+    def default_replication_factor(self, cluster: ClusterInfo | None = None) -> int | None:
+        """The replication factor a topic created without one gets: the
+        ``default.replication.factor`` a broker of the cluster reports (the controller, as
+        the metadata names it); ``None`` when it would not say (without the ACL to describe
+        its configs, say)."""
+        cluster = cluster or self.cluster_info()
+        if not cluster.brokers:
+            return None
+        broker = cluster.controller_id if cluster.controller_id >= 0 else cluster.brokers[0].id
+        try:
+            entry = self.describe_configs("broker", str(broker)).get("default.replication.factor")
+            return int(entry.value) if entry is not None and entry.value else None
+        except (KafkaError, ValueError):
+            return None
 
     def delete_topic(self, name: str) -> None:
         """Delete ``name`` and its data, and wait until the broker no longer lists it (so that it

@@ -73,14 +73,22 @@ def _declared(routes: Iterable[Topic]) -> list[Topic]:
 
 
 class _Cluster:
-    """What a plan asks the cluster about replicas, asked once and only when needed."""
+    """What a plan asks the cluster about replicas, each asked once and only when needed: the
+    broker count for the warnings, the default factor for a creation."""
 
     def __init__(self, admin: Admin) -> None:
         self._admin = admin
 
     @cached_property
+    def brokers(self) -> int:
+        return len(self._admin.cluster_info().brokers)
+
+    @cached_property
     def replication(self) -> Replication:
-        return self._admin.replication()
+        return Replication(self.brokers, self._admin.default_replication_factor())
+
+    def under_replicated(self, factor: int) -> bool:
+        return Replication(self.brokers, None).under_replicated(factor)
 
 
 def _one_replica(topic: str, replicas: int, brokers: int) -> Change:
@@ -143,8 +151,8 @@ def plan(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
                        f"replication factor: {current_rf} => {route.replication_factor} (reassign replicas by hand)",
                        current=str(current_rf), wanted=str(route.replication_factor))
             )  # fmt: skip
-        if current_rf is not None and cluster.replication.under_replicated(current_rf):
-            changes.append(_one_replica(route.name, current_rf, cluster.replication.brokers))
+        if current_rf is not None and cluster.under_replicated(current_rf):
+            changes.append(_one_replica(route.name, current_rf, cluster.brokers))
         if route.config:
             current = admin.describe_configs("topic", route.name)
             for setting, wanted in sorted(route.config.items()):

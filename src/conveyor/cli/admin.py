@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 
 from conveyor.admin import Admin, align, migrate, plan
-from conveyor.admin.admin import REPLICATED_CLUSTER
+from conveyor.admin.admin import Replication
 from conveyor.app import App
 from conveyor.cli.loading import app_option, json_option, load_app
 from conveyor.cli.output import changes_table, confirm, console, key_value_table, table, warn
@@ -209,7 +209,7 @@ def topics_create(
         f"created {name} ({partitions} partition(s), {replicas} replica(s))", highlight=False
     )
     brokers = len(admin.cluster_info().brokers)
-    if replicas == 1 and brokers >= REPLICATED_CLUSTER:
+    if Replication(brokers, None).under_replicated(replicas):
         warn(
             f"{name} has one replica on a cluster of {brokers} brokers: its data is lost with "
             "that broker (omit --replication-factor for the cluster's default, or pass 3)"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import click
 
 from conveyor.cli.loading import app_option, load_app
-from conveyor.cli.logs import configure_logging, log_options
+from conveyor.cli.logs import Say, configure_logging, log_options
 from conveyor.cli.output import console, table
-from conveyor.cli.server import Say, run_until_signalled
+from conveyor.cli.server import run_until_signalled
 from conveyor.connect.sinks import Broadcast
 
 __all__ = ["connect"]

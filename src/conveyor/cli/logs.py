@@ -9,10 +9,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from rich.text import Text
 
-from conveyor.instrumentation.json_log import JsonFormatter
+from conveyor.cli.output import error_console
+from conveyor.instrumentation.json_log import FIELDS, JsonFormatter
 
-__all__ = ["LOG_FORMAT_ENV", "LOG_LEVEL_ENV", "configure_logging", "log_options"]
+__all__ = ["LOG_FORMAT_ENV", "LOG_LEVEL_ENV", "Say", "configure_logging", "log_options"]
+
+_cli_log = logging.getLogger("conveyor.cli")
 
 LOG_LEVEL_ENV = "CONVEYOR_LOG_LEVEL"
 LOG_FORMAT_ENV = "CONVEYOR_LOG_FORMAT"
@@ -43,11 +47,28 @@ def log_options(default_level: str = "INFO") -> Callable[[_Decorated], _Decorate
 
 
 def configure_logging(level: str, log_format: str) -> None:
-    """Send the process's logs to stderr at ``level``, as text or JSON lines (replacing the
-    unless the process has set up logging already)."""
+    """Send the process's logs to stderr at ``level``, as text or JSON lines (unless the
+    process has set up logging already)."""
     handler = logging.StreamHandler(sys.stderr)
     if log_format.lower() == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter(_TEXT))
     logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+class Say:
+    """What a command tells its operator on stderr: a line of text, or with
+    ``--log-format json`` an INFO record of the ``conveyor.cli`` logger (so that stderr holds
+    JSON lines only). The text is Rich markup: callers escape what they did not write
+    (``rich.markup.escape``)."""
+
+    def __init__(self, log_format: str = "text") -> None:
+        self.json = log_format.lower() == "json"
+
+    def __call__(self, text: str, level: int = logging.INFO, **fields: Any) -> None:
+        if self.json:
+            plain = Text.from_markup(text).plain
+            _cli_log.log(level, "%s", plain, extra={FIELDS: fields} if fields else None)
+        else:
+            error_console.print(text, highlight=False)

@@ -7,28 +7,25 @@ import os
 import signal
 import sys
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
-from rich.text import Text
+from rich.markup import escape
 
 from conveyor._version import __version__
 from conveyor.cli.ctl import show_processes
 from conveyor.cli.loading import app_option, load_app
-from conveyor.cli.logs import configure_logging, log_options
-from conveyor.cli.output import console, error_console, key_value_table, table
+from conveyor.cli.logs import Say, configure_logging, log_options
+from conveyor.cli.output import console, key_value_table, table
 from conveyor.driver import client_versions
 from conveyor.instrumentation.background_log import BACKGROUND_LOG
-from conveyor.instrumentation.json_log import FIELDS
 from conveyor.masking import mask, shown_setting
 from conveyor.swarm.heartbeat import start_heartbeat
 
 if TYPE_CHECKING:
     from conveyor.app import App
 
-__all__ = ["Say", "info", "run_until_signalled", "server"]
-
-_cli_log = logging.getLogger("conveyor.cli")
+__all__ = ["info", "run_until_signalled", "server"]
 
 _app_option = app_option("The app to run, e.g. shop.app:app (default: $CONVEYOR_APP).")
 
@@ -127,22 +124,6 @@ def server(
     run_until_signalled(app, groups, subscriptions, only_topics, say)
 
 
-class Say:
-    """What a command tells its operator on stderr: a line of text, or with
-    ``--log-format json`` an INFO record of the ``conveyor.cli`` logger (so that stderr holds
-    JSON lines only)."""
-
-    def __init__(self, log_format: str = "text") -> None:
-        self.json = log_format.lower() == "json"
-
-    def __call__(self, text: str, level: int = logging.INFO, **fields: Any) -> None:
-        if self.json:
-            plain = Text.from_markup(text).plain
-            _cli_log.log(level, "%s", plain, extra={FIELDS: fields} if fields else None)
-        else:
-            error_console.print(text, highlight=False)
-
-
 def run_until_signalled(
     app: App,
     groups: list[str] | None = None,
@@ -181,7 +162,7 @@ def run_until_signalled(
     except Exception as exc:
         if app.crash is None:
             raise
-        say(f"[bold red]crashed:[/] {exc}", logging.ERROR, event="server.crashed")
+        say(f"[bold red]crashed:[/] {escape(str(exc))}", logging.ERROR, event="server.crashed")
         BACKGROUND_LOG.flush(5.0)
         sys.exit(1)
     say("stopped cleanly", event="server.stopped")

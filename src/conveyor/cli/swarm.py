@@ -7,10 +7,10 @@ import re
 import sys
 
 import click
+from rich.markup import escape
 
 from conveyor.cli.loading import app_option, load_app
-from conveyor.cli.logs import log_options
-from conveyor.cli.output import error_console
+from conveyor.cli.logs import Say, configure_logging, log_options
 from conveyor.swarm import Supervisor
 
 __all__ = ["swarm"]
@@ -76,20 +76,22 @@ def swarm(
 
     SIGTERM/SIGINT stop every node gracefully (a second one kills them), SIGTSTP quiets them.
     Exits 0 after a clean stop, 1 when nodes kept dying, 2 when forced."""
+    configure_logging(log_level, log_format)
+    say = Say(log_format)
     app = load_app(app_spec)  # loaded here only to refuse a bad app before any node starts
     spec = app_spec or os.environ.get("CONVEYOR_APP", "")
     command = [sys.executable, "-m", "conveyor", "server", "--app", spec,
                "--log-level", log_level, "--log-format", log_format]  # fmt: skip
-    error_console.print(
+    say(
         f"[bold]Conveyor swarm[/] of {app.settings.client_id}: {nodes} node(s) "
         f"(pid {os.getpid()}; liveness {liveness:g} s"
         + (f", memory limit {memory_limit >> 20} MiB" if memory_limit else "")
         + ")",
-        highlight=False,
-    )
+        event="swarm.starting", client=app.settings.client_id, nodes=nodes,
+    )  # fmt: skip
     supervisor = Supervisor(
         command, nodes, liveness=liveness, memory_limit=memory_limit, max_restarts=max_restarts,
         shutdown_timeout=app.settings.shutdown_timeout + 10,
-        say=lambda line: error_console.print(line, highlight=False),
+        say=lambda line: say(escape(line), event="swarm"),
     )  # fmt: skip
     raise SystemExit(supervisor.run())

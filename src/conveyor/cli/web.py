@@ -4,6 +4,7 @@ uninstall) through the declarative-topics code."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 
@@ -12,8 +13,8 @@ import click
 from conveyor.admin import migrate, plan
 from conveyor.app import App
 from conveyor.cli.loading import app_option, load_app
-from conveyor.cli.logs import configure_logging, log_options
-from conveyor.cli.output import changes_table, confirm, console, error_console, progress
+from conveyor.cli.logs import Say, configure_logging, log_options
+from conveyor.cli.output import changes_table, confirm, console, progress
 from conveyor.errors import ConfigurationError, KafkaError
 
 __all__ = ["web"]
@@ -64,25 +65,27 @@ def web(
             f"conveyor web needs the web extra: pip install 'conveyor[web]' ({exc})", "web"
         ) from exc
     configure_logging(log_level, log_format)
+    say = Say(log_format)
     app = load_app(app_spec)
     _access_from_environment(app, read_only)
     if not app.web.access.closed and host not in ("127.0.0.1", "localhost", "::1"):
-        error_console.print(
+        say(
             f"[yellow]warning:[/] the UI on {host} is open to anyone who reaches it, actions "
             "included: set a password (conveyor web hash-password) or --read-only",
-            highlight=False,
-        )
+            logging.WARNING, event="web.open",
+        )  # fmt: skip
     aggregator = None if no_aggregate else (app.web.aggregator or app.web.new_aggregator())
     if aggregator is not None:
         aggregator.start()
     asgi = app.web.asgi()
-    error_console.print(
+    say(
         f"[bold]Conveyor web UI[/] of {app.settings.client_id} at http://{host}:{port}/ "
         f"({'aggregating' if aggregator else 'not aggregating'}; Ctrl-C stops)",
-        highlight=False,
-    )
-    try:
-        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), access_log=False)
+        event="web.starting", client=app.settings.client_id,
+    )  # fmt: skip
+    try:  # uvicorn's lines go through the logging set up above (text or JSON)
+        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), access_log=False,
+                    log_config=None)  # fmt: skip
     finally:
         if aggregator is not None:
             aggregator.stop()
@@ -121,9 +124,10 @@ def _apply(app: App, replication_factor: int | None, title: str) -> None:
     declared = app.web.topics.declared(replication_factor)
     changes = plan(app.admin, declared)
     changes_table(f"{title}: plan", changes, done=False, matches=_MATCHES)
-    if not changes:
+    if all(change.kind == "warning" for change in changes):  # nothing to apply
         return
-    with progress(f"{title}: applying {len(changes)} change(s)") as step:
+    applying = sum(change.kind != "warning" for change in changes)
+    with progress(f"{title}: applying {applying} change(s)") as step:
         results = migrate(app.admin, declared)
         for change in results:
             step(f"{change.symbol} {change.topic}: {change.detail}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,4 +45,20 @@ class JsonFormatter(logging.Formatter):
             line["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:
             line["exception"] = record.exc_text
-        return json.dumps(line, default=str, ensure_ascii=False)
+        try:
+            return json.dumps(line, default=str, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):  # keys that are not text, NaN: a line all the same
+            return json.dumps(_plain(line), ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every key made text and every number JSON cannot hold made text."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)

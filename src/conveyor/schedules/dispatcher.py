@@ -63,6 +63,8 @@ class _Entry:
     offset: int
     at: float  # epoch seconds
     raw: Any
+    refused: bool = False  # for a topic not allowed: tombstoned at once, never sent
+    reported: bool = False  # its refusal was reported (once, however often the tombstone fails)
 
 
 class Schedules:
@@ -88,6 +90,7 @@ class Schedules:
         self._heaps: dict[int, list[tuple[float, int, str]]] = {}  # per partition: (at, seq, id)
         self._sequence = itertools.count()
         self._allowed: tuple[str | re.Pattern[str], ...] | None = ()
+        self._excluded: set[str] = set()
         self.refused = 0
         """Schedules refused for their destination (a topic not allowed)."""
         self._stopped = threading.Event()
@@ -173,10 +176,12 @@ class Schedules:
                         raw.topic(), partition, raw.offset(), "conveyor-schedule-*",
                     )  # fmt: skip
                     continue
-                at = found[0]
+                at, target, _ = found
                 entry = _Entry(schedule_id, partition, raw.offset(), at, raw)
+                if not self.allows(target):  # refused now: it holds no offset back until due
+                    entry.refused, entry.at = True, min(at, time.time())
                 pending[schedule_id] = entry  # a later one with the same id replaces it
-                heapq.heappush(heap, (at, next(self._sequence), schedule_id))
+                heapq.heappush(heap, (entry.at, next(self._sequence), schedule_id))
             high = executor.high_watermark
             last = self._last_seen.get(partition)
             if high is not None and last is not None and last + 1 >= high:
@@ -278,11 +283,19 @@ class Schedules:
                 _log.exception("the schedules dispatcher failed; going on in 1 s")
                 self._stopped.wait(1.0)
 
+    def exclude(self, topic: str) -> None:
+        """Never send a schedule to ``topic``, even though the app routes it: a control topic
+        of the app's own (the recurring tasks' topic; the schedules topic is excluded
+        already), where a record would steer the app rather than be processed by it."""
+        self._excluded.add(topic)
+
     def allows(self, topic: str) -> bool:
         """Whether a schedule may be sent to ``topic`` (see :meth:`enable`)."""
         allowed = self._allowed
         if allowed is None:
             return True
+        if topic == self.topic or topic in self._excluded:
+            return False
         if any(route.matches(topic) for route in self.app.routes):
             return True
         return any(
@@ -290,9 +303,11 @@ class Schedules:
             for name in allowed
         )
 
-    def _refuse(self, entry: _Entry, target: str) -> None:
-        """A schedule for a topic not allowed: reported, tombstoned (never sent, never
-        retried) and forgotten."""
+    def _report_refused(self, entry: _Entry, target: str) -> None:
+        """A schedule for a topic not allowed: counted and reported, once."""
+        if entry.reported:
+            return
+        entry.reported = True
         self.refused += 1
         error = ConveyorError(
             f"scheduled {entry.id} is for {target!r}, which this app does not route: refused "
@@ -304,10 +319,6 @@ class Schedules:
                                topic=target, schedule=entry.id)  # fmt: skip
         else:
             _log.error("%s", error)
-        self.app.producer.produce_sync(
-            topic=self.topic, key=entry.id, payload=None, partition=entry.partition,
-            headers=[(STATE, "refused"), (OFFSET, str(entry.offset))],
-        )  # fmt: skip
 
     def _send(self, entry: _Entry) -> None:
         raw = entry.raw
@@ -317,25 +328,22 @@ class Schedules:
         partition = int(own[PARTITION]) if PARTITION in own else None
         payload = None if NULL in own else raw.value()
         try:
-            if not self.allows(target):
-                self._refuse(entry, target)
-                with self._changed:
-                    pending = self._pending.get(entry.partition, {})
-                    if pending.get(entry.id) is entry:
-                        del pending[entry.id]
-                self._mark(entry.partition)
-                return
-            self.app.producer.produce_sync(
-                topic=target, payload=payload, key=own.get(KEY),
-                headers=[(n, v) for n, v in headers if n not in OURS], partition=partition,
-            )  # fmt: skip
+            if entry.refused:
+                self._report_refused(entry, target)
+            else:
+                self.app.producer.produce_sync(
+                    topic=target, payload=payload, key=own.get(KEY),
+                    headers=[(n, v) for n, v in headers if n not in OURS], partition=partition,
+                )  # fmt: skip
             self.app.producer.produce_sync(
                 topic=self.topic, key=entry.id, payload=None, partition=entry.partition,
-                headers=[(STATE, "dispatched"), (OFFSET, str(entry.offset))],
+                headers=[(STATE, "refused" if entry.refused else "dispatched"),
+                         (OFFSET, str(entry.offset))],
             )  # fmt: skip
         except Exception as error:  # sent again after a pause: nothing is dropped
-            _log.error("could not send scheduled %s to %s (%r); trying again in 1 s",
-                       entry.id, target, error)  # fmt: skip
+            _log.error("could not %s scheduled %s (for %s: %r); trying again in 1 s",
+                       "tombstone refused" if entry.refused else "send", entry.id, target,
+                       error)  # fmt: skip
             with self._changed:
                 entry.at = time.time() + 1.0
                 heap = self._heaps.setdefault(entry.partition, [])
@@ -346,7 +354,7 @@ class Schedules:
             if pending.get(entry.id) is entry:
                 del pending[entry.id]
         self._mark(entry.partition)
-        if ev.SCHEDULE_DISPATCHED in self.app.monitor.subscribed:
+        if not entry.refused and ev.SCHEDULE_DISPATCHED in self.app.monitor.subscribed:
             self.app.monitor.instrument(
                 ev.SCHEDULE_DISPATCHED, id=entry.id, topic=target,
                 late=max(0.0, time.time() - entry.at),

@@ -27,10 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 
-__all__ = ["Node", "Supervisor"]
+from conveyor.environment import NODE_ENV
+
+__all__ = ["NODE_ENV", "Node", "Supervisor"]
 
 HEARTBEAT_ENV = "CONVEYOR_SWARM_HEARTBEAT_FD"
-NODE_ENV = "CONVEYOR_SWARM_NODE"
 SUPERVISOR_ENV = "CONVEYOR_SWARM_SUPERVISOR"
 _LOOK = 0.5  # seconds between looks at the nodes (memory, silence) when nothing happens
 _PAGE = os.sysconf("SC_PAGE_SIZE")

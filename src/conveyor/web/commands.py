@@ -286,7 +286,7 @@ class Commander:
 
     Example::
 
-        commander = Commander(app.settings.kafka, app.web.topics, app.producer)
+        commander = app.web.commander()   # signed with the commands key, when there is one
         result = commander.send("probe", process="host:4242:ab12")
         for thread in result.result["threads"]: ...
     """

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
     from conveyor.web.reading.data import WebData
 
 __all__ = ["Web"]
-
-_log = logging.getLogger("conveyor.web")
 
 
 class Web:
@@ -54,6 +51,9 @@ class Web:
         self.aggregator: Aggregator | None = None
         self.commands: CommandHandler | None = None
         self._signer: CommandSigner | None = None
+        self.commands_key_source: str | None = None
+        """Where the commands key came from (``argument``, ``$CONVEYOR_COMMANDS_KEY``), once
+        :meth:`enable` found one."""
         self._data: WebData | None = None
         self._lock = threading.Lock()
         self.access = Access()
@@ -99,16 +99,12 @@ class Web:
         self.tracking_interval = float(tracking_interval)
         self.tracker = Tracker(self.app, self.topics, self.tracking_interval, self.latency)
         self.tracker.attach()
-        self._signer = CommandSigner(key) if key is not None else None
+        self._signer = CommandSigner(key, self.topics.commands) if key is not None else None
+        if key is not None:
+            self.commands_key_source = "argument" if commands_key is not None else f"${KEY_ENV}"
         if commands:
             self.commands = CommandHandler(self.app, self.topics, self.tracker.id, self._signer)
             self.commands.attach()
-            if key is None:
-                _log.warning(
-                    "commands to this process are not signed: anyone who can write %s can "
-                    "quiet, stop, seek or probe it (set %s, and the topic's ACLs: `conveyor "
-                    "acls`)", self.topics.commands, KEY_ENV,
-                )  # fmt: skip
         if aggregate:
             self.aggregator = self.new_aggregator(forget_after=forget_after)
             self.app.monitor.subscribe(ev.APP_RUNNING, self._start_aggregator)
@@ -182,7 +178,7 @@ class Web:
         ``$CONVEYOR_COMMANDS_KEY``)."""
         signer = self._signer
         if signer is None and (key := commands_key_from(None)) is not None:
-            signer = CommandSigner(key)
+            signer = CommandSigner(key, self.topics.commands)
         return Commander(self.app.settings.kafka, self.topics, self.app.producer, signer)
 
     @property

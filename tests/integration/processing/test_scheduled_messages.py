@@ -138,13 +138,16 @@ def test_a_schedule_for_a_topic_the_app_does_not_route_is_refused_and_never_sent
         producer.produce_at(
             now - 2, topic=elsewhere, payload=b"intruded", schedules_topic=schedules
         )
+        producer.produce_at(  # refused as it is read, not held in memory for an hour
+            now + 3600, topic=elsewhere, payload=b"later", schedules_topic=schedules
+        )
         producer.produce_at(now - 1, topic=allowed, payload=b"allowed", schedules_topic=schedules)
         producer.produce_at(now + 1, topic=target, payload=b"routed", schedules_topic=schedules)
         wait_for("routed")
-    assert app.schedules.refused == 1
+    assert app.schedules.refused == 2
     assert [(event["topic"], type(event["error"]).__name__) for event in refusals] == [
         (elsewhere, "ConveyorError")
-    ]
+    ] * 2
     assert kafka_admin.read_watermark_offsets(elsewhere, 0) == (0, 0), "nothing sent there"
     assert kafka_admin.read_watermark_offsets(allowed, 0)[1] == 1
     states = [
@@ -152,5 +155,5 @@ def test_a_schedule_for_a_topic_the_app_does_not_route_is_refused_and_never_sent
         for message in kafka_admin.read_topic(schedules, 0, 10, start_offset=0)
         if message.raw_payload is None
     ]
-    assert states.count(b"refused") == 1, states
+    assert states.count(b"refused") == 2, states
     assert states.count(b"dispatched") == 2, states

@@ -40,8 +40,10 @@ def test_only_commands_signed_with_the_apps_key_are_carried_out(
         process = handler.id
         kafka = {"bootstrap.servers": kafka_bootstrap}
         unsigned = Commander(kafka, web_topics, producer)
-        stranger = Commander(kafka, web_topics, producer, CommandSigner(b"s" * 32))
-        owner = Commander(kafka, web_topics, producer, CommandSigner(KEY))
+        stranger = Commander(
+            kafka, web_topics, producer, CommandSigner(b"s" * 32, web_topics.commands)
+        )
+        owner = Commander(kafka, web_topics, producer, CommandSigner(KEY, web_topics.commands))
 
         refused = unsigned.send("stop", process=process, timeout=15)
         assert refused.status == "refused", refused
@@ -53,7 +55,7 @@ def test_only_commands_signed_with_the_apps_key_are_carried_out(
         # a copy of a signed request, sent again: refused as replayed
         request = {"type": "command", "id": uuid.uuid4().hex, "command": "probe",
                    "process": process, "args": {}, "by": "test", "sent_at": time.time()}  # fmt: skip
-        payload, headers = encode_signed(request, CommandSigner(KEY))
+        payload, headers = encode_signed(request, CommandSigner(KEY, web_topics.commands))
         reader = tail_commands(kafka, web_topics.commands, "test-replay")
         try:
             for _ in range(2):

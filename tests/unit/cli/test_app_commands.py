@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +21,8 @@ EXAMPLES = Path(__file__).parents[3] / "examples"
 def examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(EXAMPLES)
     monkeypatch.setattr(sys, "path", [str(EXAMPLES), *sys.path])
+    if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):  # the shop's brokers (none is reached)
+        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
 
 
 @pytest.mark.usefixtures("examples_on_path")

@@ -14,9 +14,14 @@ from conveyor import App
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
-# The shop takes its brokers from the environment, as a deployed app does; these tests reach
-# no broker (conveyor.testing captures), but building the App needs an address.
-os.environ.setdefault("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+
+
+@pytest.fixture(autouse=True)
+def shop_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shop takes its brokers from the environment, as a deployed app does; these tests
+    reach no broker (conveyor.testing captures), but building the App needs an address."""
+    if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
 
 
 @pytest.fixture

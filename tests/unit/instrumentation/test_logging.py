@@ -3,7 +3,10 @@ caller, and a rate limit for warnings that repeat per message."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import sys
 import threading
 import time
 
@@ -12,6 +15,7 @@ import pytest
 from conveyor import App
 from conveyor.instrumentation import Monitor, events
 from conveyor.instrumentation.background_log import BackgroundLog
+from conveyor.instrumentation.json_log import FIELDS, JsonFormatter
 from conveyor.instrumentation.logging_listener import LoggingListener
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 
@@ -118,3 +122,28 @@ def test_an_app_listens_to_batches_if_logging_was_set_up_after_it_was_built() ->
         assert events.CONSUMER_CONSUMED in app.monitor.subscribed
     finally:
         logger.setLevel(level)
+
+
+def test_json_lines_carry_the_fields_and_survive_what_json_cannot_hold() -> None:
+    formatter = JsonFormatter()
+    logger = logging.getLogger("conveyor.test.json")
+    record = logger.makeRecord(
+        logger.name, logging.INFO, "x", 1, "assigned %s", ("t/0",), None,
+        extra={FIELDS: {"group": "shop", "partition": 0, "level": "not the record's"}},
+    )  # fmt: skip
+    line = json.loads(formatter.format(record))
+    assert line["message"] == "assigned t/0"
+    assert line["level"] == "INFO", "a field does not overwrite the line's own"
+    assert (line["group"], line["partition"], line["process"]) == ("shop", 0, os.getpid())
+    odd = logger.makeRecord(
+        logger.name, logging.ERROR, "x", 1, "odd", (), None,
+        extra={FIELDS: {"lag": float("nan"), "by_partition": {0: 1.5}, "who": object()}},
+    )  # fmt: skip
+    line = json.loads(formatter.format(odd))  # valid JSON, not a lost line
+    assert line["lag"] == "nan"
+    assert line["by_partition"] == {"0": 1.5}
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = logger.makeRecord(logger.name, logging.ERROR, "x", 1, "failed", (), sys.exc_info())
+    assert "ValueError: boom" in json.loads(formatter.format(failed))["exception"]

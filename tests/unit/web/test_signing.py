@@ -21,7 +21,7 @@ def request(**changes: object) -> dict[str, object]:
 
 
 def signer() -> CommandSigner:
-    return CommandSigner(KEY, clock=lambda: NOW)
+    return CommandSigner(KEY, "commands", clock=lambda: NOW)
 
 
 def test_the_key_comes_from_the_argument_else_the_environment(
@@ -72,8 +72,32 @@ def test_an_unsigned_forged_or_tampered_request_is_refused(why: str, change) -> 
 
 def test_another_keys_signature_is_refused() -> None:
     message = request()
-    payload, headers = encode_signed(message, CommandSigner(b"x" * 32))
+    payload, headers = encode_signed(message, CommandSigner(b"x" * 32, "commands"))
     assert signer().refusal(message, payload, dict(headers)).startswith("wrong signature")
+
+
+def test_a_request_signed_for_another_apps_topic_is_refused() -> None:
+    """One key on two apps: a request captured on one app's commands topic is no good on the
+    other's."""
+    message = request()
+    payload, headers = encode_signed(message, CommandSigner(KEY, "other_commands"))
+    assert signer().refusal(message, payload, dict(headers)).startswith("wrong signature")
+
+
+def test_a_request_sent_before_the_process_listened_is_refused() -> None:
+    """A process reads commands from its start on: an older request can only be a copy
+    replayed into it (a fleet stop, say, into processes restarted since)."""
+    message = request(sent_at=NOW - 60)
+    payload, headers = encode_signed(message, signer())
+    assert (
+        signer().refusal(message, payload, dict(headers), not_before=NOW - 30).startswith("expired")
+    )
+    assert signer().refusal(message, payload, dict(headers), not_before=NOW - 90) == ""
+
+
+def test_the_example_manifests_placeholder_is_no_key() -> None:
+    with pytest.raises(ConfigurationError, match="placeholder"):
+        commands_key("CHANGE-ME-openssl-rand-hex-32")
 
 
 @pytest.mark.parametrize("sent_at", [NOW - MAX_AGE - 1, NOW + MAX_AGE + 1, None, "now"])
@@ -94,9 +118,12 @@ def test_schedules_go_to_the_apps_topics_and_the_allowed_ones_only() -> None:
     app.routes.topic("orders-dlq", None, active=False)
     app.routes.pattern(re.compile(r"events\..*"), Idle)
     app.schedules.enable(allowed_topics=["partner-feed", re.compile(r"audit-\d+")])
+    app.recurring("0 0 * * *", lambda: None, topic="recurring-tasks")
     allows = app.schedules.allows
     assert all(map(allows, ["orders", "orders-dlq", "events.a", "partner-feed", "audit-7"]))
     assert not any(map(allows, ["payments", "audit-7x", "partner-feed2", "events"]))
+    # routed, but control topics: a record there steers the app
+    assert not any(map(allows, [app.schedules.topic, "recurring-tasks"]))
     anything = App(client_id="any", kafka={"bootstrap.servers": "127.0.0.1:1"})
     anything.schedules.enable(allowed_topics="*")
     assert anything.schedules.allows("payments")

@@ -25,6 +25,7 @@ from conveyor.web.commands import (
     tail_commands,
 )
 from conveyor.web.process.probe import thread_stacks
+from conveyor.web.signing import CLOCK_SKEW, KEY_ENV
 from conveyor.web.topics import LABEL
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class CommandHandler:
         self.id = process_id
         self.signer = signer
         """With a key: only requests signed with it are carried out, and answers go signed."""
+        self._listening_since = 0.0  # wall clock: compared with the requests' sent_at
         self.refused = 0
         """Requests for this process refused for their signature (unsigned, wrong, expired or
         replayed)."""
@@ -65,6 +67,12 @@ class CommandHandler:
     def start(self) -> None:
         if self._thread is not None:
             return
+        if self.signer is None:  # told as the process starts taking commands, not by CLIs
+            _log.warning(
+                "commands to this process are not signed: anyone who can write %s can quiet, "
+                "stop, seek or probe it (set %s, and the topic's ACLs: `conveyor acls`)",
+                self.topics.commands, KEY_ENV,
+            )  # fmt: skip
         self._thread = threading.Thread(target=self._run, name="conveyor-web-commands", daemon=True)
         self._thread.start()
 
@@ -92,6 +100,8 @@ class CommandHandler:
                     _log.warning("commands to this process cannot reach it: %s", error)
                 self._stopped.wait(_RECHECK)
                 continue
+            if not self._listening.is_set():
+                self._listening_since = time.time()  # what it reads was sent after this
             self._listening.set()
             try:
                 while not self._stopped.is_set():
@@ -128,27 +138,22 @@ class CommandHandler:
         if not isinstance(args, Mapping) or not self._meant_for_me(target, command, args):
             return
         refusal = "" if self.signer is None else self.signer.refusal(
-            request, received.payload, received.headers
+            request, received.payload, received.headers, self._listening_since - CLOCK_SKEW
         )  # fmt: skip
-        try:
-            if refusal:
-                self._refuse(str(command), refusal, request)
-                raise ConveyorError(refusal)
-            outcome = self._carry_out(str(command), target, args)
-            status, reason, result = "done", "", outcome
-        except NotAssignedError as error:
-            if target == ANY_PROCESS and command in PARTITION_COMMANDS:
+        result: dict[str, Any] = {}
+        if refusal:  # reported as an error event (logged, counted), not carried out
+            self._refuse(str(command), refusal, request)
+            status, reason = "refused", refusal
+        else:
+            outcome = self._outcome(str(command), target, args)
+            if outcome is None:
                 return  # another process has the partition: it answers
-            status, reason, result = "refused", str(error), {}
-        except ConveyorError as error:  # a bad argument, a listener that did not get to it
-            status, reason, result = "refused", str(error), {}
-        except Exception as error:  # a command never takes the process down
-            status, reason, result = "refused", f"{type(error).__name__}: {error}", {}
-        _log.info(
-            "command %s %s from %s: %s%s",
-            command, _describe(target, args), request.get("by", "?"), status,
-            f" ({reason})" if reason else "",
-        )  # fmt: skip
+            status, reason, result = outcome
+            _log.info(
+                "command %s %s from %s: %s%s",
+                command, _describe(target, args), request.get("by", "?"), status,
+                f" ({reason})" if reason else "",
+            )  # fmt: skip
         answer = {
             "type": "result",
             "id": request.get("id"),
@@ -169,6 +174,22 @@ class CommandHandler:
             _log.warning("could not answer command %s: %s", command, error)
         if command == "stop" and status == "done":
             self.app.stop()  # after the answer is queued: the producer flushes it on close
+
+    def _outcome(
+        self, command: str, target: Any, args: Mapping[str, Any]
+    ) -> tuple[str, str, dict[str, Any]] | None:
+        """Carry ``command`` out: (status, reason, result), or ``None`` when this process
+        does not have the partition a command for any process names."""
+        try:
+            return "done", "", self._carry_out(command, target, args)
+        except NotAssignedError as error:
+            if target == ANY_PROCESS and command in PARTITION_COMMANDS:
+                return None
+            return "refused", str(error), {}
+        except ConveyorError as error:  # a bad argument, a listener that did not get to it
+            return "refused", str(error), {}
+        except Exception as error:  # a command never takes the process down
+            return "refused", f"{type(error).__name__}: {error}", {}
 
     def _refuse(self, command: str, reason: str, request: Mapping[str, Any]) -> None:
         """Count a request refused for its signature, and report it (an error event: the
