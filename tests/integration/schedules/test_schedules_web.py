@@ -54,12 +54,16 @@ def suffix(kafka_admin: Admin) -> Iterator[str]:
             kafka_admin.delete_topic(name)
 
 
-def new_app(bootstrap: str, suffix: str, target: str, topics: WebTopics) -> App:
+def new_app(
+    bootstrap: str, suffix: str, target: str, topics: WebTopics, elsewhere: str = ""
+) -> App:
+    """The app; ``elsewhere`` a topic it does not route but sends schedules to."""
     app = App(client_id=f"sched-web-{suffix}", max_wait_time=0.1,
               kafka={"bootstrap.servers": bootstrap, "group.id": f"sched-web-{suffix}",
                      "session.timeout.ms": 6_000})  # fmt: skip
     app.routes.topic(target, Arrivals)
-    app.schedules.enable(topic=f"test-schedules-{suffix}", partitions=2)
+    app.schedules.enable(topic=f"test-schedules-{suffix}", partitions=2,
+                         allowed_topics=[elsewhere] if elsewhere else ())  # fmt: skip
     tasks = f"test-recurring-{suffix}"
 
     def report() -> None:
@@ -104,7 +108,7 @@ def test_the_page_lists_pending_schedules_and_cancel_really_cancels(
     kafka_bootstrap: str, new_topic, web_topics: WebTopics, suffix: str
 ) -> None:
     target, elsewhere = new_topic(), new_topic()
-    app = new_app(kafka_bootstrap, suffix, target, web_topics)
+    app = new_app(kafka_bootstrap, suffix, target, web_topics, elsewhere)
     producer = app.producer
     with ui(app) as (client, csrf):
         assert client.get("/api/schedules").json()["missing"], "nothing scheduled yet"
