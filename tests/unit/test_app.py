@@ -195,3 +195,21 @@ def test_a_start_that_fails_leaves_nothing_running() -> None:
     started = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
     assert started == []
     assert app.snapshot().pool is None
+
+
+def test_declaring_an_app_makes_no_client() -> None:
+    """An app module is imported by every command (`conveyor config`, `topics plan`, `acls
+    plan` ...): declaring its features must not connect to Kafka (the web UI's aggregator
+    used to make the app's producer at once, and it retried an absent cluster for good)."""
+    app = App(client_id="quiet", kafka={"bootstrap.servers": "127.0.0.1:1"})
+    app.schedules.enable()
+    app.web.enable()
+    app.recurring("0 0 * * *", lambda: None)
+
+    @app.job()
+    def work() -> None:
+        pass
+
+    assert app._producer is None
+    assert app._admin is None
+    assert app.web.aggregator is not None

@@ -120,7 +120,7 @@ class Web:
         """An aggregator over the app's settings and producer (``conveyor web`` runs one)."""
         return Aggregator(
             self.app.settings.kafka,
-            self.app.producer,
+            lambda: self.app.producer,
             self.topics,
             flush_interval=self.tracking_interval,
             forget_after=forget_after,

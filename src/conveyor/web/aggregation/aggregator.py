@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from conveyor.admin import Admin
@@ -44,7 +44,7 @@ class Aggregator:
     def __init__(
         self,
         kafka: Mapping[str, Any],
-        producer: Producer,
+        producer: Producer | Callable[[], Producer],
         topics: WebTopics,
         *,
         flush_interval: float = 5.0,
@@ -53,8 +53,8 @@ class Aggregator:
     ) -> None:
         self.kafka = dict(kafka)
         self.client_id = client_id
-        self.producer = producer
-        self.topics = topics
+        self._producer = producer  # or what makes it, at the first flush: an app's is made
+        self.topics = topics  # on first use, and building an app must not connect to Kafka
         self.flush_interval = flush_interval
         self.aggregate = Aggregate(forget_after=forget_after)
         self._lock = threading.Lock()
@@ -66,6 +66,13 @@ class Aggregator:
         self._flushed_at = -math.inf  # never yet: the first look flushes
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
         self.error: BaseException | None = None
+
+    @property
+    def producer(self) -> Producer:
+        """The producer the folded states go out with."""
+        if not isinstance(self._producer, Producer):
+            self._producer = self._producer()
+        return self._producer
 
     def start(self) -> None:
         if self._thread is not None:
