@@ -5,10 +5,14 @@
 #                (the broker keeps running: `make stop` stops it)
 #   make test    the same set-up, then lint, type check and the whole test suite against a
 #                real broker (started and stopped again unless one runs already, or
-#                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka); the browser tests need
-#                Debian's chromium and the PostgreSQL sink's tests Debian's postgresql, each
-#                installed with apt-get when missing and run as root; the AsyncAPI tests
-#                the official AsyncAPI 3.0 JSON Schema, fetched with npm into .cache/
+#                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka), in WORKERS processes
+#                (pytest-xdist); the browser tests need Debian's chromium and the PostgreSQL
+#                sink's tests Debian's postgresql, each installed with apt-get when missing and
+#                run as root; the AsyncAPI tests the official AsyncAPI 3.0 JSON Schema, fetched
+#                with npm into .cache/. It prints the time of each step, the 30 slowest tests
+#                and the median of the last three green runs.
+#   make check   the inner loop, no broker: lint, type check, the docs build, the unit tests
+#   make test-repeat N=5  the integration tests N times over, and which failed in any run
 #   (make bench installs Debian's redis-server the same way: the jobs benchmark's Celery
 #   and Dramatiq run on it)
 #   make release-check  (part of make test) the sdist and wheel built into dist/ and checked:
@@ -26,8 +30,13 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 PYTEST_ARGS ?=
 SOAK_MINUTES ?= 10
+# Test processes: the integration tests mostly wait (for Kafka, for groups to settle), so more
+# workers than this machine's 2 cores; the tests that start brokers of their own, or need
+# the machine quiet, share one worker (xdist groups, tests/conftest.py).
+WORKERS ?= 4
+N ?= 5
 
-.PHONY: all setup browser postgresql asyncapi-schema redis run test lint typecheck pytest docs docs-build release-check bench soak stop clean
+.PHONY: all setup browser postgresql asyncapi-schema redis run test check lint typecheck pytest unit test-repeat docs docs-build release-check bench soak stop clean
 
 all: test
 
@@ -45,8 +54,8 @@ run: setup
 	$(BIN)/python examples/quickstart.py
 
 lint: $(INSTALLED)
-	$(BIN)/ruff check src tests bench examples docs/hooks tools/check-release
-	$(BIN)/ruff format --check src tests bench examples docs/hooks tools/check-release
+	$(BIN)/ruff check src tests bench examples docs/hooks tools/check-release tools/phases tools/repeat-tests
+	$(BIN)/ruff format --check src tests bench examples docs/hooks tools/check-release tools/phases tools/repeat-tests
 
 typecheck: $(INSTALLED)
 	$(BIN)/mypy
@@ -64,7 +73,13 @@ redis:
 	tools/ensure-redis
 
 pytest: setup browser postgresql asyncapi-schema
-	$(BIN)/conveyor broker exec -- $(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/conveyor broker exec -- $(BIN)/pytest -n $(WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
+
+unit: $(INSTALLED)
+	$(BIN)/pytest -n 2 -q -m "not integration" tests/unit tests/test_*.py $(PYTEST_ARGS)
+
+test-repeat: setup browser postgresql asyncapi-schema
+	$(BIN)/conveyor broker exec -- $(BIN)/python tools/repeat-tests $(N) -- -n $(WORKERS) --dist loadgroup tests/integration $(PYTEST_ARGS)
 
 # The site, built with --strict: a broken link or anchor, or a reference that does not
 # resolve, fails it. Its examples run in pytest (tests/integration/docs/test_examples.py).
@@ -79,7 +94,11 @@ release-check: setup
 docs: $(INSTALLED)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
-test: lint typecheck docs-build release-check pytest
+test:
+	@$(PYTHON) tools/phases test setup browser postgresql asyncapi-schema lint typecheck docs-build release-check pytest
+
+check:
+	@$(PYTHON) tools/phases check lint typecheck docs-build unit
 
 bench: setup redis
 	$(BIN)/conveyor broker exec -- $(BIN)/conveyor bench

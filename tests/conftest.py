@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _pytest.nodeid import NodeId
 from confluent_kafka import Message
 
 from conveyor import Admin
@@ -34,12 +35,46 @@ for _name in [n for n in os.environ if n.startswith("CONVEYOR_")]:
         del os.environ[_name]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under tests/integration talks to a real broker."""
+# Under pytest-xdist (make test: -n WORKERS --dist loadgroup) the tests of one xdist group run
+# on one worker, one after the other; each file says its group (``pytestmark``): "brokers"
+# for the tests that start brokers of their own (JVMs two cores cannot run many of at once),
+# "cluster" for the 3-node cluster and the soak, "docs" for the docs pages (they share plain
+# topic names such as "orders", and alter a broker config), "browser" (one Chromium at a
+# time), "bench" (the benchmarks' short forms load both cores), "schemas" and "postgres"
+# (a server each).
+_OWN_BROKER = {"own_broker", "own_bootstrap"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Everything under tests/integration talks to a real broker; a test that starts a
+    broker of its own must say so to xdist (group "brokers"), or the suite refuses to run;
+    on an xdist worker under ``--dist loadgroup``, each test's group is put in its id."""
     integration = TESTS / "integration"
+    grouping = bool(getattr(config.option, "loadgroup", False))
     for item in items:
-        if integration in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.integration)
+        if grouping:
+            _group_in_id(item)
+        if integration not in Path(str(item.fspath)).parents:
+            continue
+        item.add_marker(pytest.mark.integration)
+        groups = {mark.args[0] for mark in item.iter_markers("xdist_group") if mark.args}
+        if _OWN_BROKER & set(getattr(item, "fixturenames", ())) and not groups & {
+            "brokers",
+            "cluster",
+        }:
+            raise pytest.UsageError(
+                f"{item.nodeid} starts a broker of its own: mark it "
+                '@pytest.mark.xdist_group("brokers") (see tests/conftest.py)'
+            )
+
+
+def _group_in_id(item: pytest.Item) -> None:
+    """``path::test@group``: how xdist's loadgroup scheduler tells a test's group. xdist 3.8
+    writes it to ``item._nodeid``, which pytest 9 no longer reads (its ids are ``NodeId``s),
+    so every test was scheduled alone; this writes it where pytest 9 reads it."""
+    groups = sorted({str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args})
+    if groups and "@" not in item.nodeid:
+        item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ import pytest
 
 from helpers import conveyor_cli
 
+pytestmark = pytest.mark.xdist_group("cluster")  # xdist: see tests/conftest.py
+
 SOAK = Path(__file__).resolve().parent.parent / "soak" / "soak.py"
 
 

@@ -140,11 +140,10 @@ def topics_align(app_spec: str | None, as_json: bool) -> None:
 @click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets ...).")
 def topics_list(app_spec: str | None, as_json: bool, internal: bool) -> None:
     """List the cluster's topics with their partition counts."""
-    admin = _admin(app_spec)
-    rows = [
-        (name, admin.topic_info(name).partition_count)
-        for name in admin.list_topics(internal=internal)
-    ]
+    counts = _admin(app_spec).partition_counts()  # one metadata request: no topic vanishes
+    rows = sorted(  # between listing it and asking its partitions
+        (name, count) for name, count in counts.items() if internal or not name.startswith("__")
+    )
     _emit(as_json, [{"topic": n, "partitions": p} for n, p in rows],
           lambda: console.print(table("Topics", ["topic", "partitions"], [(n, str(p)) for n, p in rows])))  # fmt: skip
 

@@ -103,6 +103,7 @@ def test_configs_round_trip_for_a_topic_and_read_a_broker(admin: Admin, new_topi
 _BACKOFF, _LOAD_FACTOR = "log.cleaner.backoff.ms", "log.cleaner.io.buffer.load.factor"
 
 
+@pytest.mark.xdist_group("docs")  # see tests/conftest.py
 def test_a_dynamic_broker_config_is_altered_incrementally_and_reset(admin: Admin) -> None:
     broker = str(admin.cluster_info().brokers[0].id)
     start = admin.describe_configs("broker", broker)

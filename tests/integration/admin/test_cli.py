@@ -216,6 +216,7 @@ def test_commands_that_need_no_routes_need_no_app(
     assert "KAFKA_BOOTSTRAP_SERVERS" in refused.output
 
 
+@pytest.mark.xdist_group("docs")  # see tests/conftest.py
 def test_configs_alter_sets_and_resets_a_dynamic_broker_config(
     kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

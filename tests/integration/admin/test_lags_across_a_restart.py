@@ -17,10 +17,13 @@ import sys
 import textwrap
 import time
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from conveyor import Admin
 from conveyor.broker import DevelopmentBroker
+
+pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
 
 GROUPS = ("lags-a", "lags-b", "lags-c")
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("bench")  # xdist: see tests/conftest.py
+
 BENCH = Path(__file__).parents[3] / "bench"
 
 

@@ -16,6 +16,8 @@ import pytest
 
 from conveyor.broker import probe_metadata
 
+pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
+
 
 def conveyor(
     *args: str | Path, env: dict[str, str] | None = None

@@ -30,7 +30,10 @@ from conveyor.broker.cluster import CONTROLLER_OFFSET, LocalCluster
 from conveyor.driver.handles import DeliveryHandle
 from helpers import conveyor_cli, free_ports
 
-pytestmark = pytest.mark.cluster
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.xdist_group("cluster"),
+]  # xdist: see tests/conftest.py
 
 PARTITIONS = 3
 

@@ -23,6 +23,8 @@ from conveyor.messages import Message
 from helpers import Record, running
 from integration.connect.test_sinks import Endpoint, lines_of, make_app
 
+pytestmark = pytest.mark.xdist_group("postgres")  # xdist: see tests/conftest.py
+
 RECORDS = 10
 NOT_JSON = 3  # its payload is no JSON: the route's deserializer refuses it
 REFUSED = 6  # the sink's encode refuses it

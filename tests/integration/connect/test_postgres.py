@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from conveyor import App
 from conveyor.connect.sinks import Postgres
 from helpers import Record, running
 from integration.connect.test_sinks import produce_keyed
+
+pytestmark = pytest.mark.xdist_group("postgres")  # xdist: see tests/conftest.py
 
 
 def test_64_lanes_store_every_record_once_in_order_per_key(

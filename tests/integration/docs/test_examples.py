@@ -6,6 +6,7 @@ fails here."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,6 +16,8 @@ import pytest
 
 from conveyor import Admin
 
+pytestmark = pytest.mark.xdist_group("docs")  # xdist: see tests/conftest.py
+
 ROOT = Path(__file__).resolve().parents[3]
 RUNNER = ROOT / "tests" / "docs_examples.py"
 PAGE_SECONDS = 150  # the slowest page takes about 10 s here
@@ -23,21 +26,36 @@ PAGES = sorted(
 )
 
 
-@pytest.fixture(scope="module")
-def topics_before(kafka_admin: Admin) -> set[str]:
-    return set(kafka_admin.list_topics())
+# Topics the pages make without naming them in quotes: the example shop's, a job queue's,
+# and the default schedules, recurring and web UI topics.
+_DERIVED = {
+    "shop-orders", "shop-payments", "jobs-emails", "jobs-emails-dead",
+    "jobs-emails-dead-discarded", "conveyor_schedules", "conveyor_recurring",
+    "conveyor_consumers_reports", "conveyor_consumers_states", "conveyor_consumers_metrics",
+    "conveyor_errors", "conveyor_consumers_commands",
+}  # fmt: skip
+_NAMED = re.compile(r'"([A-Za-z0-9][A-Za-z0-9._-]*)"|topics create ([A-Za-z0-9._-]+)')
 
 
-def _delete_topics_of(page: Path, admin: Admin, before: set[str]) -> None:
+def _page_topics() -> set[str]:
+    """Every topic some page may make: the names the pages write in quotes or give to
+    `conveyor topics create`, and :data:`_DERIVED`. The suite's own topics, made by the
+    tests that run beside the pages (other xdist workers), have unique names and are never
+    among them."""
+    names = set(_DERIVED)
+    for page in PAGES:
+        for quoted, created in _NAMED.findall(page.read_text()):
+            names.add(quoted or created)
+    return names
+
+
+PAGE_TOPICS = _page_topics()
+
+
+def _delete_topics_of(page: Path, admin: Admin) -> None:
     """The pages name their topics plainly ("orders"): each page starts without the topics an
-    earlier page made, nor those it names itself (left by an earlier run, or by `make run`).
-    The suite's own topics (made before, named ``test-...``) are left alone."""
-    text = page.read_text()
-    made = [
-        t for t in admin.list_topics()
-        if not t.startswith(("test-", "_"))
-        and (t not in before or f'"{t}"' in text or f"topics create {t}" in text)
-    ]  # fmt: skip
+    earlier page made (left by an earlier run, or by `make run`); nothing else is touched."""
+    made = [t for t in admin.list_topics() if t in PAGE_TOPICS]
     for name in made:
         admin.delete_topic(name)
     pause = threading.Event()
@@ -49,10 +67,8 @@ def _delete_topics_of(page: Path, admin: Admin, before: set[str]) -> None:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_block_of_the_page_runs(
-    page: Path, kafka_bootstrap: str, kafka_admin: Admin, topics_before: set[str]
-) -> None:
-    _delete_topics_of(page, kafka_admin, topics_before)
+def test_every_block_of_the_page_runs(page: Path, kafka_bootstrap: str, kafka_admin: Admin) -> None:
+    _delete_topics_of(page, kafka_admin)
     environment = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
     try:
         run = subprocess.run(

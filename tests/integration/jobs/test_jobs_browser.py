@@ -20,7 +20,10 @@ from conveyor.web.topics import WebTopics
 from helpers import Record, running
 from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, free_port, get_json
 
-pytestmark = pytest.mark.browser
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.xdist_group("browser"),
+]  # xdist: see tests/conftest.py
 
 
 @contextmanager

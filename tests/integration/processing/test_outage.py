@@ -13,8 +13,12 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from conveyor import Admin, Producer
 from conveyor.broker import DevelopmentBroker
+
+pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
 
 HERE = Path(__file__).parent
 OUTAGE = 12.0  # seconds without a broker (librdkafka retries a connection ~every 100 ms-10 s)

@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Callable
 from typing import ClassVar
 
+import pytest
+
 from conveyor import Admin, App, Consumer, Producer
 from helpers import running
 
@@ -63,6 +65,7 @@ def test_a_route_with_its_own_consumer_setting_reads_as_it_says(
     assert (committed_only, "aborted") not in Seen.seen, "the app's read_committed default"
 
 
+@pytest.mark.xdist_group("brokers")  # see tests/conftest.py
 def test_a_route_with_its_own_bootstrap_servers_reads_another_cluster(
     kafka_bootstrap: str, new_topic, own_bootstrap: str
 ) -> None:

@@ -10,6 +10,8 @@ from conveyor import Admin, DeliveryError, Producer, WaitTimeoutError
 from conveyor.broker import DevelopmentBroker
 from conveyor.producer import MESSAGE_TIMEOUT_MARGIN
 
+pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
+
 
 def test_a_stopped_broker_makes_produce_sync_raise_at_its_deadline(
     own_broker: DevelopmentBroker, own_bootstrap: str

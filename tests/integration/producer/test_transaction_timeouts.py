@@ -18,36 +18,47 @@ from conveyor.broker import DevelopmentBroker
 from conveyor.producer import transactions
 from helpers import read_topic
 
+pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
 
-def freeze(broker: DevelopmentBroker, seconds: float) -> Callable[[], None]:
-    """Stop the broker with SIGSTOP (connections stay open, nothing answers) for ``seconds``;
-    returns the thaw, to let it go at once."""
+
+def freeze(broker: DevelopmentBroker, until: threading.Event) -> Callable[[], None]:
+    """Stop the broker with SIGSTOP (connections stay open, nothing answers) until ``until``
+    is set (a positive marker: what the test waits to see happen against a frozen broker),
+    30 s at most; returns the thaw, to let it go at once."""
     status = broker.status()
     assert status is not None
-    timer = threading.Timer(seconds, os.kill, (status.pid, signal.SIGCONT))
     os.kill(status.pid, signal.SIGSTOP)
-    timer.start()
+    thawed = threading.Event()
 
     def thaw() -> None:
-        timer.cancel()
-        os.kill(status.pid, signal.SIGCONT)
+        if not thawed.is_set():
+            thawed.set()
+            os.kill(status.pid, signal.SIGCONT)
 
+    threading.Thread(target=lambda: (until.wait(30), thaw()), daemon=True).start()
     return thaw
 
 
 @pytest.fixture
 def frozen_rig(
     own_broker: DevelopmentBroker, own_bootstrap: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Producer, list[str], Callable[[float], None], str]]:
+) -> Iterator[tuple[Producer, list[str], Callable[[str], None], str]]:
     """A transactional producer on a broker of its own that has committed a first transaction
-    (``first``), the error types it reported, a ``freeze(seconds)`` of its broker (each call
-    of librdkafka's then waits 1 s, not 30), and the broker's bootstrap servers."""
+    (``first``), the error types it reported, a ``freeze(error_type)`` of its broker until
+    that error was reported (each call of librdkafka's then waits 1 s, not 30), and the
+    broker's bootstrap servers."""
     bootstrap = own_bootstrap
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topic("frozen-tx", partitions=1)
     monitor = Monitor()
     errors: list[str] = []
-    monitor.subscribe("error.occurred", lambda event: errors.append(event["type"]))
+    reported: dict[str, threading.Event] = {}
+
+    def record(event: dict[str, str]) -> None:
+        errors.append(event["type"])
+        reported.setdefault(event["type"], threading.Event()).set()
+
+    monitor.subscribe("error.occurred", record)
     settings = {"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"}
     thaws: list[Callable[[], None]] = []
     with Producer(settings, monitor=monitor) as producer:
@@ -58,7 +69,9 @@ def frozen_rig(
             yield (
                 producer,
                 errors,
-                lambda seconds: thaws.append(freeze(own_broker, seconds)),
+                lambda kind: thaws.append(
+                    freeze(own_broker, reported.setdefault(kind, threading.Event()))
+                ),
                 bootstrap,
             )
         finally:
@@ -72,7 +85,7 @@ def test_an_abort_that_timed_out_is_finished_before_the_next_transaction(frozen_
     def aborted_while_frozen() -> None:
         with producer.transaction():
             producer.produce_sync(topic="frozen-tx", payload=b"aborted")
-            freeze_for(4.0)  # the abort's first calls time out
+            freeze_for("transaction.abort.timeout")  # until the abort's first call timed out
             producer.produce_async(topic="frozen-tx", payload=b"aborted too")
             raise RuntimeError("boom")
 
@@ -88,7 +101,7 @@ def test_a_commit_that_timed_out_is_finished_not_aborted(frozen_rig) -> None:
     producer, errors, freeze_for, bootstrap = frozen_rig
     with producer.transaction():
         producer.produce_sync(topic="frozen-tx", payload=b"committed late")
-        freeze_for(4.0)  # the commit's first calls time out
+        freeze_for("transaction.commit.timeout")  # until the commit's first call timed out
         producer.produce_async(topic="frozen-tx", payload=b"committed late too")
     with producer.transaction():
         producer.produce_sync(topic="frozen-tx", payload=b"after")

@@ -104,6 +104,7 @@ def test_arguments_authorization_retries_and_events(kafka_bootstrap: str, new_to
     assert any(e.name == "rpc.call.replied" and e["ok"] for e in client_events)
 
 
+@pytest.mark.xdist_group("brokers")  # see tests/conftest.py
 def test_a_call_made_while_the_broker_is_down_runs_its_handler_once(
     own_broker: DevelopmentBroker, own_bootstrap: str
 ) -> None:

@@ -18,7 +18,10 @@ from helpers import Record, running
 from integration.jobs.test_jobs_browser import served
 from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, get_json
 
-pytestmark = pytest.mark.browser
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.xdist_group("browser"),
+]  # xdist: see tests/conftest.py
 ARRIVED = Record()
 
 

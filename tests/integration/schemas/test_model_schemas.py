@@ -21,6 +21,8 @@ APP = """
 import pydantic
 from conveyor import App, Consumer
 
+pytestmark = pytest.mark.xdist_group("schemas")  # xdist: see tests/conftest.py
+
 class Order(pydantic.BaseModel):
 {fields}
 

@@ -18,6 +18,8 @@ from conveyor import App, Consumer, Producer
 from conveyor.schemas import Avro, JsonSchema, Protobuf, SchemaRegistry
 from helpers import running
 
+pytestmark = pytest.mark.xdist_group("schemas")  # xdist: see tests/conftest.py
+
 ORDER_AVRO = json.dumps({
     "type": "record", "name": "Order",
     "fields": [{"name": "id", "type": "int"}, {"name": "sku", "type": "string"},

@@ -27,7 +27,10 @@ from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.rpc import Client, Handlers
 from helpers import conveyor_cli, free_ports
 
-pytestmark = pytest.mark.security
+pytestmark = [
+    pytest.mark.security,
+    pytest.mark.xdist_group("brokers"),
+]  # xdist: see tests/conftest.py
 
 
 @pytest.fixture(scope="module")

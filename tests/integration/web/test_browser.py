@@ -28,7 +28,10 @@ HERE = Path(__file__).parent
 ARTIFACTS = HERE.parent.parent / "artifacts"
 CHROMIUM = os.environ.get("CONVEYOR_CHROMIUM", "/usr/bin/chromium")
 
-pytestmark = pytest.mark.browser
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.xdist_group("browser"),
+]  # xdist: see tests/conftest.py
 
 
 def free_port() -> int:

@@ -31,7 +31,10 @@ HERE = Path(__file__).parent
 PASSWORD = "s3cret-for-the-browser-test"
 XSS = '<script>window.__pwned = true</script><img src=x onerror="window.__pwned = true">'
 
-pytestmark = pytest.mark.browser
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.xdist_group("browser"),
+]  # xdist: see tests/conftest.py
 
 
 @dataclass
