@@ -43,6 +43,9 @@ for _name in [n for n in os.environ if n.startswith("CONVEYOR_")]:
 # time), "bench" (the benchmarks' short forms load both cores), "schemas" and "postgres"
 # (a server each).
 _OWN_BROKER = {"own_broker", "own_bootstrap"}
+# The longest groups first: xdist hands out work in collection order, and a long group begun
+# last would make the run's tail.
+_FIRST = ("cluster", "brokers", "bench", "docs", "browser", "schemas", "postgres")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -51,6 +54,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     on an xdist worker under ``--dist loadgroup``, each test's group is put in its id."""
     integration = TESTS / "integration"
     grouping = bool(getattr(config.option, "loadgroup", False))
+    if grouping:
+        items.sort(key=_start_order)  # stable: the same order on every worker
     for item in items:
         if grouping:
             _group_in_id(item)
@@ -66,6 +71,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{item.nodeid} starts a broker of its own: mark it "
                 '@pytest.mark.xdist_group("brokers") (see tests/conftest.py)'
             )
+
+
+def _start_order(item: pytest.Item) -> int:
+    groups = {str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args}
+    return min((_FIRST.index(g) for g in groups if g in _FIRST), default=len(_FIRST))
 
 
 def _group_in_id(item: pytest.Item) -> None:

@@ -52,9 +52,14 @@ async def subscribed(url: str, channels: list[str]) -> Any:
 
 
 async def receive(
-    socket: Any, count: int, until: Callable[[dict[str, Any]], bool] | None = None
+    socket: Any,
+    count: int,
+    until: Callable[[dict[str, Any]], bool] | None = None,
+    received: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    received = []
+    """``count`` messages from ``socket`` (into ``received`` when given: a test that times out
+    can say how far each client got)."""
+    received = [] if received is None else received
     while len(received) < count:
         message = json.loads(await socket.recv())
         received.append(message)
@@ -120,9 +125,19 @@ def test_every_client_gets_its_channels_in_order_with_64_lanes(
             channels = [[f"k{key}" for key in range(c, keys, clients)] for c in range(clients)]
             sockets = [loop.run(subscribed(url, chosen)) for chosen in channels]
             per_client = keys // clients * sequences
-            waiting = [loop.start(receive(socket, per_client)) for socket in sockets]
+            got: list[list[dict[str, Any]]] = [[] for _ in sockets]
+            waiting = [
+                loop.start(receive(socket, per_client, received=into))
+                for socket, into in zip(sockets, got, strict=True)
+            ]
             produce_keyed(kafka_bootstrap, topic, keys, sequences)
-            results = [future.result(180) for future in waiting]
+            try:
+                results = [future.result(180) for future in waiting]
+            except TimeoutError:
+                raise AssertionError(
+                    f"received {[len(g) for g in got]} of {per_client} each; the sink dropped "
+                    f"{sink.dropped} client(s); the app: {app.snapshot().partitions}"
+                ) from None
             for socket in sockets:
                 loop.run(socket.close())
     finally:

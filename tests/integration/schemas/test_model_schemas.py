@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pydantic
+import pytest
 from click.testing import CliRunner
 from confluent_kafka.schema_registry import ConfigCompatibilityLevel, ServerConfig
 
@@ -17,11 +18,11 @@ from conveyor import Admin
 from conveyor.cli.main import cli
 from conveyor.schemas import SchemaRegistry
 
+pytestmark = pytest.mark.xdist_group("schemas")  # xdist: see tests/conftest.py
+
 APP = """
 import pydantic
 from conveyor import App, Consumer
-
-pytestmark = pytest.mark.xdist_group("schemas")  # xdist: see tests/conftest.py
 
 class Order(pydantic.BaseModel):
 {fields}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conveyor.driver.consumers import ConsumerClient
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, KafkaError
 from conveyor.web.reading.data import reader_settings
 from conveyor.web.reading.explorer_query import Filters, Start
 from conveyor.web.reading.message_views import export_line, message_view
@@ -162,6 +162,13 @@ class Explorer:
         return None if raw is None else message_view(raw)
 
     def raw_message(self, topic: str, partition: int, offset: int) -> Any | None:
+        """librdkafka's message at ``offset``, or ``None`` when the offset holds none.
+
+        Raises:
+            ConfigurationError: no such partition.
+            KafkaError: the read did not end within the explorer's ``timeout`` (not "no
+                message": the web UI answers 503, not 404).
+        """
         client = self._client()
         try:
             if partition not in self._known(client, topic):
@@ -169,7 +176,12 @@ class Explorer:
             low, high = client.query_watermarks(topic, partition)
             if not low <= offset < high:
                 return None
-            for raw, _end in self._read(client, [(topic, partition, offset, high)]):
+            for raw, end in self._read(client, [(topic, partition, offset, high)]):
+                if raw is None and not end:
+                    raise KafkaError(
+                        f"reading {topic}/{partition}@{offset} took longer than "
+                        f"{self.timeout:g} s"
+                    )
                 if raw is None or raw.offset() > offset:
                     return None
                 if raw.offset() == offset:

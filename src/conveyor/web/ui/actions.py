@@ -66,12 +66,12 @@ class Actions:
             request, "republish", f"{topic}/{partition}@{offset} -> {target}", body
         )
         self._writable(target)
+        admin = self.ui.views.admin  # the request's own fault first, before the read
+        if target != topic and target not in set(await run_in_threadpool(admin.list_topics)):
+            raise ConfigurationError(f"topic {target!r} does not exist", "to")
         raw = await run_in_threadpool(self.explorer.explorer.raw_message, topic, partition, offset)
         if raw is None:
             raise NotFound("message", f"{topic}/{partition}@{offset}")
-        admin = self.ui.views.admin
-        if target != topic and target not in set(await run_in_threadpool(admin.list_topics)):
-            raise ConfigurationError(f"topic {target!r} does not exist", "to")
         producer = self.ui.app.producer
         report = await run_in_threadpool(lambda: producer.produce_sync(
             topic=target, payload=raw.value(), key=raw.key(), headers=list(raw.headers() or []), timeout=30))  # fmt: skip

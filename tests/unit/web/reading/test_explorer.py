@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, KafkaError
 from conveyor.web.reading.explorer import Explorer
 from conveyor.web.reading.explorer_query import Filters, Start, parse_json_path, parse_time
 from conveyor.web.reading.message_views import KEY_PREVIEW, export_line, message_view
@@ -218,3 +218,29 @@ def test_a_read_ends_at_the_first_message_past_its_end_not_at_the_deadline() -> 
     read = list(explorer._read(client, [("orders", 0, 0, 4)]))  # type: ignore[arg-type]
     assert [raw.offset() for raw, _ in read if raw is not None] == [0, 1, 2]
     assert read[-1] == (None, True), "ended, not timed out"
+
+
+class SilentClient(FakeClient):
+    """A partition with offsets 0-9 whose fetches bring nothing (a broker too slow to answer)."""
+
+    def partitions(self, topic: str) -> list[int]:
+        return [0]
+
+    def query_watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        return 0, 10
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_one_message_read_that_times_out_is_kafka_not_answering_not_no_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The web UI answers 404 for an offset that holds no message, 503 when Kafka did not
+    answer in time: a read cut short by its deadline must say so (it read as 404 before)."""
+    now = [0.0]
+    explorer = Explorer({"bootstrap.servers": "x"}, clock=lambda: now[0])
+    monkeypatch.setattr(explorer, "_client", lambda: SilentClient([], now))
+    with pytest.raises(KafkaError, match="took longer than"):
+        explorer.raw_message("orders", 0, 4)
+    assert explorer.raw_message("orders", 0, 12) is None, "past the end: no message"
