@@ -179,8 +179,7 @@ class Explorer:
             for raw, end in self._read(client, [(topic, partition, offset, high)]):
                 if raw is None and not end:
                     raise KafkaError(
-                        f"reading {topic}/{partition}@{offset} took longer than "
-                        f"{self.timeout:g} s"
+                        f"reading {topic}/{partition}@{offset} took longer than {self.timeout:g} s"
                     )
                 if raw is None or raw.offset() > offset:
                     return None
