@@ -427,6 +427,13 @@ class Soak:
         relay_lost = [
             where for where in inputs if where not in poison and not relayed_inputs[where]
         ]
+        if relay_lost:  # say where each went, and read the relay again: was it the reader?
+            self._explain_lost(relay_lost, inputs, letters)
+            again = _read(self.bootstrap, self.topics["relay"], "read_uncommitted")
+            found = Counter(record["headers"].get("input") for record in again.values())
+            console.print(f"  a second read of the relay finds {len(again)} records "
+                          f"(the first {len(relayed)}); of the lost: "
+                          f"{[where for where in relay_lost if found[where]] or 'none'}")  # fmt: skip
         order_breaks = _order_breaks(relayed.values())
         dead = {
             f"{r['headers'].get('original_partition')}:{r['headers'].get('original_offset')}"
@@ -454,6 +461,32 @@ class Soak:
         }
         self._print(checks, inputs, recoveries)
         return all(checks.values())
+
+    def _explain_lost(
+        self, lost: list[str], inputs: dict[str, Any], letters: dict[str, Any]
+    ) -> None:
+        """For each input the relay lost (the first 10): its key and sequence number, whether
+        the DLQ has it (and the error it was given up on), and the swarm's log lines that name
+        its offset on its partition."""
+        dead = {
+            f"{r['headers'].get('original_partition')}:{r['headers'].get('original_offset')}": r
+            for r in letters.values()
+        }
+        log = (self.workdir / "swarm.log").read_text(errors="replace").splitlines()
+        for where in lost[:10]:
+            record = inputs[where]
+            letter = dead.get(where)
+            fate = (
+                "not in the DLQ" if letter is None else
+                f"in the DLQ: {letter['headers'].get('original_error_class')}: "
+                f"{letter['headers'].get('original_error_message', '')[:200]}"
+            )  # fmt: skip
+            console.print(f"  relay lost input {where} (key {record['key']!r}, "
+                          f"{record['value'][:60]!r}): {escape(fate)}")  # fmt: skip
+            partition, offset = where.split(":")
+            named = re.compile(rf"{re.escape(self.topics['in'])}/{partition}\b.*\b{offset}\b")
+            for line in [line for line in log if named.search(line)][-8:]:
+                console.print(f"    {escape(line[:300])}")
 
     def _memory(self) -> dict[str, bool]:
         """The witness node's RSS, threads and descriptors from its first minute to the end

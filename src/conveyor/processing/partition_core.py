@@ -215,9 +215,13 @@ class PartitionCore(ConsumeRuns, ABC):
 
     def throttle(self) -> bool:
         """Too much is pending and the workers are slow: returns True when the listener should
-        now pause fetching this partition (it resumes once the backlog drained)."""
+        now pause fetching this partition (it resumes once the backlog drained).
+
+        False when the backlog drained below its low-water mark meanwhile: the worker that
+        drained it saw no backpressure to lift, and no later hand-out would resume a
+        partition with nothing pending."""
         with self.lock:
-            if self.backpressure or self.revoked:
+            if self.backpressure or self.revoked or self.pending.size < self._low_water:
                 return False
             self.backpressure = True
             return True

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -34,8 +38,36 @@ def librdkafka_threads() -> set[str]:
     return found
 
 
+def alone(check: Callable[[], None]) -> None:
+    """Run ``check`` (a function of this module) in a fresh interpreter, where the only
+    librdkafka threads are its client's: in a pytest-xdist worker other tests' clients start
+    and end threads meanwhile (a broker thread for a new connection), and a thread's id does
+    not say whose it is."""
+    tests = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run(
+        [sys.executable, "-m", "unit.driver.test_producers", check.__name__],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-6000:]
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
 def test_closing_destroys_librdkafka_now_not_at_a_full_collection() -> None:
+    alone(closing_a_producer_destroys_librdkafka_now)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
+def test_closing_an_admin_connection_destroys_librdkafka_now() -> None:
+    alone(closing_an_admin_connection_destroys_librdkafka_now)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
+def test_a_kept_transaction_error_does_not_keep_librdkafka_alive() -> None:
+    alone(a_kept_transaction_error_lets_librdkafka_go)
+
+
+def closing_a_producer_destroys_librdkafka_now() -> None:
     before = librdkafka_threads()
     gc.disable()  # what goes must go by itself: the collector's full collections are rare
     try:
@@ -53,8 +85,7 @@ def test_closing_destroys_librdkafka_now_not_at_a_full_collection() -> None:
         gc.enable()
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
-def test_closing_an_admin_connection_destroys_librdkafka_now() -> None:
+def closing_an_admin_connection_destroys_librdkafka_now() -> None:
     before = librdkafka_threads()
     gc.disable()
     try:
@@ -69,8 +100,7 @@ def test_closing_an_admin_connection_destroys_librdkafka_now() -> None:
         gc.enable()
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts threads in /proc")
-def test_a_kept_transaction_error_does_not_keep_librdkafka_alive() -> None:
+def a_kept_transaction_error_lets_librdkafka_go() -> None:
     """An error kept for a report or a retry holds its traceback, and the traceback the frames
     it went through: none of them may hold librdkafka's producer once its client closed."""
     before = librdkafka_threads()
@@ -201,3 +231,7 @@ def test_a_burst_of_timeouts_is_explained_with_one_request_per_topic(
     finally:
         client._kafka = real
         client.close(0.0)
+
+
+if __name__ == "__main__":  # alone(): one check, in this fresh interpreter
+    globals()[sys.argv[1]]()

@@ -402,6 +402,18 @@ class TestFlowControl:
         assert ("resume", "orders", 0) in r.listener.actions
         assert not r.executor.backpressure
 
+    def test_a_backlog_drained_before_the_listener_throttles_is_not_paused(self) -> None:
+        """The listener reads the over-limit set, then a worker drains the backlog (and sees
+        no backpressure to lift), then the listener throttles: pausing now would never be
+        resumed, since nothing is pending to take."""
+        r = rig(recording(), max_messages=100)
+        r.executor.add(raws(*range(2_100)), high_watermark=2_100)
+        assert r.executor in r.listener.over
+        r.listener.run_jobs()
+        assert not r.executor.pending
+        assert r.executor.throttle() is False
+        assert not r.executor.backpressure
+
     def test_long_running_jobs_pause_fetching_while_they_run(self) -> None:
         """long_running_job: fetching stops when the job starts and resumes when it ends."""
         r = rig(recording(), long_running_job=True)

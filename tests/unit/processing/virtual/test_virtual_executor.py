@@ -233,6 +233,20 @@ def test_what_is_handed_out_is_bounded_by_the_high_water_mark() -> None:
     assert not r.listener.over
 
 
+def test_lanes_that_drained_the_backlog_before_the_listener_throttles_leave_it_unpaused() -> None:
+    """The 64-lane broadcast's stall: the lanes took the backlog below its low-water mark
+    before the listener got to throttle the partition, which then stayed paused with nothing
+    pending (no later hand-out resumes it)."""
+    r = lanes_rig(recording(), lanes=4, max_messages=10)
+    high_water = r.executor._high_water
+    r.executor.add(keyed(range(high_water * 3)), high_watermark=None)
+    assert r.listener.over
+    r.listener.run_jobs()
+    assert not r.executor.pending
+    assert r.executor.throttle() is False
+    assert not r.executor.backpressure
+
+
 def test_the_distribution_is_on_the_monitor_and_in_the_lane_states() -> None:
     consumer = recording()
     r = lanes_rig(consumer, lanes=4)
