@@ -1424,6 +1424,20 @@ MUTATIONS = (
             "tests/integration/security/test_secure_connections.py::test_acls_leave_the_control_topics_to_the_app_and_its_operator",
         ),
     ),
+    Mutation(
+        "backpressure: a drained backlog is paused all the same",
+        "conveyor/processing/partition_core.py",
+        (
+            (
+                "if self.backpressure or self.revoked or self.pending.size < self._low_water:",
+                "if self.backpressure or self.revoked:",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_executor.py::TestFlowControl::test_a_backlog_drained_before_the_listener_throttles_is_not_paused",
+            "tests/unit/processing/virtual/test_virtual_executor.py::test_lanes_that_drained_the_backlog_before_the_listener_throttles_leave_it_unpaused",
+        ),
+    ),
 )
 
 

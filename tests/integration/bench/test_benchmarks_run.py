@@ -25,7 +25,7 @@ BENCH = Path(__file__).parents[3] / "bench"
         ("typed_consume", ["--messages", "3000", "--no-peers"]),
         ("jobs", ["--jobs", "2000", "--seconds", "0.5", "--sides", "conveyor,bare"]),
         ("web_reporting", ["--messages", "3000"]),
-        ("tracing_cost", ["--messages", "3000", "--seconds", "0.5", "--turns", "6"]),
+        ("tracing_cost", ["--messages", "3000", "--seconds", "0.5", "--turns", "2"]),
         ("e2e_latency", ["--seconds", "0.5"]),
         ("rpc", []),
         ("virtual_partitions", ["--scale", "0.1", "--seconds", "0.5", "--lanes", "1,4"]),
