@@ -30,7 +30,7 @@ def modules() -> list[str]:
 # imports Conveyor), then forks a child per module: the child makes the top-level package
 # empty, so that nothing but the module itself (and what it imports) runs, and imports it.
 # ``conveyor/__init__.py`` imports nearly everything and would hide a cycle. A fork instead of
-# a fresh interpreter per module: the same check for a tenth of the CPU.
+# a fresh interpreter per module: the same check for a third less CPU.
 FORKS = """
 import importlib, json, os, sys, types
 for library in ("confluent_kafka", "click", "rich.console", "rich.table", "starlette.applications",
