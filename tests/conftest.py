@@ -33,6 +33,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(TESTS), os.environ.
 for _name in [n for n in os.environ if n.startswith("CONVEYOR_")]:
     if _name not in ("CONVEYOR_BROKER_DIR", "CONVEYOR_CACHE_DIR"):
         del os.environ[_name]
+# The brokers tests start of their own live seconds to minutes: the client compiler and the
+# serial collector start one in half the CPU of Kafka's defaults (G1 and the optimising
+# compiler), which matters on two shared cores. The session broker keeps Kafka's defaults.
+TEST_BROKER_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.awt.headless=true"
+os.environ.setdefault("KAFKA_JVM_PERFORMANCE_OPTS", TEST_BROKER_JVM)
 
 
 # Under pytest-xdist (make test: -n WORKERS --dist loadgroup) the tests of one xdist group run
@@ -95,7 +100,14 @@ def kafka_bootstrap() -> Iterator[str]:
         yield configured
         return
     broker = DevelopmentBroker()
-    outcome = broker.start()
+    options = os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS")
+    if options == TEST_BROKER_JVM:  # the session's broker keeps Kafka's defaults
+        del os.environ["KAFKA_JVM_PERFORMANCE_OPTS"]
+    try:
+        outcome = broker.start()
+    finally:
+        if options is not None:
+            os.environ["KAFKA_JVM_PERFORMANCE_OPTS"] = options
     try:
         yield outcome.status.bootstrap_servers
     finally:

@@ -58,7 +58,7 @@ def running_registry() -> Iterator[str]:
     runner = fetch()
     port = _free_port()
     process = subprocess.Popen(
-        ["java", "-Xmx256m", "-XX:+UseSerialGC", f"-Dquarkus.http.port={port}",
+        ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dquarkus.http.port={port}",
          "-Dquarkus.http.host=127.0.0.1", "-jar", str(runner)],
         cwd=runner.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -13,7 +13,7 @@ from conveyor.broker.layout import (
     default_data_dir,
     render_server_properties,
 )
-from conveyor.broker.process import min_heap
+from conveyor.broker.process import jvm_performance_options, min_heap
 from conveyor.broker.security import SecurityMaterial, security_ports, security_properties
 
 
@@ -51,6 +51,17 @@ def test_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_p
 )
 def test_initial_heap_is_a_quarter_of_the_maximum(heap: str, initial: str) -> None:
     assert min_heap(heap) == initial
+
+
+def test_the_broker_jvm_takes_kafkas_defaults_unless_the_environment_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KAFKA_JVM_PERFORMANCE_OPTS", raising=False)
+    assert "-XX:+UseG1GC" in jvm_performance_options()
+    monkeypatch.setenv("KAFKA_JVM_PERFORMANCE_OPTS", " -XX:+UseSerialGC  -Dx='a b' ")
+    assert jvm_performance_options() == ["-XX:+UseSerialGC", "-Dx=a b"]
+    monkeypatch.setenv("KAFKA_JVM_PERFORMANCE_OPTS", "  ")
+    assert "-XX:+UseG1GC" in jvm_performance_options()
 
 
 def test_a_cluster_node_votes_in_the_quorum_and_keeps_three_replicas(tmp_path: Path) -> None:
