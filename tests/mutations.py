@@ -51,6 +51,20 @@ BAD_RECORDS = (
 
 MUTATIONS = (
     Mutation(
+        "ticks: a partition that never had a message in this process does not tick",
+        "conveyor/processing/listener.py",
+        (
+            (
+                "return self._executor(*key) if ticks(self.route_of(key[0])) else None",
+                "return self.executors.get(key) if ticks(self.route_of(key[0])) else None",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_consuming.py::"
+            "test_an_idle_partition_ticks_while_its_sibling_is_busy",
+        ),
+    ),
+    Mutation(
         "transactional DLQ dispatch replaced by the plain path",
         STRATEGIES,
         (("if dlq is not None and dlq.transactional:", "if False:"),),

@@ -124,8 +124,9 @@ class Consumer(Generic[PayloadT, KeyT]):
         return None
 
     def tick(self) -> Awaitable[None] | None:
-        """Called when no message arrived for ``max_wait_time`` (override it for periodic work;
-        only for partitions that already had a batch in this process)."""
+        """Called when no message arrived for this partition for ``max_wait_time``, and again
+        every ``max_wait_time`` while none does (override it for periodic work). Each assigned
+        partition ticks on its own, including one that had no message in this process yet."""
         return None
 
     # -- offsets ------------------------------------------------------------------------------

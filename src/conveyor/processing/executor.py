@@ -222,8 +222,8 @@ class PartitionExecutor(PartitionCore):
 
     def _run_tick(self) -> None:
         self.listener.job_started()
-        try:
-            self._call("tick", ev.CONSUMER_TICKED)
+        try:  # a partition idle since its assignment meets its consumer here
+            self._call_on(self._instance(), "tick", ev.CONSUMER_TICKED)
         finally:
             with self.lock:
                 self.scheduled = False

@@ -23,7 +23,6 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from conveyor.consumer import Consumer
 from conveyor.driver.consumers import ConsumerClient, Partition, raw_error, raw_partition, raw_topic
 from conveyor.errors import KafkaError, NotAssignedError
 from conveyor.hook_results import run_hook
@@ -31,6 +30,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
 from conveyor.processing.commits import Commits
 from conveyor.processing.executor import PartitionExecutor
+from conveyor.processing.idle_ticks import IdleTicks, ticks
 from conveyor.processing.listener_reports import ListenerReports, consumer_config
 from conveyor.processing.partition_core import PartitionCore
 from conveyor.processing.positions import StartAbandoned, StartPositions, initial_position
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from conveyor.routing.topic import Topic
 
 __all__ = ["Listener"]
-
-_BASE_TICK = Consumer.tick
 
 _log = logging.getLogger("conveyor.processing")
 _run: Callable[[Callable[[], None]], None] = operator.call  # a job, run by the caller
@@ -106,6 +104,7 @@ class Listener(ListenerReports):
         }
         self.max_wait_time = min((r.max_wait_time or settings.max_wait_time) for r in routes)
         self.max_messages = max((r.max_messages or settings.max_messages) for r in routes)
+        self._idle_ticks = IdleTicks(self.max_wait_time) if any(map(ticks, routes)) else None
         # Each call into librdkafka gives up the GIL and may wait a switch interval (5 ms) to get
         # it back while workers run Python, so take what librdkafka holds in large gulps.
         self._drain = max(self.max_messages * 10, 5_000)
@@ -450,7 +449,6 @@ class Listener(ListenerReports):
         poll_batch = client.poll_batch
         monitor = self.context.monitor
         paused_all = False
-        idle_since: float | None = None
         while not self._stopping.is_set():
             self._run_commands()
             self._discarding.clear()  # the next poll fetches after any seek done so far
@@ -463,8 +461,11 @@ class Listener(ListenerReports):
                 continue
             if ev.CONNECTION_LISTENER_FETCH_LOOP in monitor.subscribed:
                 monitor.instrument(ev.CONNECTION_LISTENER_FETCH_LOOP, listener=self.name)
-            if time.monotonic() >= self._next_commit:
+            now = time.monotonic()
+            if now >= self._next_commit:
                 self._commit_marked(sync=False)
+            if self._idle_ticks is not None and now >= self._idle_ticks.next_check:
+                self._idle_ticks.check(self._assigned, self._ticking_executor, now)
             if self._over_limit:
                 self._wait_for_room()
             # While a partition waits for its backlog to drain, its resume comes as a command:
@@ -473,14 +474,7 @@ class Listener(ListenerReports):
             wait = _THROTTLED_POLL if throttled else min(self.max_wait_time, _POLL_SLICE)
             batch = poll_batch(wait, self._drain)
             if not batch:
-                now = time.monotonic()
-                if idle_since is None:
-                    idle_since = now - wait
-                if now - idle_since >= self.max_wait_time:  # idle for a whole max_wait_time
-                    idle_since = now
-                    self._tick_idle()
                 continue
-            idle_since = None
             if self._commands:
                 self._run_commands()
             if ev.MESSAGES_POLLED in monitor.subscribed:
@@ -560,12 +554,8 @@ class Listener(ListenerReports):
         self._flush_run(run, run_topic, run_partition)
         self._discarding.clear()
 
-    def _tick_idle(self) -> None:
-        """Nothing arrived within max_wait_time: idle partitions whose consumer has a tick() get it."""
-        for executor in self.executors.values():
-            consumer = executor.consumer
-            if consumer is not None and type(consumer).tick is not _BASE_TICK:
-                executor.tick()
+    def _ticking_executor(self, key: Partition) -> PartitionCore | None:
+        return self._executor(*key) if ticks(self.route_of(key[0])) else None
 
     def _flush_run(
         self, run: list[Any], topic: str | None, partition: int, alone: bool = False
@@ -579,6 +569,7 @@ class Listener(ListenerReports):
         if executor is not None and executor not in self._discarding:
             # librdkafka's cached high watermark (from the fetch responses): no broker call.
             high = self._client.cached_high_watermark(topic, partition)
+            executor.fed += 1
             executor.add(run, high if high >= 0 else None, alone)
 
     def _executor(self, topic: str, partition: int) -> PartitionCore | None:

@@ -85,6 +85,7 @@ class PartitionCore(ConsumeRuns, ABC):
         self._high_water = max(self.max_messages * 10, 2_000)
         self._low_water = self._high_water // 4
         self.pending = Backlog()
+        self.fed = 0  # runs of messages the listener handed over (its thread only)
         self.lock = threading.Lock()
         self.scheduled = False  # a job is queued or running
         self.revoked = False

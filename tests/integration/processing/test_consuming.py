@@ -508,6 +508,51 @@ def test_tick_runs_while_a_partition_is_idle(kafka_bootstrap: str, new_topic) ->
     assert record.items[0] == "batch"
 
 
+@pytest.mark.parametrize("lanes", [None, 2], ids=["plain", "virtual partitions"])
+def test_an_idle_partition_ticks_while_its_sibling_is_busy(
+    kafka_bootstrap: str, new_topic, lanes: int | None
+) -> None:
+    """Partition 1 never gets a message and partition 0 one every 50 ms (so the listener's polls
+    are never empty for the 200 ms max_wait_time): partition 1 ticks all the same."""
+    topic = new_topic(partitions=2)
+    record = Record()
+
+    class Ticking(Consumer):
+        def consume(self) -> None:
+            record.add(("batch", self.partition))
+
+        def tick(self) -> None:
+            record.add(("tick", self.partition))
+
+    app = make_app(kafka_bootstrap)
+    options: dict[str, Any] = (
+        {} if lanes is None else {"virtual_partitions": {"max_partitions": lanes}}
+    )
+    app.routes.topic(topic, Ticking, **options)
+    done = threading.Event()
+
+    def feed() -> None:
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            for n in range(600):  # at most 30 s
+                if done.wait(0.05):
+                    return
+                producer.produce_sync(topic=topic, payload={"n": n}, partition=0)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    with running(app):
+        feeder.start()
+        try:
+            assert record.wait_for(_ticks_after_a_batch, timeout=30)
+        finally:
+            done.set()
+            feeder.join(10)
+
+
+def _ticks_after_a_batch(items: list[Any]) -> bool:
+    """Partition 1 ticked twice after partition 0 began to get messages."""
+    return ("batch", 0) in items and items[items.index(("batch", 0)) :].count(("tick", 1)) >= 2
+
+
 @pytest.mark.parametrize("inline", [True, False], ids=["inline", "always the pool"])
 def test_lone_messages_on_the_listeners_thread_keep_their_order(
     kafka_bootstrap: str, new_topic, inline: bool, monkeypatch: pytest.MonkeyPatch

@@ -678,6 +678,8 @@ class VirtualPartitionExecutor(PartitionCore):
     def _run_tick(self) -> None:
         self.listener.job_started()
         try:
+            if self.consumer is None:  # idle since its assignment: the first lane's consumer ticks
+                self._instance()
             self._call("tick", ev.CONSUMER_TICKED)
         finally:
             with self.lock:
