@@ -3,9 +3,13 @@ reducer (a stable hash modulo the lane count by default)."""
 
 from __future__ import annotations
 
+import datetime
 import zlib
 from collections.abc import Hashable
+from decimal import Decimal
+from enum import Enum
 from typing import Any
+from uuid import UUID
 
 from conveyor.messages import Deserializers, Message
 from conveyor.routing.virtual_partitions import VirtualPartitions
@@ -14,17 +18,32 @@ __all__ = ["LaneAssigner", "stable_hash"]
 
 
 def stable_hash(key: Hashable) -> int:
-    """A hash that is the same in every process (``hash()`` of bytes and str is salted per
-    process): CRC-32 of bytes and text, the value of an int, ``hash()`` of anything else."""
+    """A hash that is the same in every process and every run (``hash()`` of bytes and str is
+    salted per process): CRC-32 of bytes and text, the value of an int (and of a float that is
+    one), the members' hashes combined for a tuple, an enum's value's, CRC-32 of a UUID's bytes
+    and of the text of a float, a decimal, a date or a time. Any other type (a model of your
+    own) gets ``hash()``: the same lane for a key within a process, which is all that per-key
+    order needs, but maybe another lane after a restart."""
     if key is None:
         return 0
     if isinstance(key, bytes | bytearray | memoryview):
         return zlib.crc32(key)
     if isinstance(key, str):
         return zlib.crc32(key.encode("utf-8", "surrogatepass"))
-    if isinstance(key, int):
-        return key
-    return hash(key)
+    if isinstance(key, int):  # bool too
+        return int(key)
+    if isinstance(key, Enum):
+        return stable_hash(key.value)
+    if isinstance(key, tuple):
+        combined = ",".join(str(stable_hash(member)) for member in key)
+        return zlib.crc32(combined.encode("ascii"))
+    if isinstance(key, UUID):
+        return zlib.crc32(key.bytes)
+    if isinstance(key, float) and key.is_integer():
+        return int(key)
+    if isinstance(key, float | Decimal | datetime.date | datetime.time | datetime.timedelta):
+        return zlib.crc32(str(key).encode("ascii"))
+    return hash(key)  # the same within this process, which is all per-key order needs
 
 
 class LaneAssigner:

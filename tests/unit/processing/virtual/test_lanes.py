@@ -22,11 +22,31 @@ def test_the_default_is_a_stable_hash_of_the_key() -> None:
     assert assigner.lane_of(FakeRaw(0, key=None)) == 0, "keyless messages share one lane"
 
 
+# Keys a partitioner may return, as Python source (evaluated here and in another process).
+_KEYS = (
+    "b'order-42'", "'order-42'", "42", "True", "('eu', 'order-42', 7)", "(('a', b'b'), 1.5)",
+    "uuid.UUID('12345678-1234-5678-1234-567812345678')", "3.25", "4.0",
+    "decimal.Decimal('1.10')", "datetime.date(2026, 1, 2)",
+    "datetime.datetime(2026, 1, 2, 3, 4, 5)", "Colour.RED",
+)  # fmt: skip
+_SETUP = (
+    "import datetime, decimal, enum, uuid\n"
+    "class Colour(enum.Enum):\n    RED = 'red'\n"
+    "from conveyor.processing.virtual import stable_hash\n"
+)
+
+
 def test_the_hash_is_the_same_in_another_process() -> None:
-    """hash() of bytes is salted per process; the lanes must not depend on it."""
-    code = "from conveyor.processing.virtual import stable_hash; print(stable_hash(b'order-42'), stable_hash('order-42'))"
+    """hash() of bytes and str is salted per process; the lanes of every usual key type must
+    not depend on it: bytes, str, ints, tuples of them, UUIDs, floats, decimals, dates, enums."""
+    namespace: dict[str, object] = {}
+    exec(_SETUP, namespace)
+    here = [str(namespace["stable_hash"](eval(key, namespace))) for key in _KEYS]  # type: ignore[operator]
+    code = _SETUP + f"for key in {list(_KEYS)!r}:\n    print(stable_hash(eval(key)))\n"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert other.stdout.split() == [str(stable_hash(b"order-42")), str(stable_hash("order-42"))]
+    assert other.stdout.split() == here
+    assert stable_hash(("eu", "order-42")) != stable_hash(("order-42", "eu")), "order counts"
+    assert stable_hash(4.0) == stable_hash(4), "equal keys share a lane"
 
 
 def test_a_partitioner_and_a_reducer() -> None:
