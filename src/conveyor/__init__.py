@@ -1,9 +1,9 @@
 """Conveyor: a Kafka processing framework for Python.
 
-The public API grows part by part (see DESIGN.md): the application and its
-consumers (:class:`App`, :class:`Consumer`), the producer (:class:`Producer`),
-the monitor (:class:`Monitor`), the development broker (:mod:`conveyor.broker`)
-and the exception hierarchy (:mod:`conveyor.errors`).
+The application and its consumers (:class:`App`, :class:`Consumer`), the producer
+(:class:`Producer`), the monitor (:class:`Monitor`) and the exception hierarchy
+(:class:`ConveyorError`); the development broker is :mod:`conveyor.broker`. The
+documentation site's guides and API reference say what each is for.
 """
 
 from conveyor._version import __version__

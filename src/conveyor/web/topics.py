@@ -39,7 +39,11 @@ class WebTopics:
 
     @classmethod
     def prefixed(cls, prefix: str) -> WebTopics:
-        """All five topics and the group named ``{prefix}_...`` (two UIs on one cluster)."""
+        """All five topics and the group named ``{prefix}_...`` (two UIs on one cluster);
+        ``"staging"`` and ``"staging_"`` both give ``staging_consumers_reports`` ..."""
+        prefix = prefix.removesuffix("_")
+        if not prefix:
+            raise ValueError("WebTopics.prefixed needs a prefix, such as 'staging'")
         return cls(
             reports=f"{prefix}_consumers_reports",
             states=f"{prefix}_consumers_states",
