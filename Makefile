@@ -2,7 +2,8 @@
 #
 #   make run     virtualenv + editable install + Kafka jars, start the development broker,
 #                run the example app and its web UI on http://127.0.0.1:9000/ until Ctrl-C
-#                (the broker keeps running: `make stop` stops it)
+#                (the broker keeps running: `make stop` stops it); with KAFKA_BOOTSTRAP_SERVERS
+#                set, the example runs on that Kafka and no broker is fetched or started
 #   make test    the same set-up, then lint, type check and the whole test suite against a
 #                real broker (started and stopped again unless one runs already, or
 #                KAFKA_BOOTSTRAP_SERVERS points at your own Kafka), in WORKERS processes
@@ -49,8 +50,11 @@ $(INSTALLED): pyproject.toml
 setup: $(INSTALLED)
 	$(BIN)/conveyor broker fetch
 
-run: setup
+# With KAFKA_BOOTSTRAP_SERVERS set, the example runs on that Kafka: no broker, no Java.
+run: $(INSTALLED)
+ifndef KAFKA_BOOTSTRAP_SERVERS
 	$(BIN)/conveyor broker start
+endif
 	$(BIN)/python examples/quickstart.py
 
 lint: $(INSTALLED)
