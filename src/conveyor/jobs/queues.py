@@ -32,6 +32,7 @@ from conveyor.rpc.arguments import ArgumentChecker
 if TYPE_CHECKING:
     from conveyor.messages import Message
     from conveyor.routing.host import RoutedHost
+    from conveyor.routing.options import TopicOptions
     from conveyor.schedules.dispatcher import Schedules
 
     class SchedulingHost(RoutedHost, Protocol):
@@ -156,7 +157,7 @@ class Jobs:
         self, queue: Queue, partitions: int, replication_factor: int | None, lanes: int | None
     ) -> None:
         runner = type(f"JobRunner[{queue.name}]", (JobRunner,), {"queue": queue})
-        options: dict[str, Any] = {
+        options: TopicOptions = {
             "partitions": partitions,
             "replication_factor": replication_factor,
         }
