@@ -7,9 +7,9 @@ wrong type)::
     app.routes.topic("orders", OrdersConsumer, max_messages=50, initial_offset="latest")
 
 They describe what each kind of route accepts; the route still checks every option when it
-is declared (an unknown one raises :class:`~conveyor.errors.ConfigurationError` naming it,
-code without type checking included). Every option may be left out: each says what leaving
-it out (or ``None``) means, in brackets. A dict built ahead of the call can be annotated with
+is declared (an unknown one raises ``ConfigurationError`` naming it, code without type
+checking included). Every option may be left out: each says what leaving it out (or
+``None``) means, in brackets. A dict built ahead of the call can be annotated with
 its type, e.g. ``dlq: DeadLetterQueueOptions = {"topic": "orders-dlq"}`` (``from
 conveyor.routing import DeadLetterQueueOptions``).
 """
@@ -38,8 +38,7 @@ __all__ = [
 
 class DeadLetterQueueOptions(TypedDict, total=False):
     """A route's ``dead_letter_queue={...}``: where messages that keep failing go (validated
-    into a :class:`~conveyor.routing.dead_letter_queue.DeadLetterQueue`). Only ``topic`` is
-    required."""
+    into a ``DeadLetterQueue``). Only ``topic`` is required."""
 
     topic: Required[str | Literal[False]]
     """The dead letter topic; ``False``: skip a message that keeps failing (nothing is sent)."""
@@ -57,13 +56,13 @@ class DeadLetterQueueOptions(TypedDict, total=False):
     transactional producer (``False``)."""
     strategy: Strategy | None
     """``(error, attempt) -> "retry" | "dispatch" | "skip"``, asked at each failure (see
-    :mod:`conveyor.processing.strategies`)."""
+    ``conveyor.processing.strategies``)."""
 
 
 class VirtualPartitionsOptions(TypedDict, total=False):
     """A route's ``virtual_partitions={...}`` (or ``True`` for every default): each
     partition's messages run in parallel lanes by key, order kept per key (validated into a
-    :class:`~conveyor.routing.virtual_partitions.VirtualPartitions`)."""
+    ``VirtualPartitions``)."""
 
     max_partitions: int | None
     """Lanes per partition (``None``: the app's ``concurrency``)."""
@@ -90,9 +89,9 @@ class RouteOptions(TypedDict, total=False):
     """``False``: declared (for ``conveyor topics migrate``, the web UI) but not consumed
     (``True``)."""
     deserializers: Deserializers | Mapping[str, Callable[..., Any]] | None
-    """How ``message.payload``, ``.key`` and ``.headers`` are decoded: a
-    :class:`~conveyor.Deserializers` or a dict of ``payload``, ``key``, ``headers`` callables
-    (``None``: JSON payloads, text keys)."""
+    """How ``message.payload``, ``.key`` and ``.headers`` are decoded: a ``Deserializers``
+    or a dict of ``payload``, ``key``, ``headers`` callables (``None``: JSON payloads, text
+    keys)."""
     max_wait_time: float | None
     """Seconds to wait for the first message of a batch (``None``: the app's)."""
     initial_offset: Literal["earliest", "latest"] | None
@@ -143,9 +142,8 @@ class PatternOptions(RouteOptions, total=False):
     virtual_partitions: VirtualPartitionsOptions | bool | None
     """Run each partition's messages in parallel lanes by key (``True``: the defaults)."""
     filters: Sequence[Filter] | None
-    """Objects that see each batch before ``consume()``: :class:`~conveyor.Throttle`,
-    :class:`~conveyor.Delay`, :class:`~conveyor.Expire` or your own (not with
-    ``virtual_partitions`` yet)."""
+    """Objects that see each batch before ``consume()``: ``Throttle``, ``Delay``, ``Expire``
+    or your own (not with ``virtual_partitions`` yet)."""
 
 
 class TopicOptions(DeclaredTopicOptions, PatternOptions, total=False):
