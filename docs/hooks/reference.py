@@ -6,11 +6,15 @@ replaces it with what :data:`TABLES` makes of the code as it is now:
   meaning from the docstring's ``Args:``), the fields of a route, its dead letter queue and its
   virtual partitions (from their dataclasses and the attribute docstrings);
 * events: every name of :mod:`conveyor.instrumentation.events` with its docstring;
-* exceptions: every class of :mod:`conveyor.errors`, its bases and docstring;
-* metrics: every metric name in :mod:`conveyor.metrics` with its help text.
+* exceptions: every ``ConveyorError`` of the package (every module imported), as a tree and a
+  catalogue: where to import it from, its bases, and its docstring's first line, ``Raised
+  when ...`` and ``What to do: ...``;
+* metrics: every metric name in :mod:`conveyor.metrics` with its help text;
+* api: a mkdocstrings block for each public name of :data:`API_MODULES` (the route and sink
+  options' TypedDicts included).
 
 ``tests/unit/docs/test_reference.py`` changes a docstring, a default and an event and sees
-the table change.
+the table change, and checks that every module a docs page imports from is in the API.
 """
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import pkgutil
 import re
 import textwrap
 from collections.abc import Callable, Iterator
 from itertools import pairwise
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import conveyor
 from conveyor import App, Producer, errors
 from conveyor import metrics as metrics_package
 from conveyor.connect import sinks
@@ -52,15 +59,15 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def docstring_args(doc: str | None) -> dict[str, str]:
-    """The ``Args:`` section of a Google-style docstring: name -> text (``a, b: text`` gives
-    both names the text)."""
+def docstring_args(doc: str | None, section: str = "Args:") -> dict[str, str]:
+    """The ``Args:`` section (or another: ``Attributes:``) of a Google-style docstring:
+    name -> text (``a, b: text`` gives both names the text)."""
     if not doc:
         return {}
     lines = inspect.cleandoc(doc).splitlines()
     found: dict[str, str] = {}
     try:
-        start = next(i for i, line in enumerate(lines) if line.strip() == "Args:")
+        start = next(i for i, line in enumerate(lines) if line.strip() == section)
     except StopIteration:
         return found
     names: list[str] = []
@@ -231,14 +238,114 @@ def events() -> str:
     return _table(("event", "constant", "when, and its fields"), rows)
 
 
+ROLE = re.compile(r":(?:class|mod|func|meth|attr|data|exc):`(~?)([^`]+)`")
+
+
+def _markdown(text: str) -> str:
+    """A docstring paragraph as one Markdown line: reST roles become code spans (``~``: the
+    last name only); ````code```` is Markdown already."""
+    return ROLE.sub(
+        lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`",
+        " ".join(text.split()),
+    )
+
+
+def package_modules() -> Iterator[ModuleType]:
+    """Every module of the package, imported (``__main__`` runs the command line: left out)."""
+    for info in pkgutil.walk_packages(conveyor.__path__, "conveyor."):
+        if not info.name.endswith(".__main__"):
+            yield importlib.import_module(info.name)
+
+
+def conveyor_errors() -> list[type[errors.ConveyorError]]:
+    """Every public ``ConveyorError`` class of the package, in the tree's order: each after its
+    parent, ``conveyor.errors``'s first in their order there, then the others by module."""
+    children: dict[type, list[tuple[tuple[bool, str, int], type[errors.ConveyorError]]]] = {}
+    for module in package_modules():
+        for index, thing in enumerate(vars(module).values()):
+            if (
+                inspect.isclass(thing)
+                and issubclass(thing, errors.ConveyorError)
+                and thing.__module__ == module.__name__
+                and not thing.__name__.startswith("_")
+                and thing is not errors.ConveyorError
+            ):
+                parent = next(b for b in thing.__bases__ if issubclass(b, errors.ConveyorError))
+                key = (module.__name__ != errors.__name__, module.__name__, index)
+                children.setdefault(parent, []).append((key, thing))
+    ordered: list[type[errors.ConveyorError]] = []
+
+    def visit(cls: type[errors.ConveyorError]) -> None:
+        ordered.append(cls)
+        for _key, child in sorted(children.get(cls, []), key=lambda pair: pair[0]):
+            visit(child)
+
+    visit(errors.ConveyorError)
+    names = [cls.__name__ for cls in ordered]
+    if len(names) != len(set(names)):  # each is an anchor of the page
+        raise ValueError(f"two exceptions of one name: {sorted(names)}")
+    return ordered
+
+
+def import_path(cls: type) -> str:
+    """The module to import ``cls`` from: the first of ``conveyor``, the API's modules and
+    ``conveyor.errors`` that exports it, else the module that defines it."""
+    for module_name in (*API_MODULES, errors.__name__):
+        module = importlib.import_module(module_name)
+        if cls.__name__ in getattr(module, "__all__", ()) and getattr(module, cls.__name__) is cls:
+            return module_name
+    return cls.__module__
+
+
+def _others(cls: type) -> str:
+    """The bases of ``cls`` outside the hierarchy (``also a TimeoutError``)."""
+    other = [b.__name__ for b in cls.__bases__ if not issubclass(b, errors.ConveyorError)]
+    return f"  (also {', '.join(other)})" if other else ""
+
+
+def exception_tree(classes: list[type[errors.ConveyorError]]) -> str:
+    """The hierarchy as a text tree, one class a line."""
+    lines = []
+
+    def branch(cls: type, prefix: str) -> None:
+        kids = [c for c in classes if cls in c.__bases__ and c in classes]
+        for number, kid in enumerate(kids):
+            last = number == len(kids) - 1
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{kid.__name__}{_others(kid)}")
+            branch(kid, prefix + ("    " if last else "│   "))
+
+    lines.append(errors.ConveyorError.__name__)
+    branch(errors.ConveyorError, "")
+    return "```text\n" + "\n".join(lines) + "\n```\n"
+
+
+def exception_entry(cls: type) -> str:
+    """One exception of the catalogue: its heading (its name is its anchor), where to import
+    it from, its bases, then its docstring's paragraphs (``Raised when``, ``What to do`` in
+    bold, an ``Attributes:`` section as a list)."""
+    paragraphs = inspect.cleandoc(cls.__doc__ or "").split("\n\n")
+    bases = ", ".join(f"`{base.__name__}`" for base in cls.__bases__)
+    parts = [
+        f"### `{cls.__name__}` {{ #{cls.__name__} }}",
+        f"`from {import_path(cls)} import {cls.__name__}` · bases: {bases}",
+        _markdown(paragraphs[0]),
+    ]
+    for paragraph in paragraphs[1:]:
+        if paragraph.startswith("Raised when "):
+            parts.append("**Raised when** " + _markdown(paragraph.removeprefix("Raised when ")))
+        elif paragraph.startswith("What to do: "):
+            parts.append("**What to do:** " + _markdown(paragraph.removeprefix("What to do: ")))
+        elif paragraph.startswith("Attributes:"):
+            attributes = docstring_args(cls.__doc__, "Attributes:")
+            parts.append("\n".join(f"- `{n}`: {_markdown(t)}" for n, t in attributes.items()))
+        else:
+            parts.append(_markdown(paragraph))
+    return "\n\n".join(parts) + "\n\n"
+
+
 def exceptions() -> str:
-    rows = []
-    for name in errors.__all__:
-        cls = getattr(errors, name)
-        if inspect.isclass(cls) and issubclass(cls, BaseException):
-            bases = ", ".join(f"`{base.__name__}`" for base in cls.__bases__)
-            rows.append((f"`{name}`", bases, _summary(cls)))
-    return _table(("exception", "bases", "raised when"), rows)
+    classes = conveyor_errors()
+    return exception_tree(classes) + "\n" + "".join(exception_entry(cls) for cls in classes)
 
 
 METRIC = re.compile(r"^(conveyor|messaging)_[a-z_]+$")
@@ -285,25 +392,42 @@ def _metric_kind(node: ast.AST) -> str:
     return "gauge"
 
 
-API_MODULES = ("conveyor", "conveyor.connect", "conveyor.connect.sinks", "conveyor.testing")
+API_MODULES = (
+    "conveyor", "conveyor.routing", "conveyor.connect", "conveyor.connect.sinks", "conveyor.jobs",
+    "conveyor.rpc", "conveyor.schemas", "conveyor.admin", "conveyor.web.access", "conveyor.testing",
+)  # fmt: skip
+"""The modules the API page renders, each a section in this order: every module a docs page
+imports from (``tests/unit/docs/test_reference.py`` checks that), and :mod:`conveyor.routing`
+for ``app.routes`` and the TypedDicts of its options."""
 
 
 def api() -> str:
     """A ``:::`` block (mkdocstrings renders it from the docstrings) for each public name of
-    the modules users import from; the exceptions have their own page."""
+    the modules users import from; a name two modules export is rendered once and linked from
+    the second. The exceptions have their own page: a module's are listed with links there."""
     parts = []
+    rendered: dict[int, str] = {}
     for module_name in API_MODULES:
         module = importlib.import_module(module_name)
-        parts.append(f"## `{module_name}`\n\n")
+        parts.append(f"## `{module_name}`\n\n{_markdown(_summary(module))}\n\n")
+        raised = []
         for name in module.__all__:
             thing = getattr(module, name)
-            if name.startswith("_") or (
-                inspect.isclass(thing) and issubclass(thing, BaseException)
-            ):
+            if name.startswith("_"):
+                continue
+            if inspect.isclass(thing) and issubclass(thing, BaseException):
+                raised.append(f"[`{name}`](exceptions.md#{name})")
                 continue
             if not (inspect.isclass(thing) or inspect.isfunction(thing)):
                 continue
+            if id(thing) in rendered:
+                first = rendered[id(thing)]
+                parts.append(f"`{name}`: the same as [`{first}`][{first}].\n\n")
+                continue
+            rendered[id(thing)] = f"{module_name}.{name}"
             parts.append(f"::: {module_name}.{name}\n    options:\n      heading_level: 3\n\n")
+        if raised:
+            parts.append(f"Exceptions (on [their page](exceptions.md)): {', '.join(raised)}.\n\n")
     return "".join(parts)
 
 

@@ -14,6 +14,8 @@ import struct
 import time
 from dataclasses import dataclass
 
+from conveyor.errors import BrokerError
+
 __all__ = ["BrokerNode", "ClusterMetadata", "ProbeError", "probe_metadata"]
 
 _METADATA_API_KEY = 3
@@ -21,8 +23,15 @@ _METADATA_VERSION = 4
 _CLIENT_ID = b"conveyor-probe"
 
 
-class ProbeError(Exception):
-    """The listener did not answer a Metadata request the way a broker would."""
+class ProbeError(BrokerError):
+    """The listener did not answer a Metadata request the way a broker would.
+
+    Raised when :func:`probe_metadata` gets an answer that is not a Kafka Metadata response
+    (a truncated one, or another protocol on the port).
+
+    What to do: check that the host and port are a Kafka listener's (a plaintext one: the
+    probe speaks no TLS or SASL).
+    """
 
 
 @dataclass(frozen=True)

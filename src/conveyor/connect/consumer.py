@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.connect.sink import Reject, Retry, SinkRejected
 from conveyor.consumer import Consumer
+from conveyor.errors import ConveyorError
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 
 if TYPE_CHECKING:
@@ -24,9 +25,17 @@ _rejected = RateLimitedLog(_log)
 _traces = RateLimitedLog(_log)
 
 
-class SinkNotDelivered(Exception):
-    """Raised by a sink route's consumer when the sink answered :class:`Retry` (the route's
-    back-off and retries apply)."""
+class SinkNotDelivered(ConveyorError):
+    """A sink did not deliver a record of the batch.
+
+    Raised when a sink answers :class:`~conveyor.connect.Retry` for a record (or not one
+    result per record): by the sink route's consumer, so that the route's back-off and
+    retries apply from that record on (the records before it count as delivered).
+
+    What to do: nothing at once: the record is delivered again after the back-off; with a
+    ``dead_letter_queue`` it goes there after ``retries`` attempts. If it keeps failing, the
+    reason in the message (and the sink's own logs) says why.
+    """
 
 
 class SinkBinding:

@@ -5,12 +5,17 @@ undelivered record come from the consumer engine."""
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from conveyor.connect.consumer import SinkBinding, sink_consumer
 from conveyor.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from conveyor.routing.options import (
+        DeadLetterQueueOptions,
+        DeclaredTopicOptions,
+        VirtualPartitionsOptions,
+    )
     from conveyor.routing.routes import Routes
     from conveyor.routing.topic import Topic
 
@@ -31,8 +36,10 @@ def declare_sink(
     retries: int | None = None,
     dead_letter_queue: str | None = None,
     max_in_flight: int | None = None,
-    **options: Any,
+    **options: Unpack[DeclaredTopicOptions],
 ) -> Topic:
+    """The route of ``app.routes.sink``: its options are
+    :class:`~conveyor.routing.options.SinkOptions`."""
     where = f"routes.sink({topic!r})"
     for method in ("open", "deliver", "flush", "close"):
         if not callable(getattr(sink, method, None)):
@@ -75,7 +82,7 @@ def declare_sink(
             use_route(topic, ordering, dead_letter_queue is not None)
         except ConfigurationError as refused:
             raise ConfigurationError(f"{where}: {refused}", refused.setting) from None
-    virtual: dict[str, Any] = {
+    virtual: VirtualPartitionsOptions = {
         "max_partitions": 1 if ordering == "partition" else lanes,
         "linger": float(batch_interval),
     }
@@ -83,7 +90,7 @@ def declare_sink(
         virtual["partitioner"] = lambda message: message.offset
     if max_in_flight is not None:
         virtual["max_in_flight"] = max_in_flight
-    dlq = None
+    dlq: DeadLetterQueueOptions | None = None
     if dead_letter_queue is not None:
         dlq = {"topic": dead_letter_queue, "max_retries": 3 if retries is None else retries}
     binding = SinkBinding(topic, sink, asynchronous)

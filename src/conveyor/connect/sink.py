@@ -29,6 +29,8 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from conveyor.errors import ConveyorError
+
 if TYPE_CHECKING:
     from conveyor.messages import Message
 
@@ -55,8 +57,15 @@ DELIVERED = None
 Result = Reject | Retry | None
 
 
-class SinkRejected(Exception):
-    """Why a sink rejected a record (the ``original_error_*`` headers of its dead letter)."""
+class SinkRejected(ConveyorError):
+    """Why a sink rejected a record.
+
+    Raised when a sink answers :class:`Reject` for a record, though not into your code: the
+    route builds one from the ``reason`` and sends the record with it to the route's dead
+    letter queue (its ``original_error_class`` and ``original_error_message`` headers).
+
+    What to do: read the dead letter's reason; fix the record (or the sink) and replay it.
+    """
 
 
 @runtime_checkable

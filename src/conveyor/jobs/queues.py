@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from conveyor.consumer import Consumer
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.jobs.job import Job, JobContext, _current
@@ -32,6 +32,7 @@ from conveyor.rpc.arguments import ArgumentChecker
 if TYPE_CHECKING:
     from conveyor.messages import Message
     from conveyor.routing.host import RoutedHost
+    from conveyor.routing.options import TopicOptions
     from conveyor.schedules.dispatcher import Schedules
 
     class SchedulingHost(RoutedHost, Protocol):
@@ -49,8 +50,16 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class UnknownJobError(LookupError):
-    """A job message names a job this app does not have (it goes to the dead-job topic)."""
+class UnknownJobError(ConveyorError, LookupError):
+    """A job message names a job this app does not have.
+
+    Raised when a worker reads a job whose name no ``@app.job`` of its app registers (a job
+    renamed or removed since it was enqueued, or enqueued by another app); never in your
+    code: the job goes to the dead-job topic at once with this error. Also a ``LookupError``.
+
+    What to do: deploy the job again under its old name (``@app.job(name=...)``), then
+    redrive its dead jobs from the web UI; or discard them.
+    """
 
 
 @dataclass
@@ -156,7 +165,7 @@ class Jobs:
         self, queue: Queue, partitions: int, replication_factor: int | None, lanes: int | None
     ) -> None:
         runner = type(f"JobRunner[{queue.name}]", (JobRunner,), {"queue": queue})
-        options: dict[str, Any] = {
+        options: TopicOptions = {
             "partitions": partitions,
             "replication_factor": replication_factor,
         }

@@ -18,11 +18,22 @@ import threading
 import time
 from collections.abc import Iterator
 
+from conveyor.errors import ConveyorError
+
 __all__ = ["JobTimeoutError", "Watchdog"]
 
 
-class JobTimeoutError(TimeoutError):
-    """A job ran past its ``timeout`` and was interrupted (it is retried like any failure)."""
+class JobTimeoutError(ConveyorError, TimeoutError):
+    """A job ran past its ``timeout`` and was interrupted.
+
+    Raised when a plain (``def``) job of ``@app.job(timeout=...)`` runs past its limit: in the
+    job's thread, at its next Python instruction (a call blocked in C ends first). An
+    ``async def`` job is cancelled instead. Also a ``TimeoutError``.
+
+    What to do: nothing at once: the job is retried like any failure, then goes to the
+    dead-job topic. If it keeps timing out, raise ``timeout`` or make the job shorter (split
+    it, or work in chunks); a ``finally`` in the job still runs.
+    """
 
 
 class _Watch:

@@ -38,8 +38,15 @@ _AGAIN = 0.5
 
 
 class StartAbandoned(ConveyorError):
-    """The listener stopped (or its client was closed) while it read the committed offsets:
-    the partitions were not assigned, and nothing is left to do with them."""
+    """A listener stopped while it read the committed offsets of newly assigned partitions.
+
+    Raised when the app stops (or the listener's client is closed) before the committed
+    offsets came: the partitions were not started, and nothing is left to do with them. The
+    listener catches it; it never reaches your code.
+
+    What to do: nothing: the next owner of the partitions starts them from their committed
+    offsets.
+    """
 
 
 class _Committed(Protocol):

@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 import re
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from conveyor.consumer import Consumer
 from conveyor.driver.clients import check_settings
@@ -19,6 +19,7 @@ from conveyor.routing.virtual_partitions import parse_virtual_partitions
 
 if TYPE_CHECKING:
     from conveyor.connect import SinkBinding
+    from conveyor.routing.options import PatternOptions, SinkOptions, TopicOptions
 
 __all__ = ["Routes"]
 
@@ -61,9 +62,13 @@ class Routes:
         self._subscription: str | None = None
 
     def topic(
-        self, name: str, consumer_class: type[Consumer] | None = None, **options: Any
+        self,
+        name: str,
+        consumer_class: type[Consumer] | None = None,
+        **options: Unpack[TopicOptions],
     ) -> Topic:
-        """Route ``name`` to ``consumer_class`` (see :class:`~conveyor.routing.topic.Topic` for options).
+        """Route ``name`` to ``consumer_class``; ``options`` are those of
+        :class:`~conveyor.routing.options.TopicOptions`.
 
         Raises:
             ConfigurationError: an unknown option, a bad value, a class that is not a
@@ -138,14 +143,18 @@ class Routes:
         return topic
 
     def pattern(
-        self, regex: str | re.Pattern[str], consumer_class: type[Consumer], **options: Any
+        self,
+        regex: str | re.Pattern[str],
+        consumer_class: type[Consumer],
+        **options: Unpack[PatternOptions],
     ) -> Topic:
         """Route every topic whose name matches ``regex`` to ``consumer_class`` — those that
         exist at start and those created later (librdkafka's regex subscription: a new topic
         is picked up at the next metadata refresh, ``topic.metadata.refresh.interval.ms``,
         which Conveyor sets to 10 s for a listener with a pattern unless the app sets it).
-        Takes :meth:`topic`'s options except the declarative ones and ``assign``. A topic
-        routed by name in the same consumer group is read by that route instead.
+        Takes :meth:`topic`'s options except the declarative ones and ``assign``
+        (:class:`~conveyor.routing.options.PatternOptions`). A topic routed by name in the
+        same consumer group is read by that route instead.
 
         Raises:
             ConfigurationError: a malformed expression, or an option a pattern cannot take.
@@ -189,7 +198,7 @@ class Routes:
         codec: Any = None,
         authorize: Any = None,
         reply_cache_ttl: float = 600.0,
-        **options: Any,
+        **options: Unpack[TopicOptions],
     ) -> Topic:
         """Answer RPC requests on ``commands_topic`` with ``handlers`` (a
         :class:`conveyor.rpc.Handlers`); replies go to ``results_topic`` (declared inactive, so
@@ -197,7 +206,8 @@ class Routes:
         (:data:`conveyor.rpc.JSON` by default); the clients must use the same one.
         ``authorize(request, headers) -> bool`` decides each request before its handler runs;
         a request id answered in the last ``reply_cache_ttl`` seconds gets the same reply
-        again (a client's retry runs nothing twice)."""
+        again (a client's retry runs nothing twice). ``options`` are the commands route's
+        (:class:`~conveyor.routing.options.TopicOptions`)."""
         from conveyor.rpc.handlers import JSON, ReplyCache, responder_for  # noqa: PLC0415 - rpc builds on routing
 
         if authorize is not None and not callable(authorize):
@@ -220,17 +230,13 @@ class Routes:
             self.topic(results_topic, None, active=False, partitions=options.get("partitions"))
         return route
 
-    def sink(self, topic: str, sink: Any, **options: Any) -> Topic:
+    def sink(self, topic: str, sink: Any, **options: Unpack[SinkOptions]) -> Topic:
         """Push ``topic`` into ``sink`` (a :class:`conveyor.connect.Sink` or ``AsyncSink``).
 
-        Options: ``batch_interval`` (0: each record the moment it is polled; else seconds a
-        lane waits for ``max_batch`` records), ``max_batch`` (500), ``lanes`` (8),
-        ``ordering`` (``"key"``: per-key order over the lanes; ``"partition"``: one lane per
-        partition; ``"none"``: records spread over the lanes in any order), ``retries`` (with
-        ``dead_letter_queue``: attempts before the record goes there; without one a record is
-        retried until delivered), ``dead_letter_queue`` (a topic: also where rejected records
-        go), ``max_in_flight`` (records handed to lanes and not yet committable), and any
-        option of :meth:`topic` (``pause_timeout``, ``consumer_group`` blocks ...)."""
+        ``options`` (:class:`~conveyor.routing.options.SinkOptions`): ``batch_interval``,
+        ``max_batch``, ``lanes``, ``ordering``, ``retries``, ``dead_letter_queue`` (a topic)
+        and ``max_in_flight`` say how records reach the sink; the options of a route that
+        names its topic (``partitions``, ``pause_timeout`` ...) apply as in :meth:`topic`."""
         from conveyor.connect.routing import declare_sink  # noqa: PLC0415 - connect builds on routing
 
         return declare_sink(self, topic, sink, **options)

@@ -19,6 +19,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from conveyor.errors import ConveyorError
 from conveyor.models import converter, field_errors, model_kind
 
 __all__ = ["ArgumentChecker", "InvalidArguments"]
@@ -28,8 +29,18 @@ _WIRE_TYPES = (str, bool, dict, bytes)
 handled on their own)."""
 
 
-class InvalidArguments(TypeError):
-    """The request's arguments do not fit the handler (the message names the parameter)."""
+class InvalidArguments(ConveyorError, TypeError):
+    """The arguments of an RPC request or a job do not fit its function.
+
+    Raised when a request's (or a job's) arguments do not fit the handler's signature and
+    type hints: a missing or unknown parameter, a value of the wrong type; the message names
+    the parameter. The handler never runs: the caller gets an ``InvalidArguments`` error reply
+    (a :class:`~conveyor.errors.RemoteError`), a job goes to the dead-job topic at once. Also a
+    ``TypeError``.
+
+    What to do: call with arguments that fit, or deploy the handler that takes them (old
+    clients may still send the old arguments).
+    """
 
 
 def _describe(hint: Any) -> str:

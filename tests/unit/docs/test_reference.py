@@ -5,11 +5,16 @@ meaning."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import importlib.util
+import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from types import ModuleType
 
@@ -81,14 +86,77 @@ def test_every_setting_has_a_meaning_and_every_route_option_a_row() -> None:
     assert {option for option in _OPTIONS if f"| `{option}` |" not in route} == set()
 
 
-def test_every_event_exception_and_metric_has_a_row() -> None:
-    from conveyor import errors  # noqa: PLC0415
+def test_every_event_and_metric_has_a_row() -> None:
     from conveyor.instrumentation import events  # noqa: PLC0415
 
     reference = _hook()
     table = reference.TABLES["events"]()
     assert {name for name in events.EVENTS if f"| `{name}` |" not in table} == set()
-    table = reference.TABLES["exceptions"]()
-    raised = [n for n in errors.__all__ if isinstance(getattr(errors, n), type)]
-    assert {name for name in raised if f"| `{name}` |" not in table} == set()
     assert "| `conveyor_consumer_lag_messages` | gauge |" in reference.TABLES["metrics"]()
+
+
+def test_every_exception_has_an_entry_that_says_when_and_what_to_do() -> None:
+    """The catalogue holds every ConveyorError of the package: those of conveyor.errors, those
+    the API's modules export (conveyor.jobs's ...) and those raised from deeper modules."""
+    from conveyor import errors  # noqa: PLC0415
+    from conveyor.connect.sinks.http11 import HTTPError  # noqa: PLC0415
+    from conveyor.rpc.arguments import InvalidArguments  # noqa: PLC0415
+
+    reference = _hook()
+    page = reference.TABLES["exceptions"]()
+    exported = {n for n in errors.__all__ if isinstance(getattr(errors, n), type)}
+    for module_name in reference.API_MODULES:
+        module = importlib.import_module(module_name)
+        exported |= {
+            name
+            for name in module.__all__
+            if isinstance(getattr(module, name), type)
+            and issubclass(getattr(module, name), BaseException)
+        }
+    exported |= {HTTPError.__name__, InvalidArguments.__name__}
+    entries = page.split("\n### ")[1:]
+    named = {entry.split("`")[1]: entry for entry in entries}
+    assert exported - set(named) == set()
+    assert {
+        name for name, entry in named.items()
+        if "**Raised when** " not in entry or "**What to do:** " not in entry
+    } == set()  # fmt: skip
+    job_timeout = named["JobTimeoutError"]
+    assert "`from conveyor.jobs import JobTimeoutError` · bases: `ConveyorError`" in job_timeout
+    assert "├── RpcTimeoutError  (also TimeoutError)" in page
+    assert "- `retriable`: whether trying the same" in named["KafkaError"]
+
+
+DOCS_IMPORT = re.compile(
+    r"(?:^|[\s`])(?:from\s+(conveyor[\w.]*)\s+import|import\s+(conveyor[\w.]*))"
+)
+
+
+def test_every_module_a_docs_page_imports_from_is_in_the_api_reference() -> None:
+    imported = set()
+    for page in (ROOT / "docs").rglob("*.md"):
+        for match in DOCS_IMPORT.finditer(page.read_text()):
+            imported.add(match.group(1) or match.group(2))
+    assert {"conveyor", "conveyor.admin", "conveyor.rpc", "conveyor.jobs"} <= imported
+    reference = _hook()
+    assert imported - set(reference.API_MODULES) == set()
+    api = reference.TABLES["api"]()
+    assert {name for name in reference.API_MODULES if f"## `{name}`\n" not in api} == set()
+
+
+def test_the_api_reference_shows_every_route_option_with_a_meaning() -> None:
+    """The options' TypedDicts are rendered, and every field of each has a docstring (what
+    mkdocstrings shows beside its type)."""
+    from conveyor.routing import options  # noqa: PLC0415
+
+    reference = _hook()
+    api = reference.TABLES["api"]()
+    for name in options.__all__:
+        typed = getattr(options, name)
+        assert f"::: conveyor.routing.{name}\n" in api
+        body = ast.parse(textwrap.dedent(inspect.getsource(typed))).body[0]
+        assert isinstance(body, ast.ClassDef)
+        own = [s.target.id for s in body.body if isinstance(s, ast.AnnAssign)
+               and isinstance(s.target, ast.Name)]  # fmt: skip
+        documented = reference.attribute_docstrings(typed)
+        assert [field for field in own if field not in documented] == [], name

@@ -39,6 +39,47 @@ def test_bad_route_options_are_named(options: dict[str, Any], named: str) -> Non
     assert raised.value.setting == named
 
 
+def test_an_unknown_option_is_named_at_run_time_typed_or_not() -> None:
+    """The typed options (conveyor.routing.options) check nothing at run time: the route does,
+    as before, for code that mypy does not see."""
+    with pytest.raises(ConfigurationError, match="unknown option 'max_mesages'; known: ") as raised:
+        routes().topic("orders", Noop, max_mesages=5)
+    assert raised.value.setting == "max_mesages"
+
+
+def _keys(typed: Any) -> set[str]:
+    return set(typed.__required_keys__ | typed.__optional_keys__)
+
+
+def test_the_typed_options_are_the_options_a_route_takes() -> None:
+    """Each TypedDict names exactly what its kind of route accepts, so that mypy refuses no
+    option the route takes and accepts none it refuses."""
+    from conveyor.routing import dead_letter_queue, virtual_partitions  # noqa: PLC0415
+    from conveyor.routing import routes as table  # noqa: PLC0415
+    from conveyor.routing.options import (  # noqa: PLC0415
+        DeadLetterQueueOptions,
+        DeclaredTopicOptions,
+        PatternOptions,
+        RouteOptions,
+        SinkOptions,
+        TopicOptions,
+        VirtualPartitionsOptions,
+    )
+
+    assert _keys(TopicOptions) == set(table._OPTIONS)
+    declarative = {"assign", "partitions", "replication_factor", "config"}
+    assert _keys(PatternOptions) == set(table._OPTIONS) - declarative
+    assert _keys(DeclaredTopicOptions) == _keys(RouteOptions) | declarative
+    set_by_a_sink = {"max_messages", "virtual_partitions", "dead_letter_queue", "filters"}
+    assert _keys(DeclaredTopicOptions) == set(table._OPTIONS) - set_by_a_sink
+    assert _keys(SinkOptions) - _keys(DeclaredTopicOptions) == {
+        "batch_interval", "max_batch", "lanes", "ordering", "retries", "dead_letter_queue",
+        "max_in_flight",
+    }  # fmt: skip
+    assert _keys(DeadLetterQueueOptions) == set(dead_letter_queue._KEYS)
+    assert _keys(VirtualPartitionsOptions) == set(virtual_partitions._KEYS)
+
+
 def test_a_pattern_route_matches_topics_by_regex() -> None:
     app = App(kafka={"bootstrap.servers": "127.0.0.1:1"})
     route = app.routes.pattern(r"orders\..+", Noop)  # the ^ librdkafka needs is added

@@ -12,6 +12,8 @@ from __future__ import annotations
 import socket
 import ssl
 
+from conveyor.errors import ConveyorError
+
 __all__ = ["Connection", "HTTPError", "StaleConnection"]
 
 _MAX_HEAD = 64 * 1024  # the status line and headers of one response
@@ -19,8 +21,16 @@ _MAX_BODY = 16 * 1024 * 1024
 _CHUNK = 64 * 1024
 
 
-class HTTPError(OSError):
-    """The server broke the protocol (a malformed or oversized response)."""
+class HTTPError(ConveyorError, OSError):
+    """The server broke the HTTP protocol.
+
+    Raised when a Webhook's endpoint answers with a malformed or oversized response: in the
+    sink, which retries the batch like any failure (the connection is not reused). Also an
+    ``OSError``, as connection errors are.
+
+    What to do: fix the endpoint; the monitor's ``error.occurred`` events and the logs show
+    the response's fault.
+    """
 
 
 class StaleConnection(ConnectionError):
