@@ -340,16 +340,22 @@ class App:
         subscription_groups: Iterable[str] | None = None,
         topics: Iterable[str] | None = None,
     ) -> None:
-        """Consume until :meth:`stop` (from any thread or a signal); the filters narrow the routes.
+        """Consume until :meth:`stop` (any thread, a signal) or Ctrl-C; filters narrow the routes.
 
         Raises:
             ConfigurationError: no route to consume (after the filters).
             ConveyorError: a listener or worker crashed (the app stopped first).
+            KeyboardInterrupt: Ctrl-C, once the app stopped gracefully.
         """
         self.start(
             consumer_groups=consumer_groups, subscription_groups=subscription_groups, topics=topics
         )
-        self._stopping.wait()
+        try:
+            self._stopping.wait()
+        except KeyboardInterrupt:  # a script's Ctrl-C: the same graceful stop as stop()
+            self._stopping.set()
+            self._shut_down()
+            raise
         self._shut_down()
         if self.crash is not None:
             raise ConveyorError(

@@ -32,6 +32,7 @@ class Server:
         bootstrap: str,
         slow: float = 0.0,
         app: str = "reporting_app:app",
+        command: list[str] | None = None,
         **extra: str,
     ) -> None:
         env = dict(
@@ -43,8 +44,9 @@ class Server:
             **extra,
         )
         env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+        server = [sys.executable, "-m", "conveyor", "server", "--app", app, "--log-level", "WARNING"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "conveyor", "server", "--app", app, "--log-level", "WARNING"],
+            command or server,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=HERE,
         )  # fmt: skip
         self.lines: list[str] = []
@@ -155,6 +157,24 @@ def test_a_graceful_stop_commits_so_a_restart_reads_nothing_twice(
     assert second.wait_for(lambda _lines: bool(second.batches()))
     assert second.stop() == 0
     assert second.batches() == [(0, marker.offset, marker.offset)]
+
+
+def test_ctrl_c_stops_app_run_as_gracefully_as_stop(
+    kafka_bootstrap: str, stream, kafka_admin: Admin
+) -> None:
+    """A script's ``app.run()`` interrupted by Ctrl-C stops the app gracefully (the
+    consumers' ``shutdown()``, the offsets committed), then lets the interrupt go on."""
+    topic, counts = stream
+    group = f"interrupted-{uuid.uuid4().hex[:8]}"
+    script = [sys.executable, "-c", "import reporting_app; reporting_app.app.run()"]
+    run = Server(topic, group, kafka_bootstrap, command=script)
+    assert run.wait_for(lambda _lines: covers(run.batches(), counts))
+    assert run.stop(signal.SIGINT) != 0, "the KeyboardInterrupt reaches the script"
+    assert any(line.startswith("shutdown") for line in run.lines)
+    lags = [lag for lag in kafka_admin.read_lags([group]) if lag.topic == topic]
+    assert sorted((lag.partition, lag.committed) for lag in lags) == [
+        (partition, count) for partition, count in sorted(counts.items())
+    ]
 
 
 @PROTOCOLS

@@ -678,8 +678,7 @@ class VirtualPartitionExecutor(PartitionCore):
     def _run_tick(self) -> None:
         self.listener.job_started()
         try:
-            if self.consumer is None:  # idle since its assignment: the first lane's consumer ticks
-                self._instance()
+            _ = self.consumer or self._instance()  # idle since assigned: lane 0's consumer ticks
             self._call("tick", ev.CONSUMER_TICKED)
         finally:
             with self.lock:
