@@ -198,8 +198,13 @@ class LocalCluster:
         """Stop every node (and with ``wipe`` delete the cluster's folder); the stopped ones."""
         stopped = []
         if self.exists():
-            for number in range(self.shape.nodes, 0, -1):  # the first node last
-                status = self.node(number).stop(timeout=timeout, wipe=wipe)
+            nodes = [self.node(number) for number in range(self.shape.nodes, 0, -1)]
+            # Every node is told at once: stopped one by one, the last ones lose the quorum of
+            # controllers their own graceful shutdown asks, and wait it out.
+            for node in nodes:
+                node.begin_stop()
+            for node in nodes:
+                status = node.stop(timeout=timeout, wipe=wipe)
                 if status is not None:
                     stopped.append(status)
         if wipe:

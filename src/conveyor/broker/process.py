@@ -480,6 +480,13 @@ class DevelopmentBroker:
             shutil.rmtree(self.layout.root)
         return status
 
+    def begin_stop(self) -> None:
+        """Ask the broker to stop (SIGTERM) without waiting; :meth:`stop` then waits for it."""
+        status = self.status()
+        if status is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(status.pid, signal.SIGTERM)
+
     def _terminate(self, pid: int, timeout: float) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)

@@ -44,9 +44,9 @@ class Server:
             **extra,
         )
         env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
-        server = [sys.executable, "-m", "conveyor", "server", "--app", app, "--log-level", "WARNING"]
+        server = [sys.executable, "-m", "conveyor", "server", "--app", app]
         self.process = subprocess.Popen(
-            command or server,
+            command or [*server, "--log-level", "WARNING"],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=HERE,
         )  # fmt: skip
         self.lines: list[str] = []
