@@ -459,3 +459,12 @@ def render(markdown: str) -> str:
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
     return render(markdown)
+
+
+# Sphinx roles in the docstrings (":class:`App`"), which mkdocstrings shows as written.
+SPHINX_ROLE = re.compile(r":(?:class|meth|attr|func|mod|data|exc|obj|ref):(?=<code>)")
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    """The reference pages without the Sphinx role names in front of their code spans."""
+    return SPHINX_ROLE.sub("", html)

@@ -160,3 +160,10 @@ def test_the_api_reference_shows_every_route_option_with_a_meaning() -> None:
                and isinstance(s.target, ast.Name)]  # fmt: skip
         documented = reference.attribute_docstrings(typed)
         assert [field for field in own if field not in documented] == [], name
+
+
+def test_sphinx_roles_in_docstrings_are_shown_as_code_alone() -> None:
+    html = "a :class:<code>conveyor.connect.Sink</code> or :meth:<code>App.run</code>; :x: stays"
+    assert _hook().on_page_content(html) == (
+        "a <code>conveyor.connect.Sink</code> or <code>App.run</code>; :x: stays"
+    )
