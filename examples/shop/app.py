@@ -1,7 +1,9 @@
-"""The shop app: two topics, two consumers.
+"""The shop app: orders become payments.
 
 ``OrdersConsumer`` turns each order into a payment on ``shop-payments`` (keyed like the
-order, so a customer's payments stay in order); ``PaymentsConsumer`` totals them.
+order, so a customer's payments stay in order); an order that does not fit the ``Order``
+model goes to the dead letter queue ``shop-orders-dlq``, with what was wrong.
+``PaymentsConsumer`` totals the payments.
 
     export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092     # what `conveyor broker start` prints
     cd examples && conveyor server --app shop.app:app
@@ -10,17 +12,33 @@ order, so a customer's payments stay in order); ``PaymentsConsumer`` totals them
 from __future__ import annotations
 
 import threading
-from typing import ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from conveyor import App, Consumer
 
 ORDERS = "shop-orders"
+ORDERS_DLQ = "shop-orders-dlq"
 PAYMENTS = "shop-payments"
+PRICE = 9.5  # one widget
 
 # The brokers, credentials, concurrency and instance id come from the environment
 # (KAFKA_BOOTSTRAP_SERVERS, CONVEYOR_KAFKA_*, CONVEYOR_CONCURRENCY, CONVEYOR_INSTANCE_ID ...);
 # the code gives only what belongs to the app itself.
 app = App(client_id="shop", max_messages=500, max_wait_time=0.5)
+
+
+# The messages' models: TypedDicts, so payloads stay plain dicts (payload["amount"]), checked
+# before consume() sees them and shown as schemas by `conveyor asyncapi` and the web UI.
+class Order(TypedDict):
+    run: str  # the quickstart run that produced it
+    order: int
+    quantity: int
+
+
+class Payment(TypedDict):
+    run: str
+    order: int
+    amount: float
 
 
 class Ledger:
@@ -45,28 +63,28 @@ class Ledger:
 ledger = Ledger()
 
 
-class OrdersConsumer(Consumer):
+class OrdersConsumer(Consumer[Order]):
     """Charges each order: one payment per order, produced before the order is marked."""
 
-    produces: ClassVar[dict[str, None]] = {PAYMENTS: None}  # for conveyor asyncapi
+    produces: ClassVar[dict[str, Any]] = {PAYMENTS: Payment}  # for conveyor asyncapi
 
     def consume(self) -> None:
         payments = [
             {
                 "topic": PAYMENTS,
                 "key": message.key,
-                "payload": {
-                    "run": message.payload["run"],
-                    "order": message.payload["order"],
-                    "amount": round(message.payload["quantity"] * 9.5, 2),
-                },
+                "payload": Payment(
+                    run=message.payload["run"],
+                    order=message.payload["order"],
+                    amount=round(message.payload["quantity"] * PRICE, 2),
+                ),
             }
             for message in self.messages
         ]
         self.produce_many_sync(payments)
 
 
-class PaymentsConsumer(Consumer):
+class PaymentsConsumer(Consumer[Payment]):
     """Totals the payments of each run."""
 
     def consume(self) -> None:
@@ -78,7 +96,10 @@ class PaymentsConsumer(Consumer):
             ledger.record(run, count, amount)
 
 
-app.routes.topic(ORDERS, OrdersConsumer, partitions=3)
+# An order that does not fit Order (a quantity that is not a whole number, say) goes to the
+# dead letter queue at once; `conveyor dlq replay --topic shop-orders-dlq` sends it back.
+app.routes.topic(ORDERS, OrdersConsumer, partitions=3, dead_letter_queue={"topic": ORDERS_DLQ})
+app.routes.topic(ORDERS_DLQ, None, active=False, partitions=1)  # declared, not consumed
 app.routes.topic(PAYMENTS, PaymentsConsumer, partitions=3)
 
 # Report to the web UI (`conveyor web --app shop.app:app`) every 5 s while the app runs.

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from conveyor import App, Consumer, testing
+from conveyor import App, Consumer, MessageValidationError, testing
 
 
 def test_each_order_becomes_a_payment_keyed_like_the_order(
@@ -42,16 +42,20 @@ def test_payments_are_totalled_per_run(conveyor_consumer: Callable[..., Consumer
     assert ledger.amounts["r-total"] == 28.5
 
 
-def test_an_order_without_a_quantity_fails_the_batch_and_nothing_is_marked(
+def test_an_order_that_does_not_fit_the_model_charges_nothing(
     conveyor_app: App, conveyor_consumer: Callable[..., Consumer]
 ) -> None:
+    """Here the model refuses it when consume() reads it; the engine checks each batch before
+    consume() and sends such an order to the route's dead letter queue (quickstart's poison)."""
     orders = conveyor_consumer("shop-orders")
-    testing.produce(orders, {"run": "r2", "order": 1}, key="c")
-    with pytest.raises(KeyError, match="quantity"):
+    testing.produce(orders, {"run": "r2", "order": 1, "quantity": "a dozen"}, key="c")
+    with pytest.raises(MessageValidationError, match=r"quantity"):
         testing.consume(orders)
-    assert testing.recorded(orders).committed is None, "retried, not skipped"
-    assert orders.attempt == 2, "the next run is the retry"
+    assert testing.recorded(orders).committed is None, "nothing was marked"
     assert testing.produced(conveyor_app) == []
+    [route] = [r for r in conveyor_app.routes if r.name == "shop-orders"]
+    assert route.dead_letter_queue is not None
+    assert route.dead_letter_queue.topic == "shop-orders-dlq"
 
 
 def test_a_payment_goes_on_to_the_payments_consumer(
