@@ -1,8 +1,9 @@
 """Conveyor's example app, run by `make run`: a small shop where orders become payments.
 
 It creates the shop's topics (and the web UI's), starts the web UI, produces 100,000 orders
-with Conveyor's producer (and one malformed), runs the shop app (examples/shop/app.py:
-orders become payments; the malformed order goes to a dead letter queue) until every
+with Conveyor's producer (every 1,000th a large one, and one malformed), runs the shop app
+(examples/shop/app.py: orders become payments; large payments get background jobs; the
+malformed order goes to a dead letter queue; a recurring task reports the sales) until every
 payment of this run was consumed, and prints a table. Then the app and its web UI keep
 running until Ctrl-C (``--exit`` leaves at once).
 
@@ -34,16 +35,18 @@ from shop.app import ORDERS, ORDERS_DLQ, PAYMENTS, Order, app, ledger
 
 
 def ensure_topics() -> None:
-    """Create the routes' topics (the dead letter queue's among them) and the web UI's if
-    missing, as `conveyor topics migrate` and `conveyor web install` do."""
+    """Create the routes' topics (the job queues', the schedules' and the dead letter queue's
+    among them) and the web UI's if missing, as `conveyor topics migrate` and `conveyor web
+    install` do."""
     for change in [*migrate(app.admin, app.routes), *migrate(app.admin, app.web.topics.declared())]:
         if change.error:
             raise SystemExit(f"could not set up {change.topic}: {change.error}")
 
 
 def order(run: str, index: int) -> Order:
-    """Order ``index`` of ``run``: 1 to 7 widgets."""
-    return Order(run=run, order=index, quantity=index % 7 + 1)
+    """Order ``index`` of ``run``: 1 to 7 widgets, every 1,000th 100 (a large payment)."""
+    quantity = 100 if index % 1_000 == 999 else index % 7 + 1
+    return Order(run=run, order=index, quantity=quantity)
 
 
 def start_web_ui(port: int) -> tuple[object, threading.Thread]:
@@ -145,6 +148,8 @@ def print_results(
 def print_tour(console: Console, port: int, bootstrap: str, orders: int, dead_letter: bool) -> None:
     """What this run left on the web UI's pages, and how to send the malformed order back."""
     web = f"http://127.0.0.1:{port}"
+    console.print(f"{orders // 1_000:,} large payments: a receipt job each now ({web}/background-jobs); "
+                  f"a review request a day later, and the sales report each minute ({web}/schedules)")  # fmt: skip
     if not dead_letter:
         console.print(f"[red]the malformed order did not reach {ORDERS_DLQ}[/]")
         return
