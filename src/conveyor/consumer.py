@@ -60,8 +60,8 @@ class Consumer(Generic[PayloadT, KeyT]):
 
     Hooks: ``consume()`` (sync or ``async def``) gets ``self.messages``, a batch of one
     partition in order; ``revoked()`` runs after the partition was taken away; ``shutdown()``
-    when the process stops; ``eofed()`` when the end of the partition was reached (with
-    ``enable.partition.eof``).
+    when the process stops; ``reached_end()`` when the end of the partition was reached (with
+    ``enable.partition.eof``; ``eofed()``, Karafka's name, is kept as an alias: override either).
 
     After ``consume()`` returns, the batch's last offset is marked as consumed (committed
     asynchronously) unless the route has ``manual_offset_management=True``; if it raises, the
@@ -119,8 +119,15 @@ class Consumer(Generic[PayloadT, KeyT]):
         """The process is stopping; release what the instance holds."""
         return None
 
+    def reached_end(self) -> Awaitable[None] | None:
+        """The end of the partition was reached (needs ``enable.partition.eof``): every message
+        there was is handled. The engine calls this; unless a subclass overrides it, it calls
+        :meth:`eofed`, so a consumer written with Karafka's name works too."""
+        return self.eofed()
+
     def eofed(self) -> Awaitable[None] | None:
-        """The end of the partition was reached (needs ``enable.partition.eof``)."""
+        """Karafka's name for :meth:`reached_end`, kept as an alias: override either one (the
+        engine calls ``reached_end()``, which calls this unless it is overridden itself)."""
         return None
 
     def tick(self) -> Awaitable[None] | None:

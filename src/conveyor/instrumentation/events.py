@@ -112,7 +112,8 @@ CONSUMER_SHUTDOWN = "consumer.shutdown"
 CONSUMER_TICKED = "consumer.ticked"
 """``tick()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
 CONSUMER_EOFED = "consumer.eofed"
-"""``eofed()`` ran: ``consumer``, ``topic``, ``partition``, ``duration``."""
+"""``reached_end()`` (Karafka's ``eofed()``) ran: ``consumer``, ``topic``, ``partition``,
+``duration``."""
 OFFSETS_COMMITTED = "offsets.committed"
 """A listener committed offsets: ``listener``, ``group``, ``offsets`` (list of (topic, partition,
 next offset)), ``sync`` (bool; an asynchronous commit is reported when it was sent),

@@ -211,7 +211,7 @@ class PartitionExecutor(PartitionCore):
                 if batch:
                     self._process(batch)
                 if eof:
-                    self._call("eofed", ev.CONSUMER_EOFED)
+                    self._call("reached_end", ev.CONSUMER_EOFED)
         finally:
             if long_running and not self.revoked and not self._filter_held:
                 listener.resume(self.topic, self.partition)

@@ -29,6 +29,9 @@ __all__ = ["ConsumeRuns"]
 
 _log = logging.getLogger("conveyor.processing")
 _tracing_failed = RateLimitedLog(_log)
+# A hook's error type is Karafka's (``consumer.eofed.error``), as its event is (``consumer.eofed``),
+# whichever Python name the hook has.
+_KARAFKA_NAMES = {"reached_end": "eofed"}
 
 
 class _ConsumeRun:
@@ -241,7 +244,10 @@ class ConsumeRuns:
             _log.exception("%s/%s: %s() raised", self.topic, self.partition, hook)
             if ev.ERROR_OCCURRED in monitor.subscribed:
                 monitor.instrument(
-                    ev.ERROR_OCCURRED, type=f"consumer.{hook}.error", error=exc, consumer=consumer
+                    ev.ERROR_OCCURRED,
+                    type=f"consumer.{_KARAFKA_NAMES.get(hook, hook)}.error",
+                    error=exc,
+                    consumer=consumer,
                 )
             return
         if event in monitor.subscribed:

@@ -129,7 +129,7 @@ class Schedules:
             def consume(self) -> None:
                 schedules._load(self._executor, list(self.messages))
 
-            def eofed(self) -> None:
+            def reached_end(self) -> None:
                 schedules._caught_up_with(self._executor)
 
             def revoked(self) -> None:

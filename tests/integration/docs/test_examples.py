@@ -26,10 +26,12 @@ PAGES = sorted(
 )
 
 
-# Topics the pages make without naming them in quotes: the example shop's, a job queue's,
-# and the default schedules, recurring and web UI topics.
+# Topics the pages make without naming them in quotes: the example shop's (its dead letter
+# queue and job queue too), a job queue's, and the default schedules, recurring and web UI
+# topics.
 _DERIVED = {
-    "shop-orders", "shop-payments", "jobs-emails", "jobs-emails-dead",
+    "shop-orders", "shop-payments", "shop-orders-dlq", "jobs-mail", "jobs-mail-dead",
+    "jobs-mail-dead-discarded", "jobs-emails", "jobs-emails-dead",
     "jobs-emails-dead-discarded", "conveyor_schedules", "conveyor_recurring",
     "conveyor_consumers_reports", "conveyor_consumers_states", "conveyor_consumers_metrics",
     "conveyor_errors", "conveyor_consumers_commands",

@@ -1,6 +1,7 @@
 """Dead jobs in headless Chromium (Debian's package, driven by Playwright), on the app's own
-web UI served by uvicorn: the Jobs page counts the queue and links its dead jobs; on their
-page one is discarded and the other retried with the page's buttons, and the retried one runs.
+web UI served by uvicorn: the Background jobs page counts the queue and links its dead jobs;
+on their page one is discarded and the other retried with the page's buttons, and the
+retried one runs.
 Screenshots under tests/artifacts/."""
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def test_dead_jobs_are_discarded_and_retried_from_the_browser(
                 def shot(name: str) -> None:
                     page.screenshot(path=str(ARTIFACTS / f"jobs-{name}.png"), full_page=True)
 
-                page.goto(f"{url}/jobs")
+                page.goto(f"{url}/background-jobs")
                 ready()
                 assert f"browser-{suffix}" in page.locator("#job-queues").inner_text()
                 shot("queues")

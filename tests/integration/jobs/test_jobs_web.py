@@ -1,7 +1,7 @@
-"""The web UI's side of background jobs: the Jobs page counts each queue's jobs (waiting,
-done, retried, died, dead); a queue's dead-job topic is one of the DLQs, its dead jobs show
-their error, and a redrive sends them back to their queue, attempts from 1 (behind the
-UI's CSRF token and access rules)."""
+"""The web UI's side of background jobs: the Background jobs page counts each queue's jobs
+(waiting, done, retried, died, dead); a queue's dead-job topic is one of the DLQs, its dead
+jobs show their error, and a redrive sends them back to their queue, attempts from 1 (behind
+the UI's CSRF token and access rules)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from conveyor.web.topics import WebTopics
 from helpers import Record, running
 
 
-def test_the_jobs_page_counts_the_queues_and_dead_jobs_are_retried_from_the_ui(
+def test_the_background_jobs_page_counts_the_queues_and_dead_jobs_are_retried_from_the_ui(
     kafka_bootstrap: str, web_topics: WebTopics
 ) -> None:
     suffix = uuid.uuid4().hex[:8]
@@ -56,9 +56,9 @@ def test_the_jobs_page_counts_the_queues_and_dead_jobs_are_retried_from_the_ui(
             ):
                 assert time.monotonic() < deadline, str(sorted(row.items()))
                 threading.Event().wait(0.2)  # the processes report every 0.5 s
-                [row] = client.get("/api/jobs").json()["queues"]
+                [row] = client.get("/api/background-jobs").json()["queues"]
             assert (row["queue"], row["jobs"]) == (queue.name, ["invoice"])
-            assert "job-queues" in client.get("/jobs").text
+            assert "job-queues" in client.get("/background-jobs").text
 
             dlqs = {d["name"]: d for d in client.get("/api/dlq").json()["dlqs"]}
             assert dlqs[queue.dead_topic]["sources"] == [queue.topic]

@@ -113,7 +113,8 @@ PAGES = [
         ["#count-processes .value", "#chart-throughput svg polyline", "#chart-rss svg polyline"],
     ),
     ("/processes", "Processes", ["#processes tbody tr[data-process] .badge.running"]),
-    ("/jobs", "Jobs", ["#slowest-jobs tbody tr td a"]),
+    ("/batches", "Batches", ["#slowest-batches tbody tr td a"]),
+    ("/background-jobs", "Background jobs", []),  # web_app has none: the page says how
     ("/routing", "Routing", ["table.routing tbody tr"]),
     ("/lags", "Lags", ["#topic-lags tbody tr[data-topic]", "#partition-lags tbody tr"]),
     ("/errors", "Errors", ["#errors tbody tr td a"]),

@@ -3,11 +3,13 @@ builds each route's consumer, feeds it raw messages and captures what it produce
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 
 import pytest
 
-from conveyor import App, Consumer, testing
+from conveyor import App, Consumer, MessageValidationError, testing
 
 
 def test_each_order_becomes_a_payment_keyed_like_the_order(
@@ -42,16 +44,53 @@ def test_payments_are_totalled_per_run(conveyor_consumer: Callable[..., Consumer
     assert ledger.amounts["r-total"] == 28.5
 
 
-def test_an_order_without_a_quantity_fails_the_batch_and_nothing_is_marked(
+def test_an_order_that_does_not_fit_the_model_charges_nothing(
     conveyor_app: App, conveyor_consumer: Callable[..., Consumer]
 ) -> None:
+    """Here the model refuses it when consume() reads it; the engine checks each batch before
+    consume() and sends such an order to the route's dead letter queue (quickstart's poison)."""
     orders = conveyor_consumer("shop-orders")
-    testing.produce(orders, {"run": "r2", "order": 1}, key="c")
-    with pytest.raises(KeyError, match="quantity"):
+    testing.produce(orders, {"run": "r2", "order": 1, "quantity": "a dozen"}, key="c")
+    with pytest.raises(MessageValidationError, match=r"quantity"):
         testing.consume(orders)
-    assert testing.recorded(orders).committed is None, "retried, not skipped"
-    assert orders.attempt == 2, "the next run is the retry"
+    assert testing.recorded(orders).committed is None, "nothing was marked"
     assert testing.produced(conveyor_app) == []
+    [route] = [r for r in conveyor_app.routes if r.name == "shop-orders"]
+    assert route.dead_letter_queue is not None
+    assert route.dead_letter_queue.topic == "shop-orders-dlq"
+
+
+def test_a_large_payment_enqueues_a_receipt_now_and_a_review_request_a_day_later(
+    conveyor_app: App, conveyor_consumer: Callable[..., Consumer]
+) -> None:
+    payments = conveyor_consumer("shop-payments")
+    testing.produce(payments, {"run": "r4", "order": 7, "amount": 950.0}, key="c-7")
+    testing.produce(payments, {"run": "r4", "order": 8, "amount": 9.5}, key="c-8")
+    testing.consume(payments)
+
+    [receipt] = testing.produced(conveyor_app, "jobs-mail")
+    assert (receipt.key, receipt.payload["job"], receipt.payload["args"]) == (
+        "c-7", "shop.app.send_receipt", [7, 950.0],
+    )  # fmt: skip
+    [review] = testing.produced(conveyor_app, "conveyor_schedules")  # a job enqueued_in
+    assert review.headers["conveyor-schedule-topic"] == b"jobs-mail"
+    due = int(review.headers["conveyor-schedule-at"]) / 1000
+    assert abs(due - time.time() - 24 * 3600) < 60
+
+
+def test_the_jobs_and_the_sales_report_run_as_plain_functions(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from shop.app import ask_for_review, report_sales, send_receipt  # noqa: PLC0415
+
+    with caplog.at_level(logging.INFO, logger="shop.app"):
+        send_receipt(7, 950.0)  # calling a job runs it here and now
+        ask_for_review(7)
+        report_sales()
+    assert [r.getMessage() for r in caplog.records][:2] == [
+        "receipt for order 7: 950.00 charged", "review request for order 7",
+    ]  # fmt: skip
+    assert caplog.records[2].getMessage().startswith("sales so far: ")
 
 
 def test_a_payment_goes_on_to_the_payments_consumer(

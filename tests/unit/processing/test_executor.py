@@ -433,13 +433,33 @@ class TestFlowControl:
         r.executor.add(raws(1), high_watermark=2)
         assert not r.listener.jobs
 
-    def test_eof_calls_eofed_after_the_last_batch(self) -> None:
-        """Reaching the end of the partition runs eofed() once nothing is pending."""
+    @pytest.mark.parametrize("hook", ["reached_end", "eofed"])
+    def test_eof_calls_the_end_hook_by_either_name_after_the_last_batch(self, hook: str) -> None:
+        """Reaching the end of the partition runs reached_end() once nothing is pending; a
+        consumer that overrides eofed() instead (Karafka's name, kept as an alias) gets it."""
+        seen: list[str] = []
+        orders = type("Orders", (Consumer,), {
+            "consume": lambda self: seen.append("consume"), hook: lambda self: seen.append(hook),
+        })  # fmt: skip
+        r = rig(orders)
+        events: list[Any] = []
+        r.monitor.subscribe("consumer.eofed", events.append)
+        r.executor.add(raws(0), high_watermark=1)
+        r.executor.reached_eof()
+        r.listener.run_jobs()
+        assert seen == ["consume", hook]
+        assert [event["partition"] for event in events] == [0], "Karafka's event name"
+
+    def test_a_consumer_with_both_end_hooks_gets_reached_end_once(self) -> None:
+        """reached_end() is the one the engine calls; eofed() runs only if it calls super()."""
         seen: list[str] = []
 
         class Orders(Consumer):
             def consume(self) -> None:
-                seen.append("consume")
+                return None
+
+            def reached_end(self) -> None:
+                seen.append("reached_end")
 
             def eofed(self) -> None:
                 seen.append("eofed")
@@ -448,7 +468,23 @@ class TestFlowControl:
         r.executor.add(raws(0), high_watermark=1)
         r.executor.reached_eof()
         r.listener.run_jobs()
-        assert seen == ["consume", "eofed"]
+        assert seen == ["reached_end"]
+
+    def test_an_end_hook_that_raises_is_reported_under_karafkas_name(self) -> None:
+        class Orders(Consumer):
+            def consume(self) -> None:
+                return None
+
+            def eofed(self) -> None:
+                raise RuntimeError("end")
+
+        r = rig(Orders)
+        errors: list[Any] = []
+        r.monitor.subscribe("error.occurred", errors.append)
+        r.executor.add(raws(0), high_watermark=1)
+        r.executor.reached_eof()
+        r.listener.run_jobs()
+        assert [(e["type"], str(e["error"])) for e in errors] == [("consumer.eofed.error", "end")]
 
     def test_tick_runs_only_when_idle(self) -> None:
         """tick() is skipped while messages are pending."""

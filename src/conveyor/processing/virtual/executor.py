@@ -695,6 +695,6 @@ class VirtualPartitionExecutor(PartitionCore):
     def _run_eofed(self) -> None:
         self.listener.job_started()
         try:
-            self._call("eofed", ev.CONSUMER_EOFED)
+            self._call("reached_end", ev.CONSUMER_EOFED)
         finally:
             self.listener.job_finished()

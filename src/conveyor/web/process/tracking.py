@@ -66,7 +66,7 @@ class Tracker:
         self._errors_sent_this_interval = 0
         self._slowest: list[tuple[float, int, dict[str, Any]]] = []
         # per job queue topic: jobs done, retried, dead (since the process started), and done
-        # since the last report (the Jobs page's done/s)
+        # since the last report (the Background jobs page's done/s)
         self._job_counts: dict[str, dict[str, int]] = {}
         self._sequence = 0
         self._seq = 0

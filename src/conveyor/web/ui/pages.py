@@ -17,7 +17,11 @@ from conveyor.web.ui.views import Page
 if TYPE_CHECKING:
     from conveyor.web.ui.rendering import Ui
 
-__all__ = ["ExplorerPages", "Pages", "offset_params"]
+__all__ = ["MOVED", "ExplorerPages", "Pages", "offset_params"]
+
+MOVED = {"/jobs": "/batches", "/api/jobs": "/api/batches"}
+"""Pages that moved: the old path, the new one (the engine's "Jobs" are "Batches" now, apart
+from the background jobs)."""
 
 
 class Pages:
@@ -36,8 +40,18 @@ class Pages:
     def process(self, request: Request) -> Page:
         return self.views.process(request.path_params["process_id"])
 
-    def jobs(self, request: Request) -> Page:
-        return self.views.jobs()
+    def batches(self, request: Request) -> Page:
+        return self.views.batches()
+
+    def background_jobs(self, request: Request) -> Page:
+        return self.views.background_jobs()
+
+    def moved(self, request: Request) -> Response:
+        """An old address of a page (``/jobs``, now ``/batches``): redirected, with its query."""
+        base = request.scope.get("root_path", "")
+        path = request.url.path.removeprefix(base)
+        target = f"{base}{MOVED[path]}" + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(target, status_code=301)
 
     def schedules(self, request: Request) -> Page:
         query = request.query_params

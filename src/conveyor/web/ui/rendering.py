@@ -35,7 +35,8 @@ _NOTHING = "\u2013"  # an en dash: shown for a missing value
 NAVIGATION = (
     ("dashboard", "Dashboard", ""),
     ("processes", "Processes", "/processes"),
-    ("jobs", "Jobs", "/jobs"),
+    ("batches", "Batches", "/batches"),
+    ("background_jobs", "Background jobs", "/background-jobs"),
     ("schedules", "Schedules", "/schedules"),
     ("routing", "Routing", "/routing"),
     ("lags", "Lags", "/lags"),

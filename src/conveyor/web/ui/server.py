@@ -17,7 +17,7 @@ from conveyor.web.reading.data import WebData
 from conveyor.web.ui.actions import Actions
 from conveyor.web.ui.auth import SignIn
 from conveyor.web.ui.failures import exception_handlers
-from conveyor.web.ui.pages import ExplorerPages, Pages, metrics
+from conveyor.web.ui.pages import MOVED, ExplorerPages, Pages, metrics
 from conveyor.web.ui.rendering import NAVIGATION, Ui
 
 if TYPE_CHECKING:
@@ -36,7 +36,9 @@ def routes(ui: Ui) -> list[BaseRoute]:
         *page("dashboard", "dashboard.html", pages.dashboard),
         *page("processes", "processes.html", pages.processes),
         *detail("process", "process.html", "/processes/{process_id:path}", pages.process, "processes"),
-        *page("jobs", "jobs.html", pages.jobs),
+        *page("batches", "batches.html", pages.batches),
+        *page("background_jobs", "background_jobs.html", pages.background_jobs),
+        *(Route(old, pages.moved) for old in MOVED),
         *page("schedules", "schedules.html", pages.schedules),
         *page("routing", "routing.html", pages.routing),
         Route("/asyncapi", lambda request: ui.html(request, "asyncapi.html", pages.asyncapi(request), "routing"), name="asyncapi"),

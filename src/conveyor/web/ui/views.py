@@ -203,9 +203,22 @@ class Views:
             "latency": latency,
         })  # fmt: skip
 
-    def jobs(self) -> Page:
+    def batches(self) -> Page:
+        """The engine's batches (Karafka's jobs): running now, and the slowest of the last hour."""
+        slowest = []
+        for state in self.data.states().values():
+            slowest += [{**job, "process": state["id"]} for job in state.get("slowest", ())]
+        slowest.sort(key=lambda j: -float(j.get("duration") or 0))
+        return Page("Batches", {"running": self._running(), "slowest": slowest[:20]})
+
+    def background_jobs(self) -> Page:
+        """The background job queues (``@app.job``)."""
+        return Page("Background jobs", {"queues": self._job_queues(self._running())})
+
+    def _running(self) -> list[dict[str, Any]]:
+        """The batches the live processes ran at their last reports, the longest first."""
         now = self.clock()
-        running, slowest = [], []
+        running = []
         for state in self._live():
             consumers = {
                 (p["topic"], p["partition"]): p.get("consumer") for p in state.get("partitions", ())
@@ -213,12 +226,8 @@ class Views:
             for job in state.get("jobs", ()):
                 running.append({**job, "process": state["id"], "consumer": consumers.get((job["topic"], job["partition"])),
                                 "running_for": now - float(job.get("started_at") or now)})  # fmt: skip
-        for state in self.data.states().values():
-            slowest += [{**job, "process": state["id"]} for job in state.get("slowest", ())]
         running.sort(key=lambda j: -j["running_for"])
-        slowest.sort(key=lambda j: -float(j.get("duration") or 0))
-        return Page("Jobs", {"running": running, "slowest": slowest[:20],
-                             "queues": self._job_queues(running)})  # fmt: skip
+        return running
 
     def _job_queues(self, running: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The background job queues: waiting (the group's lag), running (batches at the last

@@ -411,6 +411,22 @@ def test_revoked_during_a_tick_the_successor_still_starts() -> None:
     assert [offset for _, offset, _, _ in consumer.seen] == [0, 1]
 
 
+@pytest.mark.parametrize("hook", ["reached_end", "eofed"])
+def test_the_end_of_the_partition_reaches_each_lanes_end_hook_by_either_name(hook: str) -> None:
+    """Once every lane is done, each lane's consumer hears that the end was reached: through
+    reached_end(), or eofed() (Karafka's name, kept as an alias) when that is the override."""
+    ends: list[int | None] = []
+    consumer = recording()
+    ending = type("Ending", (consumer,), {hook: lambda self: ends.append(self.virtual_partition)})
+    r = lanes_rig(ending, lanes=2)
+    r.executor.add(keyed(range(20)), high_watermark=20)
+    r.executor.reached_eof()
+    r.listener.run_jobs()
+    assert len(consumer.seen) == 20
+    lanes = sorted({lane for lane, *_ in consumer.seen})
+    assert sorted(ends) == lanes == [0, 1], "once per lane's consumer"
+
+
 def test_retry_finished_lanes_keeps_each_keys_order_when_the_lanes_come_back() -> None:
     """Lane 0 still holds a re-run of a message of key b when the committable offset passes
     the collapse: b's next message must not run in its own lane before that re-run."""

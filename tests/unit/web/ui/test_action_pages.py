@@ -135,8 +135,15 @@ def test_the_job_queues_hint_says_what_failed_counts() -> None:
     queue = {"queue": "emails", "topic": "emails", "dead_topic": "emails_dead", "jobs": ["send"],
              "waiting": 0, "running": 0, "done": 5, "done_per_second": 0.0, "retried": 2,
              "died": 1, "failed": 3, "dead": 1}  # fmt: skip
-    page = render("jobs.html", queues=[queue], running=[], slowest=[])
+    page = render("background_jobs.html", queues=[queue])
     assert "failed is retried + died" in page
+    assert 'id="job-queues"' in page
+
+
+def test_an_app_without_background_jobs_says_how_to_make_one() -> None:
+    page = render("background_jobs.html", queues=[])
+    assert "This app has no background job" in page
+    assert "job-queues" not in page
 
 
 def test_a_sensitive_config_is_masked_on_the_topic_page() -> None:

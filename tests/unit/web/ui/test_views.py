@@ -366,10 +366,10 @@ def test_an_unknown_error_is_not_found() -> None:
     assert raised.value.kind == "error"
 
 
-# -- jobs -------------------------------------------------------------------------------------
+# -- batches ----------------------------------------------------------------------------------
 
 
-def test_jobs_lists_running_jobs_of_live_processes_only() -> None:
+def test_batches_lists_the_running_batches_of_live_processes_only() -> None:
     data = FakeData(
         states={
             "p1": state(
@@ -384,7 +384,7 @@ def test_jobs_lists_running_jobs_of_live_processes_only() -> None:
             "stopped": state("stopped", status="stopped", jobs=[job("orders", 4, NOW - 100)]),
         }
     )
-    running = views(data).jobs().data["running"]
+    running = views(data).batches().data["running"]
     assert [(j["process"], j["topic"], j["partition"]) for j in running] == [
         ("p1", "orders", 1),
         ("p2", "payments", 0),
@@ -394,7 +394,7 @@ def test_jobs_lists_running_jobs_of_live_processes_only() -> None:
     assert [j["consumer"] for j in running] == ["Other", "Orders", "Orders"]
 
 
-def test_jobs_sorts_the_slowest_by_duration_across_processes() -> None:
+def test_batches_sorts_the_slowest_by_duration_across_processes() -> None:
     def done(duration: float) -> dict[str, Any]:
         return {"topic": "orders", "partition": 0, "duration": duration, "finished_at": NOW - 1}
 
@@ -405,7 +405,7 @@ def test_jobs_sorts_the_slowest_by_duration_across_processes() -> None:
             "dead": state("dead", reported_at=NOW - 60, slowest=[done(5.0)]),
         }
     )
-    slowest = views(data).jobs().data["slowest"]
+    slowest = views(data).batches().data["slowest"]
     assert [(j["process"], j["duration"]) for j in slowest] == [
         ("p1", 7.5),
         ("dead", 5.0),
@@ -414,9 +414,9 @@ def test_jobs_sorts_the_slowest_by_duration_across_processes() -> None:
     ]
 
 
-def test_jobs_keeps_the_twenty_slowest() -> None:
+def test_batches_keeps_the_twenty_slowest() -> None:
     many = [{"duration": float(n), "finished_at": NOW} for n in range(30)]
-    slowest = views(FakeData(states={"p1": state("p1", slowest=many)})).jobs().data["slowest"]
+    slowest = views(FakeData(states={"p1": state("p1", slowest=many)})).batches().data["slowest"]
     assert [j["duration"] for j in slowest] == [float(n) for n in range(29, 9, -1)]
 
 
