@@ -26,12 +26,24 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXTRAS = PROJECT["optional-dependencies"]
 NAMED = re.compile(r"conveyor\[([a-z0-9_,-]+)\]")
+# What else a page tells the reader to install: `pip install 'conveyor[web]' pytest`.
+PIP_INSTALL = re.compile(r"pip install ([^\n`#]+)")
 PAGES = sorted([*ROOT.glob("docs/**/*.md"), ROOT / "README.md"])
 PAGES_WITH_EXTRAS = [page for page in PAGES if NAMED.search(page.read_text())]
 
 
 def extras_named(text: str) -> set[str]:
     return {extra for match in NAMED.finditer(text) for extra in match.group(1).split(",")}
+
+
+def others_named(text: str) -> list[str]:
+    """The plain requirements of the page's ``pip install`` lines, besides Conveyor."""
+    return [
+        word.strip("'\"")
+        for line in PIP_INSTALL.findall(text)
+        for word in line.split()
+        if re.fullmatch(r"[A-Za-z][\w.-]*", word.strip("'\"")) and "conveyor" not in word
+    ]
 
 
 def imported(text: str) -> set[str]:
@@ -98,6 +110,12 @@ def installed_by(requirements: list[str]) -> set[str]:
     return found
 
 
+def test_a_page_may_install_more_than_conveyor() -> None:
+    text = "pip install 'conveyor[pydantic,web]' pytest   # and\n`pip install -U msgspec`"
+    assert others_named(text) == ["pytest", "msgspec"]
+    assert others_named("RUN pip install --no-cache-dir . \\") == []
+
+
 def test_pages_name_extras_that_exist() -> None:
     unknown = {
         str(page.relative_to(ROOT)): sorted(extras_named(page.read_text()) - set(EXTRAS))
@@ -110,7 +128,7 @@ def test_pages_name_extras_that_exist() -> None:
 def test_extras_install_what_the_page_imports(page: Path) -> None:
     text = page.read_text()
     extras = sorted(extras_named(text) & set(EXTRAS))
-    requirements = [*PROJECT["dependencies"]]
+    requirements = [*PROJECT["dependencies"], *others_named(text)]
     for extra in extras:
         requirements += EXTRAS[extra]
     installed = installed_by(requirements)
