@@ -534,7 +534,7 @@ MUTATIONS = (
         "conveyor/app.py",
         (("            self._logging.refresh()", "            pass"),),
         (
-            "tests/integration/processing/test_consuming.py::test_batch_lines_are_logged_when_info_was_set_up_after_the_app_was_built",
+            "tests/integration/processing/test_consuming.py::test_batch_lines_are_logged_when_debug_was_set_up_after_the_app_was_built",
         ),
     ),
     Mutation(
