@@ -347,11 +347,11 @@ class App:
             ConveyorError: a listener or worker crashed (the app stopped first).
             KeyboardInterrupt: Ctrl-C, once the app stopped gracefully.
         """
-        self.start(
-            consumer_groups=consumer_groups, subscription_groups=subscription_groups, topics=topics
-        )
         try:
-            self._stopping.wait()
+            self.start(consumer_groups=consumer_groups, subscription_groups=subscription_groups,
+                       topics=topics)  # fmt: skip
+            while not self._stopping.wait(1.0):  # a Ctrl-C that another thread took shows here
+                pass
         except KeyboardInterrupt:  # a script's Ctrl-C: the same graceful stop as stop()
             self._stopping.set()
             self._shut_down()

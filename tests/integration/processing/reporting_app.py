@@ -52,6 +52,7 @@ app = app_from_env(
 )
 app.routes.topic(os.environ["TOPIC"], ReportingConsumer)
 app.monitor.subscribe("app.quieting", lambda _event: say("quiet"))
+app.monitor.subscribe("app.running", lambda _event: say("running"))
 app.monitor.subscribe(
     "rebalance.partitions_assigned",
     lambda event: say("assigned " + ",".join(str(p) for _, p in event["partitions"])),

@@ -47,7 +47,8 @@ class Server:
         server = [sys.executable, "-m", "conveyor", "server", "--app", app]
         self.process = subprocess.Popen(
             command or [*server, "--log-level", "WARNING"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=HERE,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, env=env, cwd=HERE,
+            stderr=subprocess.STDOUT if command else subprocess.DEVNULL,  # a script's traceback
         )  # fmt: skip
         self.lines: list[str] = []
         self._changed = threading.Condition()
@@ -166,10 +167,17 @@ def test_ctrl_c_stops_app_run_as_gracefully_as_stop(
     consumers' ``shutdown()``, the offsets committed), then lets the interrupt go on."""
     topic, counts = stream
     group = f"interrupted-{uuid.uuid4().hex[:8]}"
-    script = [sys.executable, "-c", "import reporting_app; reporting_app.app.run()"]
+    script = [sys.executable, "-X", "faulthandler", "-c",
+              "import reporting_app; reporting_app.app.run()"]  # fmt: skip
     run = Server(topic, group, kafka_bootstrap, command=script)
-    assert run.wait_for(lambda _lines: covers(run.batches(), counts))
-    assert run.stop(signal.SIGINT) != 0, "the KeyboardInterrupt reaches the script"
+    assert run.wait_for(lambda lines: "running" in lines and covers(run.batches(), counts))
+    try:
+        assert run.stop(signal.SIGINT) != 0, "the KeyboardInterrupt reaches the script"
+    except subprocess.TimeoutExpired:
+        run.process.send_signal(signal.SIGABRT)  # faulthandler writes every thread's stack
+        run.process.wait(30)
+        run.wait_for(lambda lines: "<eof>" in lines, timeout=10)
+        raise AssertionError("app.run() did not end:\n" + "\n".join(run.lines[-200:])) from None
     assert any(line.startswith("shutdown") for line in run.lines)
     lags = [lag for lag in kafka_admin.read_lags([group]) if lag.topic == topic]
     assert sorted((lag.partition, lag.committed) for lag in lags) == [
