@@ -35,6 +35,8 @@ BENCH = Path(__file__).parents[3] / "bench"
         ("produce_sync_cpu", ["--quick"]),
         ("topics_threads", ["--quick"]),
         ("connector_batching", ["--quick"]),
+        ("connector_tasks", ["--quick"]),
+        ("message_sizes", ["--quick"]),
     ],
 )
 def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstrap: str) -> None:
