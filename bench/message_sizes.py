@@ -10,7 +10,8 @@ topic of its own (1 partition, ``max.message.bytes`` 2 MB so that a 1 MB message
   beside the bare loop with one producer-wide delivery callback, both with Conveyor's
   librdkafka settings (acks=all, idempotence, linger.ms=0) and ``message.max.bytes`` 2 MB;
 - consume: a Conveyor consumer that touches ``len(self.messages)`` beside the bare
-  ``consume(num_messages=500)`` loop, both with ``fetch.queue.backoff.ms=10`` (what Conveyor's
+  ``consume(num_messages=500)`` loop (both take at most 500 messages a batch, fewer when a
+  size's count is small: a twentieth of it, at least 10), both with ``fetch.queue.backoff.ms=10`` (what Conveyor's
   listener sets); each topic filled once, unmeasured.
 
 Reported per size: msgs/s and MB/s of each side and Conveyor's ratio. ``--quick`` runs 100 B
@@ -57,6 +58,12 @@ def conveyor_produce(bootstrap: str, topic: str, count: int, payload: bytes) -> 
     return count / elapsed
 
 
+def batch_for(count: int) -> int:
+    """Messages a batch on both consume sides: 500, fewer for a small count (a handful of
+    large messages would otherwise arrive in one batch, leaving no stretch to measure)."""
+    return min(500, max(10, count // 20))
+
+
 def conveyor_consume(bootstrap: str, topic: str, count: int) -> float:
     meter = RateMeter(count)
 
@@ -72,7 +79,7 @@ def conveyor_consume(bootstrap: str, topic: str, count: int) -> float:
             "auto.offset.reset": "earliest",
         },
         concurrency=4,
-        max_messages=500,
+        max_messages=batch_for(count),
         max_wait_time=0.5,
     )
     app.routes.topic(topic, Counting)
@@ -111,7 +118,7 @@ def main() -> None:
     args = bench.args
     sizes = [int(size) for size in args.sizes.split(",")]
     if args.quick:
-        sizes, args.megabytes, args.messages = [100, 100_000], 2.0, 20_000
+        sizes, args.megabytes, args.messages = [100, 100_000], 20.0, 20_000
         bench.repeats = 1
     produce_settings = {**KAFKA_DEFAULTS, "message.max.bytes": LARGE}
     rows: dict[int, dict[str, list[float]]] = {}
@@ -142,6 +149,7 @@ def main() -> None:
                     bench.bootstrap,
                     consume_topics["bare consume"][attempt],
                     count,
+                    batch_size=batch_for(count),
                     config=LIKE_FOR_LIKE,
                 )
             )
@@ -177,7 +185,7 @@ def print_table(bench: Bench, rows: dict[int, dict[str, list[float]]]) -> None:
             cells += [
                 f"{ours:,.0f}/s · {ours * size / 1e6:,.1f} MB/s",
                 f"{theirs:,.0f}/s · {theirs * size / 1e6:,.1f} MB/s",
-                f"{ours / theirs:.2f}x",
+                f"{ours / theirs:.2f}x" if theirs else "-",
             ]
         table.add_row(*cells)
     bench.console.print(table)
