@@ -449,7 +449,7 @@ class Tracing:
         return api.trace.set_span_in_context(remote, api.context.Context())
 
     def _remote_parent(self, headers: Sequence[tuple[str, Any]] | None) -> Any:
-        """With the plain W3C propagator, the span of the ``traceparent`` in ``headers``
+        """With the plain W3C propagator, the span of the (last) ``traceparent`` in ``headers``
         (``None`` for none or a malformed one), read without the propagator; ``False`` when
         the propagator must read them (``tracestate`` or ``baggage`` is there too). An
         unsampled parent is a :class:`~conveyor.tracing.carried.CarriedSpan` (its ids read
@@ -459,8 +459,7 @@ class Tracing:
         found: Any = _NONE
         for name, value in headers or ():
             if name == TRACEPARENT:
-                if found is _NONE:
-                    found = value
+                found = value  # the last one wins, as in Message.headers
             elif name in CONTEXT_HEADERS:
                 return False  # tracestate or baggage: the propagator reads them all
         if found is _NONE:
