@@ -1299,8 +1299,8 @@ MUTATIONS = (
     ),
     Mutation(
         "alter_configs: a read-only broker config is sent to the broker",
-        "conveyor/admin/admin.py",
-        (("        if entry is not None and entry.read_only:", "        if False:"),),
+        "conveyor/admin/configs.py",
+        (("    if entry is not None and entry.read_only:", "    if False:"),),
         (
             "tests/integration/admin/test_admin.py::test_an_unknown_read_only_or_invalid_broker_config_is_refused_and_named",
             "tests/integration/admin/test_cli.py::test_configs_alter_sets_and_resets_a_dynamic_broker_config",
