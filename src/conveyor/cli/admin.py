@@ -344,10 +344,10 @@ def topics_alter(
             param_hint="--partitions",
         )
     done = [] if arguments is None else admin.alter_configs("topic", name, **arguments)
-    grown = partitions is not None and partitions > before
+    after = before if partitions is None else partitions
+    grown = after > before
     if grown:
-        admin.create_partitions(name, partitions)
-    after = partitions if grown else before
+        admin.create_partitions(name, after)
     data = {"topic": name, "partitions": {"before": before, "after": after},
             "configs": [change.__dict__ for change in done]}  # fmt: skip
 
