@@ -136,6 +136,7 @@ def test_a_listing_cuts_a_long_key_and_keeps_it_whole_for_the_tooltip_and_the_me
     assert (short["preview"], short["cut"]) == ("customer-2", False)
     binary = message_view(FakeRaw(3, key=b"\xff" * 100, value=b"{}"), full=False)["key"]
     assert (binary["kind"], binary["cut"], binary["preview"][:8]) == ("binary", True, "ff ff ff")
+    assert binary["preview"] == " ".join(["ff"] * 21), "whole bytes only"
     none = message_view(FakeRaw(4, key=None, value=b"{}"), full=False)["key"]
     assert (none["preview"], none["cut"]) == ("", False)
     assert "preview" not in message_view(FakeRaw(1, key=long_key.encode(), value=b"{}"))["key"]
