@@ -282,7 +282,7 @@ def test_a_standalone_producer_gets_its_tokens_from_its_own_provider(
     with pytest.raises(ConfigurationError, match="returned NoneType, not a token") as refused:
         Producer(settings, oauth_token_provider=lambda: (None, time.time() + 60))
     assert refused.value.setting == "oauth_token_provider"
-    with pytest.raises(ConfigurationError, match=r"returned str, not \(token, expiry\)"):
+    with pytest.raises(ConfigurationError, match=r"returned str, not \(token, expiry\[, principal"):
         Producer(settings, oauth_token_provider=lambda: "just a token")
     assert time.monotonic() - started < 5, "refused at once, not after librdkafka's wait"
 
