@@ -1299,8 +1299,8 @@ MUTATIONS = (
     ),
     Mutation(
         "alter_configs: a read-only broker config is sent to the broker",
-        "conveyor/admin/admin.py",
-        (("        if entry is not None and entry.read_only:", "        if False:"),),
+        "conveyor/admin/configs.py",
+        (("    if entry is not None and entry.read_only:", "    if False:"),),
         (
             "tests/integration/admin/test_admin.py::test_an_unknown_read_only_or_invalid_broker_config_is_refused_and_named",
             "tests/integration/admin/test_cli.py::test_configs_alter_sets_and_resets_a_dynamic_broker_config",
@@ -1450,6 +1450,113 @@ MUTATIONS = (
         (
             "tests/unit/processing/test_executor.py::TestFlowControl::test_a_backlog_drained_before_the_listener_throttles_is_not_paused",
             "tests/unit/processing/virtual/test_virtual_executor.py::test_lanes_that_drained_the_backlog_before_the_listener_throttles_leave_it_unpaused",
+        ),
+    ),
+    Mutation(
+        "tracing: the first of several traceparent headers is the parent (the fast reader)",
+        "conveyor/tracing/tracer.py",
+        (
+            (
+                "                found = value  # the last one wins, as in Message.headers",
+                "                found = value if found is _NONE else found",
+            ),
+        ),
+        (
+            "tests/unit/tracing/test_tracer.py::test_of_several_traceparent_headers_the_last_one_is_the_parent",
+            "tests/integration/tracing/test_tracing.py::test_of_two_traceparent_headers_the_last_one_is_the_parent",
+        ),
+    ),
+    Mutation(
+        "tracing: the propagator's getter gives the first of several traceparent headers",
+        "conveyor/tracing/headers.py",
+        (
+            (
+                "                last = value\n",
+                "                last = value if last is None else last\n",
+            ),
+        ),
+        (
+            "tests/unit/tracing/test_headers.py::test_the_getter_reads_ascii_values_and_the_setter_appends",
+            "tests/unit/tracing/test_tracer.py::test_of_several_traceparent_headers_the_last_one_is_the_parent",
+            "tests/integration/tracing/test_tracing.py::test_of_two_traceparent_headers_the_last_one_is_the_parent",
+        ),
+    ),
+    Mutation(
+        "broadcast: a pushed record carries no trace context for the client",
+        "conveyor/connect/sinks/broadcast.py",
+        (
+            (
+                "traceparent = None if field is None else delivery_traceparent(record)",
+                "traceparent = None",
+            ),
+        ),
+        (
+            "tests/unit/connect/test_broadcast_trace.py::test_each_record_carries_the_context_of_the_span_delivering_it",
+            "tests/integration/connect/test_broadcast.py::test_a_client_continues_the_trace_of_each_record_it_is_pushed",
+        ),
+    ),
+    Mutation(
+        "sinks: deliver runs without the published spans' context",
+        "conveyor/connect/consumer.py",
+        (
+            (
+                "        self.delivering = delivering(records, spans.traceparents)",
+                "        self.delivering = delivering(records, [''] * len(records))",
+            ),
+        ),
+        (
+            "tests/integration/connect/test_broadcast.py::test_a_client_continues_the_trace_of_each_record_it_is_pushed",
+        ),
+    ),
+    Mutation(
+        "admin: an append to a list config replaces the list",
+        "conveyor/driver/admin.py",
+        (('    "append": AlterConfigOpType.APPEND,', '    "append": AlterConfigOpType.SET,'),),
+        (
+            "tests/integration/admin/test_admin.py::test_items_are_appended_to_and_subtracted_from_a_list_config",
+            "tests/integration/admin/test_cli.py::test_configs_alter_appends_to_and_subtracts_from_a_list_config",
+        ),
+    ),
+    Mutation(
+        "admin: topics alter leaves the partitions as they were",
+        "conveyor/cli/admin.py",
+        (("        admin.create_partitions(name, after)", "        pass"),),
+        (
+            "tests/integration/admin/test_cli.py::test_topics_alter_grows_partitions_and_changes_configs",
+        ),
+    ),
+    Mutation(
+        "oauth: a provider's principal and extensions are dropped",
+        "conveyor/driver/oauth.py",
+        (("        if principal is not None or extensions is not None:", "        if False:"),),
+        (
+            "tests/unit/test_oauth_settings.py::test_a_provider_may_give_a_principal_and_extensions",
+            "tests/unit/test_oauth_settings.py::test_a_bad_principal_or_extension_fails_priming_naming_the_provider",
+        ),
+    ),
+    Mutation(
+        "oauth: the unsecured-JWT config and the OIDC extensions are left to the first login",
+        "conveyor/validation.py",
+        (("    check_oauth_settings(kafka, where)\n", ""),),
+        (
+            "tests/unit/test_oauth_settings.py::test_a_bad_unsecured_jwt_config_is_refused_naming_it",
+            "tests/unit/test_oauth_settings.py::test_oidc_extensions_are_checked_and_the_environment_is_named",
+        ),
+    ),
+    Mutation(
+        "sinks: batch_interval is not passed to the lanes",
+        "conveyor/connect/routing.py",
+        (('        "linger": float(batch_interval),', '        "linger": 0.0,'),),
+        (
+            "tests/integration/connect/test_sinks.py::test_a_batch_interval_gathers_records_into_one_write_and_a_lone_one_still_goes",
+        ),
+    ),
+    Mutation(
+        "explorer: a long key without spaces widens the message page",
+        "conveyor/web/ui/static/conveyor.css",
+        (("#message-key { min-width: 0; overflow-wrap: anywhere; }", "#message-key { }"),),
+        (
+            "tests/integration/web/test_browser_keys.py::test_long_and_binary_keys_stay_in_the_layout_and_are_reachable_whole",
         ),
     ),
 )

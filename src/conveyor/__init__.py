@@ -11,6 +11,7 @@ from conveyor.admin import Admin
 from conveyor.app import App
 from conveyor.consumer import Consumer
 from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle, DeliveryReport
+from conveyor.driver.oauth import OAuthToken
 from conveyor.errors import (
     AuthenticationError,
     BatchDeliveryError,
@@ -64,6 +65,7 @@ __all__ = [
     "Messages",
     "Monitor",
     "NotAssignedError",
+    "OAuthToken",
     "Producer",
     "ProducerClosedError",
     "ProducerForkedError",

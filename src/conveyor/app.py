@@ -92,7 +92,7 @@ class App:
             subscription group keep theirs. See the consuming guide.
         monitor: the event bus (a new one with a :class:`LoggingListener` when omitted).
         oauth_token_provider: with ``sasl.mechanism=OAUTHBEARER``, a callable returning
-            ``(token, expiry)`` (expiry: an aware ``datetime`` or seconds since the epoch),
+            ``(token, expiry)`` or an ``OAuthToken`` (with principal name and SASL extensions),
             called by every client the app makes (producers, consumers, admin, iterators, RPC
             clients, the web UI's) for its first token and again before each one expires.
         instance_id: this process's stable name among the app's processes, in its
@@ -131,7 +131,7 @@ class App:
         inline_quick_batches: bool = DEFAULT,
         max_listeners: int = DEFAULT,
         monitor: Monitor | None = None,
-        oauth_token_provider: Callable[[], tuple[str, Any]] | None = None,
+        oauth_token_provider: Callable[[], tuple[Any, ...]] | None = None,
         instance_id: str | None = DEFAULT,
         event_loop_blocked_after: float | None = DEFAULT,
         **unknown: Any,

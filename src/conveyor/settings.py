@@ -62,7 +62,7 @@ class AppSettings:
     gc_threshold: int | None = 50_000
     """The garbage collector's first threshold while the app runs (see
     :mod:`conveyor.processing.collector`); ``None`` leaves the collector alone."""
-    oauth_token_provider: Callable[[], tuple[str, Any]] | None = None
+    oauth_token_provider: Callable[[], tuple[Any, ...]] | None = None
     """Gives OAUTHBEARER tokens to every client the app makes (see ``App``)."""
     event_loop_blocked_after: float | None = 0.25
     """Seconds one callback may hold the app's event loop (where the lanes of ``async def

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from conveyor.errors import ConfigurationError
+from conveyor.oauth_settings import check_oauth_settings
 
 __all__ = ["check_aware", "check_count", "check_kafka_values", "check_seconds"]
 
@@ -61,7 +62,9 @@ def check_kafka_values(kafka: Mapping[str, Any], where: str = "kafka") -> None:
     """Each librdkafka setting in ``kafka`` has a value librdkafka can take: a string, a number,
     a bool or a path (a callable for callbacks), and the ones Conveyor reads itself a
     whole number. ``None`` is refused with a hint: leaving a setting out gives its default
-    (librdkafka aborts the process on some, ``group.id`` among them).
+    (librdkafka aborts the process on some, ``group.id`` among them). OAUTHBEARER's
+    principal name and SASL extensions are checked as librdkafka reads them at the first
+    login (see :mod:`conveyor.oauth_settings`).
 
     Raises:
         ConfigurationError: naming the setting and the type it takes.
@@ -91,6 +94,7 @@ def check_kafka_values(kafka: Mapping[str, Any], where: str = "kafka") -> None:
                 f"{'bytes' if name.endswith('bytes') else 'milliseconds'}, got {value!r}",
                 name,
             )
+    check_oauth_settings(kafka, where)
 
 
 def _whole_number(value: Any) -> bool:

@@ -6,7 +6,6 @@ as Conveyor's exceptions with librdkafka's code and name.
 
 from __future__ import annotations
 
-import difflib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -15,6 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from conveyor.admin.acls import Acl
+from conveyor.admin.configs import (
+    ConfigChange,
+    ConfigValue,
+    check_changes,
+    check_kind,
+    shown_value,
+    shows,
+)
 from conveyor.driver.admin import AdminConnection
 from conveyor.errors import ConfigurationError, KafkaError
 from conveyor.messages import Deserializers, Message
@@ -98,32 +105,6 @@ class Replication:
 
 
 @dataclass(frozen=True)
-class ConfigValue:
-    """One config entry: its value, whether it is the default, sensitive or read-only, where it
-    comes from, and its synonyms (``(name, value)`` pairs, most specific first)."""
-
-    name: str
-    value: str | None
-    default: bool
-    sensitive: bool
-    read_only: bool
-    source: str
-    synonyms: list[tuple[str, str | None]]
-
-
-@dataclass(frozen=True)
-class ConfigChange:
-    """One config entry that :meth:`Admin.alter_configs` changed: its value before and after
-    (``None`` where Kafka shows none, ``"***"`` for a sensitive one), and where the value in
-    force comes from now (``DYNAMIC_BROKER_CONFIG``, ``DEFAULT_CONFIG`` after a reset ...)."""
-
-    name: str
-    before: str | None
-    after: str | None
-    source: str
-
-
-@dataclass(frozen=True)
 class GroupMember:
     member_id: str
     client_id: str
@@ -165,75 +146,6 @@ class PartitionLoad:
     messages: int
     share: float
     from_mean: float
-
-
-def _check_kind(kind: str) -> None:
-    if kind not in ("topic", "broker"):
-        raise ConfigurationError(f"config resources are 'topic' or 'broker', got {kind!r}", "kind")
-
-
-# Where a value set at this resource's own level comes from (what a reset removes).
-_OWN_SOURCE = {"topic": "DYNAMIC_TOPIC_CONFIG", "broker": "DYNAMIC_BROKER_CONFIG"}
-
-
-def _check_changes(
-    kind: str, name: str, changes: Any, current: Mapping[str, ConfigValue]
-) -> dict[str, str | None]:
-    """The changes as ``{config: text or None}``, each naming a config the resource has and
-    Kafka can change while it runs."""
-    where = f"alter_configs({kind!r}, {name!r})"
-    if not isinstance(changes, Mapping) or not changes:
-        raise ConfigurationError(
-            f"{where}: changes must be a non-empty mapping of config names to values (None "
-            f"resets one), got {changes!r}",
-            "changes",
-        )
-    checked: dict[str, str | None] = {}
-    for key, value in changes.items():
-        if not isinstance(key, str) or not key:
-            raise ConfigurationError(f"{where}: {key!r} is not a config name", "changes")
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, str | int | float)
-        ):
-            raise ConfigurationError(
-                f"{where}: the value of {key!r} must be a string (or None to reset it), got "
-                f"{value!r}",
-                key,
-            )
-        entry = current.get(key)
-        # A broker's per-listener settings (listener.name.<listener>.<config>) are dynamic and
-        # never listed by describe.
-        if entry is None and not (kind == "broker" and key.startswith("listener.name.")):
-            close = difflib.get_close_matches(key, list(current), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigurationError(f"{where}: {kind} {name} has no config {key!r}{hint}", key)
-        if entry is not None and entry.read_only:
-            raise ConfigurationError(
-                f"{where}: {key!r} is read-only: Kafka cannot change it while the broker runs "
-                "(set it in the broker's server.properties and restart the broker)",
-                key,
-            )
-        checked[key] = None if value is None else str(value)
-    return checked
-
-
-def _reset(entry: ConfigValue, kind: str) -> bool:
-    """Whether ``entry`` shows its override deleted. A broker drops the override from its
-    metadata before it applies the value underneath (seen: source ``DEFAULT_CONFIG`` with the
-    old value for a moment), so a value back at its default must also be the default's: the
-    last synonym (confluent-kafka keys synonyms by name, so of a broker config's synonyms,
-    which share its name, only the last, Kafka's default, is left)."""
-    if entry.source == _OWN_SOURCE[kind]:
-        return False
-    if entry.source != "DEFAULT_CONFIG" or not entry.synonyms:
-        return True  # a static or cluster-wide value: none to compare with
-    return entry.value == entry.synonyms[-1][1]
-
-
-def _shown_value(entry: ConfigValue | None) -> str | None:
-    if entry is None:
-        return None
-    return "***" if entry.sensitive else entry.value
 
 
 def _await(shown: Callable[[], bool]) -> None:
@@ -400,39 +312,52 @@ class Admin:
 
     def describe_configs(self, kind: str, name: str) -> dict[str, ConfigValue]:
         """Every config entry of a ``"topic"`` or a ``"broker"`` (by id), by name."""
-        _check_kind(kind)
+        check_kind(kind)
         return {
             entry["name"]: ConfigValue(**entry)
             for entry in self._connection.describe_configs(kind, str(name), self.timeout)
         }
 
     def alter_configs(
-        self, kind: str, name: str, changes: Mapping[str, str | None]
+        self,
+        kind: str,
+        name: str,
+        changes: Mapping[str, str | None] | None = None,
+        *,
+        append: Mapping[str, str | Sequence[str]] | None = None,
+        subtract: Mapping[str, str | Sequence[str]] | None = None,
     ) -> list[ConfigChange]:
-        """Set config entries of a ``"topic"`` or a ``"broker"`` (by id) incrementally (Kafka's
-        IncrementalAlterConfigs: the entries not named keep their values); ``None`` deletes the
-        override, so the value falls back to the broker's or the cluster's default. A broker's
-        dynamic configs (``log.cleaner.threads``, ``message.max.bytes``, ``num.io.threads`` ...)
-        change at once, without a restart; ``kafka-configs.sh --alter --entity-type brokers``
-        does the same. Returns once the broker describes the new values.
+        """Change config entries of a ``"topic"`` or a ``"broker"`` (by id) incrementally
+        (Kafka's IncrementalAlterConfigs: the entries not named keep their values).
+        ``changes`` sets values; ``None`` deletes the override, so the value falls back to the
+        broker's or the cluster's default. ``append`` adds items to a list config
+        (``cleanup.policy``, ``leader.replication.throttled.replicas`` ...) and ``subtract``
+        removes them, each a string (``"compact"``, ``"a,b"``) or a list of strings, leaving
+        the list's other items as they are. A broker's dynamic configs
+        (``log.cleaner.threads``, ``message.max.bytes``, ``num.io.threads`` ...) change at once,
+        without a restart; ``kafka-configs.sh --alter --entity-type brokers`` does the same.
+        Returns once the broker describes the new values.
 
         Example::
 
             admin.alter_configs("broker", 1, {"log.cleaner.threads": "2"})
             admin.alter_configs("broker", 1, {"log.cleaner.threads": None})  # back to default
+            admin.alter_configs("topic", "orders", append={"cleanup.policy": "compact"})
 
         Returns:
             What changed: each entry's value before and after, and its source now.
 
         Raises:
-            ConfigurationError: an empty or malformed ``changes``, a config the resource does
-                not have, or a read-only one (a broker's static configs); ``setting`` names it.
-            KafkaError: Kafka refused a value (the message names the config).
+            ConfigurationError: nothing to change, a malformed argument, a config the resource
+                does not have, one named twice, or a read-only one (a broker's static configs);
+                ``setting`` names it.
+            KafkaError: Kafka refused a value, or to append to or subtract from a config that
+                is not a list (the message names the config).
         """
-        _check_kind(kind)
+        check_kind(kind)
         name = str(name)
         before = self.describe_configs(kind, name)
-        wanted = _check_changes(kind, name, changes, before)
+        wanted = check_changes(kind, name, changes, before, append, subtract)
         self._connection.alter_configs(kind, name, wanted, self.timeout)
         after: dict[str, ConfigValue] = {}
 
@@ -440,17 +365,16 @@ class Admin:
             after.update(self.describe_configs(kind, name))
             return all(
                 key not in after  # per-listener configs are never described
-                or after[key].sensitive  # masked: nothing to compare
-                or (_reset(after[key], kind) if value is None else after[key].value == value)
-                for key, value in wanted.items()
+                or shows(after[key], operation, value, kind)
+                for key, (operation, value) in wanted.items()
             )
 
         _await(shown)
         return [
             ConfigChange(
                 key,
-                _shown_value(before.get(key)),
-                _shown_value(after.get(key)),
+                shown_value(before.get(key)),
+                shown_value(after.get(key)),
                 after[key].source if key in after else "UNKNOWN_CONFIG",
             )
             for key in wanted

@@ -54,6 +54,69 @@ def _emit(as_json: bool, data: Any, render: Callable[[], None]) -> None:
         render()
 
 
+def _pairs(items: tuple[str, ...], hint: str) -> list[tuple[str, str]]:
+    """``KEY=VALUE`` arguments as pairs (an item without ``=`` or a key is refused)."""
+    pairs = []
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint=hint)
+        pairs.append((key, value))
+    return pairs
+
+
+def _config_changes(
+    settings: tuple[str, ...],
+    resets: tuple[str, ...],
+    appends: tuple[str, ...],
+    subtracts: tuple[str, ...],
+) -> dict[str, Any]:
+    """``Admin.alter_configs``'s arguments from the command line's: KEY=VALUE sets, --reset
+    KEY deletes an override, --append / --subtract KEY=VALUE add items to and remove them from
+    a list config (repeated for one KEY, its items gather)."""
+    changes: dict[str, str | None] = dict(_pairs(settings, "KEY=VALUE"))
+    for key in resets:
+        if key in changes:
+            raise click.BadParameter(f"{key!r} is both set and reset", param_hint="--reset")
+        changes[key] = None
+    lists: dict[str, dict[str, list[str]]] = {"append": {}, "subtract": {}}
+    for option, items in (("append", appends), ("subtract", subtracts)):
+        for key, value in _pairs(items, f"--{option}"):
+            if key in changes or (option == "subtract" and key in lists["append"]):
+                raise click.BadParameter(
+                    f"{key!r} is changed twice: one operation per config a call",
+                    param_hint=f"--{option}",
+                )
+            lists[option].setdefault(key, []).append(value)
+    if not changes and not any(lists.values()):
+        raise click.UsageError(
+            "nothing to change: give KEY=VALUE settings, --reset KEY, --append KEY=VALUE or "
+            "--subtract KEY=VALUE"
+        )
+    return {"changes": changes or None, **{k: v or None for k, v in lists.items()}}
+
+
+def _altered(kind: str, name: str, as_json: bool, done: list[Any]) -> None:
+    _emit(as_json, [change.__dict__ for change in done],
+          lambda: console.print(table(f"{kind} {name} configs altered", ["name", "before", "after", "source"], [
+              (c.name, str(c.before), str(c.after), c.source) for c in done])))  # fmt: skip
+
+
+_reset_option = click.option(
+    "--reset", "resets", multiple=True, metavar="KEY",
+    help="Delete KEY's override: back to the broker's or cluster's default (repeatable).",
+)  # fmt: skip
+_append_option = click.option(
+    "--append", "appends", multiple=True, metavar="KEY=VALUE",
+    help="Add VALUE (an item, or items separated by commas) to the list config KEY, such as "
+    "cleanup.policy=compact; the list's other items stay (repeatable).",
+)  # fmt: skip
+_subtract_option = click.option(
+    "--subtract", "subtracts", multiple=True, metavar="KEY=VALUE",
+    help="Remove VALUE's items from the list config KEY; the others stay (repeatable).",
+)  # fmt: skip
+
+
 # -- topics -------------------------------------------------------------------------------------
 
 
@@ -236,6 +299,67 @@ def topics_repartition(app_spec: str | None, name: str, total: int) -> None:
     console.print(f"{name} now has {total} partitions", highlight=False)
 
 
+@topics.command("alter")
+@_app_option
+@json_option()
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(min=1), default=None,
+              help="Grow the topic to this many partitions (Kafka cannot shrink one; the same "
+              "count changes nothing).")  # fmt: skip
+@click.option(
+    "--config", "settings", multiple=True, metavar="KEY=VALUE", help="Set a config (repeatable)."
+)
+@_reset_option
+@_append_option
+@_subtract_option
+def topics_alter(
+    app_spec: str | None,
+    as_json: bool,
+    name: str,
+    partitions: int | None,
+    settings: tuple[str, ...],
+    resets: tuple[str, ...],
+    appends: tuple[str, ...],
+    subtracts: tuple[str, ...],
+) -> None:
+    """Change topic NAME: grow its partitions and change its configs (the ones not named keep
+    their values), e.g. conveyor topics alter orders --partitions 12 --config
+    retention.ms=86400000 --append cleanup.policy=compact."""
+    if partitions is None and not (settings or resets or appends or subtracts):
+        raise click.UsageError(
+            "nothing to change: give --partitions N, --config KEY=VALUE, --reset KEY, "
+            "--append KEY=VALUE or --subtract KEY=VALUE"
+        )
+    arguments = (
+        _config_changes(settings, resets, appends, subtracts)
+        if settings or resets or appends or subtracts
+        else None
+    )
+    admin = _admin(app_spec)
+    before = admin.topic_info(name).partition_count  # an unknown topic fails here, named
+    if partitions is not None and partitions < before:
+        raise click.BadParameter(
+            f"{name} has {before} partitions: Kafka cannot shrink a topic (delete and create "
+            "it again to have fewer, losing its messages)",
+            param_hint="--partitions",
+        )
+    done = [] if arguments is None else admin.alter_configs("topic", name, **arguments)
+    after = before if partitions is None else partitions
+    grown = after > before
+    if grown:
+        admin.create_partitions(name, after)
+    data = {"topic": name, "partitions": {"before": before, "after": after},
+            "configs": [change.__dict__ for change in done]}  # fmt: skip
+
+    def render() -> None:
+        console.print(f"{name}: {before} → {after} partitions" if grown
+                      else f"{name}: {before} partitions (unchanged)", highlight=False)  # fmt: skip
+        if done:
+            _altered("topic", name, False, done)
+
+    _emit(as_json, data, render)
+
+
 @topics.command("reset")
 @_app_option
 @_yes_option
@@ -380,10 +504,9 @@ def configs_describe(
 @click.argument("kind", type=click.Choice(["topic", "broker"]))
 @click.argument("name")
 @click.argument("settings", nargs=-1, metavar="[KEY=VALUE]...")
-@click.option(
-    "--reset", "resets", multiple=True, metavar="KEY",
-    help="Delete KEY's override: back to the broker's or cluster's default (repeatable).",
-)  # fmt: skip
+@_reset_option
+@_append_option
+@_subtract_option
 def configs_alter(
     app_spec: str | None,
     as_json: bool,
@@ -391,28 +514,19 @@ def configs_alter(
     name: str,
     settings: tuple[str, ...],
     resets: tuple[str, ...],
+    appends: tuple[str, ...],
+    subtracts: tuple[str, ...],
 ) -> None:
-    """Set configs of topic NAME or broker ID; the others keep their values.
+    """Change configs of topic NAME or broker ID incrementally; the others keep their values.
 
     A broker's dynamic configs change without a restart: conveyor configs alter broker 1
-    log.cleaner.threads=2, and --reset log.cleaner.threads sets it back.
+    log.cleaner.threads=2, and --reset log.cleaner.threads sets it back. A list config gains
+    or loses items with --append / --subtract: conveyor configs alter topic orders
+    --append cleanup.policy=compact.
     """
-    changes: dict[str, str | None] = {}
-    for item in settings:
-        key, equals, value = item.partition("=")
-        if not equals or not key:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="KEY=VALUE")
-        changes[key] = value
-    for key in resets:
-        if key in changes:
-            raise click.BadParameter(f"{key!r} is both set and reset", param_hint="--reset")
-        changes[key] = None
-    if not changes:
-        raise click.UsageError("nothing to change: give KEY=VALUE settings or --reset KEY")
-    done = _admin(app_spec).alter_configs(kind, name, changes)
-    _emit(as_json, [change.__dict__ for change in done],
-          lambda: console.print(table(f"{kind} {name} configs altered", ["name", "before", "after", "source"], [
-              (c.name, str(c.before), str(c.after), c.source) for c in done])))  # fmt: skip
+    arguments = _config_changes(settings, resets, appends, subtracts)
+    done = _admin(app_spec).alter_configs(kind, name, **arguments)
+    _altered(kind, name, as_json, done)
 
 
 @click.group()

@@ -8,6 +8,7 @@ Built-in sinks are in :mod:`conveyor.connect.sinks`.
 
 from conveyor.connect.consumer import SinkBinding, SinkNotDelivered
 from conveyor.connect.sink import DELIVERED, AsyncSink, Reject, Result, Retry, Sink, SinkRejected
+from conveyor.connect.trace_context import delivery_traceparent
 
 __all__ = [
     "DELIVERED",
@@ -19,4 +20,5 @@ __all__ = [
     "SinkBinding",
     "SinkNotDelivered",
     "SinkRejected",
+    "delivery_traceparent",
 ]

@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from conveyor.connect.sink import Reject, Retry, SinkRejected
+from conveyor.connect.trace_context import delivering
 from conveyor.consumer import Consumer
 from conveyor.errors import ConveyorError
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 
 if TYPE_CHECKING:
     from conveyor.messages import Message
+    from conveyor.tracing.sink_spans import SinkSpans
 
 __all__ = ["SinkBinding", "SinkNotDelivered", "sink_consumer"]
 
@@ -115,20 +117,31 @@ def _act(consumer: Consumer, records: Sequence[Message], results: Any, rejectabl
 
 
 class _SinkTrace:
-    """With tracing on: the spans of one batch handed to a sink (``queued``, ``published``)."""
+    """With tracing on: the spans of one batch handed to a sink (``queued``, ``published``),
+    started as it is handed over; while the sink delivers it, each record's ``published``
+    context is its :func:`~conveyor.connect.delivery_traceparent`."""
 
-    def __init__(self, consumer: Consumer, sink: Any) -> None:
-        handle = consumer._executor
-        self.tracing = handle.tracing
-        self.polls = handle.polls
-        self.group = handle.group_id
-        self.sink = type(sink).__name__
-        self.handed = time.time()
+    def __init__(self, spans: SinkSpans, records: Sequence[Message]) -> None:
+        self.spans = spans
+        self.delivering = delivering(records, spans.traceparents)
 
     @staticmethod
-    def of(consumer: Consumer, sink: Any) -> _SinkTrace | None:
-        tracing = consumer._executor.tracing
-        return _SinkTrace(consumer, sink) if tracing is not None and tracing.enabled else None
+    def of(consumer: Consumer, sink: Any, records: Sequence[Message]) -> _SinkTrace | None:
+        handle = consumer._executor
+        tracing = handle.tracing
+        if tracing is None or not tracing.enabled or not records:
+            return None
+        handed = time.time()
+        raws = [record._raw for record in records]
+        try:
+            spans = tracing.sink_handing(
+                raws[0].topic(), handle.group_id, type(sink).__name__, raws,
+                [handle.polls.polled_at(raw.offset(), handed) for raw in raws], handed,
+            )  # fmt: skip
+        except Exception as trace_error:  # tracing never stops a sink
+            _traces.log(logging.ERROR, "sink", "could not record sink spans (%r)", trace_error)
+            return None
+        return None if spans is None else _SinkTrace(spans, records)
 
     def done(self, records: Sequence[Message], results: Any, error: Exception | None) -> None:
         acknowledged = time.time()
@@ -140,15 +153,8 @@ class _SinkTrace:
                 for index, result in enumerate(results or ())
                 if result is not None
             }
-        tracing = self.tracing
-        assert tracing is not None
-        raws = [record._raw for record in records]
-        polled = [self.polls.polled_at(raw.offset(), self.handed) for raw in raws]
         try:
-            tracing.sink_delivered(
-                raws[0].topic(), self.group, self.sink, raws, polled, self.handed, acknowledged,
-                failures,
-            )  # fmt: skip
+            self.spans.end(acknowledged, failures)
         except Exception as trace_error:  # tracing never stops a sink
             _traces.log(logging.ERROR, "sink", "could not record sink spans (%r)", trace_error)
 
@@ -163,9 +169,13 @@ def sink_consumer(binding: SinkBinding, rejectable: bool) -> type[Consumer]:
             async def consume(self) -> None:
                 await binding.open_async()
                 records = list(self.messages)
-                trace = _SinkTrace.of(self, binding.sink)
+                trace = _SinkTrace.of(self, binding.sink, records)
                 try:
-                    results = await binding.sink.deliver(records)
+                    if trace is None:
+                        results = await binding.sink.deliver(records)
+                    else:
+                        with trace.delivering:
+                            results = await binding.sink.deliver(records)
                 except Exception as error:
                     if trace is not None:
                         trace.done(records, None, error)
@@ -182,9 +192,13 @@ def sink_consumer(binding: SinkBinding, rejectable: bool) -> type[Consumer]:
     class SinkConsumer(Consumer):
         def consume(self) -> None:
             records = list(self.messages)
-            trace = _SinkTrace.of(self, binding.sink)
+            trace = _SinkTrace.of(self, binding.sink, records)
             try:
-                results = binding.sink.deliver(records)
+                if trace is None:
+                    results = binding.sink.deliver(records)
+                else:
+                    with trace.delivering:
+                        results = binding.sink.deliver(records)
             except Exception as error:
                 if trace is not None:
                     trace.done(records, None, error)

@@ -43,6 +43,12 @@ __all__ = ["AdminConnection"]
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 """Kafka's own topics: no consumer group commits offsets for them."""
 _RESOURCE = {"topic": ConfigResource.Type.TOPIC, "broker": ConfigResource.Type.BROKER}
+_OPERATIONS = {
+    "set": AlterConfigOpType.SET,
+    "delete": AlterConfigOpType.DELETE,
+    "append": AlterConfigOpType.APPEND,
+    "subtract": AlterConfigOpType.SUBTRACT,
+}
 
 
 def _source_name(source: Any) -> str:
@@ -246,18 +252,18 @@ class AdminConnection:
         ]
 
     def alter_configs(
-        self, kind: str, name: str, changes: Mapping[str, str | None], timeout: float
+        self,
+        kind: str,
+        name: str,
+        changes: Mapping[str, tuple[str, str | None]],
+        timeout: float,
     ) -> None:
-        """Incrementally set (value) or reset to the default (``None``) config entries."""
+        """Change config entries incrementally: each ``(operation, value)``, the operation
+        ``"set"``, ``"delete"`` (back to the default), ``"append"`` or ``"subtract"`` (items
+        of a list config, comma-separated)."""
         entries = [
-            ConfigEntry(
-                key,
-                value,
-                incremental_operation=AlterConfigOpType.DELETE
-                if value is None
-                else AlterConfigOpType.SET,
-            )
-            for key, value in changes.items()
+            ConfigEntry(key, value, incremental_operation=_OPERATIONS[operation])
+            for key, (operation, value) in changes.items()
         ]
         resource = ConfigResource(_RESOURCE[kind], name, incremental_configs=entries)
         future = self._admin.incremental_alter_configs([resource], request_timeout=timeout)[

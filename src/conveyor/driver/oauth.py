@@ -17,26 +17,48 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from conveyor.errors import ConfigurationError
+from conveyor.oauth_settings import check_extensions, check_principal_name
 
-__all__ = ["OAuthCallback", "oauth_callback", "prime_token"]
+__all__ = ["OAuthCallback", "OAuthToken", "oauth_callback", "prime_token"]
 
 _log = logging.getLogger("conveyor.oauth")
+_SHAPE = "(token, expiry[, principal[, extensions]])"
+
+
+class OAuthToken(NamedTuple):
+    """What an ``oauth_token_provider`` returns (a plain tuple of the same shape does too):
+    the ``token``, its ``expiry`` (an aware ``datetime`` or seconds since the epoch), and
+    optionally the token's ``principal`` name (librdkafka names the token by it in its logs;
+    the broker takes the principal from the token itself) and the SASL ``extensions`` sent
+    with it when logging in (a mapping of names, letters only, to values of printable
+    ASCII; a broker or a proxy in front of it may ask for some, Confluent Cloud for
+    ``logicalCluster`` and ``identityPoolId``)."""
+
+    token: str
+    expiry: datetime | float
+    principal: str | None = None
+    extensions: Mapping[str, str] | None = None
+
+
+Answer = tuple[str, float] | tuple[str, float, str, dict[str, str]]
+"""What librdkafka gets: ``(token, seconds)``, or with the principal and the extensions."""
 
 
 class OAuthCallback:
     """librdkafka's ``oauth_cb``: ``(token, expiry in seconds since the epoch)`` from the
-    provider; counts the tokens it handed out (``issued``)."""
+    provider, with the principal name and the SASL extensions when it gives them; counts the
+    tokens it handed out (``issued``)."""
 
-    def __init__(self, provider: Callable[[], tuple[str, Any]]) -> None:
+    def __init__(self, provider: Callable[[], tuple[Any, ...]]) -> None:
         self.provider = provider
         self.issued = 0
         self._lock = threading.Lock()
-        self._primed: tuple[str, float] | None = None
+        self._primed: Answer | None = None
 
-    def __call__(self, _config: str | None = None) -> tuple[str, float]:
+    def __call__(self, _config: str | None = None) -> Answer:
         with self._lock:
             primed, self._primed = self._primed, None
         if primed is not None:
@@ -53,35 +75,47 @@ class OAuthCallback:
 
         Raises:
             ConfigurationError: the provider returned something other than ``(token, expiry)``
-                (``setting`` is ``oauth_token_provider``).
+                (with a principal name and SASL extensions, optionally), or a principal or an
+                extension librdkafka would refuse (``setting`` is ``oauth_token_provider``).
             Exception: what the provider raised, as it raised it.
         """
         try:
             token = self._fetch()
+        except ConfigurationError:
+            raise
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(
-                f"{exc}: an oauth_token_provider returns (token, expiry), the token a non-empty "
-                "string and the expiry an aware datetime or seconds since the epoch",
+                f"{exc}: an oauth_token_provider returns {_SHAPE} (an OAuthToken), the token "
+                "a non-empty string and the expiry an aware datetime or seconds since the epoch",
                 "oauth_token_provider",
             ) from exc
         with self._lock:
             self._primed = token
 
-    def _fetch(self) -> tuple[str, float]:
+    def _fetch(self) -> Answer:
         answer = self.provider()
-        if not isinstance(answer, tuple) or len(answer) != 2:
-            raise TypeError(
-                f"the oauth_token_provider returned {_shown(answer)}, not (token, expiry)"
-            )
-        token, expiry = answer
+        if not isinstance(answer, tuple) or not 2 <= len(answer) <= 4:
+            raise TypeError(f"the oauth_token_provider returned {_shown(answer)}, not {_SHAPE}")
+        token, expiry, principal, extensions = (*answer, None, None)[:4]
         if not isinstance(token, str) or not token:
             raise TypeError(
                 f"the oauth_token_provider returned {type(token).__name__}, not a token"
             )
         seconds = _seconds(expiry)
+        result: Answer = (token, seconds)
+        if principal is not None or extensions is not None:
+            where = "the oauth_token_provider's token"
+            result = (
+                token,
+                seconds,
+                "" if principal is None else check_principal_name(
+                    principal, "oauth_token_provider", where
+                ),
+                check_extensions(extensions or {}, "oauth_token_provider", where),
+            )  # fmt: skip
         with self._lock:
             self.issued += 1
-        return token, seconds
+        return result
 
     def __repr__(self) -> str:
         name = getattr(self.provider, "__qualname__", type(self.provider).__name__)
@@ -122,7 +156,7 @@ def oauth_callback(provider: Any, kafka: Mapping[str, Any]) -> OAuthCallback:
     """
     if not callable(provider):
         raise ConfigurationError(
-            f"oauth_token_provider must be a callable returning (token, expiry), not {provider!r}",
+            f"oauth_token_provider must be a callable returning {_SHAPE}, not {provider!r}",
             "oauth_token_provider",
         )
     mechanism = str(kafka.get("sasl.mechanism", kafka.get("sasl.mechanisms", "")))

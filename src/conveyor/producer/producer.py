@@ -141,7 +141,7 @@ class Producer(Dispatcher):
         reload_backoff: float = 1.0,
         serializer: Serializer | None = None,
         middleware: Sequence[Middleware] = (),
-        oauth_token_provider: Callable[[], tuple[str, Any]] | None = None,
+        oauth_token_provider: Callable[[], tuple[Any, ...]] | None = None,
     ) -> None:
         self.settings: ProducerSettings = build_settings(
             kafka,

@@ -2,8 +2,9 @@
 and a fast reader of W3C ``traceparent`` values for linking whole batches.
 
 Kafka headers are a list of ``(name, value)`` pairs whose values are bytes (as consumed) or
-str (as produced); names may repeat. Nothing here imports OpenTelemetry, so the parsing is
-usable (and testable) without the extra.
+str (as produced); names may repeat, and then the last one wins, as in ``Message.headers``
+(a hop that appends its own ``traceparent`` to headers it copied overrides the one before).
+Nothing here imports OpenTelemetry, so the parsing is usable (and testable) without the extra.
 """
 
 from __future__ import annotations
@@ -61,13 +62,19 @@ def _text(value: Any) -> str | None:
 class HeadersGetter:
     """OpenTelemetry's ``TextMapGetter`` over Kafka headers (a list of pairs, or ``None``).
 
-    Values that are not ASCII are ignored (a trace context header is ASCII by definition)."""
+    Of a repeated name, the last value is the one given (propagators read the first value
+    of the list, and the last header wins); one that is not ASCII counts as none (a trace
+    context header is ASCII by definition)."""
 
     def get(self, carrier: Sequence[tuple[str, Any]] | None, key: str) -> list[str] | None:
         if not carrier:
             return None
-        found = [text for name, value in carrier if name == key and (text := _text(value))]
-        return found or None
+        last: Any = None
+        for name, value in carrier:
+            if name == key:
+                last = value
+        text = _text(last)
+        return [text] if text else None
 
     def keys(self, carrier: Sequence[tuple[str, Any]] | None) -> list[str]:
         return [name for name, _value in carrier or ()]
@@ -81,13 +88,15 @@ class HeadersSetter:
 
 
 def traceparent_of(headers: Sequence[tuple[str, Any]] | None) -> tuple[int, int, int] | None:
-    """The ``(trace id, span id, flags)`` of the first ``traceparent`` header, or ``None``."""
+    """The ``(trace id, span id, flags)`` of the last ``traceparent`` header, or ``None``
+    (none, or the last one malformed)."""
     if not headers:
         return None
+    found: Any = None
     for name, value in headers:
         if name == TRACEPARENT:
-            return parse_traceparent(value)
-    return None
+            found = value
+    return parse_traceparent(found)
 
 
 def format_traceparent(trace_id: int, span_id: int, flags: int) -> str:

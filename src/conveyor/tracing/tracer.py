@@ -48,6 +48,7 @@ from conveyor.tracing.sampling import (
     root_decider,
 )
 from conveyor.tracing.semconv import error_type, key_text, mark_failed
+from conveyor.tracing.sink_spans import SinkSpans, sink_attributes
 
 if TYPE_CHECKING:
     from conveyor.instrumentation import Event, Monitor
@@ -449,7 +450,7 @@ class Tracing:
         return api.trace.set_span_in_context(remote, api.context.Context())
 
     def _remote_parent(self, headers: Sequence[tuple[str, Any]] | None) -> Any:
-        """With the plain W3C propagator, the span of the ``traceparent`` in ``headers``
+        """With the plain W3C propagator, the span of the (last) ``traceparent`` in ``headers``
         (``None`` for none or a malformed one), read without the propagator; ``False`` when
         the propagator must read them (``tracestate`` or ``baggage`` is there too). An
         unsampled parent is a :class:`~conveyor.tracing.carried.CarriedSpan` (its ids read
@@ -459,8 +460,7 @@ class Tracing:
         found: Any = _NONE
         for name, value in headers or ():
             if name == TRACEPARENT:
-                if found is _NONE:
-                    found = value
+                found = value  # the last one wins, as in Message.headers
             elif name in CONTEXT_HEADERS:
                 return False  # tracestate or baggage: the propagator reads them all
         if found is _NONE:
@@ -508,7 +508,7 @@ class Tracing:
 
     # -- sinks ------------------------------------------------------------------------------------
 
-    def sink_delivered(
+    def sink_handing(
         self,
         topic: str,
         group: str,
@@ -516,48 +516,19 @@ class Tracing:
         batch: Sequence[Any],
         polled: Sequence[float],
         handed: float,
-        acknowledged: float,
-        failures: dict[int, tuple[str, str]],
-    ) -> None:
-        """Per record of a sink's batch, children of its creation context: ``queued {topic}``
-        (polled → handed to the sink) and ``published {topic}`` (handed → acknowledged, with
-        ``error.type`` when the sink did not deliver it: ``failures`` maps a position to its
-        error type and message). Times are
-        wall-clock seconds; ``polled`` per record."""
+    ) -> SinkSpans | None:
+        """The spans of a sink's batch of raw messages, per record children of its creation
+        context: ``queued {topic}`` (``polled``, per record, → ``handed``) and ``published
+        {topic}``, open until the sink acknowledged (``SinkSpans.end``); ``None`` while
+        tracing is off. Times are wall-clock seconds."""
         api = self._api
         if api is None or not self.enabled:
-            return
-        tracer = self._tracer
-        handed_ns, acknowledged_ns = int(handed * 1e9), int(acknowledged * 1e9)
-        for index, raw in enumerate(batch):
-            parent = self.context_of(raw)
-            attributes: dict[str, Any] = {
-                sc.SYSTEM: sc.KAFKA,
-                sc.DESTINATION: topic,
-                sc.PARTITION: str(raw.partition()),
-                sc.OFFSET: raw.offset(),
-                sc.CONSUMER_GROUP: group,
-                "conveyor.sink": sink,
-            }
-            queued = tracer.start_span(
-                f"queued {topic}",
-                context=parent,
-                kind=api.SpanKind.INTERNAL,
-                attributes=attributes,
-                start_time=min(int(polled[index] * 1e9), handed_ns),
-            )
-            queued.end(end_time=handed_ns)
-            published = tracer.start_span(
-                f"published {topic}",
-                context=parent,
-                kind=api.SpanKind.PRODUCER,
-                attributes=attributes,
-                start_time=handed_ns,
-            )
-            failure = failures.get(index)
-            if failure is not None:
-                mark_failed(api, published, *failure)
-            published.end(end_time=acknowledged_ns)
+            return None
+        parents = [self.context_of(raw) for raw in batch]
+        attributes = [
+            sink_attributes(topic, group, sink, raw.partition(), raw.offset()) for raw in batch
+        ]
+        return SinkSpans(api, self._tracer, topic, parents, attributes, polled, handed)
 
     # -- settling ---------------------------------------------------------------------------------
 

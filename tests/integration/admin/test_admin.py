@@ -272,3 +272,22 @@ def test_lags_show_a_partition_stuck_on_its_first_message(
         while lags().get(0) != (3, 0) and time.monotonic() < deadline:
             time.sleep(0.2)  # polling the broker's view of the group (bounded), not a wait path
         assert lags() == {0: (3, 0), 1: (None, 3)}
+
+
+def test_items_are_appended_to_and_subtracted_from_a_list_config(admin: Admin, new_topic) -> None:
+    topic = new_topic()
+    appended = admin.alter_configs("topic", topic, append={"cleanup.policy": ["compact"]})
+    assert appended == [
+        ConfigChange("cleanup.policy", "delete", "delete,compact", "DYNAMIC_TOPIC_CONFIG")
+    ]
+    # set and subtract in one call, each on its own config
+    both = admin.alter_configs(
+        "topic", topic, {"retention.ms": "3600000"}, subtract={"cleanup.policy": "delete"}
+    )
+    assert [(change.name, change.after) for change in both] == [
+        ("retention.ms", "3600000"),
+        ("cleanup.policy", "compact"),
+    ]
+    assert admin.describe_configs("topic", topic)["cleanup.policy"].value == "compact"
+    with pytest.raises(KafkaError, match=r"retention\.ms"):
+        admin.alter_configs("topic", topic, append={"retention.ms": "1"})

@@ -261,3 +261,83 @@ def test_configs_alter_sets_and_resets_a_dynamic_broker_config(
     nothing = CliRunner().invoke(cli, ["configs", "alter", "broker", broker])
     assert nothing.exit_code == 2
     assert current()["source"] == start["source"], "refused changes never reached the broker"
+
+
+def test_configs_alter_appends_to_and_subtracts_from_a_list_config(
+    kafka_bootstrap: str, kafka_admin: Admin, new_topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cleanup.policy`` is a list: --append adds ``compact`` beside the default ``delete``,
+    --subtract takes it away again, each leaving the list's other item as it was."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    topic = new_topic()
+
+    def policy() -> list[str]:
+        value = kafka_admin.describe_configs("topic", topic)["cleanup.policy"].value or ""
+        return sorted(value.split(","))
+
+    assert policy() == ["delete"]
+    appended = run("configs", "alter", "topic", topic, "--append", "cleanup.policy=compact")
+    assert appended.exit_code == 0, appended.output
+    assert policy() == ["compact", "delete"]
+    row = next(line for line in appended.output.splitlines() if "cleanup.policy" in line)
+    assert [cell.strip() for cell in row.strip("│ ").split("│")][:3] == [
+        "cleanup.policy", "delete", "delete,compact",
+    ]  # fmt: skip
+    subtracted = run(
+        "configs", "alter", "topic", topic, "--subtract", "cleanup.policy=delete", "--json"
+    )
+    assert subtracted.exit_code == 0, subtracted.output
+    assert policy() == ["compact"]
+    assert json.loads(subtracted.output) == [
+        {"name": "cleanup.policy", "before": "delete,compact", "after": "compact",
+         "source": "DYNAMIC_TOPIC_CONFIG"}
+    ]  # fmt: skip
+
+    # a config that is no list: Kafka refuses, naming it; the value stays
+    refused = CliRunner().invoke(
+        cli, ["configs", "alter", "topic", topic, "--append", "retention.ms=5"]
+    )
+    assert refused.exit_code == 1
+    assert "retention.ms" in refused.output
+    twice = CliRunner().invoke(
+        cli, ["configs", "alter", "topic", topic, "--append", "cleanup.policy=delete",
+              "--subtract", "cleanup.policy=compact"],
+    )  # fmt: skip
+    assert twice.exit_code == 2
+    assert "'cleanup.policy' is changed twice" in twice.output
+    assert policy() == ["compact"]
+
+
+def test_topics_alter_grows_partitions_and_changes_configs(
+    kafka_bootstrap: str, kafka_admin: Admin, new_topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`conveyor topics alter NAME`: the command a Karafka user looks for to change one
+    topic (partitions up, configs set, reset, appended to), refusing to shrink it."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    topic = new_topic(partitions=2, config={"retention.ms": "86400000"})
+    altered = run(
+        "topics", "alter", topic, "--partitions", "4", "--config", "max.message.bytes=2000000",
+        "--reset", "retention.ms", "--append", "cleanup.policy=compact", "--json",
+    )  # fmt: skip
+    assert altered.exit_code == 0, altered.output
+    done = json.loads(altered.output)
+    assert done["partitions"] == {"before": 2, "after": 4}
+    after = {change["name"]: change["after"] for change in done["configs"]}
+    assert after.keys() == {"max.message.bytes", "retention.ms", "cleanup.policy"}
+    assert (after["max.message.bytes"], after["cleanup.policy"]) == ("2000000", "delete,compact")
+    assert kafka_admin.topic_info(topic).partition_count == 4
+    configs = kafka_admin.describe_configs("topic", topic)
+    assert configs["max.message.bytes"].value == "2000000"
+    assert configs["retention.ms"].default, "the override deleted"
+    assert configs["cleanup.policy"].value == "delete,compact"
+
+    same = run("topics", "alter", topic, "--partitions", "4")
+    assert same.exit_code == 0, same.output
+    assert "4 partitions (unchanged)" in same.output
+    shrink = CliRunner().invoke(cli, ["topics", "alter", topic, "--partitions", "3"])
+    assert shrink.exit_code == 2
+    assert "Kafka cannot shrink a topic" in shrink.output
+    assert kafka_admin.topic_info(topic).partition_count == 4
+    nothing = CliRunner().invoke(cli, ["topics", "alter", topic])
+    assert nothing.exit_code == 2
+    assert "nothing to change" in nothing.output

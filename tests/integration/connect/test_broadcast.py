@@ -307,3 +307,68 @@ def test_a_batch_client_gets_waiting_records_as_arrays_in_order(
     assert all(isinstance(message, list) for message in messages), "records come in arrays"
     seqs = [record["payload"]["seq"] for message in messages for record in message]
     assert seqs == list(range(2_000))
+
+
+def test_a_client_continues_the_trace_of_each_record_it_is_pushed(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """With tracing on, each pushed record (WebSocket and SSE) holds the ``traceparent`` of
+    the span that delivered it (``published {topic}``, in the producer's trace): a client that
+    extracts it and starts a span continues that trace. Without tracing, none is added."""
+    from opentelemetry.propagate import extract  # noqa: PLC0415 - the otel extra
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: PLC0415
+
+    from integration.tracing.test_tracing import Spans  # noqa: PLC0415
+
+    topic = new_topic(partitions=1)
+    exporter = Spans()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sink = Broadcast(port=0)
+    app = make_app(kafka_bootstrap, topic, sink, lanes=2)
+    app.tracing.enable(tracer_provider=provider)
+    loop = ClientLoop()
+    try:
+        with running(app):
+            socket_ = loop.run(subscribed(f"ws://127.0.0.1:{sink.port}/ws", ["traced"]))
+            waiting = loop.start(receive(socket_, 1))
+            with (
+                httpx.Client(timeout=30) as client,
+                client.stream(
+                    "GET", f"http://127.0.0.1:{sink.port}/sse", params={"channel": "traced"}
+                ) as response,
+            ):
+                lines = response.iter_lines()
+                assert next(lines) == ": subscribed"
+                app.producer.produce_sync(topic=topic, key="traced", payload={"n": 1})
+                event = json.loads(next(line for line in lines if line.startswith("data: "))[6:])
+            [pushed] = waiting.result(60)
+            loop.run(socket_.close())
+            app.tracing.disable()
+            plain = loop.run(subscribed(f"ws://127.0.0.1:{sink.port}/ws", ["plain"]))
+            waiting = loop.start(receive(plain, 1))
+            app.producer.produce_sync(topic=topic, key="plain", payload={"n": 2})
+            [untraced] = waiting.result(60)
+            loop.run(plain.close())
+        exporter.wait_for(lambda done: any(s.name == f"published {topic}" for s in done))
+    finally:
+        loop.close()
+    send = exporter.one(f"send {topic}")
+    published = exporter.one(f"published {topic}")
+    assert pushed["payload"] == event["payload"] == {"n": 1}
+    assert pushed["traceparent"] == event["traceparent"], "the same delivery, either way"
+    assert pushed["headers"]["traceparent"] != pushed["traceparent"], "the producer's, as it came"
+    assert "traceparent" not in untraced, "tracing off: the record as before"
+
+    # what the client does: the pushed context is the parent of its own span
+    tracer = provider.get_tracer("browser")
+    with tracer.start_as_current_span(
+        "render order", context=extract({"traceparent": pushed["traceparent"]})
+    ) as rendered:
+        pass
+    provider.shutdown()
+    assert published.context.trace_id == send.context.trace_id, "the sink's span: the same trace"
+    assert rendered.get_span_context().trace_id == send.context.trace_id
+    assert rendered.parent is not None
+    assert rendered.parent.span_id == published.context.span_id, "a child of the sink's span"

@@ -367,3 +367,52 @@ def lines_of(directory: Path) -> list[dict[str, Any]]:
         for path in sorted(directory.glob("*.jsonl"))
         for line in path.read_text().splitlines()
     ]
+
+
+class Calls:
+    """A sink that records each ``deliver`` call: when (monotonic) and which offsets."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, list[int]]] = []
+        self.changed = threading.Condition()
+
+    def open(self) -> None: ...
+
+    def deliver(self, records: Any) -> None:
+        with self.changed:
+            self.calls.append((time.monotonic(), [record.offset for record in records]))
+            self.changed.notify_all()
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def wait_for(self, offsets: int, timeout: float = 60) -> list[tuple[float, list[int]]]:
+        with self.changed:
+            assert self.changed.wait_for(
+                lambda: sum(len(o) for _, o in self.calls) >= offsets, timeout
+            ), self.calls
+            return list(self.calls)
+
+
+def test_a_batch_interval_gathers_records_into_one_write_and_a_lone_one_still_goes(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """``batch_interval=3``: five records produced one by one (each acknowledged before the
+    next, so a fetch may bring them one at a time) reach the sink in one ``deliver`` call;
+    a record produced alone after them is written on its own once the interval has passed
+    (no sooner, and not lost)."""
+    topic = new_topic(partitions=1)
+    interval = 3.0
+    sink = Calls()
+    app = make_app(kafka_bootstrap, concurrency=2)
+    app.routes.sink(topic, sink, batch_interval=interval, lanes=2)
+    with running(app):
+        for seq in range(5):
+            app.producer.produce_sync(topic=topic, key="k", payload={"seq": seq})
+        assert sink.wait_for(5) == [(sink.calls[0][0], [0, 1, 2, 3, 4])], "one write"
+        produced = time.monotonic()
+        app.producer.produce_sync(topic=topic, key="k", payload={"seq": 5})
+        calls = sink.wait_for(6)
+    assert [offsets for _, offsets in calls] == [[0, 1, 2, 3, 4], [5]]
+    assert calls[1][0] - produced >= interval, "held for the interval, then written"

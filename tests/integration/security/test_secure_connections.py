@@ -15,15 +15,17 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from starlette.testclient import TestClient
 
-from conveyor import Admin, App, Consumer, KafkaError, Producer
+from conveyor import Admin, App, Consumer, KafkaError, OAuthToken, Producer
+from conveyor.admin.acls import Acl
 from conveyor.errors import ConfigurationError, ConveyorError
+from conveyor.oauth_settings import unsecured_jwt_config
 from conveyor.rpc import Client, Handlers
 from helpers import conveyor_cli, free_ports
 
@@ -280,7 +282,7 @@ def test_a_standalone_producer_gets_its_tokens_from_its_own_provider(
     with pytest.raises(ConfigurationError, match="returned NoneType, not a token") as refused:
         Producer(settings, oauth_token_provider=lambda: (None, time.time() + 60))
     assert refused.value.setting == "oauth_token_provider"
-    with pytest.raises(ConfigurationError, match=r"returned str, not \(token, expiry\)"):
+    with pytest.raises(ConfigurationError, match=r"returned str, not \(token, expiry\[, principal"):
         Producer(settings, oauth_token_provider=lambda: "just a token")
     assert time.monotonic() - started < 5, "refused at once, not after librdkafka's wait"
 
@@ -291,6 +293,49 @@ def test_a_standalone_producer_gets_its_tokens_from_its_own_provider(
     ):
         bad.produce_sync(topic=topic, payload=b"x")
     assert time.monotonic() - started < 10, "a refused token fails fast"
+
+
+def test_the_principal_name_and_sasl_extensions_reach_the_broker(
+    secure: dict[str, Any],
+) -> None:
+    """Only ``User:alice`` may write the topic (an ACL). An unsecured JWT that librdkafka
+    makes from ``unsecured_jwt_config("alice", extensions)`` writes it, and so does a token
+    from a provider that returns an ``OAuthToken`` with a principal and extensions; the same
+    as ``bob`` is refused: the principal is the broker's, and the extensions go along with the
+    login (the broker's unsecured validator accepts any, and shows none)."""
+    topic = new_topic(secure)
+    with Admin({"bootstrap.servers": secure["plain"]}) as admin:
+        admin.create_acls([Acl("topic", topic, "User:alice", op) for op in ("write", "describe")])
+    oauth = secure["ways"]["SASL_PLAINTEXT, OAUTHBEARER (unsecured JWT)"]
+    extensions = {"traceId": "abc123", "tenant": "eu"}
+
+    def unsecured(principal: str) -> dict[str, Any]:
+        return {**oauth, "enable.sasl.oauthbearer.unsecure.jwt": True,
+                "sasl.oauthbearer.config": unsecured_jwt_config(principal, extensions)}  # fmt: skip
+
+    deadline = time.monotonic() + 60
+    assert "AUTHORIZATION" in refused(unsecured("bob"), topic, deadline).upper(), "bob may not"
+    with Producer(unsecured("alice")) as producer:
+        producer.produce_sync(topic=topic, payload=b"as alice, unsecured", timeout=30)
+
+    def provider(subject: str) -> Callable[[], OAuthToken]:
+        def token() -> OAuthToken:
+            jwt, expiry = unsecured_jwt(subject, 60.0)
+            return OAuthToken(jwt, expiry, principal=subject, extensions=extensions)
+
+        return token
+
+    with Producer(oauth, oauth_token_provider=provider("alice")) as producer:
+        producer.produce_sync(topic=topic, payload=b"as alice, provided", timeout=30)
+    with (
+        pytest.raises(ConveyorError, match=r"(?i)authorization"),
+        Producer(oauth, oauth_token_provider=provider("bob")) as producer,
+    ):
+        producer.produce_sync(topic=topic, payload=b"as bob", timeout=30)
+    with Admin({"bootstrap.servers": secure["plain"]}) as admin:
+        written = [m.raw_payload for m in admin.read_topic(topic, 0, count=20)]
+    # ("{}": bob's writes while the ACL was on its way to the broker)
+    assert [p for p in written if p != b"{}"] == [b"as alice, unsecured", b"as alice, provided"]
 
 
 def test_no_output_shows_a_secret(

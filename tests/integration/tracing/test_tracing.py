@@ -302,6 +302,49 @@ def test_a_malformed_traceparent_starts_a_new_trace_and_loses_nothing(
     assert trace.get_current_span() is trace.INVALID_SPAN
 
 
+def test_of_two_traceparent_headers_the_last_one_is_the_parent(
+    kafka_bootstrap: str, new_topic, spans
+) -> None:
+    """A message that carries two ``traceparent`` headers (a hop that appended its own to the
+    headers it copied) continues the trace of the last one, as ``Message.headers`` reads the
+    last value of a repeated name; with ``tracestate`` too, the propagator reads it the same."""
+    provider, exported = spans
+    topic = new_topic()
+    older = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    newer = "00-" + "c" * 32 + "-" + "d" * 16 + "-01"
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_sync(
+            topic=topic, payload=b"fast", headers=[("traceparent", older), ("traceparent", newer)]
+        )
+        producer.produce_sync(
+            topic=topic,
+            payload=b"propagator",
+            headers=[("traceparent", older), ("tracestate", "v=1"), ("traceparent", newer)],
+        )
+    seen = Record()
+
+    class Reader(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                assert message.headers["traceparent"] == newer.encode()
+            seen.add(*(message.offset for message in self.messages))
+
+    app = make_app(kafka_bootstrap, max_messages=1)
+    app.routes.topic(topic, Reader)
+    app.tracing.enable(tracer_provider=provider)
+    with running(app):
+        assert seen.wait_for(lambda offsets: sorted(set(offsets)) == [0, 1])
+        exported.wait_for(lambda done: sum(s.name == f"process {topic}" for s in done) >= 2)
+    processes = exported.named(f"process {topic}")
+    assert len(processes) == 2
+    for process in processes:
+        assert process.parent is not None
+        assert (process.parent.trace_id, process.parent.span_id) == (
+            int("c" * 32, 16),
+            int("d" * 16, 16),
+        )
+
+
 def test_a_failing_send_hook_or_tracer_never_stops_a_message(
     kafka_bootstrap: str, new_topic, read_messages
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import conveyor.admin.admin as admin_module
-from conveyor.admin import Admin
+from conveyor.admin import Admin, configs
 from conveyor.errors import ConfigurationError, KafkaError
 
 WATERMARKS = {("orders", 0): (10, 40), ("orders", 1): (0, 0), ("orders", 2): (5, 35)}
@@ -78,8 +78,44 @@ def test_malformed_config_changes_are_refused_and_named(
     assert refused.value.setting == named
 
 
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"append": {"retention.ms": ""}}, "retention.ms"),
+        ({"append": {"retention.ms": []}}, "retention.ms"),
+        ({"subtract": {"retention.ms": [1]}}, "retention.ms"),
+        ({"append": ["retention.ms"]}, "append"),
+        ({"append": {"retention.mss": "a"}}, "retention.mss"),
+        ({"changes": {"retention.ms": "1"}, "subtract": {"retention.ms": "a"}}, "retention.ms"),
+        ({"append": {}, "subtract": {}}, "changes"),
+    ],
+)
+def test_malformed_appends_and_subtractions_are_refused_and_named(
+    admin: Admin, arguments: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        admin.alter_configs("topic", "orders", **arguments)
+    assert refused.value.setting == named
+
+
+def test_each_change_goes_to_the_broker_with_its_operation() -> None:
+    current = {"a": configs.ConfigValue("a", "x", False, False, False, "DYNAMIC_TOPIC_CONFIG", [])}
+    current |= {name: current["a"] for name in ("b", "c", "d")}
+    assert configs.check_changes(
+        "topic", "t", {"a": "1", "b": None}, current,
+        append={"c": ["p", "q,r"]}, subtract={"d": " s "},
+    ) == {
+        "a": ("set", "1"), "b": ("delete", None), "c": ("append", "p,q,r"),
+        "d": ("subtract", "s"),
+    }  # fmt: skip
+    listed = configs.ConfigValue("c", "delete,compact", False, False, False, "X", [])
+    assert configs.shows(listed, "append", "compact", "topic")
+    assert not configs.shows(listed, "subtract", "compact", "topic")
+    assert configs.shows(listed, "subtract", "other", "topic")
+
+
 def entry(value: str, source: str, synonyms: list[tuple[str, str | None]]) -> Any:
-    return admin_module.ConfigValue(
+    return configs.ConfigValue(
         "log.cleaner.backoff.ms", value, source == "DEFAULT_CONFIG", False, False, source, synonyms
     )
 
@@ -87,8 +123,8 @@ def entry(value: str, source: str, synonyms: list[tuple[str, str | None]]) -> An
 def test_a_reset_shows_once_the_default_is_in_force_not_just_the_source() -> None:
     """A broker drops a deleted override from its metadata before it applies the default."""
     default = [("log.cleaner.backoff.ms", "15000")]
-    assert not admin_module._reset(entry("15001", "DYNAMIC_BROKER_CONFIG", default), "broker")
-    assert not admin_module._reset(entry("15001", "DEFAULT_CONFIG", default), "broker"), "stale"
-    assert admin_module._reset(entry("15000", "DEFAULT_CONFIG", default), "broker")
-    assert admin_module._reset(entry("4", "STATIC_BROKER_CONFIG", [("n", "8")]), "broker")
-    assert not admin_module._reset(entry("1", "DYNAMIC_TOPIC_CONFIG", []), "topic")
+    assert not configs.reset(entry("15001", "DYNAMIC_BROKER_CONFIG", default), "broker")
+    assert not configs.reset(entry("15001", "DEFAULT_CONFIG", default), "broker"), "stale"
+    assert configs.reset(entry("15000", "DEFAULT_CONFIG", default), "broker")
+    assert configs.reset(entry("4", "STATIC_BROKER_CONFIG", [("n", "8")]), "broker")
+    assert not configs.reset(entry("1", "DYNAMIC_TOPIC_CONFIG", []), "topic")

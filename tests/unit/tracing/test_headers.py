@@ -81,11 +81,15 @@ def test_a_later_version_may_append_fields() -> None:
     assert parse_traceparent("01" + VALID[2:] + "-more") is not None
 
 
-def test_the_first_traceparent_header_counts() -> None:
-    headers = [("other", b"x"), ("traceparent", VALID.encode()), ("traceparent", b"junk")]
-    assert traceparent_of(headers) is not None
+def test_the_last_traceparent_header_wins() -> None:
+    other = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    headers = [("traceparent", VALID.encode()), ("other", b"x"), ("traceparent", other.encode())]
+    assert traceparent_of(headers) == (int("1" * 32, 16), int("2" * 16, 16), 1)
     assert traceparent_of(None) is None
     assert traceparent_of([("traceparent", b"junk")]) is None
+    assert traceparent_of([("traceparent", VALID), ("traceparent", b"junk")]) is None, (
+        "the last one is malformed: no context, as for a lone malformed one"
+    )
 
 
 def test_without_context_drops_every_context_header_and_keeps_the_rest() -> None:
@@ -102,10 +106,11 @@ def test_without_context_drops_every_context_header_and_keeps_the_rest() -> None
 
 def test_the_getter_reads_ascii_values_and_the_setter_appends() -> None:
     getter, setter = HeadersGetter(), HeadersSetter()
-    carrier: list[tuple[str, object]] = [("k", b"v1"), ("k", "v2"), ("k", b"\xff"), ("x", None)]
-    assert getter.get(carrier, "k") == ["v1", "v2"]
+    carrier: list[tuple[str, object]] = [("k", b"v1"), ("k", "v2"), ("x", None)]
+    assert getter.get(carrier, "k") == ["v2"], "the last of a repeated name"
+    assert getter.get([*carrier, ("k", b"\xff")], "k") is None, "the last is not ASCII"
     assert getter.get(carrier, "x") is None
     assert getter.get(None, "k") is None
-    assert getter.keys(carrier) == ["k", "k", "k", "x"]
+    assert getter.keys(carrier) == ["k", "k", "x"]
     setter.set(carrier, "traceparent", VALID)
     assert carrier[-1] == ("traceparent", VALID)

@@ -63,6 +63,28 @@ def test_a_batch_of_one_is_its_message_child_and_skips_bad_context(traced) -> No
     assert not bad.links
 
 
+@pytest.mark.parametrize("tracestate", [False, True], ids=["w3c-fast-path", "propagator"])
+def test_of_several_traceparent_headers_the_last_one_is_the_parent(
+    traced, tracestate: bool
+) -> None:
+    tracing, exporter, _ = traced
+    headers = [("traceparent", traceparent(5, 6)), ("traceparent", traceparent(7, 8))]
+    if tracestate:  # the propagator reads the headers then, not Conveyor's own reader
+        headers.append(("tracestate", b"vendor=value"))
+    with tracing.processing("orders", 0, "g", [FakeRaw(7, headers)]):
+        pass
+    message = Message(FakeRaw(8, headers), Deserializers())
+    with tracing.message_span(message):
+        pass
+    batch = [FakeRaw(9, headers), FakeRaw(10)]
+    with tracing.processing("orders", 0, "g", batch):
+        pass
+    alone, one, linked = exporter.get_finished_spans()
+    for span in (alone, one):
+        assert (span.parent.trace_id, span.parent.span_id) == (7, 8)
+    assert [(link.context.trace_id, link.context.span_id) for link in linked.links] == [(7, 8)]
+
+
 def test_a_failure_is_recorded_and_the_span_stays_current_until_exit(traced) -> None:
     tracing, exporter, _ = traced
     span = tracing.processing("orders", 0, "g", [FakeRaw(0)]).__enter__()

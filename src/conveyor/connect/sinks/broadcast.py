@@ -12,6 +12,11 @@ client. A client that cannot keep up (its queue of ``queue_size`` messages is fu
 dropped, with close code 1013 (try again later), and never slows the others; a client that
 sends something that is not a subscription is closed with 1002 (protocol error). A
 subscription to a channel no record goes to receives nothing.
+
+With tracing on (``app.tracing.enable()``), each record's JSON also holds ``"traceparent"``
+(``trace_field``): the W3C context of the span that delivered it (``published {topic}``, in
+the record's trace), for the client to continue the trace from. Without tracing, records are
+pushed as before.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.connect.sink import Reject, Result
 from conveyor.connect.sinks.records import encoded_record, record_json
+from conveyor.connect.trace_context import delivery_traceparent
 from conveyor.errors import ConfigurationError
+from conveyor.serialization import json_dumps
 
 if TYPE_CHECKING:
     from conveyor.messages import Message
@@ -84,6 +91,10 @@ class Broadcast:
             :func:`~conveyor.connect.sinks.records.record_json`).
         queue_size: records waiting for one client, at most; a client that lets it fill is
             dropped (close code 1013) and never slows the others.
+        trace_field: with tracing on, the field of each record's JSON object that holds the
+            W3C ``traceparent`` of the span that delivered it (``None``: none is added; an
+            ``encode`` that makes something other than an object, or has that field already,
+            gets none either).
     """
 
     def __init__(
@@ -94,8 +105,15 @@ class Broadcast:
         channel: Callable[[Message], str] = _key_channel,
         encode: Callable[[Message], Any] = record_json,
         queue_size: int = 1_000,
+        trace_field: str | None = "traceparent",
     ) -> None:
+        if trace_field is not None and (not isinstance(trace_field, str) or not trace_field):
+            raise ConfigurationError(
+                f"Broadcast: trace_field must be a field name or None, got {trace_field!r}",
+                "trace_field",
+            )
         self.host = host
+        self.trace_field = trace_field
         self.port = port
         self._channel = channel
         self._encode = encode
@@ -165,9 +183,14 @@ class Broadcast:
     def deliver(self, records: Sequence[Message]) -> list[Result]:
         results: list[Result] = []
         outgoing: list[tuple[str, str]] = []
+        field = self.trace_field
         for record in records:
             try:
-                text = encoded_record(record, self._encode).decode("utf-8")
+                traceparent = None if field is None else delivery_traceparent(record)
+                if field is None or traceparent is None:
+                    text = encoded_record(record, self._encode).decode("utf-8")
+                else:
+                    text = self._traced(record, field, traceparent)
                 outgoing.append((self._channel(record), text))
             except Exception as error:
                 results.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))
@@ -177,6 +200,13 @@ class Broadcast:
         if outgoing and loop is not None:
             loop.call_soon_threadsafe(self._fan_out, outgoing)
         return results
+
+    def _traced(self, record: Message, field: str, traceparent: str) -> str:
+        """``record`` as JSON with the context of the span delivering it in ``field``."""
+        document = self._encode(record)
+        if isinstance(document, dict) and field not in document:
+            document = {**document, field: traceparent}
+        return json_dumps(document).decode("utf-8")
 
     def _fan_out(self, outgoing: list[tuple[str, str]]) -> None:
         """On the server's loop: put each text in its channel's subscribers' queues."""

@@ -50,11 +50,14 @@ def _payload_view(value: bytes | None) -> dict[str, Any]:
 
 
 def _preview(view: dict[str, Any], limit: int) -> tuple[str, bool]:
-    """The first ``limit`` characters of a view's text (its hex when binary), and whether
-    that cut something off."""
+    """The first ``limit`` characters of a view's text (its hex when binary, cut after a
+    whole byte), and whether that cut something off."""
     text = view.get("text")
-    whole = (text if text is not None else view.get("hex")) or ""
-    return whole[:limit], len(whole) > limit
+    if text is not None:
+        return text[:limit], len(text) > limit
+    whole = view.get("hex") or ""
+    cut = whole[: (limit + 1) // 3 * 3 - 1]  # "ff fe 0" would end in half a byte
+    return cut, len(whole) > len(cut)
 
 
 def message_view(raw: Any, full: bool = True) -> dict[str, Any]:

@@ -136,6 +136,7 @@ def test_a_listing_cuts_a_long_key_and_keeps_it_whole_for_the_tooltip_and_the_me
     assert (short["preview"], short["cut"]) == ("customer-2", False)
     binary = message_view(FakeRaw(3, key=b"\xff" * 100, value=b"{}"), full=False)["key"]
     assert (binary["kind"], binary["cut"], binary["preview"][:8]) == ("binary", True, "ff ff ff")
+    assert binary["preview"] == " ".join(["ff"] * 21), "whole bytes only"
     none = message_view(FakeRaw(4, key=None, value=b"{}"), full=False)["key"]
     assert (none["preview"], none["cut"]) == ("", False)
     assert "preview" not in message_view(FakeRaw(1, key=long_key.encode(), value=b"{}"))["key"]
@@ -156,7 +157,8 @@ def test_a_listing_cuts_a_long_key_and_keeps_it_whole_for_the_tooltip_and_the_me
     cell = f'<td class="message key" title="{long_key}">{long_key[:KEY_PREVIEW]}…</td>'
     assert cell in shown, "cut, with the whole key as the tooltip"
     assert '<td class="message key">customer-2</td>' in shown, "a short key whole, no tooltip"
-    assert '<td class="message key" title="ff fe 01">(binary)</td>' in shown
+    binary_cell = '<td class="message key" title="ff fe 01"><code>ff fe 01</code> <span class="badge stopped">binary</span></td>'
+    assert binary_cell in shown, "a binary key: the start of its hex, readable"
     whole = _environment().get_template("explorer_message.html").render(
         message=message_view(FakeRaw(1, key=long_key.encode(), value=b"{}")), topic="t", base="",
         title="m", client_id="c", active="explorer", csrf_field="csrf_token", csrf_token="t",
