@@ -1559,6 +1559,47 @@ MUTATIONS = (
             "tests/integration/web/test_browser_keys.py::test_long_and_binary_keys_stay_in_the_layout_and_are_reachable_whole",
         ),
     ),
+    Mutation(
+        "rpc: models inside an optional or a container (Order | None, list[Order]) arrive as dicts",
+        "conveyor/rpc/arguments.py",
+        (
+            (
+                '            if name != "return" and models_in(hint)\n',
+                '            if name != "return" and models_in(hint) == [hint]\n',
+            ),
+        ),
+        (
+            "tests/unit/rpc/test_arguments.py::test_models_inside_optionals_and_containers_arrive_as_instances",
+            "tests/integration/models/test_typed_messages.py::test_rpc_arguments_with_models_inside_optionals_and_lists_arrive_as_instances",
+        ),
+    ),
+    Mutation(
+        "asyncapi: two models of one name are one component (the first met)",
+        "conveyor/asyncapi/schemas.py",
+        (
+            (
+                "        placed = self._placed.get(identity)\n",
+                "        placed = self._placed.get(identity) or (_key(name) if _key(name) in self._owners else None)\n",
+            ),
+        ),
+        (
+            "tests/unit/asyncapi/test_document.py::test_models_of_one_name_from_two_modules_are_two_components",
+        ),
+    ),
+    Mutation(
+        "testing: a typed route's invalid payload raises in consume() instead of taking the route's policy",
+        "conveyor/testing/partition.py",
+        (
+            (
+                "        if not self.route.deserializers.validates:\n",
+                "        if True:\n",
+            ),
+        ),
+        (
+            "tests/unit/testing/test_typed_routes.py::test_an_invalid_payload_goes_to_the_dlq_at_once_and_the_others_are_consumed_in_order",
+            "tests/unit/examples/test_shop.py::test_an_order_that_does_not_fit_the_model_goes_to_the_dlq_and_charges_nothing",
+        ),
+    ),
 )
 
 

@@ -78,9 +78,11 @@ class _Document:
 
     def route_message(self, channel: str, payload_model: Any, key_model: Any) -> dict[str, str]:
         """The message of a route: its models' schemas, or JSON of any shape."""
-        name = _name(payload_model) if payload_model is not None else f"{channel}_message"
         body: dict[str, Any] = {"contentType": "application/json"}
         body["payload"] = self.book.of(payload_model)
+        name = f"{channel}_message"
+        if payload_model is not None:  # named as its schema is, apart from a namesake's
+            name = self.book.name_of(payload_model) or _name(payload_model)
         if key_model is not None:
             body["bindings"] = {
                 "kafka": {"key": self.book.of(key_model), "bindingVersion": BINDING}
@@ -95,6 +97,10 @@ def asyncapi_document(app: Any, title: str | None = None, version: str = "1.0.0"
     document = _Document()
     for route in app.routes:
         _add_route(document, route)
+    if document.book.clashes:  # two classes of one name: again, each named by its module
+        document = _Document(SchemaBook(qualify=frozenset(document.book.clashes)))
+        for route in app.routes:
+            _add_route(document, route)
     kafka = dict(app.settings.kafka)
     servers, schemes = _servers(kafka)
     result: dict[str, Any] = {

@@ -14,9 +14,10 @@ from conveyor.models.codecs import (
     field_errors,
     json_schema,
     key_decoder,
+    model_name,
 )
 from conveyor.models.encoding import encode_instance, encode_key_instance
-from conveyor.models.kinds import model_kind
+from conveyor.models.kinds import model_kind, models_in
 
 __all__ = [
     "FieldError",
@@ -28,4 +29,6 @@ __all__ = [
     "json_schema",
     "key_decoder",
     "model_kind",
+    "model_name",
+    "models_in",
 ]

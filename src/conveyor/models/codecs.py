@@ -8,13 +8,22 @@ only when one happens (:func:`field_errors`)."""
 from __future__ import annotations
 
 import importlib.util
+import types
+import typing
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from conveyor.errors import ConfigurationError
-from conveyor.models.kinds import KEY_SCALARS, MSGSPEC, PYDANTIC, model_kind
+from conveyor.models.kinds import (
+    DATACLASS,
+    KEY_SCALARS,
+    MSGSPEC,
+    PYDANTIC,
+    model_kind,
+    models_in,
+)
 
 __all__ = [
     "FieldError", "converter", "decoder", "field_errors", "json_schema", "key_decoder", "model_name",
@@ -36,10 +45,27 @@ class FieldError:
 
 
 def model_name(model: Any) -> str:
-    """``model`` as a person reads it: ``Order`` or ``list[Order]``."""
-    if isinstance(model, type):
-        return model.__qualname__
-    return repr(model).replace("typing.", "")
+    """``model`` as a person reads it: ``Order``, ``list[Order]``, ``Order | None``."""
+    return _hint_name(model, _MAX_NAME_DEPTH)
+
+
+_MAX_NAME_DEPTH = 8  # deeper than any hint a person writes: the rest as Python shows it
+
+
+def _hint_name(hint: Any, depth: int) -> str:
+    if hint is None or hint is type(None):
+        return "None"
+    if hint is Ellipsis:
+        return "..."
+    if isinstance(hint, type):
+        return hint.__qualname__
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if depth <= 0 or origin is None or not arguments or origin is typing.Literal:
+        return repr(hint).replace("typing.", "").replace("collections.abc.", "")
+    names = [_hint_name(argument, depth - 1) for argument in arguments]
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(names)
+    return f"{getattr(origin, '__name__', None) or _hint_name(origin, 0)}[{', '.join(names)}]"
 
 
 def _library(kind: str, model: Any, role: str) -> str:
@@ -88,11 +114,18 @@ def converter(model: Any, role: str = "argument") -> Callable[[Any], Any]:
     """The function that turns decoded JSON (dicts, lists) into a validated ``model``
     instance (an RPC argument or result); an instance of it already passes as it is.
 
+    ``model`` may also be a type hint with models inside (``Order | None``, ``list[Order]``,
+    ``dict[str, Order]``, ``tuple[Order, ...]``): the value is validated into it as a whole
+    by the models' library, so a wrong item is named by its path (``$[1].id``).
+
     Raises:
-        ConfigurationError: ``model`` is not a model Conveyor knows (names ``role``).
+        ConfigurationError: ``model`` is not a model Conveyor knows, or a hint its models'
+            library cannot validate (names ``role``).
     """
     kind = model_kind(model)
     if kind is None:
+        if models_in(model):
+            return _hint_converter(model, role)
         raise ConfigurationError(f"{model_name(model)} is not a model for an {role}", role)
     library = _library(kind, model, role)
     if library == MSGSPEC:
@@ -107,6 +140,45 @@ def converter(model: Any, role: str = "argument") -> Callable[[Any], Any]:
     import pydantic  # noqa: PLC0415 - optional: only for models of it
 
     return pydantic.TypeAdapter(model).validate_python
+
+
+def _hint_converter(hint: Any, role: str) -> Callable[[Any], Any]:
+    """:func:`converter` of a type hint with models inside, by the one library that validates
+    all of them: pydantic for pydantic models, msgspec for Structs; dataclasses and TypedDicts
+    alone as :func:`decoder` chooses."""
+    models = models_in(hint)
+    pydantic_models = [
+        m for m in models if model_kind(m) == PYDANTIC or hasattr(m, "__pydantic_validator__")
+    ]
+    if pydantic_models and any(model_kind(m) == MSGSPEC for m in models):
+        raise ConfigurationError(
+            f"the {role} type {model_name(hint)} mixes pydantic models and msgspec Structs: "
+            "one library validates the whole value, so use models of one of them",
+            role,
+        )
+    if pydantic_models:
+        library = PYDANTIC
+    elif any(model_kind(m) == MSGSPEC for m in models):
+        library = MSGSPEC
+    else:
+        library = _library(model_kind(models[0]) or DATACLASS, models[0], role)
+    try:
+        if library == MSGSPEC:
+            import msgspec  # noqa: PLC0415 - optional: only for models of it
+
+            msgspec.json.Decoder(hint)  # refuses, now, a hint msgspec cannot validate
+
+            def convert(value: Any) -> Any:
+                return msgspec.convert(value, hint)
+
+            return convert
+        import pydantic  # noqa: PLC0415 - optional: only for models of it
+
+        return pydantic.TypeAdapter(hint).validate_python
+    except TypeError as error:  # (pydantic's schema errors are TypeErrors too)
+        raise ConfigurationError(
+            f"the {role} type {model_name(hint)} cannot be validated by {library}: {error}", role
+        ) from None
 
 
 def _is_instance(value: Any, model: Any) -> bool:

@@ -20,6 +20,7 @@ __all__ = [
     "TYPEDDICT",
     "instance_kind",
     "model_kind",
+    "models_in",
 ]
 
 PYDANTIC, MSGSPEC, DATACLASS, TYPEDDICT = "pydantic", "msgspec", "dataclass", "TypedDict"
@@ -46,6 +47,27 @@ def model_kind(model: Any) -> str | None:
     if typing.is_typeddict(model) or _typing_extensions_typeddict(model):
         return TYPEDDICT
     return None
+
+
+def models_in(hint: Any) -> list[Any]:
+    """The models a type hint names, in order, each once: ``hint`` itself when it is one, else
+    those inside its arguments (``Order | None``, ``list[Order]``, ``dict[str, Order]``...);
+    ``[]`` when it names none."""
+    found: list[Any] = []
+    pending = [hint]
+    for _ in range(_MAX_HINT_NODES):  # a hint is a small tree: bounded all the same
+        if not pending:
+            break
+        node = pending.pop()
+        if model_kind(node) is not None:
+            if node not in found:
+                found.append(node)
+        elif typing.get_origin(node) is not typing.Literal:  # a Literal's arguments are values
+            pending.extend(reversed(typing.get_args(node)))
+    return found
+
+
+_MAX_HINT_NODES = 1_000
 
 
 def _typing_extensions_typeddict(model: Any) -> bool:

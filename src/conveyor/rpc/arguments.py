@@ -6,8 +6,9 @@ The checks follow what a JSON codec can carry: ``int`` (not ``bool``), ``float``
 too), ``str``, ``bool``, ``None``, ``list[T]`` / ``tuple[T, ...]`` / ``Sequence[T]``,
 ``dict[str, T]`` / ``Mapping``, unions (``X | None``), ``Literal[...]``, ``Any`` and
 unannotated parameters (anything). A parameter typed with a model (a pydantic model, a
-msgspec Struct, a dataclass, a TypedDict) gets its JSON value validated into an instance;
-other annotations (a custom class) are passed through.
+msgspec Struct, a dataclass, a TypedDict), or with models inside a hint (``Order | None``,
+``list[Order]``, ``dict[str, Order]``, ``tuple[Order, ...]``), gets its JSON value validated
+into instances; other annotations (a custom class) are passed through.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from conveyor.errors import ConveyorError
-from conveyor.models import converter, field_errors, model_kind
+from conveyor.errors import ConfigurationError, ConveyorError
+from conveyor.models import converter, field_errors, model_name, models_in
 
 __all__ = ["ArgumentChecker", "InvalidArguments"]
 
@@ -44,9 +45,7 @@ class InvalidArguments(ConveyorError, TypeError):
 
 
 def _describe(hint: Any) -> str:
-    if typing.get_origin(hint) is None and getattr(hint, "__name__", None):
-        return str(hint.__name__)
-    return str(hint).replace("typing.", "").replace("collections.abc.", "")
+    return model_name(hint)
 
 
 def _fits(value: Any, hint: Any) -> bool:
@@ -101,6 +100,19 @@ def _hint_to_check(hint: Any) -> Any:
     return None if hint is Any or hint is inspect.Parameter.empty or hint is object else hint
 
 
+def _converter(handler: Callable[..., Any], name: str, hint: Any) -> Callable[[Any], Any]:
+    """The converter of parameter ``name`` (typed ``hint``, with models in it).
+
+    Raises:
+        ConfigurationError: no library can validate ``hint`` (names the parameter).
+    """
+    try:
+        return converter(hint)
+    except ConfigurationError as error:
+        function = getattr(handler, "__qualname__", repr(handler))
+        raise ConfigurationError(f"{function}(), parameter {name}: {error}", name) from None
+
+
 class ArgumentChecker:
     """The signature and type hints of one handler, checked per request."""
 
@@ -124,13 +136,15 @@ class ArgumentChecker:
         self._positional_calls = not any(
             p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params
         )
-        # Parameters typed with a model (pydantic, msgspec, dataclass, TypedDict): their JSON
-        # value is validated into an instance before the handler runs.
+        # Parameters typed with a model (pydantic, msgspec, dataclass, TypedDict), or with
+        # models inside (Order | None, list[Order], dict[str, Order]): their JSON value is
+        # validated into instances before the handler runs.
         self._models = {
-            name: converter(hint)
+            name: _converter(handler, name, hint)
             for name, hint in self.hints.items()
-            if name != "return" and model_kind(hint) is not None
+            if name != "return" and models_in(hint)
         }
+        self._defaults = {name: p.default for name, p in self.signature.parameters.items()}
         self._positions = {p.name: index for index, p in enumerate(positional)}
 
     def check(self, args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
@@ -188,6 +202,10 @@ class ArgumentChecker:
         return args, kwargs
 
     def _convert(self, name: str, convert: Callable[[Any], Any], value: Any) -> Any:
+        if (
+            value is None and self._defaults.get(name, inspect.Parameter.empty) is None
+        ):  # `order: Order = None`
+            return None
         try:
             return convert(value)
         except Exception as error:

@@ -16,8 +16,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import Consumer
-from conveyor.errors import ConfigurationError
-from conveyor.messages import Message, Messages, dead_letter_message
+from conveyor.errors import ConfigurationError, DeserializationError
+from conveyor.messages import Message, Messages
+from conveyor.processing.model_check import Checked, check_models
+from conveyor.processing.strategies import DISPATCH, RETRY, Backoff, FailurePolicy
 from conveyor.producer.messages import (
     encode_headers,
     encode_key,
@@ -116,6 +118,12 @@ class TestPartition:
         self.consumer: Consumer | None = None
         self.committed_metadata: str | None = None
         """What the group had committed as the partition's metadata."""
+        self.policy = FailurePolicy(
+            topic, route.dead_letter_queue, Backoff.for_route(route, app.settings), app.monitor,
+            self.producer, self.transactional_producer,
+        )  # fmt: skip
+        """The route's failure policy, as the app's partitions have it (dead letters)."""
+        self._marked_at_failure = -1
 
     @property
     def group_id(self) -> str:
@@ -183,16 +191,49 @@ class TestPartition:
     def request_seek(self, offset: int) -> None:
         self.recorded.seeks.append(offset)
 
+    def enhance_dlq_message(self, dlq_message: dict[str, Any], message: Message) -> dict[str, Any]:
+        enhanced = None
+        if self.consumer is not None:
+            enhanced = self.consumer.enhance_dlq_message(dlq_message, message)
+        return dlq_message if enhanced is None else enhanced
+
     def dispatch_to_dlq(
         self, message: Message, dlq_topic: str, error: BaseException | None = None
     ) -> None:
-        copy = dead_letter_message(message, dlq_topic, self.group_id, self.attempt, error)
-        if self.consumer is not None:
-            enhanced = self.consumer.enhance_dlq_message(copy, message)
-            copy = copy if enhanced is None else enhanced
-        self.producer().produce_sync(**copy)
+        """The consumer moves ``message`` to the dead letter queue itself, as the route's
+        policy sends it (sync or async, in a transaction or not), then marks it."""
+        self.policy.dispatch(message, error, self.attempt, dlq_topic, self)
         self.recorded.dead_letters.append(DeadLetter(message, dlq_topic, error))
-        self.mark(message.offset + 1, sync=False)
+
+    def checked(self) -> Checked:
+        """The batch against the route's models, as the engine checks it before
+        ``consume()``: how many at its front fit (all, for an untyped route)."""
+        if not self.route.deserializers.validates:
+            return Checked(len(self.batch), None)
+        return check_models(self.batch, self.route.deserializers)
+
+    def invalid_head(self, error: DeserializationError) -> None:
+        """The batch's first message does not fit its model: the route's failure policy
+        decides, as in the app (a dead letter queue gets it at once, a strategy says).
+
+        Raises:
+            DeserializationError: ``error``, when the policy retries (the batch stays).
+        """
+        marked = self.recorded.committed
+        verdict = self.policy.failed(
+            error, self.attempt, progressed=marked is not None and marked > self._marked_at_failure
+        )
+        self._marked_at_failure = marked if marked is not None else -1
+        self.attempt = verdict.attempt
+        if verdict.action == RETRY:
+            raise error
+        message = Message(self.batch[0], self.route.deserializers)
+        self.policy.give_up(message, error, verdict.attempt, verdict.action, self)
+        dlq = self.route.dead_letter_queue
+        if verdict.action == DISPATCH and dlq is not None and dlq.topic is not None:
+            self.recorded.dead_letters.append(DeadLetter(message, dlq.topic, error))
+        del self.batch[0]
+        self.attempt = 0
 
     def offsets_in_transactions(self) -> None:
         self.recorded.transactional = True
@@ -349,6 +390,13 @@ def consume(consumer: Consumer) -> None:
     raises, the exception reaches the test and the batch stays, so running it again is the
     retry (``consumer.attempt`` counts up, ``consumer.retrying`` is true).
 
+    A typed route's batch is checked against its models first, as the engine does: the
+    messages before one that does not fit are consumed (and marked), then that one takes the
+    route's failure policy: with a dead letter queue it is dispatched at once (see
+    :func:`recorded` and :func:`~conveyor.testing.produced`) or skipped, and the rest of the
+    batch is consumed; without one its ``MessageValidationError`` reaches the test as a
+    failure of ``consume()`` would.
+
     Raises:
         ConfigurationError: nothing was fed, or called inside a running event loop (there,
             ``await consumer.consume()``).
@@ -358,7 +406,24 @@ def consume(consumer: Consumer) -> None:
         raise ConfigurationError(
             "nothing to consume: feed the consumer with testing.produce(consumer, ...)", "messages"
         )
-    consumer.messages = executor.messages()
+    for _ in range(len(executor.batch)):  # each round consumes or gives up one message or more
+        checked = executor.checked()
+        if checked.error is not None and checked.valid == 0:
+            consumer.messages = executor.messages()
+            executor.invalid_head(checked.error)  # raises when the policy retries it
+        else:
+            _consume_front(consumer, executor, checked)
+        if not executor.batch:
+            return
+
+
+def _consume_front(consumer: Consumer, executor: TestPartition, checked: Checked) -> None:
+    """``consume()`` on the batch's ``checked.valid`` first messages, then their mark."""
+    front = executor.batch[: checked.valid]
+    consumer.messages = Messages(
+        front, executor.route.deserializers, executor.topic, executor.partition, 0,
+        checked.payloads,
+    )  # fmt: skip
     try:
         result = consumer.consume()
         if inspect.isawaitable(result):
@@ -367,8 +432,8 @@ def consume(consumer: Consumer) -> None:
         executor.attempt += 1
         raise
     if not executor.route.manual_offset_management:
-        executor.mark(executor.batch[-1].offset() + 1, sync=False)
-    executor.batch.clear()
+        executor.mark(front[-1].offset() + 1, sync=False)
+    del executor.batch[: len(front)]
     executor.attempt = 0
 
 

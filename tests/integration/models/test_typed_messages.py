@@ -226,3 +226,45 @@ def test_an_rpc_call_with_model_arguments_and_result(kafka_bootstrap: str, new_t
             client.call("broken", Order(id=9, total=1.0), returns=Quote)
         assert bad.value.part == "result"
     assert seen == [Order(id=7, total=10.0), Order(id=8, total=2.0)], "validated into Orders"
+
+
+def test_rpc_arguments_with_models_inside_optionals_and_lists_arrive_as_instances(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """``Order | None`` and ``list[Order]`` parameters (what the AsyncAPI document shows as
+    the model) are validated into Orders, as an ``Order`` one is; not left as dicts."""
+    commands, results = new_topic(), new_topic()
+    handlers = Handlers()
+    seen: list[tuple[Any, list[Any]]] = []
+
+    @handlers.register("gather")
+    def gather(order: Order | None, orders: list[Order]) -> list[Order]:
+        seen.append((order, orders))
+        return [order, *orders] if order is not None else orders
+
+    app = make_app(kafka_bootstrap, "typed-rpc-containers")
+    app.routes.rpc(commands, handlers, results_topic=results)
+    assigned = threading.Event()
+    app.monitor.subscribe("rebalance.partitions_assigned", lambda _e: assigned.set())
+    config = {"bootstrap.servers": kafka_bootstrap}
+    with running(app), Client(config, commands_topic=commands, results_topic=results) as client:
+        assert assigned.wait(30)
+        both = [Order(id=1, total=1.0), {"id": 2, "total": 2.0}]
+        result = client.call("gather", None, both, returns=list[Order])
+        assert result == [Order(id=1, total=1.0), Order(id=2, total=2.0)]
+        assert client.call("gather", {"id": 3, "total": 3.0}, orders=[]) == [
+            {"id": 3, "total": 3.0}
+        ]
+        with pytest.raises(
+            RemoteError, match=r"orders is not a valid list\[Order\]: \$\[1\]\.id: Expected `int`"
+        ):
+            client.call("gather", None, [{"id": 4, "total": 1.0}, {"id": "five", "total": 1.0}])
+        with pytest.raises(
+            RemoteError, match=r"order is not a valid Order \| None: \$: Object missing .*`total`"
+        ):
+            client.call("gather", {"id": 6}, [])
+    assert seen == [
+        (None, [Order(id=1, total=1.0), Order(id=2, total=2.0)]),
+        (Order(id=3, total=3.0), []),
+    ], "validated into Orders; the bad calls never ran the handler"
+    assert [type(order) for order in seen[0][1]] == [Order, Order]

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import sys
+import types
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar
@@ -216,3 +217,110 @@ def test_yaml_numbers_and_control_characters_read_back_as_written() -> None:
     value = {"small": 1e-05, "big": 1e100, "inf": float("inf"), "text": "x\x7fy\x85z\u2028",
              "words": ["yes", "1.0", "a: b", "#c", "-d", "*e", ""], "n": -2, "f": 1.5}  # fmt: skip
     assert yaml.safe_load(to_yaml(value)) == value
+
+
+_SHOP = """
+import msgspec
+
+class Item(msgspec.Struct):
+    sku: str
+
+class Order(msgspec.Struct):
+    id: int
+    items: list[Item]
+"""
+_BILLING = """
+import pydantic
+
+class Item(pydantic.BaseModel):
+    amount: float
+
+class Order(pydantic.BaseModel):
+    total: float
+    items: list[Item]
+"""
+
+
+def _module(monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> Any:
+    module = types.ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)  # where get_type_hints resolves names
+    exec(source, module.__dict__)
+    return module
+
+
+def _references(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        own = [value["$ref"]] if isinstance(value.get("$ref"), str) else []
+        return own + [r for item in value.values() for r in _references(item)]
+    if isinstance(value, list):
+        return [r for item in value for r in _references(item)]
+    return []
+
+
+def _resolve(document: dict[str, Any], reference: str) -> Any:
+    assert reference.startswith("#/"), reference
+    target: Any = document
+    for part in reference[2:].split("/"):
+        target = target[part]
+    return target
+
+
+def test_models_of_one_name_from_two_modules_are_two_components(
+    validator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """shop.Order and billing.Order (each with its own Item) were one component, the first
+    met: the other's messages and references described the wrong model."""
+    shop, billing = _module(monkeypatch, "shop", _SHOP), _module(monkeypatch, "billing", _BILLING)
+
+    def app_of(first: Any, second: Any) -> App:
+        app = App(client_id="both", kafka={"bootstrap.servers": "a:9092"})
+        for module in (first, second):
+            consumer = types.new_class(
+                "Reader",
+                (Consumer[module.Order],),
+                exec_body=lambda body: body.update(consume=lambda self: None),
+            )
+            app.routes.topic(f"{module.__name__}-orders", consumer)
+
+        def settle(order: Any, orders: Any) -> Any: ...
+
+        # (the modules are this test's locals: the hints are given as objects)
+        settle.__annotations__ = {
+            "order": shop.Order | None, "orders": list[billing.Order], "return": Payment
+        }  # fmt: skip
+        handlers = Handlers()
+        handlers.register("settle")(settle)
+        app.routes.rpc("commands", handlers, results_topic="results")
+        return app
+
+    document = asyncapi_document(app_of(shop, billing))
+    assert _errors(validator, document) == []
+    schemas = document["components"]["schemas"]
+    assert {"shop.Order", "shop.Item", "billing.Order", "billing.Item", "Payment"} <= set(schemas)
+    assert "Order" not in schemas, "a clashing name is qualified"
+    assert "Item" not in schemas
+    assert set(schemas["shop.Order"]["properties"]) == {"id", "items"}
+    assert schemas["shop.Order"]["properties"]["items"]["items"] == {
+        "$ref": "#/components/schemas/shop.Item"
+    }
+    assert set(schemas["billing.Order"]["properties"]) == {"total", "items"}
+    assert schemas["billing.Order"]["properties"]["items"]["items"] == {
+        "$ref": "#/components/schemas/billing.Item"
+    }
+    assert set(schemas["billing.Item"]["properties"]) == {"amount"}
+    messages = document["components"]["messages"]
+    for module in ("shop", "billing"):
+        [reference] = document["channels"][f"{module}-orders"]["messages"].values()
+        assert _resolve(document, reference["$ref"])["payload"] == {
+            "$ref": f"#/components/schemas/{module}.Order"
+        }
+    arguments = messages["rpc_settle_request"]["payload"]["properties"]["kwargs"]["properties"]
+    assert arguments["order"] == {
+        "anyOf": [{"$ref": "#/components/schemas/shop.Order"}, {"type": "null"}]
+    }
+    assert arguments["orders"]["items"] == {"$ref": "#/components/schemas/billing.Order"}
+    for reference in _references(document):
+        _resolve(document, reference)  # each one points at something
+    assert asyncapi_document(app_of(billing, shop))["components"]["schemas"] == schemas, (
+        "the same names whichever route comes first"
+    )

@@ -44,20 +44,23 @@ def test_payments_are_totalled_per_run(conveyor_consumer: Callable[..., Consumer
     assert ledger.amounts["r-total"] == 28.5
 
 
-def test_an_order_that_does_not_fit_the_model_charges_nothing(
+def test_an_order_that_does_not_fit_the_model_goes_to_the_dlq_and_charges_nothing(
     conveyor_app: App, conveyor_consumer: Callable[..., Consumer]
 ) -> None:
-    """Here the model refuses it when consume() reads it; the engine checks each batch before
-    consume() and sends such an order to the route's dead letter queue (quickstart's poison)."""
+    """As in the app: the batch is checked against the model before consume(), and such an
+    order goes to the route's dead letter queue at once (quickstart's poison)."""
     orders = conveyor_consumer("shop-orders")
     testing.produce(orders, {"run": "r2", "order": 1, "quantity": "a dozen"}, key="c")
-    with pytest.raises(MessageValidationError, match=r"quantity"):
-        testing.consume(orders)
-    assert testing.recorded(orders).committed is None, "nothing was marked"
-    assert testing.produced(conveyor_app) == []
-    [route] = [r for r in conveyor_app.routes if r.name == "shop-orders"]
-    assert route.dead_letter_queue is not None
-    assert route.dead_letter_queue.topic == "shop-orders-dlq"
+    testing.consume(orders)
+    [letter] = testing.recorded(orders).dead_letters
+    assert letter.topic == "shop-orders-dlq"
+    assert isinstance(letter.error, MessageValidationError)
+    assert [e.path for e in letter.error.errors] == ["$.quantity"]
+    assert testing.recorded(orders).committed == 1, "marked past it"
+    [copy] = testing.produced(conveyor_app, "shop-orders-dlq")
+    assert copy.key == "c"
+    assert copy.headers["original_error_class"] == b"MessageValidationError"
+    assert testing.produced(conveyor_app, "shop-payments") == [], "nothing charged"
 
 
 def test_a_large_payment_enqueues_a_receipt_now_and_a_review_request_a_day_later(

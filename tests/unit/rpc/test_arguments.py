@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, Optional, TypedDict
 
+import msgspec
+import pydantic
 import pytest
 
+from conveyor.errors import ConfigurationError
 from conveyor.rpc.arguments import ArgumentChecker, InvalidArguments
 
 
@@ -136,3 +139,69 @@ def test_positional_calls_of_small_handlers() -> None:
         ArgumentChecker(add).check([1, "2"], {})
     with pytest.raises(InvalidArguments, match="missing a required argument: 'scale'"):
         ArgumentChecker(keyword_only).check([1], {})
+
+
+class Order(msgspec.Struct):
+    id: int
+
+
+class Invoice(pydantic.BaseModel):
+    total: float
+
+
+def ordering(
+    order: Order | None,
+    orders: list[Order],
+    maybe: Optional[Order] = None,  # noqa: UP045 - the old spelling too
+    by_name: dict[str, Order] | None = None,
+    pair: tuple[Order, ...] = (),
+    invoices: list[Invoice] | None = None,
+    sloppy: Order = None,  # type: ignore[assignment]  # None by its default
+) -> None:
+    pass
+
+
+def test_models_inside_optionals_and_containers_arrive_as_instances() -> None:
+    checker = ArgumentChecker(ordering)
+    kwargs = {
+        "maybe": {"id": 3}, "by_name": {"a": {"id": 4}}, "pair": [{"id": 5}, {"id": 6}],
+        "invoices": [{"total": 1.5}], "sloppy": None,
+    }  # fmt: skip
+    args, converted = checker.check([{"id": 1}, [{"id": 2}]], kwargs)
+    assert args == [Order(1), [Order(2)]]
+    assert converted == {
+        "maybe": Order(3), "by_name": {"a": Order(4)}, "pair": (Order(5), Order(6)),
+        "invoices": [Invoice(total=1.5)], "sloppy": None,
+    }  # fmt: skip
+    assert checker.check([None, []], {"maybe": None}) == ([None, []], {"maybe": None})
+    assert checker.check([], {"order": None, "orders": [Order(7)]})[1]["orders"] == [Order(7)]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ([{"id": "one"}, []], {}, r"order is not a valid Order \| None: \$\.id: Expected `int`"),
+        (["an order", []], {}, r"order is not a valid Order \| None: \$: Expected `object \| null`"),
+        ([None, [{"id": 1}, {}]], {}, r"orders is not a valid list\[Order\]: \$\[1\]: Object missing"),
+        ([None, []], {"invoices": [{"total": "lots"}]},
+         r"invoices is not a valid list\[Invoice\] \| None: \$\[0\]\.total: Input should be"),
+        ([None, "orders"], {}, r"orders must be list\[Order\], not str"),
+    ],
+)  # fmt: skip
+def test_a_bad_model_inside_is_an_invalid_arguments_error_naming_the_parameter_and_field(
+    args: list[Any], kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidArguments, match=message):
+        ArgumentChecker(ordering).check(args, kwargs)
+
+
+class Refund(msgspec.Struct):
+    order: int
+
+
+def test_a_hint_its_models_library_cannot_validate_is_refused_at_registration() -> None:
+    def refunding(what: Order | Refund) -> None:
+        pass
+
+    with pytest.raises(ConfigurationError, match=r"refunding\(\), parameter what: .*cannot be"):
+        ArgumentChecker(refunding)
