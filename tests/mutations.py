@@ -1519,7 +1519,8 @@ MUTATIONS = (
 
 def apply(mutation: Mutation, scratch: Path) -> bool:
     """Patch the scratch copy; False when a patch no longer applies, or leaves code that does
-    not compile (its tests would fail for the wrong reason: an import error, not the feature)."""
+    not compile (its tests would fail for the wrong reason: an import error, not the feature).
+    A template or stylesheet of the package is patched as text."""
     target = scratch / mutation.path
     text = target.read_text()
     for old, new in mutation.patches:
@@ -1527,7 +1528,8 @@ def apply(mutation: Mutation, scratch: Path) -> bool:
             return False
         text = text.replace(old, new)
     try:
-        compile(text, str(target), "exec")
+        if target.suffix == ".py":
+            compile(text, str(target), "exec")
     except SyntaxError:
         return False
     target.write_text(text)

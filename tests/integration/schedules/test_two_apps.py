@@ -56,9 +56,6 @@ def test_two_apps_on_one_cluster_each_dispatch_only_their_own_schedules(
     target_a, target_b = new_topic(), new_topic()
     alpha = new_app(kafka_bootstrap, names[0], target_a, arrived_a, sent_a)
     beta = new_app(kafka_bootstrap, names[1], target_b, arrived_b, sent_b)
-    assert (alpha.schedules.topic, beta.schedules.topic) == (
-        f"{names[0]}_schedules", f"{names[1]}_schedules"
-    )  # fmt: skip
     for app in (alpha, beta):
         migrate(app.admin, app.routes)
     with ExitStack() as both:
@@ -77,3 +74,6 @@ def test_two_apps_on_one_cluster_each_dispatch_only_their_own_schedules(
     # sets: a consumer is at least once (a rebalance may hand it a message again)
     assert set(arrived_a.items) == {"alpha-1", "alpha-2"}
     assert set(arrived_b.items) == {"beta-1"}
+    assert (alpha.schedules.topic, beta.schedules.topic) == (
+        f"{names[0]}_schedules", f"{names[1]}_schedules"
+    )  # fmt: skip

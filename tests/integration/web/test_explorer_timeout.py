@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 
+import pytest
 from starlette.testclient import TestClient
 
 from conveyor import App, Producer
+from conveyor.web.reading.explorer import Explorer
+from conveyor.web.ui import rendering
 
 
 def ui_of(app: App, timeout: float) -> TestClient:
     """The app's web UI, its explorer's reads bounded by ``timeout`` seconds."""
-    asgi = app.web.asgi()
-    asgi.state.explorer.explorer.timeout = timeout
-    return TestClient(asgi)
+    with pytest.MonkeyPatch.context() as patch:  # the UI builds its explorer with it
+        patch.setattr(rendering, "Explorer", partial(Explorer, timeout=timeout))
+        return TestClient(app.web.asgi())
 
 
 def test_a_read_that_times_out_says_so_with_a_504_not_a_404(
