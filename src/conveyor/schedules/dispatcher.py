@@ -6,8 +6,9 @@ keyed by its schedule id, with its destination in ``conveyor-schedule-*`` header
 that runs ``app.schedules.enable()`` reads that topic in its consumer group and sends each
 message to its topic when its time comes, then writes a tombstone for its id;
 ``cancel_scheduled(id)`` writes a tombstone first. The app's producers write there when
-given no ``schedules_topic`` (:meth:`Schedules.attach`). The schedules partition's offset is committed only up to the
-oldest schedule not yet sent or cancelled, so a restart loads what is still pending.
+given no ``schedules_topic`` (:meth:`Schedules.attach`). The schedules partition's offset is
+committed only up to the oldest schedule not yet sent or cancelled, so a restart loads what
+is still pending.
 Delivery is at least once: a crash between sending a message and writing its tombstone
 sends it again after the restart.
 
