@@ -1600,12 +1600,75 @@ MUTATIONS = (
             "tests/unit/examples/test_shop.py::test_an_order_that_does_not_fit_the_model_goes_to_the_dlq_and_charges_nothing",
         ),
     ),
+    Mutation(
+        "schedules: every app's default schedules topic is the one shared conveyor_schedules",
+        "conveyor/schedules/wire.py",
+        (
+            (
+                "    topic = f\"{_NOT_IN_A_TOPIC.sub('_', group)}_schedules\"",
+                "    topic = DEFAULT_TOPIC",
+            ),
+        ),
+        (
+            "tests/integration/schedules/test_two_apps.py::test_two_apps_on_one_cluster_each_dispatch_only_their_own_schedules",
+            "tests/unit/schedules/test_default_topic.py::test_two_apps_named_apart_have_schedules_topics_apart",
+        ),
+    ),
+    Mutation(
+        "web: a read that timed out is answered as any Kafka error (503)",
+        "conveyor/web/ui/failures.py",
+        (("        if timed_out(exc):", "        if False:"),),
+        (
+            "tests/integration/web/test_explorer_timeout.py::test_a_read_that_times_out_says_so_with_a_504_not_a_404",
+        ),
+    ),
+    Mutation(
+        "schedules page: each load reads the schedules topic from its start again",
+        "conveyor/web/reading/schedules.py",
+        (
+            (
+                "        fold = self._folds.setdefault((kind, topic), _Fold())",
+                "        fold = self._folds[(kind, topic)] = _Fold()",
+            ),
+        ),
+        (
+            "tests/integration/schedules/test_schedules_page_reads.py::test_a_second_load_reads_only_the_records_written_since_the_first",
+            "tests/unit/web/reading/test_schedule_reader.py::test_a_later_read_asks_only_for_what_was_written_since",
+        ),
+    ),
+    Mutation(
+        "schedules page: a recurring task's name does not wrap (the table runs past its card)",
+        "conveyor/web/ui/templates/schedules.html",
+        (
+            (
+                '<td class="wrap"><code>{{ t.name }}</code></td>',
+                "<td><code>{{ t.name }}</code></td>",
+            ),
+        ),
+        (
+            "tests/integration/schedules/test_schedules_browser.py::test_a_schedule_is_cancelled_and_a_task_disabled_from_the_browser",
+        ),
+    ),
+    Mutation(
+        "lags page: an offset committed without metadata shows a bare dash",
+        "conveyor/web/ui/templates/lags.html",
+        (
+            (
+                '<span class="empty" title="committed without metadata: mark_as_consumed(message, metadata=...) commits some">none</span>',
+                "\u2013",
+            ),
+        ),
+        (
+            "tests/integration/web/test_lags_metadata.py::test_the_lags_page_says_none_for_an_offset_committed_without_metadata",
+        ),
+    ),
 )
 
 
 def apply(mutation: Mutation, scratch: Path) -> bool:
     """Patch the scratch copy; False when a patch no longer applies, or leaves code that does
-    not compile (its tests would fail for the wrong reason: an import error, not the feature)."""
+    not compile (its tests would fail for the wrong reason: an import error, not the feature).
+    A template or stylesheet of the package is patched as text."""
     target = scratch / mutation.path
     text = target.read_text()
     for old, new in mutation.patches:
@@ -1613,7 +1676,8 @@ def apply(mutation: Mutation, scratch: Path) -> bool:
             return False
         text = text.replace(old, new)
     try:
-        compile(text, str(target), "exec")
+        if target.suffix == ".py":
+            compile(text, str(target), "exec")
     except SyntaxError:
         return False
     target.write_text(text)

@@ -247,8 +247,7 @@ class App:
 
     @property
     def recurring_tasks(self) -> RecurringTasks | None:
-        """The app's recurring tasks (``None`` until :meth:`recurring` declares one): their
-        topic, their tasks and what this process read of their runs."""
+        """The app's recurring tasks: topic, tasks, runs read (``None`` before :meth:`recurring`)."""
         return self._recurring
 
     # -- admin and producer -------------------------------------------------------------------
@@ -285,10 +284,11 @@ class App:
             self._producer_type = factory
 
     def _new_producer(self, settings: dict[str, Any]) -> Producer:
-        """One of the app's producers, with its monitor, tracing and latency stamps."""
+        """One of the app's producers: its monitor, tracing, latency stamps, schedules topic."""
         producer = self._producer_type(settings, monitor=self.monitor)
         self.tracing.attach(producer)
         self.latency.attach(producer)
+        self.schedules.attach(producer)
         return producer
 
     def iterator(self, topics: Mapping[str, Any], **options: Any) -> Iterator:

@@ -127,6 +127,10 @@ class Producer(Dispatcher):
 
     reload_calm: float = 300.0
     """Seconds a rebuilt client runs without a fatal error before ``max_reloads`` refills."""
+    schedules_topic: str = DEFAULT_TOPIC
+    """Where :meth:`produce_at` and :meth:`cancel_scheduled` write when given no
+    ``schedules_topic``: ``conveyor_schedules``, and for an app's producers the app's own
+    schedules topic (``app.schedules.topic``)."""
 
     def __init__(
         self,
@@ -294,12 +298,13 @@ class Producer(Dispatcher):
         headers: Any = None,
         partition: int | None = None,
         id: str | None = None,
-        schedules_topic: str = DEFAULT_TOPIC,
+        schedules_topic: str | None = None,
     ) -> str:
         """Send a message to ``topic`` at ``when`` (an aware datetime or epoch seconds), through
         the schedules topic that an app with ``app.schedules.enable()`` dispatches; returns the
         schedule's id (``id``, or a new one), for :meth:`cancel_scheduled`. A second schedule
         with the same id replaces the first. Returns once the schedule is stored.
+        ``schedules_topic`` defaults to :attr:`schedules_topic` (an app's producer: the app's).
 
         Raises:
             ConfigurationError: a naive datetime, no topic, or a ``conveyor-schedule-*`` header.
@@ -315,15 +320,15 @@ class Producer(Dispatcher):
             payload = encode_payload(payload, core._serializer, core._max_bytes)
         schedule_id, message = schedule_message(
             when, topic=topic, payload=payload, key=key, headers=headers, partition=partition,
-            id=id, schedules_topic=schedules_topic,
+            id=id, schedules_topic=schedules_topic or self.schedules_topic,
         )  # fmt: skip
         self.produce_sync(**message)
         return schedule_id
 
-    def cancel_scheduled(self, schedule_id: str, schedules_topic: str = DEFAULT_TOPIC) -> None:
+    def cancel_scheduled(self, schedule_id: str, schedules_topic: str | None = None) -> None:
         """Cancel a scheduled message (a no-op if it was sent already). Returns once the
         cancellation is stored."""
-        self.produce_sync(**cancel_message(schedule_id, schedules_topic))
+        self.produce_sync(**cancel_message(schedule_id, schedules_topic or self.schedules_topic))
 
     # -- transactions -------------------------------------------------------------------------
 

@@ -1,11 +1,14 @@
 """Scheduled messages: ``producer.produce_at(when, topic=..., ...)`` and their dispatcher.
 
-A scheduled message waits in a schedules topic (``conveyor_schedules``, compacted), keyed by
-its schedule id, with its destination in ``conveyor-schedule-*`` headers. An app that runs
-``app.schedules.enable()`` reads that topic in its consumer group and sends each message to
-its topic when its time comes, then writes a tombstone for its id; ``cancel_scheduled(id)``
-writes a tombstone first. The schedules partition's offset is committed only up to the
-oldest schedule not yet sent or cancelled, so a restart loads what is still pending.
+A scheduled message waits in a schedules topic (compacted; an app's own unless it names one:
+``<group>_schedules`` after its consumer group, see :func:`~conveyor.schedules.wire.app_topic`),
+keyed by its schedule id, with its destination in ``conveyor-schedule-*`` headers. An app
+that runs ``app.schedules.enable()`` reads that topic in its consumer group and sends each
+message to its topic when its time comes, then writes a tombstone for its id;
+``cancel_scheduled(id)`` writes a tombstone first. The app's producers write there when
+given no ``schedules_topic`` (:meth:`Schedules.attach`). The schedules partition's offset is
+committed only up to the oldest schedule not yet sent or cancelled, so a restart loads what
+is still pending.
 Delivery is at least once: a crash between sending a message and writing its tombstone
 sends it again after the restart.
 
@@ -23,6 +26,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,7 +35,6 @@ from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.instrumentation import events as ev
 from conveyor.schedules.wire import (
-    DEFAULT_TOPIC,
     KEY,
     NULL,
     OFFSET,
@@ -39,12 +42,14 @@ from conveyor.schedules.wire import (
     PARTITION,
     STATE,
     TOPIC,
+    app_topic,
     cancels,
     scheduled_for,
 )
 
 if TYPE_CHECKING:
     from conveyor.partition import PartitionHandle
+    from conveyor.producer import Producer
     from conveyor.routing.host import RoutedHost
 
 __all__ = ["ANY_TOPIC", "Schedules"]
@@ -79,8 +84,11 @@ class Schedules:
 
     def __init__(self, app: RoutedHost) -> None:
         self.app = app
-        self.topic = DEFAULT_TOPIC
+        self.topic = app_topic(app.routes.default_group)
+        """The schedules topic: the app's own (``<group>_schedules``) unless :meth:`enable`
+        names another."""
         self.enabled = False
+        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._pending: dict[int, dict[str, _Entry]] = {}
@@ -99,7 +107,7 @@ class Schedules:
     def enable(
         self,
         *,
-        topic: str = DEFAULT_TOPIC,
+        topic: str | None = None,
         partitions: int = 3,
         replication_factor: int | None = None,
         allowed_topics: Iterable[str | re.Pattern[str]] | str = (),
@@ -107,6 +115,12 @@ class Schedules:
         """Read ``topic`` (declared compacted, with ``partitions``, for ``conveyor topics
         migrate``) in the app's default consumer group and send each scheduled message when
         its time comes. Call before ``app.run()``.
+
+        ``topic`` defaults to the app's own, ``<group>_schedules`` after its consumer group
+        (``conveyor_schedules`` for an app with the default name): two apps on one cluster
+        do not send each other's schedules. An app that used the shared
+        ``conveyor_schedules`` before keeps it by naming it. The app's producers write there
+        when ``produce_at`` and ``cancel_scheduled`` are given no ``schedules_topic``.
 
         Only topics the app routes (any route: consumed, declared inactive, by a pattern;
         job queues too) and ``allowed_topics`` (names, or compiled patterns that must match
@@ -120,6 +134,10 @@ class Schedules:
         """
         if self.enabled:
             raise ConfigurationError("app.schedules.enable() was called twice", "schedules")
+        if topic is None:
+            topic = self.topic
+        elif not isinstance(topic, str) or not topic:
+            raise ConfigurationError(f"topic must be a topic's name, got {topic!r}", "topic")
         self._allowed = _allowed_topics(allowed_topics)
         schedules = self
 
@@ -145,9 +163,17 @@ class Schedules:
             initial_offset="earliest", kafka={"enable.partition.eof": True},
         )  # fmt: skip
         self.topic = topic
+        for producer in list(self._producers):  # made before: they write there too
+            producer.schedules_topic = topic
         self.enabled = True
         self.app.monitor.subscribe(ev.APP_RUNNING, lambda _event: self._start())
         self.app.add_closing_hook(self._stop)
+
+    def attach(self, producer: Producer) -> None:
+        """Make this app's schedules topic the one ``producer`` (one of the app's) writes
+        scheduled messages and cancellations to when given no ``schedules_topic``."""
+        producer.schedules_topic = self.topic
+        self._producers.add(producer)
 
     # -- loading (worker threads) -------------------------------------------------------------
 

@@ -3,6 +3,8 @@ schedules topic, and the tombstone that cancels one (see :mod:`conveyor.schedule
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -12,6 +14,7 @@ from conveyor.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_TOPIC",
+    "app_topic",
     "cancel_message",
     "cancels",
     "schedule_message",
@@ -19,6 +22,7 @@ __all__ = [
 ]
 
 DEFAULT_TOPIC = "conveyor_schedules"
+"""The schedules topic of a producer that belongs to no app; an app's is :func:`app_topic`."""
 AT = "conveyor-schedule-at"  # epoch milliseconds
 TOPIC = "conveyor-schedule-topic"
 KEY = "conveyor-schedule-key"
@@ -28,6 +32,23 @@ OFFSET = "conveyor-schedule-offset"  # on a dispatched tombstone: the offset of 
 NULL = "conveyor-schedule-null"  # the message to send has no payload (a tombstone of its own)
 OURS = (AT, TOPIC, KEY, PARTITION, STATE, OFFSET, NULL)
 _LATEST = 4102444800000  # 2100-01-01 in epoch milliseconds: later is surely a unit mistake
+
+
+_NOT_IN_A_TOPIC = re.compile(r"[^A-Za-z0-9._-]")
+_LONGEST_TOPIC = 249
+
+
+def app_topic(group: str) -> str:
+    """The schedules topic of the app whose consumer group is ``group`` when it names none:
+    ``<group>_schedules`` (``conveyor_schedules`` for an app with the default name), so that
+    two apps on one cluster do not dispatch each other's schedules. A character a topic name
+    cannot hold becomes ``_``; a name too long for Kafka is cut and ends with a hash of the
+    group instead."""
+    topic = f"{_NOT_IN_A_TOPIC.sub('_', group)}_schedules"
+    if len(topic) > _LONGEST_TOPIC:
+        digest = hashlib.sha256(group.encode()).hexdigest()[:16]
+        topic = f"{topic[: _LONGEST_TOPIC - len(digest) - len('-_schedules')]}-{digest}_schedules"
+    return topic
 
 
 def _epoch_ms(when: datetime | float) -> int:

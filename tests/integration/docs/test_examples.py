@@ -28,7 +28,7 @@ PAGES = sorted(
 
 # Topics the pages make without naming them in quotes: the example shop's (its dead letter
 # queue and job queue too), a job queue's, and the default schedules, recurring and web UI
-# topics.
+# topics (an app's own schedules topic: see _page_topics).
 _DERIVED = {
     "shop-orders", "shop-payments", "shop-orders-dlq", "jobs-mail", "jobs-mail-dead",
     "jobs-mail-dead-discarded", "jobs-emails", "jobs-emails-dead",
@@ -48,6 +48,8 @@ def _page_topics() -> set[str]:
     for page in PAGES:
         for quoted, created in _NAMED.findall(page.read_text()):
             names.add(quoted or created)
+            if quoted:  # an app named so (client_id="shop") keeps its schedules there
+                names.add(f"{quoted}_schedules")
     return names
 
 

@@ -75,7 +75,7 @@ def test_a_large_payment_enqueues_a_receipt_now_and_a_review_request_a_day_later
     assert (receipt.key, receipt.payload["job"], receipt.payload["args"]) == (
         "c-7", "shop.app.send_receipt", [7, 950.0],
     )  # fmt: skip
-    [review] = testing.produced(conveyor_app, "conveyor_schedules")  # a job enqueued_in
+    [review] = testing.produced(conveyor_app, "shop_schedules")  # a job enqueued_in
     assert review.headers["conveyor-schedule-topic"] == b"jobs-mail"
     due = int(review.headers["conveyor-schedule-at"]) / 1000
     assert abs(due - time.time() - 24 * 3600) < 60

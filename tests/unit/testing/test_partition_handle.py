@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from conveyor import App, testing
 from conveyor.messages import Message
-from conveyor.schedules.wire import DEFAULT_TOPIC, cancel_message, schedule_message
+from conveyor.schedules.wire import cancel_message, schedule_message
 
 
 class ListSink:
@@ -49,7 +49,7 @@ def test_a_sink_consumer_delivers_and_marks_under_testing() -> None:
 def test_the_scheduled_messages_consumer_loads_and_marks_under_testing() -> None:
     app = new_app()
     app.schedules.enable()
-    consumer = testing.consumer_for(app, DEFAULT_TOPIC)
+    consumer = testing.consumer_for(app, app.schedules.topic)  # the app's own
     later = datetime.now(UTC) + timedelta(hours=1)
     for n in range(2):
         _, message = schedule_message(later, topic="reminders", payload=b"x", id=f"s{n}")

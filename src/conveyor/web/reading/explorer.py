@@ -21,9 +21,11 @@ from conveyor.web.reading.data import reader_settings
 from conveyor.web.reading.explorer_query import Filters, Start
 from conveyor.web.reading.message_views import export_line, message_view
 
-__all__ = ["Explorer", "Page"]
+__all__ = ["TIMED_OUT", "Explorer", "Page"]
 
 MAX_LIMIT = 100_000  # messages one export may hold
+TIMED_OUT = "_TIMED_OUT"
+"""The ``name`` of the :class:`KafkaError` of a read that ran out of time (librdkafka's)."""
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -166,8 +168,8 @@ class Explorer:
 
         Raises:
             ConfigurationError: no such partition.
-            KafkaError: the read did not end within the explorer's ``timeout`` (not "no
-                message": the web UI answers 503, not 404).
+            KafkaError: the read did not end within the explorer's ``timeout`` (``name``
+                ``_TIMED_OUT``; not "no message": the web UI answers 504, not 404).
         """
         client = self._client()
         try:
@@ -179,8 +181,10 @@ class Explorer:
             for raw, end in self._read(client, [(topic, partition, offset, high)]):
                 if raw is None and not end:
                     raise KafkaError(
-                        f"reading {topic}/{partition}@{offset} took longer than {self.timeout:g} s"
-                    )
+                        f"reading {topic}/{partition}@{offset} timed out: no answer within "
+                        f"{self.timeout:g} s (the message may well be there: try again)",
+                        name=TIMED_OUT, retriable=True,
+                    )  # fmt: skip
                 if raw is None or raw.offset() > offset:
                     return None
                 if raw.offset() == offset:
