@@ -8,7 +8,8 @@ topic of its own (1 partition, ``max.message.bytes`` 2 MB so that a 1 MB message
 
 - produce: Conveyor's ``produce_async`` (every delivery waited for before the clock stops)
   beside the bare loop with one producer-wide delivery callback, both with Conveyor's
-  librdkafka settings (acks=all, idempotence, linger.ms=0) and ``message.max.bytes`` 2 MB;
+  librdkafka settings (acks=all, idempotence, linger.ms=0) and ``message.max.bytes`` 2 MB,
+  each connected (one message delivered) before its clock starts;
 - consume: a Conveyor consumer that touches ``len(self.messages)`` beside the bare
   ``consume(num_messages=500)`` loop (both take at most 500 messages a batch, fewer when a
   size's count is small: a twentieth of it, at least 10), both with ``fetch.queue.backoff.ms=10`` (what Conveyor's
@@ -25,9 +26,11 @@ import uuid
 from statistics import median
 from typing import Any
 
+from confluent_kafka import Producer as BareProducer
 from rich.table import Table
 
-from baselines import bare_batch_consume, bare_produce, fill_topic
+from baselines import bare_batch_consume, fill_topic
+from baselines import bare_produce as fill_large
 from conveyor import App, Consumer, Producer
 from conveyor.producer import KAFKA_DEFAULTS
 from harness import Bench, Figure, RateMeter
@@ -46,6 +49,7 @@ def conveyor_produce(bootstrap: str, topic: str, count: int, payload: bytes) -> 
     producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": LARGE})
     produce_async = producer.produce_async
     try:
+        producer.produce_sync(topic=topic, payload=payload)  # connected before the clock
         started = time.perf_counter()
         for _ in range(count):
             produce_async(topic=topic, payload=payload)
@@ -62,6 +66,39 @@ def batch_for(count: int) -> int:
     """Messages a batch on both consume sides: 500, fewer for a small count (a handful of
     large messages would otherwise arrive in one batch, leaving no stretch to measure)."""
     return min(500, max(10, count // 20))
+
+
+def bare_produce(bootstrap: str, topic: str, count: int, payload: bytes) -> float:
+    """The bare loop: one producer-wide delivery callback, ``poll(0)`` after each produce,
+    the same librdkafka settings, connected (one message delivered) before the clock."""
+    failures = 0
+
+    def on_delivery(error: Any, _message: Any) -> None:
+        nonlocal failures
+        if error is not None:
+            failures += 1
+
+    producer = BareProducer(
+        {**KAFKA_DEFAULTS, "message.max.bytes": LARGE, "bootstrap.servers": bootstrap,
+         "on_delivery": on_delivery}
+    )  # fmt: skip
+    produce, poll = producer.produce, producer.poll
+    produce(topic, payload)
+    producer.flush(30)
+    started = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                produce(topic, payload)
+                break
+            except BufferError:
+                poll(0.05)  # the local queue is full: serve deliveries until there is room
+        poll(0)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - started
+    if remaining or failures:
+        raise RuntimeError(f"bare produce: {remaining} undelivered, {failures} failed")
+    return count / elapsed
 
 
 def conveyor_consume(bootstrap: str, topic: str, count: int) -> float:
@@ -97,7 +134,7 @@ def fill(bootstrap: str, topic: str, count: int, payload: bytes) -> None:
         fill_topic(bootstrap, topic, count, payload)
         return
     # fill_topic batches 1 MB at a time, which a message this large does not fit in
-    bare_produce(bootstrap, topic, count, payload, config={"message.max.bytes": LARGE})
+    fill_large(bootstrap, topic, count, payload, config={"message.max.bytes": LARGE})
 
 
 def arguments(parser: Any) -> None:
@@ -120,7 +157,6 @@ def main() -> None:
     if args.quick:
         sizes, args.megabytes, args.messages = [100, 100_000], 20.0, 20_000
         bench.repeats = 1
-    produce_settings = {**KAFKA_DEFAULTS, "message.max.bytes": LARGE}
     rows: dict[int, dict[str, list[float]]] = {}
     for size in sizes:
         payload = b"x" * size
@@ -140,9 +176,7 @@ def main() -> None:
         for attempt in range(bench.repeats):
             bare_topic = bench.create_topic(config=TOPIC_CONFIG)
             ours_topic = bench.create_topic(config=TOPIC_CONFIG)
-            row["bare produce"].append(
-                bare_produce(bench.bootstrap, bare_topic, count, payload, config=produce_settings)
-            )
+            row["bare produce"].append(bare_produce(bench.bootstrap, bare_topic, count, payload))
             row["produce"].append(conveyor_produce(bench.bootstrap, ours_topic, count, payload))
             row["bare consume"].append(
                 bare_batch_consume(
