@@ -1452,6 +1452,42 @@ MUTATIONS = (
             "tests/unit/processing/virtual/test_virtual_executor.py::test_lanes_that_drained_the_backlog_before_the_listener_throttles_leave_it_unpaused",
         ),
     ),
+    Mutation(
+        "eofed: reached_end runs while a tail of the batch taken at the end waits",
+        "conveyor/processing/executor.py",
+        (("eof = eof and self._end_still_reached(batch[-1].offset())", "eof = eof"),),
+        (
+            "tests/unit/processing/test_executor.py::TestFlowControl::test_the_end_is_reached_after_a_tail_that_went_back_to_wait",
+            "tests/integration/processing/test_consuming.py::test_the_end_is_reached_after_a_throttled_tail",
+        ),
+    ),
+    Mutation(
+        "eofed: lanes reach the end while a lane's queue still waits",
+        "conveyor/processing/virtual/executor.py",
+        (("or self._ticking or queued(self.lanes):", "or self._ticking:"),),
+        (
+            "tests/unit/processing/virtual/test_virtual_executor.py::test_the_end_is_not_reached_while_a_lane_holds_messages_that_wait",
+        ),
+    ),
+    Mutation(
+        "eofed: an end told before a seek survives it",
+        "conveyor/processing/partition_core.py",
+        (
+            (
+                "            self.eof = False  # librdkafka tells the end again once the read gets there\n",
+                "",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_executor.py::TestFlowControl::test_a_seek_forgets_an_end_that_was_reached",
+        ),
+    ),
+    Mutation(
+        "throttle: a tail that comes back within the interval is counted again",
+        "conveyor/processing/filters.py",
+        (("if any(first <= offset <= last for first, last in counted):", "if False:"),),
+        ("tests/unit/processing/test_filters.py::test_throttle_counts_a_put_back_tail_once",),
+    ),
 )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conveyor import App, ConfigurationError, Consumer, ConveyorError, Producer
+from conveyor import App, ConfigurationError, Consumer, ConveyorError, Producer, Throttle
 from conveyor.instrumentation.background_log import BACKGROUND_LOG
 from helpers import Record, running
 
@@ -204,6 +204,27 @@ def test_eofed_is_called_at_the_end_of_a_partition(kafka_bootstrap: str, new_top
     with running(app):
         assert record.wait_for(lambda items: "eof" in items)
     assert record.items[:4] == [0, 1, 2, "eof"]
+
+
+def test_the_end_is_reached_after_a_throttled_tail(kafka_bootstrap: str, new_topic) -> None:
+    """A throttle cuts the batches taken at the end of the partition short: reached_end()
+    runs once the last of them was consumed, never while a held tail waits."""
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 7)
+    record = Record()
+
+    class Eof(Consumer):
+        def consume(self) -> None:
+            record.add(*(m.offset for m in self.messages))
+
+        def reached_end(self) -> None:
+            record.add("eof")
+
+    app = make_app(kafka_bootstrap, kafka={"enable.partition.eof": True})
+    app.routes.topic(topic, Eof, filters=[Throttle(3, per=1.0)])
+    with running(app):
+        assert record.wait_for(lambda items: "eof" in items, 30), record.items
+    assert record.items[: record.items.index("eof")] == list(range(7))
 
 
 def test_seek_pause_and_resume(kafka_bootstrap: str, new_topic) -> None:
