@@ -1488,6 +1488,27 @@ MUTATIONS = (
         (("if any(first <= offset <= last for first, last in counted):", "if False:"),),
         ("tests/unit/processing/test_filters.py::test_throttle_counts_a_put_back_tail_once",),
     ),
+    Mutation(
+        "commits: a commit the group refused is neither reported nor logged",
+        "conveyor/driver/consumers.py",
+        (("            self._on_commit_refused(offsets, failure, sync)\n", "            pass\n"),),
+        (
+            "tests/integration/processing/test_direct_assignment.py::test_a_commit_the_group_refuses_is_reported",
+        ),
+    ),
+    Mutation(
+        "commits: an asynchronous commit the group refused counts as done",
+        "conveyor/processing/commits.py",
+        (
+            (
+                "            if self.offsets.get((topic, partition)) == offset:",
+                "            if False:",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_offset_metadata.py::test_an_asynchronous_commit_the_group_refused_is_sent_again",
+        ),
+    ),
 )
 
 

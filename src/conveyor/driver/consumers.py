@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.connection import ConnectionNews, ConnectionWatch
 from conveyor.driver.credentials import refusal, sliced_metadata
-from conveyor.driver.errors import ErrorCode, configuration_error, to_conveyor_error
+from conveyor.driver.errors import ErrorCode, configuration_error, is_error, to_conveyor_error
 from conveyor.driver.oauth import prime_token
 from conveyor.errors import AuthenticationError, KafkaError
 
@@ -26,6 +26,7 @@ __all__ = [
     "OFFSET_END",
     "OFFSET_STORED",
     "PARTITION_EOF",
+    "CommitRefused",
     "Committed",
     "ConsumerClient",
     "Partition",
@@ -44,6 +45,9 @@ OFFSET_END = confluent_kafka.OFFSET_END
 PARTITION_EOF = ErrorCode._PARTITION_EOF
 
 RebalanceCallback = Callable[[list[Partition]], None]
+CommitRefused = Callable[[list[tuple[str, int, int]], KafkaError, bool], None]
+"""Told of a commit the group refused: its ``(topic, partition, next offset)``s, the error,
+and whether the commit was synchronous."""
 
 
 class Committed(NamedTuple):
@@ -121,9 +125,11 @@ class ConsumerClient:
         on_fetch_error: Callable[[KafkaError], None] | None = None,
         on_connection: Callable[[ConnectionNews], None] | None = None,
         on_statistics: Callable[[str], None] | None = None,
+        on_commit_refused: CommitRefused | None = None,
     ) -> None:
         self._on_fetch_error = on_fetch_error
         self._on_error = on_error
+        self._on_commit_refused = on_commit_refused
         self._config = config
         self.credentials_refused: AuthenticationError | None = None
         """Set when Kafka refused this client's credentials; polls then raise it."""
@@ -137,6 +143,8 @@ class ConsumerClient:
         settings["error_cb"] = self._error  # refused credentials are always watched for
         if on_statistics is not None and "statistics.interval.ms" in config:
             settings["stats_cb"] = on_statistics
+        if on_commit_refused is not None:  # the outcome of asynchronous commits
+            settings["on_commit"] = self._committed
         prime_token(settings)
         try:
             self._consumer = confluent_kafka.Consumer(settings)
@@ -158,6 +166,26 @@ class ConsumerClient:
             return  # a lost connection is told once by the watch, not per reconnect
         if self._on_error is not None:
             self._on_error(failure)
+
+    def _committed(self, error: Any, partitions: list[TopicPartition]) -> None:
+        """librdkafka's report of an asynchronous commit (served in a poll)."""
+        self._refused(error, partitions, sync=False)
+
+    def _refused(self, error: Any, partitions: list[TopicPartition], sync: bool) -> bool:
+        """Tell ``on_commit_refused`` of the partitions a commit failed for (all of them
+        when ``error`` is the whole commit's); True when there were some."""
+        if is_error(error) and error.code() == ErrorCode._NO_OFFSET:
+            return False  # nothing to commit is not a failure
+        failed = [tp for tp in partitions if error is not None or tp.error is not None]
+        if not failed:
+            return False
+        cause = error if error is not None else failed[0].error
+        if self._on_commit_refused is not None:
+            offsets = [(tp.topic, tp.partition, tp.offset) for tp in failed]
+            where = ", ".join(f"{t}/{p}" for t, p, _ in offsets)
+            failure = to_conveyor_error(cause, KafkaError, f"commit of {where} refused: ")
+            self._on_commit_refused(offsets, failure, sync)
+        return True
 
     def _connection_check(self, answered: bool) -> None:
         """While the connection is down: a fetched message says it is back; without one, a
@@ -294,23 +322,23 @@ class ConsumerClient:
         """Commit ``(topic, partition, next offset)``s, with the ``metadata`` string given for
         a partition (the others commit none); synchronous unless asked otherwise.
 
-        Returns False when the commit was refused (the partitions are no longer this member's).
+        Returns False when the commit was refused (told to ``on_commit_refused`` too); the
+        refusal of an asynchronous commit comes later, in a poll.
         """
+        partitions = (
+            [offset_with_metadata(t, p, o, metadata.get((t, p))) for t, p, o in offsets]
+            if metadata
+            else [TopicPartition(t, p, o) for t, p, o in offsets]
+        )
         try:
-            partitions = (
-                [offset_with_metadata(t, p, o, metadata.get((t, p))) for t, p, o in offsets]
-                if metadata
-                else [TopicPartition(t, p, o) for t, p, o in offsets]
-            )
-            if asynchronous:
+            if asynchronous:  # its outcome comes to on_commit_refused (see _committed)
                 self._consumer.commit(offsets=partitions, asynchronous=True)
             else:
                 result = self._consumer.commit(offsets=partitions, asynchronous=False)
-                return all(tp.error is None for tp in result or [])
+                return not self._refused(None, result or [], sync=True)
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            # Nothing to commit is not a failure.
-            return error is not None and error.code() == ErrorCode._NO_OFFSET
+            error = exc.args[0] if exc.args and is_error(exc.args[0]) else exc
+            return not self._refused(error, partitions, sync=not asynchronous)
         return True
 
     def assignment(self) -> set[Partition]:

@@ -121,6 +121,7 @@ class Listener(ListenerReports):
             on_fetch_error=self._on_fetch_error,
             on_connection=connection_reporter(context.monitor),
             on_statistics=self._on_statistics,
+            on_commit_refused=self._on_commit_refused,
         )
         # Resolving start offsets may wait for a predecessor's transaction; within most of
         # max.poll.interval.ms, so that the member is not thrown out of the group meanwhile.
