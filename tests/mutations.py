@@ -1509,6 +1509,27 @@ MUTATIONS = (
             "tests/unit/processing/test_offset_metadata.py::test_an_asynchronous_commit_the_group_refused_is_sent_again",
         ),
     ),
+    Mutation(
+        "listener: a command from another thread waits for the poll slice",
+        "conveyor/processing/listener.py",
+        (
+            (
+                "        if threading.current_thread() is not self._thread:\n            self._client.wake()\n",
+                "",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_consuming.py::test_steering_from_another_thread_wakes_a_waiting_listener",
+        ),
+    ),
+    Mutation(
+        "consumer wake: a wake leaves the poll waiting",
+        "conveyor/driver/consumers.py",
+        (("            self._wake.wake()\n", "            pass\n"),),
+        (
+            "tests/unit/driver/test_consumer_wake.py::test_a_wake_ends_the_wait_of_a_poll_in_another_thread",
+        ),
+    ),
 )
 
 

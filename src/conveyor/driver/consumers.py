@@ -16,6 +16,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.connection import ConnectionNews, ConnectionWatch
+from conveyor.driver.consumer_wake import consumer_wake
 from conveyor.driver.credentials import refusal, sliced_metadata
 from conveyor.driver.errors import ErrorCode, configuration_error, is_error, to_conveyor_error
 from conveyor.driver.oauth import prime_token
@@ -126,6 +127,7 @@ class ConsumerClient:
         on_connection: Callable[[ConnectionNews], None] | None = None,
         on_statistics: Callable[[str], None] | None = None,
         on_commit_refused: CommitRefused | None = None,
+        wakeable: bool = False,
     ) -> None:
         self._on_fetch_error = on_fetch_error
         self._on_error = on_error
@@ -152,6 +154,18 @@ class ConsumerClient:
             raise configuration_error(exc, "consumer", config) from exc
         self._consume = self._consumer.consume
         self._watermark_keys: dict[Partition, TopicPartition] = {}
+        self._wake = consumer_wake(self._consumer) if wakeable else None
+
+    @property
+    def wakeable(self) -> bool:
+        """Whether :meth:`wake` ends a poll's wait (see :mod:`conveyor.driver.consumer_wake`)."""
+        return self._wake is not None
+
+    def wake(self) -> None:
+        """From any thread: the poll in progress returns now (the next one at once if none
+        waits), when the client is ``wakeable``; else nothing happens."""
+        if self._wake is not None:
+            self._wake.wake()
 
     def _error(self, error: Any) -> None:
         failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
@@ -407,4 +421,6 @@ class ConsumerClient:
         return self._consumer.consumer_group_metadata()
 
     def close(self) -> None:
+        if self._wake is not None:
+            self._wake.close()  # librdkafka's queue given back before the consumer goes
         self._consumer.close()
