@@ -1458,7 +1458,7 @@ MUTATIONS = (
         (("eof = eof and self._end_still_reached(batch[-1].offset())", "eof = eof"),),
         (
             "tests/unit/processing/test_executor.py::TestFlowControl::test_the_end_is_reached_after_a_tail_that_went_back_to_wait",
-            "tests/integration/processing/test_consuming.py::test_the_end_is_reached_after_a_throttled_tail",
+            "tests/integration/processing/test_consuming.py::test_the_end_is_reached_after_a_retried_tail",
         ),
     ),
     Mutation(

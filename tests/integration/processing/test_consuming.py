@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import conveyor.processing.listener as listener_module
-from conveyor import App, ConfigurationError, Consumer, ConveyorError, Producer, Throttle
+from conveyor import App, ConfigurationError, Consumer, ConveyorError, Producer
 from conveyor.instrumentation.background_log import BACKGROUND_LOG
 from helpers import Record, running
 
@@ -207,25 +207,34 @@ def test_eofed_is_called_at_the_end_of_a_partition(kafka_bootstrap: str, new_top
     assert record.items[:4] == [0, 1, 2, "eof"]
 
 
-def test_the_end_is_reached_after_a_throttled_tail(kafka_bootstrap: str, new_topic) -> None:
-    """A throttle cuts the batches taken at the end of the partition short: reached_end()
-    runs once the last of them was consumed, never while a held tail waits."""
+def test_the_end_is_reached_after_a_retried_tail(kafka_bootstrap: str, new_topic) -> None:
+    """A batch taken once the end of the partition was told, whose consume() raises, goes back
+    to wait for its retry: reached_end() runs once it was consumed, not while it waits."""
     topic = new_topic()
-    produce(kafka_bootstrap, topic, 7)
+    produce(kafka_bootstrap, topic, 6)
     record = Record()
+    failures = {"left": 4}  # offset 4 fails its first attempts: the end is told meanwhile
 
     class Eof(Consumer):
         def consume(self) -> None:
-            record.add(*(m.offset for m in self.messages))
+            for message in self.messages:
+                if message.offset == 4 and failures["left"]:
+                    failures["left"] -= 1
+                    raise RuntimeError("not yet")
+                record.add(message.offset)
+                self.mark_as_consumed(message)
 
         def reached_end(self) -> None:
             record.add("eof")
 
-    app = make_app(kafka_bootstrap, kafka={"enable.partition.eof": True})
-    app.routes.topic(topic, Eof, filters=[Throttle(3, per=1.0)])
+    app = make_app(
+        kafka_bootstrap, kafka={"enable.partition.eof": True}, pause_timeout=0.5,
+        pause_with_exponential_backoff=False,
+    )  # fmt: skip
+    app.routes.topic(topic, Eof)
     with running(app):
         assert record.wait_for(lambda items: "eof" in items, 30), record.items
-    assert record.items[: record.items.index("eof")] == list(range(7))
+    assert record.items[: record.items.index("eof")] == list(range(6))
 
 
 def test_seek_pause_and_resume(kafka_bootstrap: str, new_topic) -> None:
