@@ -1530,6 +1530,81 @@ MUTATIONS = (
             "tests/unit/driver/test_consumer_wake.py::test_a_wake_ends_the_wait_of_a_poll_in_another_thread",
         ),
     ),
+    Mutation(
+        "delivery: a timed-out delivery's handle completes without asking about its topic",
+        "conveyor/producer/producer.py",
+        (("        clarify = client.explainer.explain\n", "        clarify = None\n"),),
+        (
+            "tests/integration/producer/test_awaiting.py::test_timed_out_deliveries_are_explained_off_the_event_loop",
+        ),
+    ),
+    Mutation(
+        "delivery: persistence by the error's name alone",
+        "conveyor/driver/delivery_errors.py",
+        (
+            (
+                "    if name in NOT_PERSISTED or partition is None or missing:",
+                "    if name in NOT_PERSISTED:",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_handles.py::test_a_message_that_never_had_a_partition_was_not_persisted",
+            "tests/unit/driver/test_handles.py::test_a_timed_out_delivery_completes_once_asked_whether_its_topic_exists",
+            "tests/integration/producer/test_awaiting.py::test_timed_out_deliveries_are_explained_off_the_event_loop",
+        ),
+    ),
+    Mutation(
+        "delivery: a timeout to a missing topic says it may have been written",
+        "conveyor/driver/delivery_errors.py",
+        (
+            (
+                "            if missing\n            else _NEVER_SENT",
+                "            if False\n            else _NEVER_SENT",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_handles.py::test_a_timed_out_delivery_completes_once_asked_whether_its_topic_exists",
+        ),
+    ),
+    Mutation(
+        "delivery: a message refused at produce() counts as possibly persisted",
+        "conveyor/driver/producers.py",
+        (
+            (
+                '        failure.persistence = "not_persisted"  # it never entered librdkafka\'s queue\n',
+                "",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_producers.py::test_a_message_librdkafka_refused_at_once_was_not_persisted",
+        ),
+    ),
+    Mutation(
+        "delivery: a default produce_sync waits 0.7 s past message.timeout.ms",
+        "conveyor/producer/producer.py",
+        (
+            (
+                "MESSAGE_TIMEOUT_MARGIN = _EXPIRY_SCAN + SERVE_SLICE + EXPLAINED_WITHIN + _SCHEDULING",
+                "MESSAGE_TIMEOUT_MARGIN = 0.7",
+            ),
+        ),
+        (
+            "tests/integration/producer/test_producing.py::test_a_default_produce_sync_to_a_missing_topic_raises_the_delivery_error",
+        ),
+    ),
+    Mutation(
+        "explainer: a question that waited too long is asked all the same",
+        "conveyor/driver/explainer.py",
+        (
+            (
+                "                fresh = not closed and time.monotonic() - asked_at < _STALE",
+                "                fresh = not closed",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_explainer.py::test_a_question_that_waited_too_long_is_answered_not_asked",
+        ),
+    ),
 )
 
 

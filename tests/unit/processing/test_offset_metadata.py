@@ -131,6 +131,7 @@ def test_an_asynchronous_commit_the_group_refused_is_sent_again() -> None:
     assert len(client.commits) == 1
     commits.refused([("orders", 0, 3)])
     commits.marked(executors, sync=False, only=None)
+    assert len(client.commits) == 2, "sent again"
     assert client.commits[-1] == ([("orders", 0, 3)], True, {("orders", 0): "three"})
 
 
