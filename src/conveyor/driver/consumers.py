@@ -6,6 +6,7 @@ messages through :mod:`conveyor.messages` and partitions as ``(topic, partition)
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -65,6 +66,8 @@ class Committed(NamedTuple):
 raw_error: Callable[[Any], Any] = confluent_kafka.Message.error
 raw_topic: Callable[[Any], Any] = confluent_kafka.Message.topic
 raw_partition: Callable[[Any], Any] = confluent_kafka.Message.partition
+
+_log = logging.getLogger("conveyor.driver")
 
 _DRAIN_CHUNK = 500
 # A first message that took longer than this came after a wait (see poll_batch).
@@ -182,8 +185,12 @@ class ConsumerClient:
             self._on_error(failure)
 
     def _committed(self, error: Any, partitions: list[TopicPartition]) -> None:
-        """librdkafka's report of an asynchronous commit (served in a poll)."""
-        self._refused(error, partitions, sync=False)
+        """librdkafka's report of an asynchronous commit (served in a poll: what it raises
+        would come out of the poll, so it is logged instead)."""
+        try:
+            self._refused(error, partitions, sync=False)
+        except Exception:
+            _log.exception("reporting a refused commit failed")
 
     def _refused(self, error: Any, partitions: list[TopicPartition], sync: bool) -> bool:
         """Tell ``on_commit_refused`` of the partitions a commit failed for (all of them

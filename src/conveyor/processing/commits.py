@@ -83,7 +83,7 @@ class Commits:
         marked sends them again."""
         for topic, partition, offset in offsets:
             if self.offsets.get((topic, partition)) == offset:
-                del self.offsets[(topic, partition)]
+                self.offsets.pop((topic, partition), None)
                 self._metadata.pop((topic, partition), None)
 
     def forget(self, key: Partition) -> None:
