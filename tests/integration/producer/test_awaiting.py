@@ -99,6 +99,8 @@ def test_timed_out_deliveries_are_explained_off_the_event_loop(
 
     with Producer({"bootstrap.servers": kafka_bootstrap, "message.timeout.ms": 1500}) as producer:
         loop_thread, failures = asyncio.run(scenario(producer))
+    assert asked_on, "the cluster was asked"
+    assert loop_thread not in asked_on, "never on the loop's thread"
     assert len(failures) == 6
     assert isinstance(failures[-1], BatchDeliveryError)
     errors = [*failures[:-1], *failures[-1].failures]
@@ -107,5 +109,3 @@ def test_timed_out_deliveries_are_explained_off_the_event_loop(
         assert f"{missing!r} does not exist" in str(error), error
         assert error.persistence == "not_persisted"
         assert "may have been written" not in str(error)
-    assert asked_on, "the cluster was asked"
-    assert loop_thread not in asked_on, "never on the loop's thread"
