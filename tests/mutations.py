@@ -1662,6 +1662,159 @@ MUTATIONS = (
             "tests/integration/web/test_lags_metadata.py::test_the_lags_page_says_none_for_an_offset_committed_without_metadata",
         ),
     ),
+    Mutation(
+        "eofed: reached_end runs while a tail of the batch taken at the end waits",
+        "conveyor/processing/executor.py",
+        (("eof = eof and self._end_still_reached(batch[-1].offset())", "eof = eof"),),
+        (
+            "tests/unit/processing/test_executor.py::TestFlowControl::test_the_end_is_reached_after_a_tail_that_went_back_to_wait",
+            "tests/integration/processing/test_consuming.py::test_the_end_is_reached_after_a_retried_tail",
+        ),
+    ),
+    Mutation(
+        "eofed: lanes reach the end while a lane's queue still waits",
+        "conveyor/processing/virtual/executor.py",
+        (("or self._ticking or queued(self.lanes):", "or self._ticking:"),),
+        (
+            "tests/unit/processing/virtual/test_virtual_executor.py::test_the_end_is_not_reached_while_a_lane_holds_messages_that_wait",
+        ),
+    ),
+    Mutation(
+        "eofed: an end told before a seek survives it",
+        "conveyor/processing/partition_core.py",
+        (
+            (
+                "            self.eof = False  # librdkafka tells the end again once the read gets there\n",
+                "",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_executor.py::TestFlowControl::test_a_seek_forgets_an_end_that_was_reached",
+        ),
+    ),
+    Mutation(
+        "throttle: a tail that comes back within the interval is counted again",
+        "conveyor/processing/filters.py",
+        (("if any(first <= offset <= last for first, last in counted):", "if False:"),),
+        ("tests/unit/processing/test_filters.py::test_throttle_counts_a_put_back_tail_once",),
+    ),
+    Mutation(
+        "commits: a commit the group refused is neither reported nor logged",
+        "conveyor/driver/consumers.py",
+        (("            self._on_commit_refused(offsets, failure, sync)\n", "            pass\n"),),
+        (
+            "tests/integration/processing/test_direct_assignment.py::test_a_commit_the_group_refuses_is_reported",
+        ),
+    ),
+    Mutation(
+        "commits: an asynchronous commit the group refused counts as done",
+        "conveyor/processing/commits.py",
+        (
+            (
+                "            if self.offsets.get((topic, partition)) == offset:",
+                "            if False:",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_offset_metadata.py::test_an_asynchronous_commit_the_group_refused_is_sent_again",
+        ),
+    ),
+    Mutation(
+        "listener: a command from another thread waits for the poll slice",
+        "conveyor/processing/listener.py",
+        (
+            (
+                "        if threading.current_thread() is not self._thread:\n            self._client.wake()\n",
+                "",
+            ),
+        ),
+        (
+            "tests/integration/processing/test_consuming.py::test_steering_from_another_thread_wakes_a_waiting_listener",
+        ),
+    ),
+    Mutation(
+        "consumer wake: a wake leaves the poll waiting",
+        "conveyor/driver/consumers.py",
+        (("            self._wake.wake()\n", "            pass\n"),),
+        (
+            "tests/unit/driver/test_consumer_wake.py::test_a_wake_ends_the_wait_of_a_poll_in_another_thread",
+        ),
+    ),
+    Mutation(
+        "delivery: a timed-out delivery's handle completes without asking about its topic",
+        "conveyor/producer/producer.py",
+        (("        clarify = client.explainer.explain\n", "        clarify = None\n"),),
+        (
+            "tests/integration/producer/test_awaiting.py::test_timed_out_deliveries_are_explained_off_the_event_loop",
+        ),
+    ),
+    Mutation(
+        "delivery: persistence by the error's name alone",
+        "conveyor/driver/delivery_errors.py",
+        (
+            (
+                "    if name in NOT_PERSISTED or partition is None or missing:",
+                "    if name in NOT_PERSISTED:",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_handles.py::test_a_message_that_never_had_a_partition_was_not_persisted",
+            "tests/unit/driver/test_handles.py::test_a_timed_out_delivery_completes_once_asked_whether_its_topic_exists",
+            "tests/integration/producer/test_awaiting.py::test_timed_out_deliveries_are_explained_off_the_event_loop",
+        ),
+    ),
+    Mutation(
+        "delivery: a timeout to a missing topic says it may have been written",
+        "conveyor/driver/delivery_errors.py",
+        (
+            (
+                "            if missing\n            else _NEVER_SENT",
+                "            if False\n            else _NEVER_SENT",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_handles.py::test_a_timed_out_delivery_completes_once_asked_whether_its_topic_exists",
+        ),
+    ),
+    Mutation(
+        "delivery: a message refused at produce() counts as possibly persisted",
+        "conveyor/driver/producers.py",
+        (
+            (
+                '        failure.persistence = "not_persisted"  # it never entered librdkafka\'s queue\n',
+                "",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_producers.py::test_a_message_librdkafka_refused_at_once_was_not_persisted",
+        ),
+    ),
+    Mutation(
+        "delivery: a default produce_sync waits 0.7 s past message.timeout.ms",
+        "conveyor/producer/producer.py",
+        (
+            (
+                "MESSAGE_TIMEOUT_MARGIN = _EXPIRY_SCAN + SERVE_SLICE + EXPLAINED_WITHIN + _SCHEDULING",
+                "MESSAGE_TIMEOUT_MARGIN = 0.7",
+            ),
+        ),
+        (
+            "tests/integration/producer/test_producing.py::test_a_default_produce_sync_to_a_missing_topic_raises_the_delivery_error",
+        ),
+    ),
+    Mutation(
+        "explainer: a question that waited too long is asked all the same",
+        "conveyor/driver/explainer.py",
+        (
+            (
+                "                fresh = not closed and time.monotonic() - asked_at < _STALE",
+                "                fresh = not closed",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_explainer.py::test_a_question_that_waited_too_long_is_answered_not_asked",
+        ),
+    ),
 )
 
 

@@ -6,6 +6,7 @@ messages through :mod:`conveyor.messages` and partitions as ``(topic, partition)
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -16,8 +17,9 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from conveyor.driver.clients import LIBRDKAFKA_LOG
 from conveyor.driver.connection import ConnectionNews, ConnectionWatch
+from conveyor.driver.consumer_wake import consumer_wake
 from conveyor.driver.credentials import refusal, sliced_metadata
-from conveyor.driver.errors import ErrorCode, configuration_error, to_conveyor_error
+from conveyor.driver.errors import ErrorCode, configuration_error, is_error, to_conveyor_error
 from conveyor.driver.oauth import prime_token
 from conveyor.errors import AuthenticationError, KafkaError
 
@@ -26,6 +28,7 @@ __all__ = [
     "OFFSET_END",
     "OFFSET_STORED",
     "PARTITION_EOF",
+    "CommitRefused",
     "Committed",
     "ConsumerClient",
     "Partition",
@@ -44,6 +47,9 @@ OFFSET_END = confluent_kafka.OFFSET_END
 PARTITION_EOF = ErrorCode._PARTITION_EOF
 
 RebalanceCallback = Callable[[list[Partition]], None]
+CommitRefused = Callable[[list[tuple[str, int, int]], KafkaError, bool], None]
+"""Told of a commit the group refused: its ``(topic, partition, next offset)``s, the error,
+and whether the commit was synchronous."""
 
 
 class Committed(NamedTuple):
@@ -60,6 +66,8 @@ class Committed(NamedTuple):
 raw_error: Callable[[Any], Any] = confluent_kafka.Message.error
 raw_topic: Callable[[Any], Any] = confluent_kafka.Message.topic
 raw_partition: Callable[[Any], Any] = confluent_kafka.Message.partition
+
+_log = logging.getLogger("conveyor.driver")
 
 _DRAIN_CHUNK = 500
 # A first message that took longer than this came after a wait (see poll_batch).
@@ -121,9 +129,12 @@ class ConsumerClient:
         on_fetch_error: Callable[[KafkaError], None] | None = None,
         on_connection: Callable[[ConnectionNews], None] | None = None,
         on_statistics: Callable[[str], None] | None = None,
+        on_commit_refused: CommitRefused | None = None,
+        wakeable: bool = False,
     ) -> None:
         self._on_fetch_error = on_fetch_error
         self._on_error = on_error
+        self._on_commit_refused = on_commit_refused
         self._config = config
         self.credentials_refused: AuthenticationError | None = None
         """Set when Kafka refused this client's credentials; polls then raise it."""
@@ -137,6 +148,8 @@ class ConsumerClient:
         settings["error_cb"] = self._error  # refused credentials are always watched for
         if on_statistics is not None and "statistics.interval.ms" in config:
             settings["stats_cb"] = on_statistics
+        if on_commit_refused is not None:  # the outcome of asynchronous commits
+            settings["on_commit"] = self._committed
         prime_token(settings)
         try:
             self._consumer = confluent_kafka.Consumer(settings)
@@ -144,6 +157,18 @@ class ConsumerClient:
             raise configuration_error(exc, "consumer", config) from exc
         self._consume = self._consumer.consume
         self._watermark_keys: dict[Partition, TopicPartition] = {}
+        self._wake = consumer_wake(self._consumer) if wakeable else None
+
+    @property
+    def wakeable(self) -> bool:
+        """Whether :meth:`wake` ends a poll's wait (see :mod:`conveyor.driver.consumer_wake`)."""
+        return self._wake is not None
+
+    def wake(self) -> None:
+        """From any thread: the poll in progress returns now (the next one at once if none
+        waits), when the client is ``wakeable``; else nothing happens."""
+        if self._wake is not None:
+            self._wake.wake()
 
     def _error(self, error: Any) -> None:
         failure = to_conveyor_error(error, KafkaError, context="librdkafka: ")
@@ -158,6 +183,30 @@ class ConsumerClient:
             return  # a lost connection is told once by the watch, not per reconnect
         if self._on_error is not None:
             self._on_error(failure)
+
+    def _committed(self, error: Any, partitions: list[TopicPartition]) -> None:
+        """librdkafka's report of an asynchronous commit (served in a poll: what it raises
+        would come out of the poll, so it is logged instead)."""
+        try:
+            self._refused(error, partitions, sync=False)
+        except Exception:
+            _log.exception("reporting a refused commit failed")
+
+    def _refused(self, error: Any, partitions: list[TopicPartition], sync: bool) -> bool:
+        """Tell ``on_commit_refused`` of the partitions a commit failed for (all of them
+        when ``error`` is the whole commit's); True when there were some."""
+        if is_error(error) and error.code() == ErrorCode._NO_OFFSET:
+            return False  # nothing to commit is not a failure
+        failed = [tp for tp in partitions if error is not None or tp.error is not None]
+        if not failed:
+            return False
+        cause = error if error is not None else failed[0].error
+        if self._on_commit_refused is not None:
+            offsets = [(tp.topic, tp.partition, tp.offset) for tp in failed]
+            where = ", ".join(f"{t}/{p}" for t, p, _ in offsets)
+            failure = to_conveyor_error(cause, KafkaError, f"commit of {where} refused: ")
+            self._on_commit_refused(offsets, failure, sync)
+        return True
 
     def _connection_check(self, answered: bool) -> None:
         """While the connection is down: a fetched message says it is back; without one, a
@@ -294,23 +343,23 @@ class ConsumerClient:
         """Commit ``(topic, partition, next offset)``s, with the ``metadata`` string given for
         a partition (the others commit none); synchronous unless asked otherwise.
 
-        Returns False when the commit was refused (the partitions are no longer this member's).
+        Returns False when the commit was refused (told to ``on_commit_refused`` too); the
+        refusal of an asynchronous commit comes later, in a poll.
         """
+        partitions = (
+            [offset_with_metadata(t, p, o, metadata.get((t, p))) for t, p, o in offsets]
+            if metadata
+            else [TopicPartition(t, p, o) for t, p, o in offsets]
+        )
         try:
-            partitions = (
-                [offset_with_metadata(t, p, o, metadata.get((t, p))) for t, p, o in offsets]
-                if metadata
-                else [TopicPartition(t, p, o) for t, p, o in offsets]
-            )
-            if asynchronous:
+            if asynchronous:  # its outcome comes to on_commit_refused (see _committed)
                 self._consumer.commit(offsets=partitions, asynchronous=True)
             else:
                 result = self._consumer.commit(offsets=partitions, asynchronous=False)
-                return all(tp.error is None for tp in result or [])
+                return not self._refused(None, result or [], sync=True)
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            # Nothing to commit is not a failure.
-            return error is not None and error.code() == ErrorCode._NO_OFFSET
+            error = exc.args[0] if exc.args and is_error(exc.args[0]) else exc
+            return not self._refused(error, partitions, sync=not asynchronous)
         return True
 
     def assignment(self) -> set[Partition]:
@@ -379,4 +428,6 @@ class ConsumerClient:
         return self._consumer.consumer_group_metadata()
 
     def close(self) -> None:
+        if self._wake is not None:
+            self._wake.close()  # librdkafka's queue given back before the consumer goes
         self._consumer.close()

@@ -1,8 +1,9 @@
 """Handles for results that librdkafka reports later: deliveries and admin operations.
 
 A handle is completed by the thread that sees the result (the client's poller thread
-runs the delivery callback) and wakes its waiters at that moment: the waiter blocks on
-a lock that the completing thread releases, never on a sleep. Waits end at a monotonic
+runs the delivery callback; a timed-out delivery's, the producer's explainer thread, once the
+cluster said whether its topic exists) and wakes its waiters at that moment: the waiter blocks
+on a lock that the completing thread releases, never on a sleep. Waits end at a monotonic
 deadline with :class:`~conveyor.errors.WaitTimeoutError`.
 
 Delivery handles are awaitable too: ``await handle`` gives the report (or raises) in a
@@ -24,9 +25,12 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
+from conveyor.driver.delivery_errors import EXPLAINED, Clarified, asks_the_cluster, delivery_error
 from conveyor.driver.errors import to_conveyor_error
+from conveyor.driver.explainer import Clarify, Verdicts
 from conveyor.driver.loop_wakeups import loop_future, settle
 from conveyor.errors import BatchDeliveryError, DeliveryError, KafkaError, WaitTimeoutError
 
@@ -53,10 +57,12 @@ Lead = Callable[[Callable[[], bool], float], bool]
 the monotonic deadline; False when someone else serves them (then wait as usual)."""
 
 
-def _tell(observer: DeliveryObserver, error: Any, message: Any, label: Any) -> None:
+def _tell(
+    observer: DeliveryObserver, error: Any, message: Any, label: Any, missing: bool | None = None
+) -> None:
     """Pass one delivery to ``observer`` in Conveyor's terms (no librdkafka object leaves)."""
     topic, partition = message.topic(), message.partition()
-    failure = None if error is None else _delivery_error(error, topic, partition, label)
+    failure = None if error is None else delivery_error(error, topic, partition, label, missing)
     observer(topic, partition, message.offset(), failure, label)
 
 
@@ -95,56 +101,6 @@ def _report(message: Any, label: Any) -> DeliveryReport:
         timestamp=timestamp if kind else None,
         label=label,
     )
-
-
-def _delivery_error(
-    error: Any, topic: str | None, partition: int | None, label: Any
-) -> DeliveryError:
-    failure = to_conveyor_error(
-        error, DeliveryError, context=f"delivery to {topic!r} failed: ", topic=topic, label=label
-    )
-    failure.partition = partition if partition is not None and partition >= 0 else None
-    failure.persistence = persistence(failure.name)
-    hint = _HINTS.get(failure.name)
-    if hint:
-        failure.args = (f"{failure.args[0]}. {hint}",)
-    return failure
-
-
-# Failures librdkafka reports before a message left the client, or that a broker answers
-# without appending it: the message is certainly not in the log.
-_NOT_PERSISTED = frozenset(
-    {
-        "_PURGE_QUEUE", "_MSG_SIZE_TOO_LARGE", "MSG_SIZE_TOO_LARGE", "_UNKNOWN_TOPIC",
-        "_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR_PART", "TOPIC_AUTHORIZATION_FAILED",
-        "INVALID_MSG", "INVALID_RECORD", "RECORD_LIST_TOO_LARGE", "CORRUPT_MESSAGE",
-        "INVALID_REQUIRED_ACKS", "NOT_ENOUGH_REPLICAS", "_INVALID_ARG", "_QUEUE_FULL",
-        "CLUSTER_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-        "_AUTHENTICATION",
-    }
-)  # fmt: skip
-
-
-def persistence(name: str) -> str:
-    """What a delivery failure named ``name`` means for its message (see
-    :class:`~conveyor.errors.DeliveryError`): ``"not_persisted"`` for failures that happen
-    before a broker appends it; ``"possibly_persisted"`` otherwise, timeouts above all (a
-    message that timed out may have been sent and written, only its acknowledgement lost)."""
-    return "not_persisted" if name in _NOT_PERSISTED else "possibly_persisted"
-
-
-EXPLAINED = frozenset({"_MSG_TIMED_OUT", "_PURGE_QUEUE", "_PURGE_INFLIGHT"})
-"""Delivery failures a producer may explain further (``explain``): a timeout, or messages
-purged because Kafka refused the producer's credentials."""
-
-_HINTS = {
-    "UNKNOWN_TOPIC_OR_PART": "The topic does not exist and Conveyor's broker does not create topics "
-    "on first use: create it first (or check its name).",
-    "_UNKNOWN_TOPIC": "The topic does not exist: create it first (or check its name).",
-    "_MSG_TIMED_OUT": "The broker did not acknowledge it within message.timeout.ms: is the broker "
-    "reachable, and the topic's leader available? It may have been written all the same "
-    "(possibly persisted): a retry may write it twice unless a transaction wraps both.",
-}
 
 
 class _Waitable:
@@ -258,6 +214,9 @@ class DeliveryHandle:
     """Makes a timed-out delivery's error say more (e.g. that the topic does not exist)."""
     _lead: Lead | None = None
     """Lets a waiter serve its client's reports itself (see :mod:`conveyor.driver.poller`)."""
+    _clarify: Clarify | None = None
+    """Asks, off the thread that serves the report, whether a timed-out delivery's topic
+    exists: such a handle completes once that is answered (see :mod:`conveyor.driver.explainer`)."""
 
     @classmethod
     def bound_to(
@@ -265,10 +224,14 @@ class DeliveryHandle:
         notify: DeliveryObserver | None,
         explain: Callable[[DeliveryError], DeliveryError] | None = None,
         lead: Lead | None = None,
+        clarify: Clarify | None = None,
     ) -> type[DeliveryHandle]:
         """A subclass whose handles report failures (and, for acknowledgements, every delivery)
         to ``notify``."""
-        namespace = {"__slots__": (), "_notify": notify, "_explain": explain, "_lead": lead}
+        namespace = {
+            "__slots__": (), "_notify": notify, "_explain": explain, "_lead": lead,
+            "_clarify": clarify,
+        }  # fmt: skip
         return type(cls.__name__, (cls,), namespace)
 
     @property
@@ -280,8 +243,14 @@ class DeliveryHandle:
             return None
 
     def __call__(self, error: Any, message: Any) -> None:
-        """librdkafka's delivery callback for this message (runs on the poller thread)."""
+        """librdkafka's delivery callback for this message (runs where reports are served: the
+        poller thread, a waiter, an event loop). A timed-out one completes on the explainer's
+        thread, once the cluster said whether its topic exists."""
         self._error = error
+        if error is not None and self._clarify is not None and asks_the_cluster(error):
+            self._clarify((message.topic(),), partial(self._clarified, message))
+            return
+        # The rest is _completed's, written out: a call more per report showed in throughput.
         self._fields = (message.topic(), message.partition(), message.offset(), message.timestamp())
         if _single_waiters:
             waiter = _single_waiters.get(self)
@@ -300,9 +269,37 @@ class DeliveryHandle:
                 for callback in callbacks:
                     _call_back(callback, self)
 
+    def _clarified(self, message: Any, verdicts: Verdicts) -> None:
+        """A timed-out delivery, once the cluster said whether its topic exists."""
+        missing = verdicts.get(message.topic())
+        error = self._error
+        self._error = Clarified(error, missing)
+        self._fields = (message.topic(), message.partition(), message.offset(), message.timestamp())
+        self._completed(error, message, missing)
+
+    def _completed(self, error: Any, message: Any, missing: bool | None) -> None:
+        """The report is in: wake whoever waits for it, and tell the observer of a failure."""
+        if _single_waiters:
+            waiter = _single_waiters.get(self)
+            if waiter is not None:
+                waiter.release()
+        if error is not None and self._notify is not None:
+            _tell(self._notify, error, message, self.label, missing)  # failures: always
+        if _awaits:
+            awaiting = _awaits.pop(self, None)
+            if awaiting is not None:
+                settle(awaiting)
+        if _done_callbacks:
+            with _callbacks_lock:
+                callbacks = _done_callbacks.pop(self, None)
+            if callbacks:
+                for callback in callbacks:
+                    _call_back(callback, self)
+
     def add_done_callback(self, callback: Callable[[DeliveryHandle], None]) -> None:
         """Call ``callback(handle)`` once the delivery is reported (delivered or failed), on the
-        thread that serves the report; at once, on this thread, if it is in already.
+        thread that serves the report (a timed-out one's: the producer's explainer thread, see
+        :mod:`conveyor.driver.explainer`); at once, on this thread, if it is in already.
 
         Keep it short: it runs where delivery reports are served. An exception it raises is
         logged, not raised."""
@@ -420,7 +417,10 @@ class DeliveryHandle:
         fields = self._fields
         assert fields is not None
         topic, partition = fields[0], fields[1]
-        failure = _delivery_error(self._error, topic, partition, self.label)
+        error, missing = self._error, None
+        if type(error) is Clarified:
+            error, missing = error.error, error.missing
+        failure = delivery_error(error, topic, partition, self.label, missing)
         if failure.name in EXPLAINED and self._explain is not None:
             failure = self._explain(failure)
         return failure
@@ -455,12 +455,15 @@ class BatchDeliveryHandle(_Waitable):
     """
 
     __slots__ = (
+        "_asking",
+        "_clarify",
         "_counter",
         "_errors",
         "_every",
         "_explain",
         "_notify",
         "_reports",
+        "_verdicts",
         "count",
         "keep_reports",
     )
@@ -474,12 +477,16 @@ class BatchDeliveryHandle(_Waitable):
         keep_reports: bool = False,
         explain: Callable[[DeliveryError], DeliveryError] | None = None,
         lead: Lead | None = None,
+        clarify: Clarify | None = None,
     ) -> None:
         self._state = _PENDING
         self._waiter = None
         self._lead = lead
         self._settle = None
         self._explain = explain
+        self._clarify = clarify
+        self._verdicts: Verdicts | None = None  # whether timed-out deliveries' topics exist
+        self._asking = False
         self.count = count
         self.keep_reports = keep_reports
         self._counter = itertools.count(1)  # next() is atomic: callbacks may run on two threads
@@ -536,8 +543,32 @@ class BatchDeliveryHandle(_Waitable):
     def _observe(self, error: Any, message: Any, label: Any) -> None:
         if error is not None:
             self._errors.append((error, message, label))
+            if self._clarify is not None and asks_the_cluster(error):
+                return  # told once the cluster said whether its topic exists (_clarified)
         if self._notify is not None:
             _tell(self._notify, error, message, label)
+
+    def _complete(self) -> None:
+        """Every message is reported: done, once the cluster said whether the topics of the
+        timed-out ones exist (asked off this thread, as a :class:`DeliveryHandle` does)."""
+        if self._asking:
+            return  # _clarified completes it
+        if self._verdicts is None and self._clarify is not None:
+            topics = {m.topic() for error, m, _ in self._errors if asks_the_cluster(error)}
+            if topics:
+                self._asking = True
+                self._clarify(topics, self._clarified)
+                return
+        _Waitable._complete(self)
+
+    def _clarified(self, verdicts: Verdicts) -> None:
+        self._verdicts = verdicts
+        if self._notify is not None:
+            for error, message, label in self._errors:
+                if asks_the_cluster(error):
+                    _tell(self._notify, error, message, label, verdicts.get(message.topic()))
+        self._asking = False
+        _Waitable._complete(self)
 
     def truncate(self, sent: int) -> None:
         """Shrink the burst to its first ``sent`` messages: a later one never reached librdkafka."""
@@ -568,8 +599,15 @@ class BatchDeliveryHandle(_Waitable):
         if self._state != _DONE:
             raise WaitTimeoutError("not every delivery has been reported yet")
         if self._errors:
+            verdicts = self._verdicts or {}
             failures = [
-                _delivery_error(error, message.topic(), message.partition(), label)
+                delivery_error(
+                    error,
+                    message.topic(),
+                    message.partition(),
+                    label,
+                    verdicts.get(message.topic()),
+                )
                 for error, message, label in self._errors
             ]
             if self._explain is not None:

@@ -19,7 +19,7 @@ this reaches it through ``ctypes``, with the producer's ``rd_kafka_t *`` read ou
 confluent-kafka's client object (its C struct ``Handle``: CPython's object header, then
 ``rd_kafka_t *rk``, then ``PyObject *error_cb, *throttle_cb, *stats_cb``). A wrong pointer
 handed to librdkafka would crash the process, so nothing reaches librdkafka before these checks
-pass, in this order (:func:`_refusal`, then :func:`_handle_of`):
+pass, in this order (:func:`_refusal`, then :func:`handle_of`):
 
 1. ``CONVEYOR_LOOP_SERVING`` is not ``0`` (the switch that turns this off on purpose);
 2. the interpreter is CPython (``id()`` is an object's address there, and only there);
@@ -68,7 +68,15 @@ import confluent_kafka
 
 from conveyor.driver.loop_wakeups import running_loop as _running_loop
 
-__all__ = ["TESTED_CONFLUENT_KAFKA", "LoopServing", "loop_serving", "loop_serving_available"]
+__all__ = [
+    "TESTED_CONFLUENT_KAFKA",
+    "LoopServing",
+    "handle_of",
+    "librdkafka",
+    "loop_serving",
+    "loop_serving_available",
+    "native_refusal",
+]
 
 _log = logging.getLogger("conveyor.driver")
 
@@ -103,6 +111,11 @@ class _Librdkafka:
         self.io_event.argtypes = [pointer, ctypes.c_int, pointer, ctypes.c_size_t]
         self.destroy_queue = library.rd_kafka_queue_destroy
         self.destroy_queue.restype, self.destroy_queue.argtypes = None, [pointer]
+        # a consumer's queue, and the call that ends a wait on it (conveyor.driver.consumer_wake)
+        self.consumer_queue = library.rd_kafka_queue_get_consumer
+        self.consumer_queue.restype, self.consumer_queue.argtypes = pointer, [pointer]
+        self.queue_yield = library.rd_kafka_queue_yield
+        self.queue_yield.restype, self.queue_yield.argtypes = None, [pointer]
 
 
 def _loaded_librdkafka() -> ctypes.CDLL | None:
@@ -139,6 +152,12 @@ def _librdkafka() -> _Librdkafka | None:
         return None
 
 
+def librdkafka() -> _Librdkafka | None:
+    """The librdkafka functions this module and :mod:`~conveyor.driver.consumer_wake` call,
+    once :func:`native_refusal` has nothing to say (None otherwise)."""
+    return None if native_refusal() is not None else _librdkafka()
+
+
 def _confluent_kafka_version() -> str:
     """confluent-kafka's version: ``version()`` gives a string (older releases gave
     ``(string, int)``)."""
@@ -151,6 +170,12 @@ def _refusal() -> str | None:
     for an operator, or None when they can."""
     if os.environ.get(SWITCH, "1") == "0":
         return f"{SWITCH}=0 switches it off (unset it to turn it back on)"
+    return native_refusal()
+
+
+def native_refusal() -> str | None:
+    """Why librdkafka cannot be called on a client's ``rd_kafka_t`` in this process (steps 2-4
+    of the module), said for an operator, or None when it can."""
     if sys.implementation.name != "cpython":
         return (
             f"the interpreter is {sys.implementation.name}, not CPython "
@@ -192,10 +217,11 @@ def _fall_back(reason: str) -> None:
     )
 
 
-def _handle_of(client: Any, library: _Librdkafka) -> int | None:
-    """The ``rd_kafka_t *`` of a confluent-kafka producer, proven before librdkafka sees it
-    (step 5 of the module), or None."""
-    base = confluent_kafka.cimpl.Producer
+def handle_of(client: Any, library: _Librdkafka, base: type | None = None) -> int | None:
+    """The ``rd_kafka_t *`` of a confluent-kafka client, a producer unless ``base`` says which
+    type (``confluent_kafka.cimpl.Consumer``: the same ``Handle`` struct), proven before
+    librdkafka sees it (step 5 of the module), or None."""
+    base = base or confluent_kafka.cimpl.Producer
     header, word = object.__basicsize__, ctypes.sizeof(ctypes.c_void_p)
     words = (_RK_WORD, *_CALLBACK_WORDS)
     if not isinstance(client, base) or base.__basicsize__ < header + (max(words) + 1) * word:
@@ -325,7 +351,7 @@ def loop_serving(
     if library is None:
         _fall_back(refusal or "librdkafka is not reachable")
         return None
-    handle = _handle_of(client, library)
+    handle = handle_of(client, library)
     if handle is None:
         _fall_back(
             f"the producer object is not laid out as confluent-kafka "

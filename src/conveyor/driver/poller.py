@@ -35,12 +35,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Poller"]
+__all__ = ["SERVE_SLICE", "Poller"]
 
 _log = logging.getLogger("conveyor.driver")
 
 # How long one poll() may block when nothing happens; bounds how long stop() takes.
 _POLL_SLICE = 0.1
+SERVE_SLICE = _POLL_SLICE
+"""Seconds within which a report librdkafka queued is served (by the poller, or a leader)."""
 # How often a parked poller serves what arrives without a message in flight (errors, logs).
 _IDLE_SLICE = 0.1
 # How long after another thread served the queue the poller stays out of it.

@@ -22,6 +22,7 @@ from conveyor.driver.connection import ConnectionNews, ConnectionWatch
 from conveyor.driver.consumers import offset_with_metadata
 from conveyor.driver.credentials import refusal
 from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
+from conveyor.driver.explainer import EXPLAIN_TIMEOUT, Explainer
 from conveyor.driver.handles import AcknowledgedHandle, DeliveryHandle
 from conveyor.driver.loop_serving import LoopServing, loop_serving
 from conveyor.driver.poller import Poller
@@ -47,9 +48,6 @@ client is given up (librdkafka answers within its timeout when it answers at all
 # How long, at most, a client abandoned in a hung send_offsets_to_transaction is nudged.
 _UNSTICK_FOR = 600.0
 _UNSTICK_EVERY = 5.0
-EXPLAIN_TIMEOUT = 0.3
-"""Seconds the check behind a timed-out delivery's message may take (a broker that answers
-does in milliseconds; one that does not must not hold the caller much past its deadline)."""
 _EXPLAINED_FOR = 1.0
 """Seconds that check's answer about a topic serves later timed-out deliveries to it: a burst's
 thousand failures are explained with one request, not a thousand (or, with no broker to
@@ -135,6 +133,8 @@ class ProducerClient:
         self._partition_counts: dict[str, int] = {}
         self._topics_missing: dict[str, tuple[float, bool]] = {}
         self._unanswered_at = -math.inf  # when the cluster last gave no answer (never yet)
+        self.explainer = Explainer(self.topic_missing, name)
+        """Asks whether the topics of timed-out deliveries exist, off the serving thread."""
         self.poller = Poller(
             self._kafka,
             name,
@@ -251,6 +251,7 @@ class ProducerClient:
         failure = to_conveyor_error(
             exc, DeliveryError, context=f"librdkafka refused a message for {topic!r}: ", topic=topic
         )
+        failure.persistence = "not_persisted"  # it never entered librdkafka's queue
         if failure.fatal:
             self.mark_fatal(failure)
         if failure.code == ErrorCode.MSG_SIZE_TOO_LARGE:
@@ -277,22 +278,11 @@ class ProducerClient:
             count = self._partition_counts[topic] = len(metadata.partitions)
         return count
 
-    def explain_timeout(self, failure: DeliveryError) -> DeliveryError:
-        """A delivery that timed out may have gone to a topic that does not exist (librdkafka
-        says so only after ``topic.metadata.propagation.max.ms``, 30 s): ask the cluster and
-        say it in the error."""
-        topic = failure.topic
-        if topic is None or not self._missing(topic):
-            return failure
-        failure.args = (
-            f"{failure.args[0]} The topic {topic!r} does not exist: create it first (or check "
-            "its name).",
-        )
-        return failure
-
-    def _missing(self, topic: str) -> bool:
-        """Whether the cluster said ``topic`` does not exist (asked at most once in
-        ``_EXPLAINED_FOR``; no answer counts as not missing, for every topic alike)."""
+    def topic_missing(self, topic: str) -> bool:
+        """Whether the cluster says ``topic`` does not exist: a delivery to it that timed out
+        is explained so (librdkafka says it only after ``topic.metadata.propagation.max.ms``,
+        30 s). Asked at most once in ``_EXPLAINED_FOR``, up to ``EXPLAIN_TIMEOUT``, on the
+        :attr:`explainer`'s thread; no answer counts as not missing, for every topic alike."""
         now = time.monotonic()
         if now - self._unanswered_at < _EXPLAINED_FOR:
             return False
@@ -315,8 +305,12 @@ class ProducerClient:
         return len(self._kafka)
 
     def flush(self, timeout: float) -> int:
-        """Wait up to ``timeout`` seconds for the queue to empty; return how many are left."""
-        return int(self._kafka.flush(timeout))
+        """Wait up to ``timeout`` seconds for the queue to empty, and for the handles of its
+        timed-out deliveries to be explained; return how many are left."""
+        deadline = time.monotonic() + timeout
+        left = int(self._kafka.flush(timeout))
+        self.explainer.wait_idle(deadline - time.monotonic())
+        return left
 
     def close(self, timeout: float) -> int:
         """Flush, purge what is left (its handles fail), stop the poller and let librdkafka's
@@ -325,6 +319,7 @@ class ProducerClient:
         if remaining:
             self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
             self._kafka.flush(min(5.0, max(timeout, 1.0)))  # serves the purge reports
+        self.explainer.close()  # what it still has to explain completes, unexplained
         if self.loop_serving is not None:
             self.loop_serving.close()  # gives librdkafka its queue back before it is destroyed
         if self.poller.stop():

@@ -37,6 +37,7 @@ __all__ = [
     "MESSAGE_PRODUCED_SYNC",
     "MESSAGE_PURGED",
     "OFFSETS_COMMITTED",
+    "OFFSETS_COMMIT_REFUSED",
     "PRODUCER_CLOSED",
     "PRODUCER_RELOADED",
     "REBALANCE_PARTITIONS_ASSIGNED",
@@ -118,6 +119,12 @@ OFFSETS_COMMITTED = "offsets.committed"
 """A listener committed offsets: ``listener``, ``group``, ``offsets`` (list of (topic, partition,
 next offset)), ``sync`` (bool; an asynchronous commit is reported when it was sent),
 ``duration`` (s), ``committed_at`` (wall-clock seconds)."""
+OFFSETS_COMMIT_REFUSED = "offsets.commit_refused"
+"""The group refused a listener's commit (a rebalance under way, a member it does not know, a
+stale generation, partitions no longer assigned): ``listener``, ``group``, ``offsets`` (list of
+(topic, partition, next offset) not committed), ``sync`` (bool), ``error`` (a
+:class:`~conveyor.errors.KafkaError` whose ``name`` is librdkafka's: ``UNKNOWN_MEMBER_ID``,
+``ILLEGAL_GENERATION``, ``REBALANCE_IN_PROGRESS`` ...). Logged at WARNING too."""
 EVENT_LOOP_BLOCKED = "event_loop.blocked"
 """One callback held the app's event loop (where async lanes run together) longer than the
 app's ``event_loop_blocked_after``: ``task`` (the lane: ``topic/partition lane N``),

@@ -77,6 +77,15 @@ class Commits:
             self._report(offsets, True, started)
         return done
 
+    def refused(self, offsets: Iterable[tuple[str, int, int]]) -> None:
+        """The group refused a commit of ``offsets``: those recorded as committed (an
+        asynchronous commit is recorded as it is sent) are not, and the next commit of what is
+        marked sends them again."""
+        for topic, partition, offset in offsets:
+            if self.offsets.get((topic, partition)) == offset:
+                self.offsets.pop((topic, partition), None)
+                self._metadata.pop((topic, partition), None)
+
     def forget(self, key: Partition) -> None:
         """The partition left this listener."""
         self.offsets.pop(key, None)

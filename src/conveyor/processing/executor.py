@@ -210,6 +210,7 @@ class PartitionExecutor(PartitionCore):
                     listener.resume(self.topic, self.partition)
                 if batch:
                     self._process(batch)
+                    eof = eof and self._end_still_reached(batch[-1].offset())
                 if eof:
                     self._call("reached_end", ev.CONSUMER_EOFED)
         finally:
@@ -219,6 +220,17 @@ class PartitionExecutor(PartitionCore):
             quick = time.perf_counter() - began - self.tracing_time < _QUICK_JOB
             self._quick_jobs = self._quick_jobs + 1 if quick else 0
             listener.job_finished()
+
+    def _end_still_reached(self, last: int) -> bool:
+        """After a batch taken at the end of the partition: False when a tail of it (through
+        offset ``last``) went back to wait (a filter's hold, a retry, an invalid message). The
+        end is then reached once that tail is processed, not now."""
+        with self.lock:
+            waiting = self.pending.first()
+            if waiting is None or waiting.offset() > last:
+                return True
+            self.eof = True
+            return False
 
     def _run_tick(self) -> None:
         self.listener.job_started()

@@ -70,6 +70,10 @@ class Throttle:
     """At most ``limit`` messages per ``per`` seconds for each partition: the rest of a batch
     waits, its partition paused, until the interval ends.
 
+    A message is counted once per interval: one that comes back within it (a tail a later
+    filter held, a batch retried after ``consume()`` raised, a rewind) passes without
+    counting again.
+
     Example: ``Throttle(1000, per=1.0)`` — 1,000 messages a second per partition."""
 
     def __init__(self, limit: int, per: float | timedelta = 1.0) -> None:
@@ -77,7 +81,9 @@ class Throttle:
             raise ConfigurationError(f"limit must be a whole number >= 1, got {limit!r}", "limit")
         self.limit = limit
         self.per = _seconds("per", per)
-        self._windows: dict[tuple[str, int], tuple[float, int]] = {}
+        # per partition: the interval's start, how many it let through, and the offset ranges
+        # of those (a list of (first, last), usually one)
+        self._windows: dict[tuple[str, int], tuple[float, int, list[tuple[int, int]]]] = {}
         self._lock = threading.Lock()
 
     def apply(self, messages: Sequence[Message], now: float) -> Verdict:
@@ -85,12 +91,11 @@ class Throttle:
             return Verdict(messages)
         where = (messages[0].topic, messages[0].partition)
         with self._lock:
-            start, used = self._windows.get(where, (now, 0))
+            start, used, counted = self._windows.get(where, (now, 0, []))
             if now >= start + self.per:
-                start, used = now, 0
-            room = self.limit - used
-            taken = min(room, len(messages))
-            self._windows[where] = (start, used + taken)
+                start, used, counted = now, 0, []
+            taken, added, fresh = _count_once(messages, counted, self.limit - used)
+            self._windows[where] = (start, used + added, _merged(counted, fresh))
         if taken == len(messages):
             return Verdict(messages)
         return Verdict(
@@ -102,6 +107,45 @@ class Throttle:
 
     def __repr__(self) -> str:
         return f"Throttle({self.limit}, per={self.per:g})"
+
+
+def _count_once(
+    messages: Sequence[Message], counted: list[tuple[int, int]], room: int
+) -> tuple[int, int, list[tuple[int, int]]]:
+    """How many of ``messages`` (in offset order) pass with ``room`` left, those within the
+    ``counted`` ranges passing free; how many of them count; and the ranges of those."""
+    fresh: list[tuple[int, int]] = []
+    passed = added = 0
+    previous_fresh = False
+    for message in messages:
+        offset = message.offset
+        if any(first <= offset <= last for first, last in counted):
+            previous_fresh = False
+        else:
+            if added == room:
+                break
+            added += 1
+            if previous_fresh:
+                fresh[-1] = (fresh[-1][0], offset)
+            else:
+                fresh.append((offset, offset))
+            previous_fresh = True
+        passed += 1
+    return passed, added, fresh
+
+
+def _merged(counted: list[tuple[int, int]], fresh: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``counted`` with the ``fresh`` ranges added, overlapping and touching ones joined."""
+    if not fresh:
+        return counted
+    ranges = sorted([*counted, *fresh])
+    joined: list[tuple[int, int]] = []
+    for first, last in ranges:
+        if joined and first <= joined[-1][1] + 1:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], last))
+        else:
+            joined.append((first, last))
+    return joined
 
 
 class Delay:

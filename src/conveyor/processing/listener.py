@@ -7,8 +7,9 @@ partition's executor, handles rebalances, and commits what the executors marked.
 librdkafka's consumer is touched only on this thread. Executors ask for what they need by
 name (:meth:`Listener.pause`, :meth:`~Listener.resume`, :meth:`~Listener.seek`,
 :meth:`~Listener.commit_now`, :meth:`~Listener.group_metadata`); those queue as commands
-that run between polls. The listener never writes an executor's state: it calls the
-executor's own methods (``add``, ``hold``, ``stop``, ``throttle``, ``revoke``).
+that run between polls (one from another thread ends the poll's wait). The listener never
+writes an executor's state: it calls the executor's own methods (``add``, ``hold``, ``stop``,
+``throttle``, ``revoke``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from conveyor.processing.idle_ticks import IdleTicks, ticks
 from conveyor.processing.listener_reports import ListenerReports, consumer_config
 from conveyor.processing.partition_core import PartitionCore
 from conveyor.processing.positions import StartAbandoned, StartPositions, initial_position
-from conveyor.processing.strategies import Backoff, FailurePolicy
+from conveyor.processing.strategies import FailurePolicy
 from conveyor.processing.virtual import VirtualPartitionExecutor
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ _run: Callable[[Callable[[], None]], None] = operator.call  # a job, run by the 
 
 _QUIET_POLL = 0.2
 _THROTTLED_POLL = 0.01
-# A long max_wait_time is waited out in polls of at most this long, so that stop(), commits and
-# the executors' commands (pause, resume, seek) never wait for a whole max_wait_time.
+# A long max_wait_time is waited out in polls of at most this long: commits come on time, and
+# stop() and commands never wait a whole max_wait_time where the poll cannot be woken.
 _POLL_SLICE = 0.5
 _ROOM_WAIT = 1.0
 # A batch that runs this long on the listener's own thread (a quick partition's, see the
@@ -91,17 +92,7 @@ class Listener(ListenerReports):
         self._submit_coroutine = submit_coroutine
         self._timers = timers
         settings = context.settings
-        self._policies = {
-            route.name: FailurePolicy(
-                route.name,
-                route.dead_letter_queue,
-                Backoff.for_route(route, settings),
-                context.monitor,
-                context.producer,
-                context.transactional_producer,
-            )
-            for route in routes
-        }
+        self._policies = {route.name: FailurePolicy.of_route(route, context) for route in routes}
         self.max_wait_time = min((r.max_wait_time or settings.max_wait_time) for r in routes)
         self.max_messages = max((r.max_messages or settings.max_messages) for r in routes)
         self._idle_ticks = IdleTicks(self.max_wait_time) if any(map(ticks, routes)) else None
@@ -121,6 +112,8 @@ class Listener(ListenerReports):
             on_fetch_error=self._on_fetch_error,
             on_connection=connection_reporter(context.monitor),
             on_statistics=self._on_statistics,
+            on_commit_refused=self._on_commit_refused,
+            wakeable=True,  # commands from other threads end its wait (see _command)
         )
         # Resolving start offsets may wait for a predecessor's transaction; within most of
         # max.poll.interval.ms, so that the member is not thrown out of the group meanwhile.
@@ -190,6 +183,7 @@ class Listener(ListenerReports):
         if self.state in ("running", "quiet"):
             self.state = "stopping"
         self._stopping.set()
+        self._client.wake()
 
     def quiet(self) -> None:
         """Take no new batches; keep the group membership (polls continue, partitions paused).
@@ -200,6 +194,7 @@ class Listener(ListenerReports):
             self.state = "quiet"
         for executor in list(self.executors.values()):
             executor.hold()
+        self._client.wake()  # the poll in progress ends: the partitions pause now
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
@@ -355,8 +350,11 @@ class Listener(ListenerReports):
         return dict(self._commits.offsets)
 
     def _command(self, action: Callable[[], None]) -> None:
-        """Run ``action`` on the listener thread before it hands out the next fetched messages."""
+        """Run ``action`` on the listener thread before it hands out the next fetched messages;
+        from another thread, its poll's wait ends for it."""
         self._commands.append(action)
+        if threading.current_thread() is not self._thread:
+            self._client.wake()
 
     def _call(self, action: Callable[[], Any], timeout: float | None = None) -> Any:
         """Run ``action`` on the listener thread and wait for its result (woken by a Future).

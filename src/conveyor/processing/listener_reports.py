@@ -1,7 +1,8 @@
-"""What a listener reports: its commits, and what went wrong (librdkafka's client and fetch
-errors, a poll past ``max.poll.interval.ms`` naming the batch that held it, committed offsets
-that do not come, with the fence of a crashed predecessor's transaction), librdkafka's
-statistics; and the librdkafka settings of a listener's consumer (:func:`consumer_config`)."""
+"""What a listener reports: its commits (and those the group refused), and what went wrong
+(librdkafka's client and fetch errors, a poll past ``max.poll.interval.ms`` naming the batch
+that held it, committed offsets that do not come, with the fence of a crashed predecessor's
+transaction), librdkafka's statistics; and the librdkafka settings of a listener's consumer
+(:func:`consumer_config`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import KafkaError
 from conveyor.instrumentation import events as ev
+from conveyor.instrumentation.rate_limit import RateLimitedLog
 
 if TYPE_CHECKING:
+    from conveyor.processing.commits import Commits
     from conveyor.processing.context import ProcessingContext
     from conveyor.processing.partition_core import PartitionCore
     from conveyor.routing.topic import Topic
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["ListenerReports", "consumer_config"]
 
 _log = logging.getLogger("conveyor.processing")
+_refusals = RateLimitedLog(_log)  # a group that keeps refusing: one line per interval
 
 
 class ListenerReports:
@@ -33,6 +37,7 @@ class ListenerReports:
     context: ProcessingContext
     executors: dict[Any, PartitionCore]
     _stopping: threading.Event
+    _commits: Commits
 
     @property
     def group_id(self) -> str:
@@ -47,6 +52,25 @@ class ListenerReports:
                 ev.OFFSETS_COMMITTED, listener=self.name, group=self.group_id, offsets=offsets,
                 sync=sync, duration=time.perf_counter() - started, committed_at=time.time(),
             )  # fmt: skip
+
+    def _on_commit_refused(
+        self, offsets: list[tuple[str, int, int]], error: KafkaError, sync: bool
+    ) -> None:
+        """The group refused a commit (on the listener's thread): the next commit sends those
+        offsets again while the partitions stay assigned; reported, and logged."""
+        self._commits.refused(offsets)
+        monitor = self.context.monitor
+        if ev.OFFSETS_COMMIT_REFUSED in monitor.subscribed:
+            monitor.instrument(
+                ev.OFFSETS_COMMIT_REFUSED, listener=self.name, group=self.group_id,
+                offsets=offsets, sync=sync, error=error,
+            )  # fmt: skip
+        _refusals.warning(
+            f"{self.name} {error.name}",
+            "%s: %s. Not committed: the next commit sends it again while the partitions stay "
+            "assigned here, else their next owner reads from the last committed offset (some "
+            "messages again)", self.name, error,
+        )  # fmt: skip
 
     def _on_error(self, error: KafkaError) -> None:
         monitor = self.context.monitor

@@ -231,6 +231,7 @@ class PartitionCore(ConsumeRuns, ABC):
         """A seek is done: what was fetched before it is stale."""
         with self.lock:
             self.pending.clear()
+            self.eof = False  # librdkafka tells the end again once the read gets there
             self.polls.clear()
             self._dropped(seek=True)
 

@@ -42,6 +42,7 @@ from conveyor.routing.dead_letter_queue import ACTIONS, DeadLetterQueue
 if TYPE_CHECKING:
     from conveyor.driver.handles import DeliveryHandle
     from conveyor.instrumentation import Monitor
+    from conveyor.processing.context import ProcessingContext
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
     from conveyor.settings import AppSettings
@@ -136,6 +137,18 @@ class FailurePolicy:
         self._monitor = monitor
         self._producer = producer
         self._transactional_producer = transactional_producer
+
+    @classmethod
+    def of_route(cls, route: Topic, context: ProcessingContext) -> FailurePolicy:
+        """The policy of ``route`` in an app's processing ``context``."""
+        return cls(
+            route.name,
+            route.dead_letter_queue,
+            Backoff.for_route(route, context.settings),
+            context.monitor,
+            context.producer,
+            context.transactional_producer,
+        )
 
     def failed(self, error: BaseException, attempt: int, progressed: bool) -> Verdict:
         """``consume()`` raised ``error`` after ``attempt`` earlier failed attempts;

@@ -258,6 +258,7 @@ class Dispatcher:
             keep_reports=reports,
             explain=core._explain,
             lead=client.lead,
+            clarify=client.plain_handle._clarify,  # the client's, as its handles have it
         )
         shared = batch.shared_callback()
         produce = client.produce

@@ -26,7 +26,9 @@ from conveyor.driver import (
     BatchDeliveryHandle,
     DeliveryHandle,
 )
-from conveyor.driver.producers import EXPLAIN_TIMEOUT, PURGED, ProducerClient
+from conveyor.driver.explainer import EXPLAINED_WITHIN
+from conveyor.driver.poller import SERVE_SLICE
+from conveyor.driver.producers import PURGED, ProducerClient
 from conveyor.errors import (
     ConfigurationError,
     DeliveryError,
@@ -62,10 +64,17 @@ _log = logging.getLogger("conveyor.producer")
 _hook_failures = RateLimitedLog(_log)
 
 
-MESSAGE_TIMEOUT_MARGIN = 1.0
+# librdkafka fails an expired message on a scan that runs once a second (of what is queued,
+# and of requests in flight, whose timeout is their first message's): its report comes up to a
+# second after message.timeout.ms. It is served within a poll slice, and one that timed out is
+# explained first (within EXPLAINED_WITHIN); another second leaves a loaded machine's scheduling
+# some room. Past that margin a caller without a deadline of its own is told WaitTimeoutError,
+# which only a report that never comes (a librdkafka that hangs) should ever cause.
+_EXPIRY_SCAN = 1.0
+_SCHEDULING = 1.0
+MESSAGE_TIMEOUT_MARGIN = _EXPIRY_SCAN + SERVE_SLICE + EXPLAINED_WITHIN + _SCHEDULING
 """Seconds past ``message.timeout.ms`` by which a ``produce_sync`` without a ``timeout`` (and
-without the producer's ``wait_timeout``) has returned or raised."""
-_REPORT_MARGIN = MESSAGE_TIMEOUT_MARGIN - EXPLAIN_TIMEOUT
+without the producer's ``wait_timeout``) has returned or raised (2.7 s)."""
 _NO_DEADLINE = 365 * 24 * 3600.0
 # How long a thread waiting for room in a full queue sleeps at most between re-checks,
 # should a delivery report's signal have come just before it started waiting.
@@ -176,14 +185,12 @@ class Producer(Dispatcher):
         self._room_waiters = 0
         self._unserved = 0
         wait = self.settings.wait_timeout
-        # librdkafka reports every message within message.timeout.ms (its scan for expired
-        # messages runs about every second): a call waits that long and a little more, the
-        # check that explains a timeout included, so that it never outlives the setting by more
-        # than MESSAGE_TIMEOUT_MARGIN.
+        # librdkafka reports every message within message.timeout.ms and a second: a call
+        # waits for that report, MESSAGE_TIMEOUT_MARGIN at most past the setting.
         timeout = self.settings.message_timeout
         if wait is None and timeout == 0:  # message.timeout.ms=0: librdkafka waits forever
             wait = _NO_DEADLINE
-        self._default_wait = wait if wait is not None else timeout + _REPORT_MARGIN
+        self._default_wait = wait if wait is not None else timeout + MESSAGE_TIMEOUT_MARGIN
         self._closing = threading.Event()
         self._reloads = 0
         self._last_reload = -math.inf  # never yet
@@ -533,14 +540,20 @@ class Producer(Dispatcher):
             on_statistics=self._on_statistics,
             on_connection=connection_reporter(self.monitor),
         )
-        # Handles of this client's messages: a waiter may serve this client's queue itself.
-        client.plain_handle = DeliveryHandle.bound_to(self._observer, self._explain, client.lead)
+        # Handles of this client's messages: a waiter may serve this client's queue itself, and
+        # a timed-out one asks whether its topic exists on the client's explainer thread.
+        clarify = client.explainer.explain
+        client.plain_handle = DeliveryHandle.bound_to(
+            self._observer, self._explain, client.lead, clarify
+        )
         client.acknowledged_handle = AcknowledgedHandle.bound_to(
-            self._observer, self._explain, client.lead
+            self._observer, self._explain, client.lead, clarify
         )
         return client
 
     def _explain(self, failure: DeliveryError) -> DeliveryError:
+        """Messages purged because Kafka refused the credentials say so (a timed-out one was
+        explained before its handle completed: see :mod:`conveyor.driver.explainer`)."""
         refused = self._client.credentials_refused
         if refused is not None and failure.code in PURGED:
             explained = DeliveryError(
@@ -549,10 +562,9 @@ class Producer(Dispatcher):
             )  # fmt: skip
             explained.topic, explained.partition = failure.topic, failure.partition
             explained.label = failure.label
+            explained.persistence = failure.persistence
             return explained
-        if failure.name != "_MSG_TIMED_OUT":
-            return failure
-        return self._client.explain_timeout(failure)
+        return failure
 
     def _observer(
         self, topic: str, partition: int, offset: int, failure: DeliveryError | None, label: Any

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import conveyor.processing.listener as listener_module
 from conveyor import App, ConfigurationError, Consumer, ConveyorError, Producer
 from conveyor.instrumentation.background_log import BACKGROUND_LOG
 from helpers import Record, running
@@ -206,6 +207,36 @@ def test_eofed_is_called_at_the_end_of_a_partition(kafka_bootstrap: str, new_top
     assert record.items[:4] == [0, 1, 2, "eof"]
 
 
+def test_the_end_is_reached_after_a_retried_tail(kafka_bootstrap: str, new_topic) -> None:
+    """A batch taken once the end of the partition was told, whose consume() raises, goes back
+    to wait for its retry: reached_end() runs once it was consumed, not while it waits."""
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 6)
+    record = Record()
+    failures = {"left": 4}  # offset 4 fails its first attempts: the end is told meanwhile
+
+    class Eof(Consumer):
+        def consume(self) -> None:
+            for message in self.messages:
+                if message.offset == 4 and failures["left"]:
+                    failures["left"] -= 1
+                    raise RuntimeError("not yet")
+                record.add(message.offset)
+                self.mark_as_consumed(message)
+
+        def reached_end(self) -> None:
+            record.add("eof")
+
+    app = make_app(
+        kafka_bootstrap, kafka={"enable.partition.eof": True}, pause_timeout=0.5,
+        pause_with_exponential_backoff=False,
+    )  # fmt: skip
+    app.routes.topic(topic, Eof)
+    with running(app):
+        assert record.wait_for(lambda items: "eof" in items, 30), record.items
+    assert record.items[: record.items.index("eof")] == list(range(6))
+
+
 def test_seek_pause_and_resume(kafka_bootstrap: str, new_topic) -> None:
     topic = new_topic()
     produce(kafka_bootstrap, topic, 6)
@@ -233,6 +264,36 @@ def test_seek_pause_and_resume(kafka_bootstrap: str, new_topic) -> None:
             record.items
         )
     assert record.items == [0, 1, 2, 3, 4, 1, 2, 3, 4, 5]
+
+
+def test_steering_from_another_thread_wakes_a_waiting_listener(
+    kafka_bootstrap: str, new_topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """app.seek, app.pause and app.resume, called from another thread while the listener waits
+    for messages, are run at once (the poll's wait ends for them), not after its poll slice:
+    stretched to a minute here, it would outlast each call's 10 s and the test's waits."""
+    monkeypatch.setattr(listener_module, "_POLL_SLICE", 60.0)
+    topic = new_topic()
+    produce(kafka_bootstrap, topic, 3)
+    record = Record()
+
+    class Reading(Consumer):
+        def consume(self) -> None:
+            record.add(*(m.offset for m in self.messages))
+
+    app = App(
+        client_id="test", max_wait_time=60.0,
+        kafka={"bootstrap.servers": kafka_bootstrap, "group.id": f"test-{uuid.uuid4().hex[:8]}"},
+    )  # fmt: skip
+    app.routes.topic(topic, Reading)
+    with running(app):
+        assert record.wait_for(lambda items: len(items) >= 3, 30), record.items
+        assert app.seek(topic, 0, 1) == 1  # the listener waits for messages meanwhile
+        assert record.wait_for(lambda items: items[3:] == [1, 2], 15), record.items
+        app.pause(topic, 0)
+        produce(kafka_bootstrap, topic, 1, start=3)
+        app.resume(topic, 0)
+        assert record.wait_for(lambda items: 3 in items, 15), record.items
 
 
 def held_after(app: App, settled: Callable[[Any], bool], timeout: float = 10) -> Any:

@@ -5,10 +5,16 @@ topic, committed so that a restart resumes where the last run stopped."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 import uuid
 from typing import Any
 
-from conveyor import App, Consumer, Producer
+import confluent_kafka
+import pytest
+
+from conveyor import App, Consumer, Event, Producer
 from helpers import Record, running
 
 _PER_PARTITION = 20
@@ -109,3 +115,56 @@ def test_a_restarted_app_resumes_assigned_partitions_where_it_committed(
     assert set(seen) == wanted
     for key, offsets in seen.items():
         assert offsets == list(range(_PER_PARTITION, 2 * _PER_PARTITION)), key
+
+
+def test_a_commit_the_group_refuses_is_reported(
+    kafka_bootstrap: str, new_topic, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An assigned partition committed in a group that has members in another process (the
+    mix an app refuses within itself): the group refuses each commit (the listener is no
+    member of it). Each refusal is an offsets.commit_refused event and a WARNING, the
+    asynchronous commits' while the app runs and the last synchronous one as it stops."""
+    orders, elsewhere = new_topic(), new_topic()
+    fill(kafka_bootstrap, orders, partitions=1)
+    group = f"test-{uuid.uuid4().hex[:8]}"
+    member = confluent_kafka.Consumer(
+        {"bootstrap.servers": kafka_bootstrap, "group.id": group, "log_level": 0}
+    )
+    try:
+        member.subscribe([elsewhere])
+        deadline = time.monotonic() + 30
+        while not member.assignment():  # the group has a member from now on
+            assert time.monotonic() < deadline, "the other process never joined its group"
+            member.poll(0.5)
+        refused: list[Event] = []
+        changed = threading.Condition()
+
+        def on_refused(event: Event) -> None:
+            with changed:
+                refused.append(event)
+                changed.notify_all()
+
+        class Orders(Consumer):
+            def consume(self) -> None:
+                return None
+
+        app = App(
+            client_id="test",
+            kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group,
+                   "auto.commit.interval.ms": 500},
+            max_wait_time=0.2,
+        )  # fmt: skip
+        app.routes.topic(orders, Orders, assign=[0])
+        app.monitor.subscribe("offsets.commit_refused", on_refused)
+        with caplog.at_level(logging.WARNING, logger="conveyor.processing"), running(app), changed:
+            assert changed.wait_for(lambda: refused, 30), "no refusal reported"
+    finally:
+        member.close()
+    first = refused[0]
+    assert first["offsets"] == [(orders, 0, _PER_PARTITION)]
+    assert first["group"] == group
+    assert first["sync"] is False, "the interval's asynchronous commit, while running"
+    assert first["error"].name in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"), first["error"]
+    assert refused[-1]["sync"] is True, "the last commit, as the app stopped, refused too"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(f"{orders}/0 refused" in line for line in warnings), warnings

@@ -1,11 +1,17 @@
 """Awaiting a delivery on a real broker: the loop keeps running while a thousand awaits are in
-flight, a cancelled await does not cancel (nor double) its message, and a burst is awaitable."""
+flight, a cancelled await does not cancel (nor double) its message, a burst is awaitable, and
+timed-out deliveries are explained off the loop."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import uuid
 
-from conveyor import Producer
+import pytest
+
+from conveyor import BatchDeliveryError, DeliveryError, Producer
+from conveyor.driver.producers import ProducerClient
 from helpers import LoopTicks
 
 
@@ -66,3 +72,40 @@ def test_an_awaited_burst_gives_its_reports(kafka_bootstrap: str, new_topic) -> 
 
     with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
         assert asyncio.run(scenario(producer)) == list(range(50))
+
+
+def test_timed_out_deliveries_are_explained_off_the_event_loop(
+    kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deliveries to a missing topic time out, each awaited on an event loop (which serves the
+    producer's reports itself): every error says the topic does not exist, and the cluster was
+    asked so on another thread (a metadata request there stalled the loop up to 0.3 s per
+    burst, past the app's own blocked-loop threshold of 0.25 s)."""
+    asked_on: list[threading.Thread] = []
+    ask = ProducerClient.topic_missing
+
+    def recording(client: ProducerClient, topic: str) -> bool:
+        asked_on.append(threading.current_thread())
+        return ask(client, topic)
+
+    monkeypatch.setattr(ProducerClient, "topic_missing", recording)
+    missing = f"no-such-topic-{uuid.uuid4().hex[:8]}"
+
+    async def scenario(producer: Producer) -> tuple[threading.Thread, list[BaseException]]:
+        single = [producer.produce_async(topic=missing, payload=b"x") for _ in range(5)]
+        burst = producer.produce_many_async([{"topic": missing, "payload": b"y"}] * 3)
+        outcomes = await asyncio.gather(*single, burst, return_exceptions=True)
+        return threading.current_thread(), [o for o in outcomes if isinstance(o, BaseException)]
+
+    with Producer({"bootstrap.servers": kafka_bootstrap, "message.timeout.ms": 1500}) as producer:
+        loop_thread, failures = asyncio.run(scenario(producer))
+    assert asked_on, "the cluster was asked"
+    assert loop_thread not in asked_on, "never on the loop's thread"
+    assert len(failures) == 6
+    assert isinstance(failures[-1], BatchDeliveryError)
+    errors = [*failures[:-1], *failures[-1].failures]
+    assert all(isinstance(error, DeliveryError) for error in errors)
+    for error in errors:
+        assert f"{missing!r} does not exist" in str(error), error
+        assert error.persistence == "not_persisted"
+        assert "may have been written" not in str(error)

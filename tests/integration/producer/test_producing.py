@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -185,6 +186,31 @@ def test_unknown_topic_fails_within_the_message_timeout(kafka_bootstrap: str) ->
     assert raised.value.topic == "no-such-topic-anywhere"
     assert raised.value.name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_MSG_TIMED_OUT")
     assert "does not exist" in str(raised.value), "the error says the topic is missing"
+    assert raised.value.persistence == "not_persisted", "written nowhere"
+    assert "may have been written" not in str(raised.value), "not both things"
+
+
+def test_a_default_produce_sync_to_a_missing_topic_raises_the_delivery_error(
+    kafka_bootstrap: str, new_topic
+) -> None:
+    """Without a timeout of its own, produce_sync waits for librdkafka's report, which comes
+    up to a second after message.timeout.ms (its scan of expired messages runs once a
+    second), and for the check that explains it: the call raises the DeliveryError naming the
+    missing topic, never a WaitTimeoutError saying the message may still be delivered. A
+    produce right after a report (made on a scan) expires just after a scan: the late case."""
+    existing, missing = new_topic(), f"no-such-topic-{uuid.uuid4().hex[:8]}"
+    settings = {"bootstrap.servers": kafka_bootstrap, "message.timeout.ms": 2000}
+    with Producer(settings) as producer:
+        assert producer.produce_sync(topic=existing, payload=b"first").offset == 0
+        with pytest.raises(DeliveryError):  # its report comes on a scan: the next starts there
+            producer.produce_sync(topic=missing, payload=b"x", timeout=10)
+        for _ in range(2):
+            with pytest.raises(DeliveryError) as raised:
+                producer.produce_sync(topic=missing, payload=b"x")
+            assert not isinstance(raised.value, WaitTimeoutError)
+            assert raised.value.topic == missing
+            assert f"{missing!r} does not exist" in str(raised.value)
+            assert raised.value.persistence == "not_persisted"
 
 
 def test_a_burst_to_a_missing_topic_says_so(kafka_bootstrap: str) -> None:
@@ -197,6 +223,7 @@ def test_a_burst_to_a_missing_topic_says_so(kafka_bootstrap: str) -> None:
         )
     assert len(raised.value.failures) == 3
     assert all("does not exist" in str(failure) for failure in raised.value.failures)
+    assert {failure.persistence for failure in raised.value.failures} == {"not_persisted"}
 
 
 def test_wait_timeout_is_a_monotonic_deadline(kafka_bootstrap: str) -> None:

@@ -6,6 +6,7 @@ import concurrent.futures
 import gc
 import threading
 import time
+from functools import partial
 from typing import Any
 
 import pytest
@@ -17,16 +18,17 @@ from conveyor.errors import KafkaError as ConveyorKafkaError
 
 
 class FakeMessage:
-    """Stands in for librdkafka's delivery-report message (pure logic, no broker)."""
+    """Stands in for librdkafka's delivery-report message (pure logic, no broker); a
+    ``partition`` of ``None`` is librdkafka's "none chosen yet"."""
 
-    def __init__(self, partition: int = 0, offset: int = 0) -> None:
+    def __init__(self, partition: int | None = 0, offset: int = 0) -> None:
         self._partition = partition
         self._offset = offset
 
     def topic(self) -> str:
         return "t"
 
-    def partition(self) -> int:
+    def partition(self) -> int | None:
         return self._partition
 
     def offset(self) -> int:
@@ -126,6 +128,87 @@ def test_a_delivery_error_says_whether_the_message_may_be_in_the_log(
     error = handle.error()
     assert error is not None
     assert error.persistence == persistence
+
+
+def test_a_message_that_never_had_a_partition_was_not_persisted() -> None:
+    """A timeout of a message librdkafka never gave a partition (its topic's metadata never
+    came) means it never left the client: not persisted, and the error says so, not that it
+    may have been written."""
+    handle = DeliveryHandle()
+    handle(FakeError(), FakeMessage(partition=None))
+    error = handle.error()
+    assert error is not None
+    assert (error.persistence, error.partition) == ("not_persisted", None)
+    assert "never reached a broker" in str(error)
+    assert "may have been written" not in str(error)
+
+
+class Asked:
+    """A clarify that records the question and its thread, and answers when told."""
+
+    def __init__(self) -> None:
+        self.questions: list[tuple[tuple[str, ...], Any]] = []
+        self.threads: list[threading.Thread] = []
+
+    def __call__(self, topics: Any, then: Any) -> None:
+        self.questions.append((tuple(topics), then))
+        self.threads.append(threading.current_thread())
+
+    def answer(self, **verdicts: bool | None) -> None:
+        for _, then in self.questions:
+            then(verdicts)
+
+
+def test_a_timed_out_delivery_completes_once_asked_whether_its_topic_exists() -> None:
+    """The report of a timed-out delivery is not the end: the handle completes when the
+    cluster was asked about its topic (off the serving thread), and a topic that does not exist
+    makes it not persisted, said once, without "may have been written"."""
+    asked, told = Asked(), []
+    bound = DeliveryHandle.bound_to(partial(lambda *args: told.append(args)), clarify=asked)
+    handle = bound()
+    handle._fields = None
+    handle(FakeError(), FakeMessage(partition=3))
+    assert [topics for topics, _ in asked.questions] == [("t",)]
+    assert not handle.done(), "completed only once asked"
+    assert told == []
+    asked.answer(t=True)
+    assert handle.done()
+    error = handle.error()
+    assert error is not None
+    assert error.persistence == "not_persisted"
+    assert "'t' does not exist" in str(error)
+    assert "may have been written" not in str(error)
+    assert told[0][3].persistence == "not_persisted", "the observer hears the same"
+
+
+def test_a_timed_out_delivery_to_a_topic_that_exists_may_have_been_written() -> None:
+    asked = Asked()
+    handle = DeliveryHandle.bound_to(None, clarify=asked)()
+    handle._fields = None
+    handle(FakeError(), FakeMessage(partition=3))
+    asked.answer(t=False)
+    error = handle.error()
+    assert error is not None
+    assert error.persistence == "possibly_persisted"
+    assert "may have been written" in str(error)
+    assert "does not exist" not in str(error)
+
+
+def test_a_burst_with_timeouts_completes_once_their_topics_were_asked_about() -> None:
+    asked = Asked()
+    batch = BatchDeliveryHandle(3, clarify=asked)
+    on_delivery = batch.shared_callback()
+    on_delivery(None, FakeMessage(0, 0))
+    on_delivery(FakeError(), FakeMessage(None))
+    on_delivery(KafkaError(KafkaError._PURGE_QUEUE), FakeMessage(None))
+    assert [topics for topics, _ in asked.questions] == [("t",)], "asked once per topic"
+    assert not batch.done()
+    asked.answer(t=True)
+    with pytest.raises(BatchDeliveryError) as raised:
+        batch.wait(0)
+    first = raised.value.failures[0]
+    assert "'t' does not exist" in str(first)
+    assert first.persistence == "not_persisted"
 
 
 def test_a_burst_completes_after_its_last_delivery() -> None:

@@ -17,6 +17,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from confluent_kafka import KafkaError as ConfluentError
+from confluent_kafka import KafkaException
 
 from conveyor.driver import producers
 from conveyor.driver.admin import AdminConnection
@@ -195,12 +197,6 @@ class CountedMetadata(IdleProducer):
         return SimpleNamespace(topics={topic: SimpleNamespace(error=error)})
 
 
-def timed_out(topic: str) -> DeliveryError:
-    failure = DeliveryError("Local: Message timed out", name="_MSG_TIMED_OUT")
-    failure.topic = topic
-    return failure
-
-
 def test_a_burst_of_timeouts_is_explained_with_one_request_per_topic(
     monkeypatch: pytest.MonkeyPatch, young_clock: YoungClock
 ) -> None:
@@ -216,20 +212,35 @@ def test_a_burst_of_timeouts_is_explained_with_one_request_per_topic(
     monkeypatch.setattr(producers, "_EXPLAINED_FOR", 3600.0)  # no answer ages meanwhile
     try:
         topics = ["gone"] * 5 + ["there"] * 3 + ["gone"]
-        explained = [str(client.explain_timeout(timed_out(topic))) for topic in topics]
-        assert cluster.asked == ["gone", "there"]
-        assert ["does not exist" in text for text in explained] == [
+        assert [client.topic_missing(topic) for topic in topics] == [
             topic == "gone" for topic in topics
         ]
+        assert cluster.asked == ["gone", "there"]
         # A cluster that does not answer for one topic is not asked for the next either.
         for topic in ["unanswered"] * 3 + ["other"] * 3:
-            assert "does not exist" not in str(client.explain_timeout(timed_out(topic)))
+            assert not client.topic_missing(topic)
         assert cluster.asked == ["gone", "there", "unanswered"]
         monkeypatch.setattr(producers, "_EXPLAINED_FOR", 0.0)  # the answers have aged
-        client.explain_timeout(timed_out("gone"))
+        client.topic_missing("gone")
         assert cluster.asked == ["gone", "there", "unanswered", "gone"]
     finally:
         client._kafka = real
+        client.close(0.0)
+
+
+def test_a_message_librdkafka_refused_at_once_was_not_persisted() -> None:
+    """produce() raising (a partition the topic does not have) means the message never
+    entered librdkafka's queue: safe to send again."""
+    client = ProducerClient(
+        {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "refusing",
+        on_error=lambda _error: None, on_fatal=lambda _error: None,
+    )  # fmt: skip
+    try:
+        refusal = KafkaException(ConfluentError(ConfluentError._UNKNOWN_PARTITION))
+        failure = client.refused(refusal, "orders")
+        assert isinstance(failure, DeliveryError)
+        assert (failure.name, failure.persistence) == ("_UNKNOWN_PARTITION", "not_persisted")
+    finally:
         client.close(0.0)
 
 

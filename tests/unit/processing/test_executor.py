@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from conveyor import Consumer
+from conveyor import Consumer, Throttle
 from conveyor.processing.executor import PartitionExecutor
 from unit.processing.fakes import FakeListener, raws, rig, settings
 
@@ -449,6 +449,43 @@ class TestFlowControl:
         r.listener.run_jobs()
         assert seen == ["consume", hook]
         assert [event["partition"] for event in events] == [0], "Karafka's event name"
+
+    def test_the_end_is_reached_after_a_tail_that_went_back_to_wait(self) -> None:
+        """A batch taken at the end of the partition and cut short (a throttle holds its
+        tail) does not reach the end: reached_end() runs once the tail is processed."""
+        seen: list[Any] = []
+        orders = type("Orders", (Consumer,), {
+            "consume": lambda self: seen.append([m.offset for m in self.messages]),
+            "reached_end": lambda self: seen.append("end"),
+        })  # fmt: skip
+        r = rig(orders, filters=[Throttle(2, per=60.0)])
+        r.executor.add(raws(0, 1, 2, 3), high_watermark=4)
+        r.executor.reached_eof()
+        r.listener.run_jobs()
+        assert seen == [[0, 1]], "2 and 3 wait: the end is not reached yet"
+        assert r.executor.held
+        cast(Throttle, r.executor.route.filters[0])._windows.clear()  # the interval is over
+        r.timers.fire()
+        r.listener.run_jobs()
+        assert seen == [[0, 1], [2, 3], "end"]
+
+    def test_a_seek_forgets_an_end_that_was_reached(self) -> None:
+        """The end told before a seek is stale: librdkafka tells it again once read there."""
+        seen: list[Any] = []
+        orders = type("Orders", (Consumer,), {
+            "consume": lambda self: seen.append([m.offset for m in self.messages]),
+            "reached_end": lambda self: seen.append("end"),
+        })  # fmt: skip
+        r = rig(orders, filters=[Throttle(1, per=60.0)])
+        r.executor.add(raws(0, 1), high_watermark=2)
+        r.executor.reached_eof()
+        r.listener.run_jobs()
+        r.executor.discard_pending()  # the listener's side of a seek
+        r.executor.add(raws(0), high_watermark=2)
+        cast(Throttle, r.executor.route.filters[0])._windows.clear()
+        r.timers.fire()
+        r.listener.run_jobs()
+        assert "end" not in seen
 
     def test_a_consumer_with_both_end_hooks_gets_reached_end_once(self) -> None:
         """reached_end() is the one the engine calls; eofed() runs only if it calls super()."""

@@ -51,6 +51,37 @@ def test_throttle_keeps_at_most_its_limit_per_interval_and_holds_the_rest() -> N
     assert len(other.keep) == 1, "each partition has its own interval"
 
 
+def test_throttle_counts_a_put_back_tail_once() -> None:
+    """Messages the throttle let through that come back within the interval (a later filter
+    held them, consume() raised and they are retried) pass again without being counted a
+    second time; new messages still count, up to the limit."""
+    throttle = Throttle(5, per=60.0)
+
+    class HoldFrom:
+        """Holds from offset ``at`` once, then lets everything through."""
+
+        def __init__(self, at: int) -> None:
+            self.at: int | None = at
+
+        def apply(self, messages: Sequence[Message], now: float) -> Verdict:
+            cut = next((i for i, m in enumerate(messages) if m.offset == self.at), None)
+            if cut is None:
+                return Verdict(messages)
+            self.at = None
+            return Verdict(messages[:cut], hold=messages[cut], hold_for=1.0)
+
+    later = HoldFrom(2)
+    first = run([throttle, later], batch(0, 0, 0, 0))
+    assert offsets(first.keep) == [0, 1]
+    assert offsets(first.held) == [2, 3], "the tail the throttle let through waits"
+    tail = run([throttle, later], batch(0, 0, 0, 0, start=2), now=NOW + 1.0)
+    assert offsets(tail.keep) == [2, 3, 4], "2 and 3 counted once: one new message has room"
+    assert offsets(tail.held) == [5]
+    retried = run([throttle], batch(0, 0, 0, start=2), now=NOW + 2.0)
+    assert offsets(retried.keep) == [2, 3, 4], "a retried batch is not counted again"
+    assert offsets(run([throttle], batch(0, start=5), now=NOW + 3.0).keep) == []
+
+
 def test_delay_holds_from_the_first_message_that_is_too_young() -> None:
     result = run([Delay(timedelta(seconds=5))], batch(9, 6, 4, 8))
     assert offsets(result.keep) == [0, 1]

@@ -117,6 +117,24 @@ def test_an_offset_committed_now_is_not_committed_again_by_the_next_commit() -> 
     assert client.commits[-1] == ([("orders", 0, 4)], True, {("orders", 0): "three"})
 
 
+def test_an_asynchronous_commit_the_group_refused_is_sent_again() -> None:
+    """An asynchronous commit counts as done when sent; once the group refused it, the next
+    commit of what is marked sends it again (with its metadata)."""
+    r = rig(Quiet, manual_offset_management=True)
+    client = FakeClient()
+    commits = Commits(client, lambda *_: None)
+    executors = {("orders", 0): r.executor}
+    r.executor.mark(3, False, "three")
+    commits.marked(executors, sync=False, only=None)
+    commits.refused([("orders", 0, 2)])  # an older one: what was sent since stands
+    commits.marked(executors, sync=False, only=None)
+    assert len(client.commits) == 1
+    commits.refused([("orders", 0, 3)])
+    commits.marked(executors, sync=False, only=None)
+    assert len(client.commits) == 2, "sent again"
+    assert client.commits[-1] == ([("orders", 0, 3)], True, {("orders", 0): "three"})
+
+
 def test_a_commit_held_back_by_an_unacknowledged_copy_holds_back_the_metadata_too() -> None:
     r = rig(Quiet, manual_offset_management=True)
     client = FakeClient()

@@ -37,7 +37,7 @@ from conveyor.processing.model_check import check_models
 from conveyor.processing.partition_core import PartitionCore, RunningBatch
 from conveyor.processing.snapshot import LaneState
 from conveyor.processing.strategies import RETRY
-from conveyor.processing.virtual.lane import Lane
+from conveyor.processing.virtual.lane import Lane, queued
 from conveyor.processing.virtual.lanes import LaneAssigner
 from conveyor.processing.virtual.tracker import OffsetTracker
 from conveyor.tracing.latency import PollTimes
@@ -334,7 +334,7 @@ class VirtualPartitionExecutor(PartitionCore):
 
     def _eof_due(self) -> bool:
         """With the lock held: whether the end of the partition was reached with nothing left."""
-        if not self.eof or self.active_lanes or self.pending or self._ticking:
+        if not self.eof or self.active_lanes or self.pending or self._ticking or queued(self.lanes):
             return False
         self.eof = False
         return True

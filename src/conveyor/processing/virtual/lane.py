@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from conveyor.tracing.latency import PollTimes
     from conveyor.tracing.tracer import Tracing
 
-__all__ = ["Lane"]
+__all__ = ["Lane", "queued"]
 
 
 class Lane:
@@ -164,3 +164,8 @@ class Lane:
     def __repr__(self) -> str:
         executor = self.executor
         return f"<Lane {executor.topic}/{executor.partition}#{self.index} queued={len(self.queue)}>"
+
+
+def queued(lanes: list[Lane]) -> bool:
+    """Whether a lane holds messages that wait (a tail put back, or lingering for a batch)."""
+    return any(lane.queue for lane in lanes)

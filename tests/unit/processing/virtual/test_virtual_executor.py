@@ -427,6 +427,24 @@ def test_the_end_of_the_partition_reaches_each_lanes_end_hook_by_either_name(hoo
     assert sorted(ends) == lanes == [0, 1], "once per lane's consumer"
 
 
+def test_the_end_is_not_reached_while_a_lane_holds_messages_that_wait() -> None:
+    """A lane whose batch failed keeps it in its queue for the retry: the end of the
+    partition is reached once that retry ran, not when the lanes stopped meanwhile."""
+    ends: list[str] = []
+    consumer = recording(fail_once={3})
+    ending = type("Ending", (consumer,), {"reached_end": lambda self: ends.append("end")})
+    r = lanes_rig(ending, lanes=2)
+    r.executor.add(keyed(range(10)), high_watermark=10)
+    r.executor.reached_eof()
+    r.listener.run_jobs()
+    assert ends == [], "offset 3 waits for its retry"
+    for _ in range(5):  # the back-off's timer, then what it started
+        r.timers.fire()
+        r.listener.run_jobs()
+    assert {offset for _, offset, _, _ in consumer.seen} == set(range(10))
+    assert ends, "the end once everything ran"
+
+
 def test_retry_finished_lanes_keeps_each_keys_order_when_the_lanes_come_back() -> None:
     """Lane 0 still holds a re-run of a message of key b when the committable offset passes
     the collapse: b's next message must not run in its own lane before that re-run."""
