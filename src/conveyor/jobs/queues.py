@@ -7,11 +7,11 @@ was marked every ``commit_interval`` (0.1 s by default, not the app's 5 s): a cr
 the jobs that were running and those that ended in its last moments. A job that raises is
 sent again for later (``produce_at``: the partition goes on with the next jobs meanwhile),
 with its attempt in its headers, until its retries are spent; then it goes to the queue's
-dead-job topic with its last error. The retry (or the death) and the message's offset commit
-together, in one Kafka transaction of the app's transactional producer, so that a crash
-replays neither or both (in lanes, where transactions are not available, the record is
-stored first; a retry's schedule is named by the job's id and attempt, so one replayed soon
-after replaces it). Arguments that do not fit the function's signature and type hints, a job
+dead-job topic with its last error. The retry and the death are scheduled messages (a death
+due at once), each committed with the message's offset in one Kafka transaction of the app's
+transactional producer, so that a crash replays neither or both (in lanes, where transactions
+are not available, the record is stored first; a schedule is named by the job's id and
+attempt, so one replayed before it was sent replaces it). Arguments that do not fit the function's signature and type hints, a job
 name the app does not know, and a message that is no job's (its envelope or its attempt
 header malformed) go there at once: no retry changes them.
 """
@@ -38,7 +38,6 @@ from conveyor.rpc.arguments import ArgumentChecker
 
 if TYPE_CHECKING:
     from conveyor.messages import Message
-    from conveyor.producer import Producer
     from conveyor.routing.host import RoutedHost
     from conveyor.routing.options import TopicOptions
     from conveyor.schedules.dispatcher import Schedules
@@ -290,54 +289,60 @@ class JobRunner(Consumer):
         self, job: Job[Any, Any], job_id: str, message: Message, raw_headers: Any,
         attempt: int, error: BaseException,
     ) -> None:  # fmt: skip
-        when = datetime.fromtimestamp(time.time() + job.delay_before(attempt), tz=UTC)
         # Named by the job and the attempt it schedules: the same attempt failing again (its
         # message read twice) schedules the same retry, which replaces the first if not sent.
         schedule_id = (
             f"job-{job_id}-{attempt}" if job_id
             else f"job-{message.topic}-{message.partition}-{message.offset}"
         )  # fmt: skip
-        schedules_topic = self.queue.jobs.app.schedules.topic
-
-        def send(producer: Producer) -> None:
-            producer.produce_at(
-                when, topic=self.queue.topic, payload=message.raw_payload, key=message.raw_key,
-                headers=retry_headers(raw_headers, attempt, error), id=schedule_id,
-                schedules_topic=schedules_topic,
-            )  # fmt: skip
-
-        self._settle(message, send)
+        self._settle(
+            message, time.time() + job.delay_before(attempt), self.queue.topic,
+            retry_headers(raw_headers, attempt, error), schedule_id,
+        )  # fmt: skip
 
     def _dead(
         self, message: Message, raw_headers: Any, attempts: int | None, error: BaseException
     ) -> None:
         _log.error("job at %s/%s@%s is dead after %s attempt(s): %r", message.topic,
                    message.partition, message.offset, attempts or "?", error)  # fmt: skip
-
-        def send(producer: Producer) -> None:
-            producer.produce_sync(
-                topic=self.queue.dead_topic, payload=message.raw_payload, key=message.raw_key,
-                headers=dead_headers(raw_headers, self.queue.name, attempts, error),
-            )  # fmt: skip
-
-        self._settle(message, send)
-        self._event(ev.JOB_DIED, job=header(raw_headers, NAME), id=header(raw_headers, ID),
+        job_id = header(raw_headers, ID)
+        schedule_id = (
+            f"job-{job_id}-dead-{attempts}" if job_id and attempts
+            else f"job-{message.topic}-{message.partition}-{message.offset}-dead"
+        )  # fmt: skip
+        self._settle(
+            message, time.time(), self.queue.dead_topic,
+            dead_headers(raw_headers, self.queue.name, attempts, error), schedule_id,
+        )  # fmt: skip
+        self._event(ev.JOB_DIED, job=header(raw_headers, NAME), id=job_id,
                     attempts=attempts, error=error)  # fmt: skip
 
-    def _settle(self, message: Message, send: Callable[[Producer], None]) -> None:
-        """Store a failed job's retry or death (``send`` it) and move past its message, as one
-        step: in one transaction of the app's transactional producer with the message's
-        offset, so that a crash replays neither or both (a replayed attempt would schedule a
-        second retry, or die twice). In lanes, where other lanes' jobs before it may still
-        run, the offset cannot go with it: the record first, then the mark."""
+    def _settle(
+        self, message: Message, at: float, topic: str, headers: list[tuple[str, Any]],
+        schedule_id: str,
+    ) -> None:  # fmt: skip
+        """Store a failed job's retry (or its death: sent to the dead-job topic now) as a
+        scheduled message ``schedule_id`` and move past its message, as one step: in one
+        transaction of the app's transactional producer with the message's offset, so that a
+        crash replays neither or both (a replayed attempt would run and be retried again, or
+        die twice). Through the schedules topic, so that the queue's and the dead-job topic
+        hold no transaction markers (their watermarks count their jobs). In lanes, where
+        other lanes' jobs before it may still run, the offset cannot go with it: the record
+        first, then the mark."""
+        message_at = {
+            "topic": topic, "payload": message.raw_payload, "key": message.raw_key,
+            "headers": headers, "id": schedule_id,
+            "schedules_topic": self.queue.jobs.app.schedules.topic,
+        }  # fmt: skip
+        when = datetime.fromtimestamp(at, tz=UTC)
         executor = self._executor
         if executor.in_lane:
-            send(self.producer)
+            self.producer.produce_at(when, **message_at)
         else:
             producer = executor.transactional_producer()
             metadata = executor.offset_metadata
             with producer.transaction() as transactions:
-                send(producer)
+                producer.produce_at(when, **message_at)
                 transactions.send_offsets(
                     [(message.topic, message.partition, message.offset + 1)],
                     executor.group_metadata(),

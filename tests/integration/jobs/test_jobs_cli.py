@@ -133,18 +133,18 @@ def test_every_dead_job_is_discarded_with_all(
                 if code == 0 and len(json.loads(output)) == 3:
                     break
                 module.done.wait_for(lambda items: False, timeout=0.1)
-        code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all")
-        assert code == 1, "asks first; without a terminal it refuses"
-        assert "Discard 3 dead job(s)" in output
-        assert "pass --yes" in output
-        code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all", "--yes")
-        assert code == 0, output
-        assert "discarded 3 dead job(s)" in output
-        code, output = _invoke("jobs", "dead", queue, "--app", spec, "--json")
-        assert json.loads(output) == [], "none listed any more"
-        code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all", "--yes")
-        assert "no dead job" in output, "the discarded are not discarded again"
-        code, output = _invoke("jobs", "discard", queue, "--app", spec)
-        assert code == 2, "--ref or --all"
+            code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all")
+            assert code == 1, "asks first; without a terminal it refuses"
+            assert "Discard 3 dead job(s)" in output
+            assert "pass --yes" in output
+            code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all", "--yes")
+            assert code == 0, output
+            assert "discarded 3 dead job(s)" in output
+            code, output = _invoke("jobs", "dead", queue, "--app", spec, "--json")
+            assert json.loads(output) == [], "none listed any more"
+            code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all", "--yes")
+            assert "no dead job" in output, "the discarded are not discarded again"
+            code, output = _invoke("jobs", "discard", queue, "--app", spec)
+            assert code == 2, "--ref or --all"
     finally:
         sys.modules.pop(module_name, None)
