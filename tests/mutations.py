@@ -1030,8 +1030,8 @@ MUTATIONS = (
         "conveyor/asyncapi/schemas.py",
         (
             (
-                '        for name, definition in schema.pop("$defs", {}).items():',
-                '        for name, definition in schema.get("$defs", {}).items():',
+                '        definitions: dict[str, Any] = schema.pop("$defs", {})',
+                '        definitions: dict[str, Any] = {}',
             ),
         ),
         ("tests/unit/asyncapi/test_document.py",),
@@ -1041,7 +1041,7 @@ MUTATIONS = (
         "conveyor/jobs/queues.py",
         (
             (
-                "                self._retry(job, message, raw_headers, attempt + 1, error)\n",
+                "                self._retry(job, envelope.id, message, raw_headers, attempt + 1, error)\n",
                 "                raise\n",
             ),
         ),
@@ -1814,6 +1814,113 @@ MUTATIONS = (
         (
             "tests/unit/driver/test_explainer.py::test_a_question_that_waited_too_long_is_answered_not_asked",
         ),
+    ),
+    Mutation(
+        "jobs: a malformed attempt header fails its batch, retried forever",
+        "conveyor/jobs/queues.py",
+        (
+            (
+                "        try:\n            attempt = attempt_of(raw_headers)\n"
+                "        except ValueError as error:  # read again, it would fail again: dead at once\n"
+                "            self._dead(message, raw_headers, None, error)\n            return\n",
+                "        attempt = attempt_of(raw_headers)\n",
+            ),
+        ),
+        (
+            "tests/unit/jobs/test_queues.py::test_a_malformed_attempt_header_makes_the_job_die_saying_so",
+            "tests/integration/jobs/test_jobs.py::test_a_malformed_attempt_header_makes_the_job_die_at_once_saying_so",
+        ),
+    ),
+    Mutation(
+        "jobs: an envelope whose enqueued_at cannot be read fails its batch, retried forever",
+        "conveyor/jobs/wire.py",
+        (("        or not (0 <= enqueued_at < _LATEST)\n", ""),),
+        ("tests/unit/jobs/test_queues.py::test_a_malformed_envelope_makes_the_job_die_saying_so",),
+    ),
+    Mutation(
+        "jobs: key= is always the message key, a parameter named key cannot be passed",
+        "conveyor/jobs/job.py",
+        (('        if self.takes_key or "key" not in kwargs:', '        if "key" not in kwargs:'),),
+        (
+            "tests/unit/jobs/test_enqueue.py::test_a_parameter_named_key_is_the_functions_and_options_set_the_message_key",
+            "tests/integration/jobs/test_jobs.py::test_a_parameter_named_key_and_schedules_enabled_after_the_first_job",
+        ),
+    ),
+    Mutation(
+        "schedules: enable() after the first @app.job raises",
+        "conveyor/schedules/dispatcher.py",
+        (
+            (
+                "            self._enable_again(topic, partitions, replication_factor, allowed)\n",
+                '            raise ConfigurationError("app.schedules.enable() was called twice", "schedules")\n',
+            ),
+        ),
+        (
+            "tests/unit/jobs/test_queues.py::test_schedules_enable_after_the_first_job_sets_them_up_as_given",
+            "tests/integration/jobs/test_jobs.py::test_a_parameter_named_key_and_schedules_enabled_after_the_first_job",
+        ),
+    ),
+    Mutation(
+        "jobs: an enqueue inside the consumer's transaction is sent outside it",
+        "conveyor/jobs/job.py",
+        (("        if open_transaction() is None:", "        if True:"),),
+        (
+            "tests/unit/jobs/test_enqueue.py::test_an_enqueue_inside_the_apps_transaction_is_part_of_it",
+            "tests/integration/jobs/test_jobs.py::test_a_consumer_hands_off_to_a_job_inside_its_transaction",
+        ),
+    ),
+    Mutation(
+        "jobs: a failure's retry or death is stored apart from its offset",
+        "conveyor/jobs/queues.py",
+        (("        if executor.in_lane:\n", "        if True:\n"),),
+        (
+            "tests/integration/jobs/test_jobs_sigkill.py::test_a_kill_right_after_a_failure_was_stored_runs_that_attempt_not_again",
+        ),
+    ),
+    Mutation(
+        "jobs: a retry's schedule is named by the message that failed, not the job and attempt",
+        "conveyor/jobs/queues.py",
+        (
+            (
+                '            f"job-{job_id}-{attempt}" if job_id',
+                '            f"job-{message.offset}-{attempt}" if job_id',
+            ),
+        ),
+        (
+            "tests/integration/jobs/test_jobs.py::test_an_attempt_read_twice_is_retried_once_and_dies_once",
+        ),
+    ),
+    Mutation(
+        "jobs: a batch's jobs are marked when the batch ends, not each as it ends",
+        "conveyor/jobs/queues.py",
+        (
+            (
+                "            self._run(message)\n"
+                "            # each job marked as it ends: a crash runs again the jobs in flight, not the batch\n"
+                "            self.mark_as_consumed(message)\n",
+                "            self._run(message)\n",
+            ),
+        ),
+        (
+            "tests/integration/jobs/test_jobs_sigkill.py::test_after_a_kill_only_the_job_in_flight_runs_again",
+        ),
+    ),
+    Mutation(
+        "jobs: a queue commits on the app's 5 s interval",
+        "conveyor/jobs/queues.py",
+        (
+            (
+                '            "kafka": {"auto.commit.interval.ms": max(1, round(commit_interval * 1000))},\n',
+                "",
+            ),
+        ),
+        ("tests/unit/jobs/test_queues.py::test_a_queue_commits_its_offsets_every_commit_interval",),
+    ),
+    Mutation(
+        "cli: jobs discard --all discards nothing",
+        "conveyor/cli/jobs.py",
+        (("        selection = _all_dead(app, target)", "        selection = []"),),
+        ("tests/integration/jobs/test_jobs_cli.py::test_every_dead_job_is_discarded_with_all",),
     ),
 )
 

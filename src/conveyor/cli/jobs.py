@@ -1,4 +1,5 @@
-"""``conveyor jobs queues | dead | retry``: an app's background job queues and dead jobs."""
+"""``conveyor jobs queues | dead | retry | discard``: an app's background job queues and dead
+jobs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.progress import Progress
 from conveyor.admin import Admin
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
 from conveyor.cli.loading import app_option, json_option, load_app
-from conveyor.cli.output import console, error_console, table
+from conveyor.cli.output import confirm, console, error_console, table, warn
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.jobs.dead import discard, discarded, read_dead_job, reviver
 from conveyor.web.reading.dead_letters import parse_refs
@@ -159,15 +160,58 @@ def jobs_retry(app_spec: str | None, queue: str, refs: tuple[str, ...], everythi
 @jobs.command("discard")
 @_app_option
 @click.argument("queue")
-@click.option("--ref", "refs", multiple=True, required=True, metavar="PARTITION:OFFSET",
+@click.option("--ref", "refs", multiple=True, metavar="PARTITION:OFFSET",
               help="Discard these dead jobs (repeatable; see conveyor jobs dead).")  # fmt: skip
-def jobs_discard(app_spec: str | None, queue: str, refs: tuple[str, ...]) -> None:
+@click.option("--all", "everything", is_flag=True,
+              help="Discard every dead job of the queue not discarded yet.")  # fmt: skip
+@click.option("--yes", is_flag=True, help="With --all: do not ask for confirmation.")
+def jobs_discard(
+    app_spec: str | None, queue: str, refs: tuple[str, ...], everything: bool, yes: bool
+) -> None:
     """Discard dead jobs of QUEUE: no longer listed, never sent back (the dead-job topic keeps
     them; the discarding is noted in a compacted topic beside it)."""
+    if bool(refs) == everything:
+        raise click.UsageError("give --ref PARTITION:OFFSET (one or more) or --all")
     try:
         selection = parse_refs(list(refs))
     except ConfigurationError as error:
         raise click.BadParameter(str(error), param_hint="--ref") from None
     app = load_app(app_spec)
-    noted = discard(app.producer, _queue(app, queue), selection)
+    target = _queue(app, queue)
+    if everything:
+        selection = _all_dead(app, target)
+        if not selection:
+            console.print(f"no dead job of {queue} to discard")
+            return
+        confirm(yes, f"Discard {len(selection):,} dead job(s) of {queue} ({target.dead_topic})?")
+    with Progress(console=error_console, transient=True) as progress:
+        task = progress.add_task(f"discarding dead jobs of {queue}", total=len(selection))
+        noted = 0
+        for start in range(0, len(selection), _DISCARD_CHUNK):
+            noted += discard(app.producer, target, selection[start : start + _DISCARD_CHUNK])
+            progress.update(task, completed=noted)
     console.print(f"discarded {noted:,} dead job(s) of {queue}")
+
+
+_DISCARD_CHUNK = 1_000
+_ALL_DEAD, _ALL_SECONDS = 1_000_000, 120.0  # the most dead jobs one --all reads, and how long
+
+
+def _all_dead(app: Any, target: Any) -> list[tuple[int, int]]:
+    """The refs of every dead job of the queue not discarded yet (the whole dead-job topic,
+    read from its start)."""
+    with Progress(console=error_console, transient=True) as progress:
+        progress.add_task(f"reading the dead jobs of {target.name}", total=None)
+        try:
+            raws, complete = Explorer(app.settings.kafka, timeout=_ALL_SECONDS).scan(
+                target.dead_topic, Start("offset", 0), _ALL_DEAD
+            )
+        except ConfigurationError:  # not created yet: no dead job
+            return []
+        gone = discarded(app.settings.kafka, target)
+    if not complete:
+        warn(
+            f"read the first {len(raws):,} dead jobs of {target.name} only (one run reads "
+            f"{_ALL_DEAD:,} at most, for {_ALL_SECONDS:g} s at most): the others stay listed"
+        )
+    return sorted({(raw.partition(), raw.offset()) for raw in raws} - gone)

@@ -4,10 +4,10 @@ messages, dead jobs to a topic of their own."""
 
 from __future__ import annotations
 
-from conveyor.jobs.job import Job, JobContext, current_job
+from conveyor.jobs.job import Enqueuer, Job, JobContext, current_job
 from conveyor.jobs.queues import Jobs, Queue, UnknownJobError
 from conveyor.jobs.watchdog import JobTimeoutError
 
 __all__ = [
-    "Job", "JobContext", "JobTimeoutError", "Jobs", "Queue", "UnknownJobError", "current_job",
+    "Enqueuer", "Job", "JobContext", "JobTimeoutError", "Jobs", "Queue", "UnknownJobError", "current_job",
 ]  # fmt: skip

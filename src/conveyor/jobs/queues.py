@@ -2,11 +2,18 @@
 consumer that runs their jobs.
 
 A job runs once per message, at least once: the message is marked after the job returned
-(or after its retry or its death was stored). A job that raises is sent again for later
-(``produce_at``: the partition goes on with the next jobs meanwhile), with its attempt in its
-headers, until its retries are spent; then it goes to the queue's dead-job topic with its last
-error. Arguments that do not fit the function's signature and type hints, and a job name the
-app does not know, go there at once: no retry changes them.
+(or after its retry or its death was stored), each job on its own, and a queue commits what
+was marked every ``commit_interval`` (0.1 s by default, not the app's 5 s): a crash runs again
+the jobs that were running and those that ended in its last moments. A job that raises is
+sent again for later (``produce_at``: the partition goes on with the next jobs meanwhile),
+with its attempt in its headers, until its retries are spent; then it goes to the queue's
+dead-job topic with its last error. The retry and the death are scheduled messages (a death
+due at once), each committed with the message's offset in one Kafka transaction of the app's
+transactional producer, so that a crash replays neither or both (in lanes, where transactions
+are not available, the record is stored first; a schedule is named by the job's id and
+attempt, so one replayed before it was sent replaces it). Arguments that do not fit the function's signature and type hints, a job
+name the app does not know, and a message that is no job's (its envelope or its attempt
+header malformed) go there at once: no retry changes them.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.jobs.job import Job, JobContext, _current
 from conveyor.jobs.watchdog import Watchdog
-from conveyor.jobs.wire import ATTEMPT, ID, NAME, dead_headers, decode, header, retry_headers
+from conveyor.jobs.wire import ID, NAME, attempt_of, dead_headers, decode, header, retry_headers
 from conveyor.rpc.arguments import ArgumentChecker
 
 if TYPE_CHECKING:
@@ -47,6 +54,9 @@ __all__ = ["Jobs", "Queue", "UnknownJobError"]
 _log = logging.getLogger("conveyor.jobs")
 _watchdog = Watchdog()  # interrupts plain jobs past their timeout
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+COMMIT_INTERVAL = 0.1
+"""Seconds between a queue's offset commits (a route's ``auto.commit.interval.ms``): jobs are
+side effects, so a crash should run again as few finished ones as it can."""
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -95,12 +105,15 @@ class Jobs:
         partitions: int = 3,
         replication_factor: int | None = None,
         lanes: int | None = None,
+        commit_interval: float = COMMIT_INTERVAL,
     ) -> Queue:
-        """Declare queue ``name``: its topic's ``partitions``, and ``lanes`` (virtual
-        partitions: that many jobs of one partition at once, one key's jobs still in order).
+        """Declare queue ``name``: its topic's ``partitions``, ``lanes`` (virtual partitions:
+        that many jobs of one partition at once, one key's jobs still in order) and
+        ``commit_interval`` (seconds between commits of the jobs done: after a crash, those of
+        about the last interval run again; 0.1 s by default).
 
         Raises:
-            ConfigurationError: a bad name, or the queue declared twice.
+            ConfigurationError: a bad name or setting, or the queue declared twice.
         """
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigurationError(
@@ -112,11 +125,20 @@ class Jobs:
             isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1
         ):
             raise ConfigurationError(f"lanes must be an integer >= 1, got {lanes!r}", "lanes")
+        if (
+            isinstance(commit_interval, bool)
+            or not isinstance(commit_interval, int | float)
+            or not 0 < commit_interval <= 60
+        ):
+            raise ConfigurationError(
+                f"commit_interval must be seconds > 0 and <= 60, got {commit_interval!r}",
+                "commit_interval",
+            )
         queue = Queue(
             self, name, f"jobs-{name}", f"jobs-{name}-dead", f"jobs-{name}-dead-discarded"
         )
         self.queues[name] = queue
-        self._route(queue, partitions, replication_factor, lanes)
+        self._route(queue, partitions, replication_factor, lanes, float(commit_interval))
         return queue
 
     def job(
@@ -162,12 +184,17 @@ class Jobs:
         return register
 
     def _route(
-        self, queue: Queue, partitions: int, replication_factor: int | None, lanes: int | None
-    ) -> None:
+        self, queue: Queue, partitions: int, replication_factor: int | None, lanes: int | None,
+        commit_interval: float,
+    ) -> None:  # fmt: skip
         runner = type(f"JobRunner[{queue.name}]", (JobRunner,), {"queue": queue})
         options: TopicOptions = {
             "partitions": partitions,
             "replication_factor": replication_factor,
+            # Commits come from the listener's loop, which runs at least each max_wait_time:
+            # with an idle queue too, the last jobs' offsets go within about one interval.
+            "kafka": {"auto.commit.interval.ms": max(1, round(commit_interval * 1000))},
+            "max_wait_time": min(commit_interval, self.app.settings.max_wait_time),
         }
         if lanes is not None:
             options["virtual_partitions"] = {"max_partitions": lanes, "partitioner": _job_key}
@@ -178,9 +205,7 @@ class Jobs:
                      replication_factor=replication_factor)  # fmt: skip
         routes.topic(queue.dismissed_topic, None, active=False, partitions=1,
                      replication_factor=replication_factor, config={"cleanup.policy": "compact"})  # fmt: skip
-        schedules = self.app.schedules
-        if not schedules.enabled:  # delayed jobs and retries are scheduled messages
-            schedules.enable()
+        self.app.schedules.ensure_enabled()  # delayed jobs and retries are scheduled messages
 
 
 def _job_key(message: Message) -> Any:
@@ -195,13 +220,19 @@ class JobRunner(Consumer):
     queue: Queue
 
     def consume(self) -> None:
-        for message in self.messages:  # the batch is marked when it ends (at least once)
+        for message in self.messages:
             self._run(message)
+            # each job marked as it ends: a crash runs again the jobs in flight, not the batch
+            self.mark_as_consumed(message)
 
     def _run(self, message: Message) -> None:
         queue = self.queue
         raw_headers = message.raw_headers
-        attempt = int(header(raw_headers, ATTEMPT) or "1")
+        try:
+            attempt = attempt_of(raw_headers)
+        except ValueError as error:  # read again, it would fail again: dead at once
+            self._dead(message, raw_headers, None, error)
+            return
         try:
             envelope = decode(message.raw_payload)
         except ValueError as error:
@@ -236,7 +267,7 @@ class JobRunner(Consumer):
             if attempt > job.retries:
                 self._dead(message, raw_headers, attempt, error)
             else:
-                self._retry(job, message, raw_headers, attempt + 1, error)
+                self._retry(job, envelope.id, message, raw_headers, attempt + 1, error)
                 self._event(ev.JOB_RETRIED, job=job.name, id=envelope.id, attempt=attempt + 1,
                             delay=job.delay_before(attempt + 1), error=error)  # fmt: skip
         else:
@@ -255,29 +286,71 @@ class JobRunner(Consumer):
                 job.function(*args, **kwargs)
 
     def _retry(
-        self, job: Job[Any, Any], message: Message, raw_headers: Any, attempt: int,
-        error: BaseException,
+        self, job: Job[Any, Any], job_id: str, message: Message, raw_headers: Any,
+        attempt: int, error: BaseException,
     ) -> None:  # fmt: skip
-        when = datetime.now(UTC).timestamp() + job.delay_before(attempt)
-        self.producer.produce_at(
-            datetime.fromtimestamp(when, tz=UTC), topic=self.queue.topic,
-            payload=message.raw_payload, key=message.raw_key,
-            headers=retry_headers(raw_headers, attempt, error),
-            id=f"job-{message.topic}-{message.partition}-{message.offset}",
-            schedules_topic=self.queue.jobs.app.schedules.topic,
+        # Named by the job and the attempt it schedules: the same attempt failing again (its
+        # message read twice) schedules the same retry, which replaces the first if not sent.
+        schedule_id = (
+            f"job-{job_id}-{attempt}" if job_id
+            else f"job-{message.topic}-{message.partition}-{message.offset}"
+        )  # fmt: skip
+        self._settle(
+            message, time.time() + job.delay_before(attempt), self.queue.topic,
+            retry_headers(raw_headers, attempt, error), schedule_id,
         )  # fmt: skip
 
     def _dead(
-        self, message: Message, raw_headers: Any, attempts: int, error: BaseException
+        self, message: Message, raw_headers: Any, attempts: int | None, error: BaseException
     ) -> None:
         _log.error("job at %s/%s@%s is dead after %s attempt(s): %r", message.topic,
-                   message.partition, message.offset, attempts, error)  # fmt: skip
-        self.producer.produce_sync(
-            topic=self.queue.dead_topic, payload=message.raw_payload, key=message.raw_key,
-            headers=dead_headers(raw_headers, self.queue.name, attempts, error),
+                   message.partition, message.offset, attempts or "?", error)  # fmt: skip
+        job_id = header(raw_headers, ID)
+        schedule_id = (
+            f"job-{job_id}-dead-{attempts}" if job_id and attempts
+            else f"job-{message.topic}-{message.partition}-{message.offset}-dead"
         )  # fmt: skip
-        self._event(ev.JOB_DIED, job=header(raw_headers, NAME), id=header(raw_headers, ID),
+        self._settle(
+            message, time.time(), self.queue.dead_topic,
+            dead_headers(raw_headers, self.queue.name, attempts, error), schedule_id,
+        )  # fmt: skip
+        self._event(ev.JOB_DIED, job=header(raw_headers, NAME), id=job_id,
                     attempts=attempts, error=error)  # fmt: skip
+
+    def _settle(
+        self, message: Message, at: float, topic: str, headers: list[tuple[str, Any]],
+        schedule_id: str,
+    ) -> None:  # fmt: skip
+        """Store a failed job's retry (or its death: sent to the dead-job topic now) as a
+        scheduled message ``schedule_id`` and move past its message, as one step: in one
+        transaction of the app's transactional producer with the message's offset, so that a
+        crash replays neither or both (a replayed attempt would run and be retried again, or
+        die twice). Through the schedules topic, so that the queue's and the dead-job topic
+        hold no transaction markers (their watermarks count their jobs). In lanes, where
+        other lanes' jobs before it may still run, the offset cannot go with it: the record
+        first, then the mark."""
+        message_at = {
+            "topic": topic, "payload": message.raw_payload, "key": message.raw_key,
+            "headers": headers, "id": schedule_id,
+            "schedules_topic": self.queue.jobs.app.schedules.topic,
+        }  # fmt: skip
+        when = datetime.fromtimestamp(at, tz=UTC)
+        executor = self._executor
+        if executor.in_lane:
+            self.producer.produce_at(when, **message_at)
+        else:
+            producer = executor.transactional_producer()
+            metadata = executor.offset_metadata
+            with producer.transaction() as transactions:
+                producer.produce_at(when, **message_at)
+                transactions.send_offsets(
+                    [(message.topic, message.partition, message.offset + 1)],
+                    executor.group_metadata(),
+                    metadata=None if metadata is None else {
+                        (message.topic, message.partition): metadata
+                    },
+                )  # fmt: skip
+        self.mark_as_consumed(message)
 
     def _event(self, name: str, **fields: Any) -> None:
         monitor = self.app.monitor

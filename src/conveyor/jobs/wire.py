@@ -13,8 +13,8 @@ from typing import Any
 from conveyor.serialization import json_dumps, json_loads
 
 __all__ = [
-    "ATTEMPT", "ERROR", "ID", "NAME", "Envelope", "dead_headers", "decode", "encode",
-    "header", "retry_headers",
+    "ATTEMPT", "ERROR", "ID", "NAME", "Envelope", "attempt_of", "dead_headers", "decode",
+    "encode", "header", "retry_headers",
 ]  # fmt: skip
 
 NAME, ID, ATTEMPT, ERROR = (
@@ -61,9 +61,33 @@ def decode(raw: bytes | None) -> Envelope:
     args, kwargs = body.get("args", []), body.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise ValueError("a job's args must be a list and its kwargs an object")
-    return Envelope(
-        body["job"], args, kwargs, str(body.get("id", "")), int(body.get("enqueued_at", 0))
-    )
+    enqueued_at = body.get("enqueued_at", 0)
+    if (
+        isinstance(enqueued_at, bool)
+        or not isinstance(enqueued_at, int | float)
+        or not (0 <= enqueued_at < _LATEST)
+    ):  # a message that would fail each time it is read must die, not be retried forever
+        raise ValueError(f"a job's enqueued_at must be epoch milliseconds, got {enqueued_at!r}")
+    return Envelope(body["job"], args, kwargs, str(body.get("id", "")), int(enqueued_at))
+
+
+_LATEST = 253_402_300_800_000  # 10000-01-01 in epoch ms: past any datetime
+
+
+def attempt_of(headers: list[tuple[str, bytes]] | None) -> int:
+    """The attempt a job message is for (its ``conveyor-job-attempt`` header; 1 without one).
+
+    Raises:
+        ValueError: the header is malformed (not a whole number from 1).
+    """
+    text = header(headers, ATTEMPT)
+    if text is None:
+        return 1
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ValueError(
+            f"the {ATTEMPT} header is malformed: {text[:40]!r} (a whole number from 1 was expected)"
+        )
+    return int(text)
 
 
 def header(headers: list[tuple[str, bytes]] | None, name: str) -> str | None:
@@ -88,12 +112,14 @@ def retry_headers(
 
 
 def dead_headers(
-    headers: list[tuple[str, bytes]] | None, queue: str, attempts: int, error: BaseException
+    headers: list[tuple[str, bytes]] | None, queue: str, attempts: int | None, error: BaseException
 ) -> list[tuple[str, Any]]:
-    """The headers of a dead job: its attempts and its last error, class, message, backtrace."""
+    """The headers of a dead job: its attempts (none when they are not known: a malformed
+    attempt header) and its last error, class, message, backtrace."""
     kept = _without(headers, ATTEMPT, ERROR, DEAD_CLASS, DEAD_MESSAGE, DEAD_BACKTRACE, DEAD_QUEUE)
+    counted = [] if attempts is None else [(ATTEMPT, str(attempts))]
     return [
-        *kept, (ATTEMPT, str(attempts)), (DEAD_QUEUE, queue),
+        *kept, *counted, (DEAD_QUEUE, queue),
         (DEAD_CLASS, type(error).__qualname__), (DEAD_MESSAGE, str(error)[:8000]),
         (DEAD_BACKTRACE, "".join(traceback.format_exception(error))[-8000:]),
     ]  # fmt: skip

@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ Offsets = Messages | Iterable[Message | tuple[str, int, int]]
 """What ``send_offsets`` takes: a batch (its last offset is committed), consumed messages (each
 one's partition moves past it), or ``(topic, partition, next offset)`` triples."""
 
-__all__ = ["Transactions", "off_the_loop"]
+__all__ = ["Transactions", "off_the_loop", "open_transaction"]
 
 _TIMEOUT = 30.0
 """Seconds one call of librdkafka's (initialize, commit, abort) may take."""
@@ -44,6 +45,11 @@ A commit that timed out is called again until it ends: given up, it might still 
 coordinator while its batch is retried (the outputs twice); once the broker answers, librdkafka
 says which it was (a commit that never reached the coordinator ends at
 ``transaction.timeout.ms``), and a closed client ends the wait."""
+
+_blocks: contextvars.ContextVar[tuple[weakref.ref[Transactions], ...]] = contextvars.ContextVar(
+    "conveyor-transaction-blocks", default=()
+)
+"""The transactions whose blocks the caller entered (only the still open ones count)."""
 
 _RESUMABLE = "_TIMED_OUT"
 """The one error after which librdkafka goes on with a commit or abort in the background and
@@ -170,6 +176,7 @@ class Transactions:
     def _enter(self) -> contextvars.Token[object | None]:
         """With the lock held: a new transaction token, set in the caller's context."""
         token = self._open = object()
+        _blocks.set((*_still_open(), weakref.ref(self)))
         return self._inside.set(token)
 
     def _leave(self, inside: contextvars.Token[object | None] | None) -> None:
@@ -384,6 +391,18 @@ async def off_the_loop(function: Callable[..., Any], *arguments: Any) -> Any:
         if cancelled:
             raise asyncio.CancelledError
         return result
+
+
+def open_transaction() -> Transactions | None:
+    """The transaction whose block the caller (its thread, or its task on an event loop) is
+    inside, or ``None`` (for features that join the caller's transaction: a job enqueued in
+    a consumer's ``with self.transaction():``)."""
+    found = _still_open()
+    return found[-1]() if found else None
+
+
+def _still_open() -> tuple[weakref.ref[Transactions], ...]:
+    return tuple(ref for ref in _blocks.get() if (held := ref()) is not None and held.active())
 
 
 def _wake(woken: asyncio.Future[None]) -> None:

@@ -269,6 +269,15 @@ class Routes:
         finally:
             self._subscription = previous
 
+    def remove(self, topic: Topic) -> None:
+        """Take ``topic``, a route of this table, out of it again (before the app starts: a
+        feature that declared a route by default and is now set up otherwise).
+
+        Raises:
+            ValueError: ``topic`` is not a route of this table.
+        """
+        self._topics.remove(topic)
+
     def __iter__(self) -> Iterator[Topic]:
         return iter(self._topics)
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from conveyor.partition import PartitionHandle
     from conveyor.producer import Producer
     from conveyor.routing.host import RoutedHost
+    from conveyor.routing.topic import Topic
 
 __all__ = ["ANY_TOPIC", "Schedules"]
 
@@ -103,6 +104,8 @@ class Schedules:
         """Schedules refused for their destination (a topic not allowed)."""
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._route: Topic | None = None  # the schedules topic's route, once enabled
+        self._by_default = False  # enabled by ensure_enabled(), not by the app
 
     def enable(
         self,
@@ -129,16 +132,67 @@ class Schedules:
         refused (an ``error.occurred`` event of type ``schedule.refused``) and tombstoned.
         ``allowed_topics="*"`` allows every topic.
 
+        The first ``@app.job`` enables it with these defaults if the app had not; a call
+        after that sets it up as given instead. A second call with the same settings
+        changes nothing.
+
         Raises:
-            ConfigurationError: enabled twice, a bad topic, or a bad ``allowed_topics``.
+            ConfigurationError: enabled twice with other settings, a bad topic, or a bad
+                ``allowed_topics``.
         """
-        if self.enabled:
-            raise ConfigurationError("app.schedules.enable() was called twice", "schedules")
+        allowed = _allowed_topics(allowed_topics)
         if topic is None:
             topic = self.topic
         elif not isinstance(topic, str) or not topic:
             raise ConfigurationError(f"topic must be a topic's name, got {topic!r}", "topic")
-        self._allowed = _allowed_topics(allowed_topics)
+        if self.enabled:
+            self._enable_again(topic, partitions, replication_factor, allowed)
+            return
+        self._allowed = allowed
+        self._route = self._declare(topic, partitions, replication_factor)
+        self._use_topic(topic)
+        self.enabled = True
+        self.app.monitor.subscribe(ev.APP_RUNNING, lambda _event: self._start())
+        self.app.add_closing_hook(self._stop)
+
+    def ensure_enabled(self) -> None:
+        """Enable with the defaults unless enabled already (for the features that need
+        scheduled messages: job queues, for their delayed jobs and retries); the app's own
+        :meth:`enable` after it sets it up as the app says."""
+        if not self.enabled:
+            self.enable()
+            self._by_default = True
+
+    def _enable_again(
+        self, topic: str, partitions: int, replication_factor: int | None,
+        allowed: tuple[str | re.Pattern[str], ...] | None,
+    ) -> None:  # fmt: skip
+        route = self._route
+        assert route is not None, "enabled: its route is declared"
+        declared = (route.name, route.partitions, route.replication_factor)
+        wanted = (topic, partitions, replication_factor)
+        if self._by_default:  # enabled for the job queues: the app's own settings now
+            if wanted != declared:
+                self.app.routes.remove(route)
+                try:
+                    self._route = self._declare(topic, partitions, replication_factor)
+                except ConfigurationError:  # a bad setting: the defaults stay
+                    self._route = self._declare(
+                        route.name, route.partitions or 3, route.replication_factor
+                    )
+                    raise
+                self._use_topic(topic)
+            self._by_default = False
+            self._allowed = allowed
+            return
+        if wanted != declared or allowed != self._allowed:
+            raise ConfigurationError(
+                f"app.schedules.enable() was called twice with other settings: first topic "
+                f"{declared[0]!r}, partitions {declared[1]}, replication_factor {declared[2]}",
+                "schedules",
+            )
+
+    def _declare(self, topic: str, partitions: int, replication_factor: int | None) -> Topic:
         schedules = self
 
         class ScheduledMessages(Consumer):
@@ -156,18 +210,17 @@ class Schedules:
             def shutdown(self) -> None:
                 schedules._forget(self._executor)
 
-        self.app.routes.topic(
+        return self.app.routes.topic(
             topic, ScheduledMessages, partitions=partitions,
             replication_factor=replication_factor,
             config={"cleanup.policy": "compact"}, manual_offset_management=True,
             initial_offset="earliest", kafka={"enable.partition.eof": True},
         )  # fmt: skip
+
+    def _use_topic(self, topic: str) -> None:
         self.topic = topic
         for producer in list(self._producers):  # made before: they write there too
             producer.schedules_topic = topic
-        self.enabled = True
-        self.app.monitor.subscribe(ev.APP_RUNNING, lambda _event: self._start())
-        self.app.add_closing_hook(self._stop)
 
     def attach(self, producer: Producer) -> None:
         """Make this app's schedules topic the one ``producer`` (one of the app's) writes

@@ -32,7 +32,8 @@ PAGES = sorted(
 _DERIVED = {
     "shop-orders", "shop-payments", "shop-orders-dlq", "jobs-mail", "jobs-mail-dead",
     "jobs-mail-dead-discarded", "jobs-emails", "jobs-emails-dead",
-    "jobs-emails-dead-discarded", "conveyor_schedules", "conveyor_recurring",
+    "jobs-emails-dead-discarded", "jobs-receipts", "jobs-receipts-dead",
+    "jobs-receipts-dead-discarded", "conveyor_schedules", "conveyor_recurring",
     "conveyor_consumers_reports", "conveyor_consumers_states", "conveyor_consumers_metrics",
     "conveyor_errors", "conveyor_consumers_commands",
 }  # fmt: skip

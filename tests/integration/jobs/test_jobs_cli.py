@@ -106,3 +106,45 @@ def test_dead_jobs_are_listed_and_retried_from_the_command_line(
             assert "has no job queue 'nope'" in output
     finally:
         sys.modules.pop(module_name, None)
+
+
+def test_every_dead_job_is_discarded_with_all(
+    kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    module_name = f"jobs_cli_all_{suffix}"
+    (tmp_path / f"{module_name}.py").write_text(
+        APP.format(bootstrap=kafka_bootstrap, suffix=suffix)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    module = importlib.import_module(module_name)
+    app, bill, queue = module.app, module.bill, f"bills-{suffix}"
+    spec = f"{module_name}:app"
+    migrate(app.admin, app.routes)
+    try:
+        code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all", "--yes")
+        assert (code, "no dead job" in output) == (0, True), output
+        with running(app):
+            for order in range(3):
+                bill.enqueue(order)
+            for _ in range(300):  # all three dead (bounded wait)
+                code, output = _invoke("jobs", "dead", queue, "--app", spec, "--json")
+                if code == 0 and len(json.loads(output)) == 3:
+                    break
+                module.done.wait_for(lambda items: False, timeout=0.1)
+            code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all")
+            assert code == 1, "asks first; without a terminal it refuses"
+            assert "Discard 3 dead job(s)" in output
+            assert "pass --yes" in output
+            code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all", "--yes")
+            assert code == 0, output
+            assert "discarded 3 dead job(s)" in output
+            code, output = _invoke("jobs", "dead", queue, "--app", spec, "--json")
+            assert json.loads(output) == [], "none listed any more"
+            code, output = _invoke("jobs", "discard", queue, "--app", spec, "--all", "--yes")
+            assert "no dead job" in output, "the discarded are not discarded again"
+            code, output = _invoke("jobs", "discard", queue, "--app", spec)
+            assert code == 2, "--ref or --all"
+    finally:
+        sys.modules.pop(module_name, None)
