@@ -1031,7 +1031,7 @@ MUTATIONS = (
         (
             (
                 '        definitions: dict[str, Any] = schema.pop("$defs", {})',
-                '        definitions: dict[str, Any] = {}',
+                "        definitions: dict[str, Any] = {}",
             ),
         ),
         ("tests/unit/asyncapi/test_document.py",),

@@ -44,7 +44,8 @@ def test_schedules_enable_after_the_first_job_sets_them_up_as_given() -> None:
         pass
 
     assert app.schedules.enabled
-    assert _schedule_routes(app) == [("conveyor_schedules", 3)], "enabled by the job"
+    default = app.schedules.topic  # the app's own (<group>_schedules)
+    assert _schedule_routes(app) == [(default, 3)], "enabled by the job"
     app.schedules.enable(topic="mail_schedules", partitions=1, allowed_topics=["audit"])
     assert app.schedules.topic == "mail_schedules"
     assert _schedule_routes(app) == [("mail_schedules", 1)], "the default route replaced"
@@ -75,9 +76,9 @@ def test_the_same_schedules_enabled_after_a_job_keep_their_route() -> None:
     def send(address: str) -> None:
         pass
 
-    route = next(iter(r for r in app.routes if r.name == "conveyor_schedules"))
+    route = next(iter(r for r in app.routes if r.name == app.schedules.topic))
     app.schedules.enable()
-    assert next(iter(r for r in app.routes if r.name == "conveyor_schedules")) is route
+    assert next(iter(r for r in app.routes if r.name == app.schedules.topic)) is route
 
 
 def test_a_queue_commits_its_offsets_every_commit_interval() -> None:
