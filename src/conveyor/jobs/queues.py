@@ -329,7 +329,7 @@ class JobRunner(Consumer):
         hold no transaction markers (their watermarks count their jobs). In lanes, where
         other lanes' jobs before it may still run, the offset cannot go with it: the record
         first, then the mark."""
-        message_at = {
+        message_at: dict[str, Any] = {
             "topic": topic, "payload": message.raw_payload, "key": message.raw_key,
             "headers": headers, "id": schedule_id,
             "schedules_topic": self.queue.jobs.app.schedules.topic,
