@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from statistics import median
 from typing import Any
 
@@ -52,7 +53,7 @@ RECHECKS_MS = (100.0, 10.0)  # rdkafka-ruby's sleep before 0.16, and WaterDrop's
 Timing = tuple[float, float]  # (wall ms, CPU ms) per 1,000 calls
 
 
-def timed(call: Callable[[], None], count: int) -> Timing:
+def timed(call: Callable[[], object], count: int) -> Timing:
     """``count`` calls of ``call``; wall and process CPU ms per 1,000 of them."""
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(count):
@@ -96,8 +97,10 @@ def poll_and_sleep(bootstrap: str, topic: str, count: int) -> Timing:
         close(producer)
 
 
-def recheck(bootstrap: str, topic: str, count: int, interval: float) -> Timing:
-    """A poller thread serves the reports; the caller sleeps ``interval`` between looks."""
+@contextmanager
+def served(bootstrap: str) -> Iterator[BareProducer]:
+    """A bare producer whose reports a poller thread serves (rdkafka-ruby's and WaterDrop's
+    shape); closed on the way out."""
     producer = bare_producer(bootstrap)
     running = True
 
@@ -107,22 +110,35 @@ def recheck(bootstrap: str, topic: str, count: int, interval: float) -> Timing:
 
     poller = threading.Thread(target=serve, daemon=True)
     poller.start()
-
-    def call() -> None:
-        done: list[Any] = []
-        producer.produce(topic, PAYLOAD, on_delivery=lambda error, _message: done.append(error))
-        while not done:  # the seed's old wait: sleep, then look again
-            time.sleep(interval)
-        if done[0] is not None:
-            raise RuntimeError(f"bare produce failed: {done[0]}")
-
     try:
-        call()
-        return timed(call, count)
+        yield producer
     finally:
         running = False
         poller.join()
         close(producer)
+
+
+def recheck(bootstrap: str, topic: str, count: int, interval: float) -> Timing:
+    """A poller thread serves the reports; the caller sleeps ``interval`` between looks."""
+    with served(bootstrap) as producer:
+        recheck_call(producer, topic, interval)  # connect before measuring
+        return timed(lambda: recheck_call(producer, topic, interval), count)
+
+
+def recheck_call(producer: BareProducer, topic: str, interval: float) -> float:
+    """One call of the seed's old wait; ms from the delivery callback to the caller waking."""
+    done: list[tuple[Any, float]] = []
+    producer.produce(
+        topic,
+        PAYLOAD,
+        on_delivery=lambda error, _message: done.append((error, time.perf_counter())),
+    )
+    while not done:  # the seed's old wait: sleep, then look again
+        time.sleep(interval)
+    woke = time.perf_counter()
+    if done[0][0] is not None:
+        raise RuntimeError(f"bare produce failed: {done[0][0]}")
+    return (woke - done[0][1]) * 1000
 
 
 def flush(bootstrap: str, topic: str, count: int) -> Timing:
@@ -167,37 +183,9 @@ def conveyor_wasted(bootstrap: str, topic: str, count: int) -> list[float]:
 def recheck_wasted(bootstrap: str, topic: str, count: int, interval: float) -> list[float]:
     """The same for a caller that sleeps ``interval`` and looks again (a poller thread serves
     the reports, as rdkafka-ruby's did)."""
-    producer = bare_producer(bootstrap)
-    running = True
-
-    def serve() -> None:
-        while running:
-            producer.poll(0.1)
-
-    poller = threading.Thread(target=serve, daemon=True)
-    poller.start()
-
-    def call() -> float:
-        done: list[tuple[Any, float]] = []
-        producer.produce(
-            topic,
-            PAYLOAD,
-            on_delivery=lambda error, _message: done.append((error, time.perf_counter())),
-        )
-        while not done:  # the seed's old wait: sleep, then look again
-            time.sleep(interval)
-        woke = time.perf_counter()
-        if done[0][0] is not None:
-            raise RuntimeError(f"bare produce failed: {done[0][0]}")
-        return (woke - done[0][1]) * 1000
-
-    try:
-        call()
-        return [call() for _ in range(count)]
-    finally:
-        running = False
-        poller.join()
-        close(producer)
+    with served(bootstrap) as producer:
+        recheck_call(producer, topic, interval)  # connect before measuring
+        return [recheck_call(producer, topic, interval) for _ in range(count)]
 
 
 def arguments(parser: Any) -> None:

@@ -174,9 +174,6 @@ class CaptureClient:
         failure.topic = topic
         return failure
 
-    def explain_timeout(self, failure: DeliveryError) -> DeliveryError:
-        return failure
-
     def __len__(self) -> int:
         return 0
 
