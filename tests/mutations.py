@@ -1922,6 +1922,19 @@ MUTATIONS = (
         (("        selection = _all_dead(app, target)", "        selection = []"),),
         ("tests/integration/jobs/test_jobs_cli.py::test_every_dead_job_is_discarded_with_all",),
     ),
+    Mutation(
+        "web: one DLQ that cannot be counted fails the whole DLQ list",
+        "conveyor/web/ui/explorer_views.py",
+        (
+            (
+                "                except ConveyorError as exc:  # a timeout",
+                "                except ZeroDivisionError as exc:  # a timeout",
+            ),
+        ),
+        (
+            "tests/unit/web/ui/test_dlq_list.py::test_one_dlq_that_cannot_be_counted_leaves_the_rest_of_the_list",
+        ),
+    ),
 )
 
 

@@ -85,14 +85,13 @@ class Explorer:
             return [
                 {"partition": p, "low": low, "high": high, "messages": high - low}
                 for p in self._known(client, topic)
-                for low, high in [client.query_watermarks(topic, p)]
+                for low, high in [client.query_watermarks(topic, p, self.timeout)]
             ]
         finally:
             client.close()
 
-    @staticmethod
-    def _known(client: ConsumerClient, topic: str) -> list[int]:
-        known = client.partitions(topic)
+    def _known(self, client: ConsumerClient, topic: str) -> list[int]:
+        known = client.partitions(topic, self.timeout)
         if not known:
             raise ConfigurationError(f"topic {topic!r} does not exist", "topic")
         return known

@@ -4,6 +4,7 @@ render it, ``/api/...`` returns it as JSON). Nothing here knows HTTP."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -14,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from conveyor.admin.replay import redrive_dead_letters, replay_dead_letters
-from conveyor.errors import ConfigurationError
+from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.jobs.dead import discard, discarded, read_dead_job, reviver
 from conveyor.jobs.host import JobsHost
 from conveyor.web.reading.dead_letters import (
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from conveyor.routing.host import RoutedHost
 
 __all__ = ["ExplorerViews", "Redrive", "Redrives"]
+
+_log = logging.getLogger("conveyor.web")
 
 DLQ_READ = 2_000
 """Dead letters a DLQ page reads (the newest, over all partitions)."""
@@ -183,12 +186,18 @@ class ExplorerViews:
         return dead_letter_topics(self._declared(), self._admin().list_topics())
 
     def dlqs(self) -> Page:
+        """Every DLQ with its message count; a count Kafka did not give in time is shown
+        unknown, with why, and the rest of the list still stands."""
         rows = []
         for entry in self.dlq_topics():
-            messages = None
+            messages, unread = None, None
             if entry["exists"]:
-                messages = sum(p["messages"] for p in self.explorer.partitions(entry["name"]))
-            rows.append({**entry, "messages": messages})
+                try:
+                    messages = sum(p["messages"] for p in self.explorer.partitions(entry["name"]))
+                except ConveyorError as exc:  # a timeout, the topic just deleted, Kafka away
+                    _log.warning("the DLQ page could not count %s: %s", entry["name"], exc)
+                    unread = str(exc)
+            rows.append({**entry, "messages": messages, "unread": unread})
         return Page("Dead letter queues", {"dlqs": rows})
 
     def dlq(self, name: str) -> Page:

@@ -80,8 +80,8 @@ def test_a_redrive_renders_while_running_done_and_failed() -> None:
 
 
 def test_dlq_pages_render_with_and_without_actions() -> None:
-    dlqs = [{"name": "orders_dlq", "sources": ["orders"], "by": "routes", "exists": True, "messages": 3},
-            {"name": "later_dlq", "sources": ["x"], "by": "routes", "exists": False, "messages": None}]  # fmt: skip
+    dlqs = [{"name": "orders_dlq", "sources": ["orders"], "by": "routes", "exists": True, "messages": 3, "unread": None},
+            {"name": "later_dlq", "sources": ["x"], "by": "routes", "exists": False, "messages": None, "unread": None}]  # fmt: skip
     assert "not created yet" in render("dlqs.html", dlqs=dlqs)
     page: dict[str, Any] = {
         "topic": "orders_dlq", "entry": dlqs[0], "total": 1, "shown": 1, "complete": True,
