@@ -16,7 +16,7 @@
 #   make test-repeat N=5  the integration tests N times over, and which failed in any run
 #   (make bench installs Debian's redis-server the same way: the jobs benchmark's Celery
 #   and Dramatiq run on it)
-#   make release-check  (part of make test) the sdist and wheel built into dist/ and checked:
+#   make release-check  (make test runs it as one of its tests) the sdist and wheel built into dist/ and checked:
 #                their files, twine check --strict, and the wheel installed alone in a clean
 #                virtualenv running a hello app against the broker (tools/check-release)
 #   make docs    the documentation site on http://127.0.0.1:8000/ (MkDocs Material), rebuilt
@@ -99,7 +99,7 @@ docs: $(INSTALLED)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 test:
-	@$(PYTHON) tools/phases test setup browser postgresql asyncapi-schema lint typecheck docs-build release-check pytest
+	@$(PYTHON) tools/phases test setup browser postgresql asyncapi-schema lint typecheck docs-build pytest
 
 check:
 	@$(PYTHON) tools/phases check lint typecheck docs-build unit

@@ -45,12 +45,12 @@ os.environ.setdefault("KAFKA_JVM_PERFORMANCE_OPTS", TEST_BROKER_JVM)
 # for the tests that start brokers of their own (JVMs two cores cannot run many of at once),
 # "cluster" for the 3-node cluster and the soak, "docs" for the docs pages (they share plain
 # topic names such as "orders", and alter a broker config), "browser" (one Chromium at a
-# time), "bench" (the benchmarks' short forms load both cores), "schemas" and "postgres"
-# (a server each).
+# time), "bench" (the benchmarks' short forms load both cores), "release" (the release check's
+# builds and installs), "schemas" and "postgres" (a server each).
 _OWN_BROKER = {"own_broker", "own_bootstrap"}
 # The longest groups first: xdist hands out work in collection order, and a long group begun
 # last would make the run's tail.
-_FIRST = ("cluster", "brokers", "bench", "docs", "browser", "schemas", "postgres")
+_FIRST = ("cluster", "brokers", "bench", "release", "docs", "browser", "schemas", "postgres")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

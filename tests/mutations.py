@@ -11,18 +11,20 @@ Not part of ``make test`` (it runs each guarding test again per mutation, a few 
 all). Run it with a broker up::
 
     .venv/bin/conveyor broker start
-    KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python tests/mutations.py [NAME ...]
+    KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 .venv/bin/python tests/mutations.py [--jobs 3] [NAME ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -1958,14 +1960,28 @@ def apply(mutation: Mutation, scratch: Path) -> bool:
 
 
 def run_tests(
-    tests: tuple[str, ...], scratch: Path, timeout: float, verbose: bool = False
+    tests: tuple[str, ...],
+    scratch: Path,
+    timeout: float,
+    verbose: bool = False,
+    options: tuple[str, ...] = (),
 ) -> tuple[bool, str, float]:
     """Run ``tests`` against the scratch copy: (passed, the first failure's line, seconds)."""
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join(filter(None, (str(scratch), os.environ.get("PYTHONPATH")))),
     )
-    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-x",
+        "-p",
+        "no:cacheprovider",
+        *options,
+        *tests,
+    ]
     started = time.monotonic()
     try:
         result = subprocess.run(
@@ -2011,30 +2027,30 @@ def main() -> int:
         "names", nargs="*", help="run only mutations whose name contains one of these"
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="mutants tested at once (each in its own copy)"
+    )
     parser.add_argument("--verbose", action="store_true", help="print the output of failed runs")
     args = parser.parse_args()
     if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         raise SystemExit("set KAFKA_BOOTSTRAP_SERVERS (e.g. after `conveyor broker start`)")
     chosen = [m for m in MUTATIONS if not args.names or any(n in m.name for n in args.names)]
     console = Console()
-    table = Table(title="mutations: features switched off one at a time")
-    for column in ("feature switched off", "result", "seconds", "tests"):
-        table.add_column(column)
-    table.add_column("why it failed")
-    survived = 0
     with console.status("") as status:
         # The control: unmutated, the same tests pass (else "killed" would mean nothing).
         status.update("control run: the guarding tests on an unmutated copy")
         with tempfile.TemporaryDirectory(prefix="conveyor-control-") as directory:
             tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
+            workers = ("-n", str(max(2, args.jobs)), "--dist", "loadgroup")  # as make test
             passed, why, elapsed = run_tests(
-                tests, scratch_copy(directory), args.timeout * 2, args.verbose
+                tests, scratch_copy(directory), args.timeout * 4, args.verbose, workers
             )
         if not passed:
             raise SystemExit(f"the guarding tests fail without any mutation: {why}")
         console.print(f"  control: the guarding tests pass unmutated ({elapsed:.0f} s)")
-        for index, mutation in enumerate(chosen, 1):
-            status.update(f"[{index}/{len(chosen)}] {mutation.name}")
+        finished = itertools.count(1)  # next() is atomic: the pool's threads share it
+
+        def test(mutation: Mutation) -> tuple[str, str, float]:
             with tempfile.TemporaryDirectory(prefix="conveyor-mutant-") as directory:
                 scratch = scratch_copy(directory)
                 if not apply(mutation, scratch):
@@ -2044,14 +2060,27 @@ def main() -> int:
                         mutation.tests, scratch, args.timeout, args.verbose
                     )
                     result = "survived" if passed else "killed"
-            survived += result != "killed"
-            console.print(f"  {mutation.name}: {result} ({elapsed:.0f} s)")
-            table.add_row(
-                mutation.name, result, f"{elapsed:.0f}",
-                "\n".join(t.split("::")[-1] for t in mutation.tests), why[:80],
-            )  # fmt: skip
+            done = next(finished)
+            console.print(f"  [{done}/{len(chosen)}] {mutation.name}: {result} ({elapsed:.0f} s)")
+            status.update(f"{done} of {len(chosen)} mutants tested")
+            return result, why, elapsed
+
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            results = list(pool.map(test, chosen))  # in the table's order
+    table = Table(title="mutations: features switched off one at a time")
+    for column in ("feature switched off", "result", "seconds", "tests", "why it failed"):
+        table.add_column(column)
+    for mutation, (result, why, elapsed) in zip(chosen, results, strict=True):
+        table.add_row(
+            mutation.name, result, f"{elapsed:.0f}",
+            "\n".join(t.split("::")[-1] for t in mutation.tests), why[:80],
+        )  # fmt: skip
     console.print(table)
-    return 1 if survived else 0
+    counts = {
+        kind: [r for r, _, _ in results].count(kind) for kind in ("killed", "survived", "stale")
+    }
+    console.print(", ".join(f"{count} {kind}" for kind, count in counts.items()))
+    return 1 if counts["survived"] or counts["stale"] else 0
 
 
 if __name__ == "__main__":

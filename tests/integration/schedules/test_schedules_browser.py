@@ -67,10 +67,12 @@ def test_a_schedule_is_cancelled_and_a_task_disabled_from_the_browser(
     ARTIFACTS.mkdir(exist_ok=True)
     try:
         with running(app), served(app) as url:
+            # due after the page's work, which takes 10-25 s (the cancel must beat "doomed",
+            # and "kept" must still be pending then); "kept" arriving proves "doomed" was due
             now = time.time()
-            doomed = app.producer.produce_at(now + 8, topic=target, payload=b"doomed",
+            doomed = app.producer.produce_at(now + 40, topic=target, payload=b"doomed",
                                              schedules_topic=app.schedules.topic)  # fmt: skip
-            app.producer.produce_at(now + 10, topic=target, payload=b"kept",
+            app.producer.produce_at(now + 42, topic=target, payload=b"kept",
                                     schedules_topic=app.schedules.topic)  # fmt: skip
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(

@@ -225,10 +225,12 @@ def test_a_read_ends_at_the_first_message_past_its_end_not_at_the_deadline() -> 
 class SilentClient(FakeClient):
     """A partition with offsets 0-9 whose fetches bring nothing (a broker too slow to answer)."""
 
-    def partitions(self, topic: str) -> list[int]:
+    def partitions(self, topic: str, timeout: float = 10.0) -> list[int]:
         return [0]
 
-    def query_watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+    def query_watermarks(
+        self, topic: str, partition: int, timeout: float = 10.0
+    ) -> tuple[int, int]:
         return 0, 10
 
     def close(self) -> None:
