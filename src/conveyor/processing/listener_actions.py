@@ -1,16 +1,32 @@
 """``ListenerActions``: what a partition's executor asks of its listener (by name, never the
 listener itself). The librdkafka actions (pause, resume, seek, commit_now, group_metadata)
-run on the listener's thread."""
+run on the listener's thread. ``FetchedPartition``: the executor as those actions see it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from conveyor.processing.partition_core import PartitionCore
+__all__ = ["FetchedPartition", "ListenerActions"]
 
-__all__ = ["ListenerActions"]
+
+class FetchedPartition(Protocol):
+    """An executor as the listener's actions see it: the partition it fetches for, and the
+    two calls the listener makes back on its thread."""
+
+    @property
+    def topic(self) -> str:
+        """The partition's topic."""
+
+    @property
+    def partition(self) -> int:
+        """The partition's number."""
+
+    def discard_pending(self) -> None:
+        """A seek is done: what was fetched before it is stale."""
+
+    def throttle(self) -> bool:
+        """Too much is pending: True when the listener should now pause fetching."""
 
 
 class ListenerActions(Protocol):
@@ -38,7 +54,7 @@ class ListenerActions(Protocol):
         self, topic: str, partition: int, then: Callable[[], None] | None = None
     ) -> None: ...
 
-    def seek(self, executor: PartitionCore, offset: int) -> None: ...
+    def seek(self, executor: FetchedPartition, offset: int) -> None: ...
 
     def commit_now(
         self, topic: str, partition: int, next_offset: int, metadata: str | None = None
@@ -50,6 +66,6 @@ class ListenerActions(Protocol):
 
     def forget_group_metadata(self) -> None: ...
 
-    def over_limit(self, executor: PartitionCore) -> None: ...
+    def over_limit(self, executor: FetchedPartition) -> None: ...
 
-    def drained(self, executor: PartitionCore) -> None: ...
+    def drained(self, executor: FetchedPartition) -> None: ...
