@@ -847,11 +847,11 @@ MUTATIONS = (
     ),
     Mutation(
         "listener: no thread takes over while a batch blocks the listener's own",
-        "conveyor/processing/listener.py",
+        "conveyor/processing/listener_thread.py",
         (
             (
-                "            self._timers.call_later(_TAKE_OVER_AFTER / 2, self._watch)\n\n    def stop",
-                "            pass\n\n    def stop",
+                "            self._timers.call_later(TAKE_OVER_AFTER / 2, self._watch)\n\n    def join",
+                "            pass\n\n    def join",
             ),
         ),
         ("tests/integration/processing/test_slow_inline_batch.py",),
@@ -1281,8 +1281,8 @@ MUTATIONS = (
         "conveyor/processing/listener.py",
         (
             (
-                "self._direct_start = [(r.name, p) for r in self.routes.values() for p in r.assign or ()]",
-                "self._direct_start = [(r.name, p) for r in list(self.routes.values())[:1] for p in r.assign or ()]",
+                "[(r.name, p) for r in self.routes.values() for p in r.assign or ()]",
+                "[(r.name, p) for r in list(self.routes.values())[:1] for p in r.assign or ()]",
             ),
         ),
         (
@@ -1721,10 +1721,10 @@ MUTATIONS = (
     ),
     Mutation(
         "listener: a command from another thread waits for the poll slice",
-        "conveyor/processing/listener.py",
+        "conveyor/processing/listener_thread.py",
         (
             (
-                "        if threading.current_thread() is not self._thread:\n            self._client.wake()\n",
+                "        if threading.current_thread() is not self.current:\n            self._wake()\n",
                 "",
             ),
         ),

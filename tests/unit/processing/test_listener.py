@@ -1,5 +1,6 @@
 """The listener's own logic, without a broker: one poll split into per-partition runs in
-order, fetch errors reported (never dropped), revocation mid-batch handing over in order."""
+order, fetch errors reported (never dropped), revocation mid-batch handing over in order (its
+assignments), the listener's role taken over from a batch that holds its thread."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 from confluent_kafka import KafkaError as RdKafkaError
 
 from conveyor import Consumer, Monitor
-from conveyor.processing import listener as listener_module
+from conveyor.processing import listener_thread as thread_module
 from conveyor.processing.context import ProcessingContext
 from conveyor.processing.listener import Listener
+from conveyor.processing.listener_thread import HandedOver, ListenerThread
 from conveyor.processing.timers import Timers
 from unit.processing.fakes import ErrorRaw, FakeRaw, route, settings
 
@@ -143,7 +145,7 @@ def test_a_partition_revoked_mid_batch_hands_over_in_order(listener: Any) -> Non
     worker.start()
     assert started.wait(10)
     old = built.executors[("orders", 0)]
-    built._lose([("orders", 0)], commit=False)
+    built.assignments.on_lost([("orders", 0)])
     assert old.revoked
     built._distribute([FakeRaw(1)])
     new = built.executors[("orders", 0)]
@@ -170,24 +172,35 @@ def test_an_assignment_after_the_stop_is_left_without_asking_for_offsets(listene
     assignment there neither raises into the shutdown nor asks the broker for offsets."""
     built, _, _, _ = listener
     built.stop()
-    built._on_assign([("orders", 0)])  # returns: nothing is assigned, nothing raised
-    assert built._assigned == set()
+    built.assignments.on_assign([("orders", 0)])  # returns: nothing is assigned, nothing raised
+    assert built.assigned() == set()
 
 
 def test_a_batch_begun_at_the_clocks_zero_is_taken_over(
-    listener: Any, monkeypatch: pytest.MonkeyPatch, young_clock: YoungClock
+    monkeypatch: pytest.MonkeyPatch, young_clock: YoungClock
 ) -> None:
     """A batch on the listener's thread whose start read exactly 0.0 is a batch like any other
     (0.0 is no "none runs"): held long enough, another thread takes the listener's role."""
-    built, _, _, _ = listener
-    young_clock.seen_by(listener_module).freeze(0.0)
-    monkeypatch.setattr(built, "_thread", threading.current_thread())  # the listener's thread
-    monkeypatch.setattr(built, "_run", lambda: None)  # the successor: nothing to poll here
+    young_clock.seen_by(thread_module).freeze(0.0)
+    timers = Timers("unit")
+    role = ListenerThread(
+        "unit",
+        lambda: None,  # the successor: nothing to poll here
+        wake=lambda: None,
+        report=lambda error: None,
+        timers=timers,
+        stopping=threading.Event(),
+        call_wait=1.0,
+    )
+    monkeypatch.setattr(role, "current", threading.current_thread())  # the listener's thread
 
     def held_batch() -> None:
-        young_clock.freeze(listener_module._TAKE_OVER_AFTER)
-        built._watch()
+        young_clock.freeze(thread_module.TAKE_OVER_AFTER)
+        role._watch()
 
-    with pytest.raises(listener_module._HandedOver):
-        built.run_here(held_batch)
-    assert built._thread is not threading.current_thread()
+    try:
+        with pytest.raises(HandedOver):
+            role.run_here(held_batch)
+        assert role.current is not threading.current_thread()
+    finally:
+        timers.stop()
