@@ -249,8 +249,8 @@ MUTATIONS = (
                 "        span.failed(error)\n        self._end_span(span, None)\n        try:",
             ),
             (
-                "        finally:\n            self._end_span(span, None)\n\n    def _consume_interrupted",
-                "        finally:\n            pass\n\n    def _consume_interrupted",
+                "        finally:\n            self._end_span(span, None)\n\n    def _interrupted",
+                "        finally:\n            pass\n\n    def _interrupted",
             ),
         ),
         (

@@ -176,7 +176,8 @@ class PartitionExecutor(PartitionCore):
         """:meth:`run`, starting with ``first`` (a batch taken by no backlog) when given."""
         listener = self.listener
         listener.job_started()
-        self.tracing_time = 0.0
+        hooks = self.hooks
+        hooks.tracing_time = 0.0
         began = time.perf_counter()
         long_running = self.route.long_running_job
         if long_running:  # fetch nothing behind a long job; the listener keeps polling
@@ -217,7 +218,7 @@ class PartitionExecutor(PartitionCore):
             if long_running and not self.revoked and not self._filter_held:
                 listener.resume(self.topic, self.partition)
             # One job of this partition runs at a time: only that job writes the count.
-            quick = time.perf_counter() - began - self.tracing_time < _QUICK_JOB
+            quick = time.perf_counter() - began - hooks.tracing_time < _QUICK_JOB
             self._quick_jobs = self._quick_jobs + 1 if quick else 0
             listener.job_finished()
 
@@ -235,7 +236,7 @@ class PartitionExecutor(PartitionCore):
     def _run_tick(self) -> None:
         self.listener.job_started()
         try:  # a partition idle since its assignment meets its consumer here
-            self._call_on(self._instance(), "tick", ev.CONSUMER_TICKED)
+            self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
         finally:
             with self.lock:
                 self.scheduled = False
@@ -302,7 +303,7 @@ class PartitionExecutor(PartitionCore):
         self.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
         self._abort_batch = False
         try:
-            started = self._consume(
+            started = self.hooks.consume(
                 consumer, batch, self._failed, self.pending.put_back, payloads=payloads
             )
         finally:
@@ -312,7 +313,7 @@ class PartitionExecutor(PartitionCore):
         self.attempt = 0
         if not self._abort_batch and not self.route.manual_offset_management:
             self.mark(through, sync=False)
-        self._consumed(consumer, batch, started)
+        self.hooks.consumed(consumer, batch, started)
         if hold is not None and not self._abort_batch:
             self._hold(hold[2])
 
@@ -440,7 +441,7 @@ class PartitionExecutor(PartitionCore):
 
     def _call(self, hook: str, event: str) -> None:
         if self.consumer is not None:
-            self._call_on(self.consumer, hook, event)
+            self.hooks.call(self.consumer, hook, event)
 
     # -- asked by the consumer (on its worker) and by the failure policy ----------------------
 

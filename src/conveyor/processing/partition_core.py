@@ -7,8 +7,9 @@ depend on how batches run (revoke, stop, back-pressure, commits and their fence)
 consumer and the failure policy ask of their partition (producers, dead letters, group
 metadata, transactions).
 
-How batches run is each executor's own: the members marked abstract below. The listener,
-the runner and the snapshot see only a ``PartitionCore``.
+How batches run is each executor's own: the members marked abstract below. The user's hooks
+run through the partition's :class:`~conveyor.processing.hook_runs.HookRuns`
+(``self.hooks``). The listener, the runner and the snapshot see only a ``PartitionCore``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.processing.backlog import Backlog
 from conveyor.processing.held_copies import HeldCopies
-from conveyor.processing.hook_runs import ConsumeRuns
+from conveyor.processing.hook_runs import HookRuns
 from conveyor.processing.offset_metadata import OffsetMetadata
 from conveyor.tracing.latency import PollTimes
 
@@ -58,7 +59,7 @@ class RunningBatch:
         self.started_at = time.time()
 
 
-class PartitionCore(ConsumeRuns, ABC):
+class PartitionCore(ABC):
     """The state and the shared operations of one assigned topic-partition in one listener
     (see the module)."""
 
@@ -111,10 +112,10 @@ class PartitionCore(ConsumeRuns, ABC):
             policy.backoff.delay, timers, context.monitor,
         )  # fmt: skip
         """Copies sent at least once (dead letters, pipes, replies) not acknowledged yet."""
-        self.polls = (
-            polls if polls is not None else PollTimes()
-        )  # when each fetch came, while latency is measured
-        self.last_timestamp: float | None = None  # of the last processed message (s), for lag
+        self.polls = polls if polls is not None else PollTimes()
+        """When each fetch came, while latency is measured."""
+        self.hooks = HookRuns(self)
+        """Runs ``consume()`` and the other hooks on this partition's consumers."""
 
     # -- how batches run: each executor's own -------------------------------------------------
 

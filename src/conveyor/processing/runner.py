@@ -283,5 +283,5 @@ def _lag_seconds(executor: PartitionCore, lag: int | None, now: float) -> float 
         kind, milliseconds = waiting.timestamp()
         if kind:
             return max(0.0, now - float(milliseconds) / 1000)
-    last = executor.last_timestamp
+    last = executor.hooks.last_timestamp
     return None if last is None else max(0.0, now - last)

@@ -382,7 +382,7 @@ class VirtualPartitionExecutor(PartitionCore):
                     batch, payloads = checked
                 consumer, extra = self._lane_started(lane, batch)
                 try:
-                    started = self._consume(
+                    started = self.hooks.consume(
                         consumer, batch, lane.failed, lane.put_back, extra, payloads
                     )
                 finally:
@@ -405,7 +405,7 @@ class VirtualPartitionExecutor(PartitionCore):
                     batch, payloads = checked
                 consumer, extra = self._lane_started(lane, batch)
                 try:
-                    started = await self._consume_async(
+                    started = await self.hooks.consume_async(
                         consumer, batch, lane.failed, lane.put_back, extra, payloads
                     )
                 finally:
@@ -515,7 +515,7 @@ class VirtualPartitionExecutor(PartitionCore):
                 self._finish_locked([raw.offset() for raw in batch])
             starts = self._hand_out()
         self._start(starts)
-        self._consumed(consumer, batch, started, extra)
+        self.hooks.consumed(consumer, batch, started, extra)
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -668,7 +668,7 @@ class VirtualPartitionExecutor(PartitionCore):
     def _call(self, hook: str, event: str) -> None:
         for lane in self.lanes:
             if lane.consumer is not None:
-                self._call_on(lane.consumer, hook, event)
+                self.hooks.call(lane.consumer, hook, event)
 
     @property
     def collapsed(self) -> bool:
