@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["VirtualPartitionExecutor"]
 
 _log = logging.getLogger("conveyor.processing")
-_lane_failed = RateLimitedLog(_log)
+_failure_log = RateLimitedLog(_log)
 _refused = RateLimitedLog(_log)
 
 
@@ -286,7 +286,7 @@ class VirtualPartitionExecutor(PartitionCore):
         self.run()
 
     def _partitioner_failed(self, offset: int, error: Exception) -> None:
-        _lane_failed.log(
+        _failure_log.log(
             logging.ERROR, f"{self.topic}/{self.partition}:partitioner",
             "%s/%s: the virtual partitions partitioner raised at offset %s (%r); running the "
             "partition in one lane until past it", self.topic, self.partition, offset, error,
@@ -370,7 +370,7 @@ class VirtualPartitionExecutor(PartitionCore):
 
     # -- worker threads -----------------------------------------------------------------------
 
-    def _run_lane(self, lane: Lane) -> None:
+    def run_lane(self, lane: Lane) -> None:
         """A lane's job on the worker pool: its batches until its queue is empty."""
         self.listener.job_started()
         try:
@@ -476,7 +476,9 @@ class VirtualPartitionExecutor(PartitionCore):
                 successor._release()
         return starts
 
-    def _new_consumer(self, lane: Lane) -> Consumer:
+    def new_consumer(self, lane: Lane) -> Consumer:
+        """A consumer instance for ``lane``; the partition's own (for the listener and the
+        snapshot) is the first one made."""
         assert self.route.consumer_class is not None
         consumer = self.route.consumer_class()
         consumer.topic = self.topic
@@ -553,7 +555,10 @@ class VirtualPartitionExecutor(PartitionCore):
 
     # -- failures -------------------------------------------------------------------------------
 
-    def _lane_failed(self, lane: Lane, batch: list[Any], error: Exception, started: float) -> None:
+    def lane_failed(self, lane: Lane, batch: list[Any], error: Exception, started: float) -> None:
+        """``lane``'s ``consume()`` of ``batch`` raised ``error``: collapsed already, the lane
+        retries it after the back-off (or gives the first message up); else the partition
+        collapses once its running lanes finish."""
         marked = self.marked
         verdict = self.policy.failed(
             error, self.attempt, progressed=marked is not None and marked > self._marked_at_failure
@@ -587,7 +592,7 @@ class VirtualPartitionExecutor(PartitionCore):
                 self.held = True
                 self._cancel_resume_timer()
                 self._resume_timer = self._timers.call_later(verdict.delay, self._release)
-            _lane_failed.log(
+            _failure_log.log(
                 logging.ERROR, f"{self.topic}/{self.partition}",
                 "%s/%s: consume raised on offsets %s-%s (attempt %s, collapsed); retrying in "
                 "%.1f s: %r", self.topic, self.partition, batch[0].offset(), batch[-1].offset(),
@@ -595,7 +600,7 @@ class VirtualPartitionExecutor(PartitionCore):
             )  # fmt: skip
             return
         delay = 0.0 if given_up else verdict.delay
-        _lane_failed.log(
+        _failure_log.log(
             logging.ERROR, f"{self.topic}/{self.partition}",
             "%s/%s: consume raised in lane %s on offsets %s-%s (attempt %s); the partition "
             "runs in one lane, in order, %s: %r", self.topic, self.partition, lane.index,
@@ -609,7 +614,7 @@ class VirtualPartitionExecutor(PartitionCore):
     def _give_up(self, raw: Any, error: Exception, attempts: int, action: str) -> bool:
         """Dispatch or skip ``raw`` as the policy says; False when that failed (it stays in
         the retry path)."""
-        _lane_failed.log(
+        _failure_log.log(
             logging.ERROR, f"{self.topic}/{self.partition}:give-up",
             "%s/%s: consume raised at offset %s (attempt %s); %s: %r", self.topic, self.partition,
             raw.offset(), attempts,
