@@ -355,9 +355,8 @@ MUTATIONS = (
         (
             (
                 "        self.lanes[0].queue.extend(redo)\n",
-                "        for raw in redo:\n            self.lanes[self.assigner.lane_of(raw)].queue.append(raw)\n",
+                "        for raw in redo:\n            self.lanes[self.assigner.lane_of(raw)].queue.append(raw)\n        self.collapse.until = None\n",
             ),
-            ("        self.collapsed_until = until\n", ""),
         ),
         (
             "tests/unit/processing/virtual/test_virtual_executor.py::test_a_failing_lane_collapses_the_partition_until_past_the_failure",
