@@ -325,10 +325,15 @@ class PartitionExecutor(PartitionCore):
         if filtered.dropped and ev.FILTER_DROPPED in monitor.subscribed:
             for chosen, reason, raws in filtered.dropped:
                 monitor.instrument(
-                    ev.FILTER_DROPPED, filter=chosen, reason=reason, topic=self.topic,
-                    partition=self.partition, count=len(raws), first_offset=raws[0].offset(),
+                    ev.FILTER_DROPPED,
+                    filter=chosen,
+                    reason=reason,
+                    topic=self.topic,
+                    partition=self.partition,
+                    count=len(raws),
+                    first_offset=raws[0].offset(),
                     last_offset=raws[-1].offset(),
-                )  # fmt: skip
+                )
         if filtered.held:
             with self.lock:
                 if not (self.revoked or self.stopped):
@@ -336,10 +341,15 @@ class PartitionExecutor(PartitionCore):
             if filtered.hold is not None and ev.FILTER_PAUSED in monitor.subscribed:
                 chosen, reason, seconds = filtered.hold
                 monitor.instrument(
-                    ev.FILTER_PAUSED, filter=chosen, reason=reason, topic=self.topic,
-                    partition=self.partition, offset=filtered.held[0].offset(),
-                    count=len(filtered.held), seconds=seconds,
-                )  # fmt: skip
+                    ev.FILTER_PAUSED,
+                    filter=chosen,
+                    reason=reason,
+                    topic=self.topic,
+                    partition=self.partition,
+                    offset=filtered.held[0].offset(),
+                    count=len(filtered.held),
+                    seconds=seconds,
+                )
         return filtered
 
     def _hold(self, seconds: float) -> None:
@@ -378,19 +388,32 @@ class PartitionExecutor(PartitionCore):
         monitor = self.context.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.consume.error", error=exc, consumer=self.consumer,
-                topic=self.topic, partition=self.partition, first_offset=batch[0].offset(),
-                last_offset=batch[-1].offset(), attempt=verdict.attempt, action=verdict.action,
+                ev.ERROR_OCCURRED,
+                type="consumer.consume.error",
+                error=exc,
+                consumer=self.consumer,
+                topic=self.topic,
+                partition=self.partition,
+                first_offset=batch[0].offset(),
+                last_offset=batch[-1].offset(),
+                attempt=verdict.attempt,
+                action=verdict.action,
                 duration=time.perf_counter() - started,
-            )  # fmt: skip
+            )
         if verdict.action != "retry" and retry:
             _gave_up.log(
-                logging.ERROR, f"{self.topic}/{self.partition}",
-                "%s/%s: consume raised at offset %s (attempt %s); %s: %r", self.topic, self.partition,
-                retry[0].offset(), verdict.attempt,
-                "moving it to the dead letter queue" if verdict.action == "dispatch" else "skipping it",
+                logging.ERROR,
+                f"{self.topic}/{self.partition}",
+                "%s/%s: consume raised at offset %s (attempt %s); %s: %r",
+                self.topic,
+                self.partition,
+                retry[0].offset(),
+                verdict.attempt,
+                "moving it to the dead letter queue"
+                if verdict.action == "dispatch"
+                else "skipping it",
                 exc,
-            )  # fmt: skip
+            )
             try:
                 self.policy.give_up(
                     Message(retry[0], self.route.deserializers),
@@ -411,9 +434,14 @@ class PartitionExecutor(PartitionCore):
                 return
         _log.error(
             "%s/%s: consume raised on offsets %s-%s (attempt %s); retrying in %.1f s: %r",
-            self.topic, self.partition, batch[0].offset(), batch[-1].offset(), verdict.attempt,
-            verdict.delay, exc,
-        )  # fmt: skip
+            self.topic,
+            self.partition,
+            batch[0].offset(),
+            batch[-1].offset(),
+            verdict.attempt,
+            verdict.delay,
+            exc,
+        )
         with self.lock:
             if self.revoked or self.stopped:
                 return

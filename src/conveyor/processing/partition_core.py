@@ -108,9 +108,14 @@ class PartitionCore(ABC):
         self.successor: PartitionCore | None = None
         self._resume_timer: Timer | None = None
         self.copies = HeldCopies(
-            self.lock, self.topic, partition, lambda: self.revoked or self.stopped,
-            policy.backoff.delay, timers, context.monitor,
-        )  # fmt: skip
+            self.lock,
+            self.topic,
+            partition,
+            lambda: self.revoked or self.stopped,
+            policy.backoff.delay,
+            timers,
+            context.monitor,
+        )
         """Copies sent at least once (dead letters, pipes, replies) not acknowledged yet."""
         self.polls = polls if polls is not None else PollTimes()
         """When each fetch came, while latency is measured."""
@@ -279,16 +284,26 @@ class PartitionCore(ABC):
 
     def _report_dispatch_failure(self, offset: int, error: Exception) -> None:
         _copy_failed.log(
-            logging.ERROR, f"{self.topic}/{self.partition}",
+            logging.ERROR,
+            f"{self.topic}/{self.partition}",
             "%s/%s: could not move offset %s to the dead letter queue (%r); it stays in the "
-            "retry path", self.topic, self.partition, offset, error,
-        )  # fmt: skip
+            "retry path",
+            self.topic,
+            self.partition,
+            offset,
+            error,
+        )
         monitor = self.context.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.dispatch.error", error=error, topic=self.topic,
-                partition=self.partition, offset=offset, attempt=self.attempt,
-            )  # fmt: skip
+                ev.ERROR_OCCURRED,
+                type="consumer.dispatch.error",
+                error=error,
+                topic=self.topic,
+                partition=self.partition,
+                offset=offset,
+                attempt=self.attempt,
+            )
 
     def _cancel_resume_timer(self) -> None:
         timer, self._resume_timer = self._resume_timer, None
