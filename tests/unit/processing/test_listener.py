@@ -1,26 +1,20 @@
 """The listener's own logic, without a broker: one poll split into per-partition runs in
-order, fetch errors reported (never dropped), revocation mid-batch handing over in order (its
-assignments), the listener's role taken over from a batch that holds its thread."""
+order, fetch errors reported (never dropped), revocation mid-batch handing over in order."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError as RdKafkaError
 
 from conveyor import Consumer, Monitor
-from conveyor.processing import listener_thread as thread_module
 from conveyor.processing.context import ProcessingContext
 from conveyor.processing.listener import Listener
-from conveyor.processing.listener_thread import HandedOver, ListenerThread
 from conveyor.processing.timers import Timers
 from unit.processing.fakes import ErrorRaw, FakeRaw, route, settings
-
-if TYPE_CHECKING:
-    from unit.conftest import YoungClock
 
 
 class Recording(Consumer):
@@ -174,33 +168,3 @@ def test_an_assignment_after_the_stop_is_left_without_asking_for_offsets(listene
     built.stop()
     built.assignments.on_assign([("orders", 0)])  # returns: nothing is assigned, nothing raised
     assert built.assigned() == set()
-
-
-def test_a_batch_begun_at_the_clocks_zero_is_taken_over(
-    monkeypatch: pytest.MonkeyPatch, young_clock: YoungClock
-) -> None:
-    """A batch on the listener's thread whose start read exactly 0.0 is a batch like any other
-    (0.0 is no "none runs"): held long enough, another thread takes the listener's role."""
-    young_clock.seen_by(thread_module).freeze(0.0)
-    timers = Timers("unit")
-    role = ListenerThread(
-        "unit",
-        lambda: None,  # the successor: nothing to poll here
-        wake=lambda: None,
-        report=lambda error: None,
-        timers=timers,
-        stopping=threading.Event(),
-        call_wait=1.0,
-    )
-    monkeypatch.setattr(role, "current", threading.current_thread())  # the listener's thread
-
-    def held_batch() -> None:
-        young_clock.freeze(thread_module.TAKE_OVER_AFTER)
-        role._watch()
-
-    try:
-        with pytest.raises(HandedOver):
-            role.run_here(held_batch)
-        assert role.current is not threading.current_thread()
-    finally:
-        timers.stop()
