@@ -203,6 +203,7 @@ class Listener:
         self._client.wake()  # the poll in progress ends: the partitions pause now
 
     def join(self, timeout: float) -> None:
+        """Wait for the thread that polls to end (after :meth:`stop`)."""
         self.thread.join(timeout)
 
     def shut_down(self, deadline: float) -> bool:

@@ -280,6 +280,7 @@ class PartitionCore(ABC):
         return self.context.tracing
 
     def run_shutdown(self) -> None:
+        """The app stops: run the consumers' ``shutdown()``."""
         self._call("shutdown", ev.CONSUMER_SHUTDOWN)
 
     def _report_dispatch_failure(self, offset: int, error: Exception) -> None:
@@ -321,6 +322,7 @@ class PartitionCore(ABC):
 
     @property
     def group_id(self) -> str:
+        """The consumer group that reads the partition."""
         return self.listener.group_id
 
     def producer(self) -> Producer:
@@ -339,6 +341,7 @@ class PartitionCore(ABC):
         return self.copies.send(offset, message, producer)
 
     def group_metadata(self) -> Any:
+        """The group's metadata, for a transaction's offsets (asked of the listener)."""
         return self.listener.group_metadata()
 
     def transactional_producer(self) -> Producer:
@@ -379,6 +382,7 @@ class PartitionCore(ABC):
         self.policy.dispatch(message, error, self.attempt, dlq_topic, self)
 
     def request_resume(self) -> None:
+        """The consumer resumes the partition: fetch it again, then run what waits."""
         self.listener.resume(self.topic, self.partition, then=self._release)
 
     @property
