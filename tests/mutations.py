@@ -251,8 +251,8 @@ MUTATIONS = (
                 "        span.failed(error)\n        self._end_span(span, None)\n        try:",
             ),
             (
-                "        finally:\n            self._end_span(span, None)\n\n    def _consume_interrupted",
-                "        finally:\n            pass\n\n    def _consume_interrupted",
+                "        finally:\n            self._end_span(span, None)\n\n    def _interrupted",
+                "        finally:\n            pass\n\n    def _interrupted",
             ),
         ),
         (
@@ -357,9 +357,8 @@ MUTATIONS = (
         (
             (
                 "        self.lanes[0].queue.extend(redo)\n",
-                "        for raw in redo:\n            self.lanes[self.assigner.lane_of(raw)].queue.append(raw)\n",
+                "        for raw in redo:\n            self.lanes[self.assigner.lane_of(raw)].queue.append(raw)\n        self.collapse.until = None\n",
             ),
-            ("        self.collapsed_until = until\n", ""),
         ),
         (
             "tests/unit/processing/virtual/test_virtual_executor.py::test_a_failing_lane_collapses_the_partition_until_past_the_failure",
@@ -849,11 +848,11 @@ MUTATIONS = (
     ),
     Mutation(
         "listener: no thread takes over while a batch blocks the listener's own",
-        "conveyor/processing/listener.py",
+        "conveyor/processing/listener_thread.py",
         (
             (
-                "            self._timers.call_later(_TAKE_OVER_AFTER / 2, self._watch)\n\n    def stop",
-                "            pass\n\n    def stop",
+                "            self._timers.call_later(TAKE_OVER_AFTER / 2, self._watch)\n\n    def join",
+                "            pass\n\n    def join",
             ),
         ),
         ("tests/integration/processing/test_slow_inline_batch.py",),
@@ -1283,8 +1282,8 @@ MUTATIONS = (
         "conveyor/processing/listener.py",
         (
             (
-                "self._direct_start = [(r.name, p) for r in self.routes.values() for p in r.assign or ()]",
-                "self._direct_start = [(r.name, p) for r in list(self.routes.values())[:1] for p in r.assign or ()]",
+                "[(r.name, p) for r in self.routes.values() for p in r.assign or ()]",
+                "[(r.name, p) for r in list(self.routes.values())[:1] for p in r.assign or ()]",
             ),
         ),
         (
@@ -1723,10 +1722,10 @@ MUTATIONS = (
     ),
     Mutation(
         "listener: a command from another thread waits for the poll slice",
-        "conveyor/processing/listener.py",
+        "conveyor/processing/listener_thread.py",
         (
             (
-                "        if threading.current_thread() is not self._thread:\n            self._client.wake()\n",
+                "        if threading.current_thread() is not self.current:\n            self._wake()\n",
                 "",
             ),
         ),

@@ -22,9 +22,12 @@ NOT_CONVEYOR_ERRORS = {
     "conveyor.connect.sinks.http11.StaleConnection": "a kept-alive connection the server closed "
     "while it was idle: the Webhook's connection pools catch it and send again on a new "
     "connection; it never leaves the sink",
+    "conveyor.processing.listener_thread.HandedOver": "ends a listener thread whose role "
+    "another thread took while it ran a batch: the listener's loop catches it; it never leaves "
+    "the listener",
 }
 """Exception classes of the package that are not ConveyorErrors, each with why: none reaches
-your code. Private ones (``_HandedOver``) are left out too."""
+your code. Private ones are left out too."""
 
 
 def exception_classes() -> list[type[BaseException]]:

@@ -1,6 +1,6 @@
 """``Commits``: a listener's commits of what its executors marked, each offset with the
-metadata it carries (see :mod:`~conveyor.processing.offset_metadata`), and what it committed
-last per partition. Used on the listener's thread only."""
+metadata it carries (see :mod:`~conveyor.processing.offset_metadata`), when the next one is
+due, and what it committed last per partition. Used on the listener's thread only."""
 
 from __future__ import annotations
 
@@ -29,20 +29,29 @@ class _Committing(Protocol):
 
 
 class Commits:
-    """What a listener committed, and its commits (see the module)."""
+    """What a listener committed, and its commits (see the module): what was marked is
+    committed every ``interval`` seconds (``auto.commit.interval.ms``), and when asked."""
 
-    def __init__(self, client: _Committing, report: Report) -> None:
+    def __init__(self, client: _Committing, report: Report, interval: float = 5.0) -> None:
         self._client = client
         self._report = report
+        self._interval = interval
+        self.due = time.monotonic() + interval
+        """When the next commit of what was marked is due (``time.monotonic()``)."""
         self.offsets: dict[Partition, int] = {}
         """The offsets committed last, per partition."""
         self._metadata: dict[Partition, str | None] = {}  # the metadata committed with them
 
     def marked(
-        self, executors: Mapping[Partition, PartitionCore], sync: bool, only: set[Partition] | None
+        self,
+        executors: Mapping[Partition, PartitionCore],
+        sync: bool,
+        only: set[Partition] | None = None,
     ) -> bool:
         """Commit what ``executors`` marked since the last commit (``only`` these partitions,
-        when given): an offset, or metadata, not committed yet. False when refused."""
+        when given): an offset, or metadata, not committed yet; the next is due an interval
+        from now. False when refused."""
+        self.due = time.monotonic() + self._interval
         offsets = []
         metadata: dict[Partition, str] = {}
         for key, executor in executors.items():

@@ -176,7 +176,8 @@ class PartitionExecutor(PartitionCore):
         """:meth:`run`, starting with ``first`` (a batch taken by no backlog) when given."""
         listener = self.listener
         listener.job_started()
-        self.tracing_time = 0.0
+        hooks = self.hooks
+        hooks.tracing_time = 0.0
         began = time.perf_counter()
         long_running = self.route.long_running_job
         if long_running:  # fetch nothing behind a long job; the listener keeps polling
@@ -217,7 +218,7 @@ class PartitionExecutor(PartitionCore):
             if long_running and not self.revoked and not self._filter_held:
                 listener.resume(self.topic, self.partition)
             # One job of this partition runs at a time: only that job writes the count.
-            quick = time.perf_counter() - began - self.tracing_time < _QUICK_JOB
+            quick = time.perf_counter() - began - hooks.tracing_time < _QUICK_JOB
             self._quick_jobs = self._quick_jobs + 1 if quick else 0
             listener.job_finished()
 
@@ -235,7 +236,7 @@ class PartitionExecutor(PartitionCore):
     def _run_tick(self) -> None:
         self.listener.job_started()
         try:  # a partition idle since its assignment meets its consumer here
-            self._call_on(self._instance(), "tick", ev.CONSUMER_TICKED)
+            self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
         finally:
             with self.lock:
                 self.scheduled = False
@@ -302,7 +303,7 @@ class PartitionExecutor(PartitionCore):
         self.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
         self._abort_batch = False
         try:
-            started = self._consume(
+            started = self.hooks.consume(
                 consumer, batch, self._failed, self.pending.put_back, payloads=payloads
             )
         finally:
@@ -312,7 +313,7 @@ class PartitionExecutor(PartitionCore):
         self.attempt = 0
         if not self._abort_batch and not self.route.manual_offset_management:
             self.mark(through, sync=False)
-        self._consumed(consumer, batch, started)
+        self.hooks.consumed(consumer, batch, started)
         if hold is not None and not self._abort_batch:
             self._hold(hold[2])
 
@@ -324,10 +325,15 @@ class PartitionExecutor(PartitionCore):
         if filtered.dropped and ev.FILTER_DROPPED in monitor.subscribed:
             for chosen, reason, raws in filtered.dropped:
                 monitor.instrument(
-                    ev.FILTER_DROPPED, filter=chosen, reason=reason, topic=self.topic,
-                    partition=self.partition, count=len(raws), first_offset=raws[0].offset(),
+                    ev.FILTER_DROPPED,
+                    filter=chosen,
+                    reason=reason,
+                    topic=self.topic,
+                    partition=self.partition,
+                    count=len(raws),
+                    first_offset=raws[0].offset(),
                     last_offset=raws[-1].offset(),
-                )  # fmt: skip
+                )
         if filtered.held:
             with self.lock:
                 if not (self.revoked or self.stopped):
@@ -335,10 +341,15 @@ class PartitionExecutor(PartitionCore):
             if filtered.hold is not None and ev.FILTER_PAUSED in monitor.subscribed:
                 chosen, reason, seconds = filtered.hold
                 monitor.instrument(
-                    ev.FILTER_PAUSED, filter=chosen, reason=reason, topic=self.topic,
-                    partition=self.partition, offset=filtered.held[0].offset(),
-                    count=len(filtered.held), seconds=seconds,
-                )  # fmt: skip
+                    ev.FILTER_PAUSED,
+                    filter=chosen,
+                    reason=reason,
+                    topic=self.topic,
+                    partition=self.partition,
+                    offset=filtered.held[0].offset(),
+                    count=len(filtered.held),
+                    seconds=seconds,
+                )
         return filtered
 
     def _hold(self, seconds: float) -> None:
@@ -377,19 +388,32 @@ class PartitionExecutor(PartitionCore):
         monitor = self.context.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.consume.error", error=exc, consumer=self.consumer,
-                topic=self.topic, partition=self.partition, first_offset=batch[0].offset(),
-                last_offset=batch[-1].offset(), attempt=verdict.attempt, action=verdict.action,
+                ev.ERROR_OCCURRED,
+                type="consumer.consume.error",
+                error=exc,
+                consumer=self.consumer,
+                topic=self.topic,
+                partition=self.partition,
+                first_offset=batch[0].offset(),
+                last_offset=batch[-1].offset(),
+                attempt=verdict.attempt,
+                action=verdict.action,
                 duration=time.perf_counter() - started,
-            )  # fmt: skip
+            )
         if verdict.action != "retry" and retry:
             _gave_up.log(
-                logging.ERROR, f"{self.topic}/{self.partition}",
-                "%s/%s: consume raised at offset %s (attempt %s); %s: %r", self.topic, self.partition,
-                retry[0].offset(), verdict.attempt,
-                "moving it to the dead letter queue" if verdict.action == "dispatch" else "skipping it",
+                logging.ERROR,
+                f"{self.topic}/{self.partition}",
+                "%s/%s: consume raised at offset %s (attempt %s); %s: %r",
+                self.topic,
+                self.partition,
+                retry[0].offset(),
+                verdict.attempt,
+                "moving it to the dead letter queue"
+                if verdict.action == "dispatch"
+                else "skipping it",
                 exc,
-            )  # fmt: skip
+            )
             try:
                 self.policy.give_up(
                     Message(retry[0], self.route.deserializers),
@@ -410,9 +434,14 @@ class PartitionExecutor(PartitionCore):
                 return
         _log.error(
             "%s/%s: consume raised on offsets %s-%s (attempt %s); retrying in %.1f s: %r",
-            self.topic, self.partition, batch[0].offset(), batch[-1].offset(), verdict.attempt,
-            verdict.delay, exc,
-        )  # fmt: skip
+            self.topic,
+            self.partition,
+            batch[0].offset(),
+            batch[-1].offset(),
+            verdict.attempt,
+            verdict.delay,
+            exc,
+        )
         with self.lock:
             if self.revoked or self.stopped:
                 return
@@ -440,7 +469,7 @@ class PartitionExecutor(PartitionCore):
 
     def _call(self, hook: str, event: str) -> None:
         if self.consumer is not None:
-            self._call_on(self.consumer, hook, event)
+            self.hooks.call(self.consumer, hook, event)
 
     # -- asked by the consumer (on its worker) and by the failure policy ----------------------
 

@@ -2,10 +2,14 @@
 
 It polls adaptively (block for the first message up to ``max_wait_time``, then take what
 librdkafka already holds, without waiting), hands each partition's messages to that
-partition's executor, handles rebalances, and commits what the executors marked.
+partition's executor, and commits what the executors marked. It owns its collaborators: the
+rebalances go to its :class:`~conveyor.processing.assignments.Assignments`, the commits to its
+:class:`~conveyor.processing.commits.Commits`, and what it reports to its
+:class:`~conveyor.processing.listener_reports.Reporter`.
 
-librdkafka's consumer is touched only on this thread. Executors ask for what they need by
-name (:meth:`Listener.pause`, :meth:`~Listener.resume`, :meth:`~Listener.seek`,
+librdkafka's consumer is touched only on the listener's thread (its
+:class:`~conveyor.processing.listener_thread.ListenerThread`). Executors ask for what they
+need by name (:meth:`Listener.pause`, :meth:`~Listener.resume`, :meth:`~Listener.seek`,
 :meth:`~Listener.commit_now`, :meth:`~Listener.group_metadata`); those queue as commands
 that run between polls (one from another thread ends the poll's wait). The listener never
 writes an executor's state: it calls the executor's own methods (``add``, ``hold``, ``stop``,
@@ -14,13 +18,10 @@ writes an executor's state: it calls the executor's own methods (``add``, ``hold
 
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import logging
-import operator
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -29,24 +30,26 @@ from conveyor.errors import KafkaError, NotAssignedError
 from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
+from conveyor.processing.assignments import Assignments
 from conveyor.processing.commits import Commits
 from conveyor.processing.executor import PartitionExecutor
 from conveyor.processing.idle_ticks import IdleTicks, ticks
-from conveyor.processing.listener_reports import ListenerReports, consumer_config
+from conveyor.processing.listener_reports import Reporter, consumer_config
+from conveyor.processing.listener_thread import HandedOver, ListenerThread
 from conveyor.processing.partition_core import PartitionCore
-from conveyor.processing.positions import StartAbandoned, StartPositions, initial_position
+from conveyor.processing.positions import StartPositions, initial_position
 from conveyor.processing.strategies import FailurePolicy
 from conveyor.processing.virtual import VirtualPartitionExecutor
 
 if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext
+    from conveyor.processing.listener_actions import FetchedPartition
     from conveyor.processing.timers import Timers
     from conveyor.routing.topic import Topic
 
 __all__ = ["Listener"]
 
 _log = logging.getLogger("conveyor.processing")
-_run: Callable[[Callable[[], None]], None] = operator.call  # a job, run by the caller
 
 _QUIET_POLL = 0.2
 _THROTTLED_POLL = 0.01
@@ -54,18 +57,14 @@ _THROTTLED_POLL = 0.01
 # stop() and commands never wait a whole max_wait_time where the poll cannot be woken.
 _POLL_SLICE = 0.5
 _ROOM_WAIT = 1.0
-# A batch that runs this long on the listener's own thread (a quick partition's, see the
-# executor) hands the listener's role (polling, hand-offs, commits) to a new thread: a slow
-# batch must not cost the group membership (max.poll.interval.ms) nor hold up the others.
-_TAKE_OVER_AFTER = 0.5
 
 
-class _HandedOver(Exception):
-    """Ends a listener thread whose role another thread took while it ran a batch."""
-
-
-class Listener(ListenerReports):
+class Listener:
     """Reads the topics of one subscription group and feeds their partitions' executors."""
+
+    run_here: Callable[[Callable[[], None]], None]
+    """Run a job on the listener's thread (a quick batch), counted as the pool's work: its
+    :class:`~conveyor.processing.listener_thread.ListenerThread`'s ``run_here``."""
 
     def __init__(
         self,
@@ -85,10 +84,6 @@ class Listener(ListenerReports):
         self._patterns = [route for route in routes if route.pattern is not None]
         self._resolved: dict[str, Topic | None] = {}  # topic name -> its route (patterns)
         self.submit = submit
-        self._run_here_counted = run_here or _run
-        self._role = threading.Lock()  # who is the listener's thread, and its inline job
-        self._inline_since: float | None = None
-        self._inline_job: Callable[[], None] | None = None
         self._submit_coroutine = submit_coroutine
         self._timers = timers
         settings = context.settings
@@ -101,45 +96,45 @@ class Listener(ListenerReports):
         self._drain = max(self.max_messages * 10, 5_000)
         self.direct = routes[0].direct
         config = consumer_config(settings, routes, group_id, f"{settings.client_id}-{name}")
-        # librdkafka's group protocols: eager (the default) replaces the whole assignment at
-        # each rebalance; cooperative-sticky and KIP-848's consumer protocol add and remove.
-        self._incremental = config.get("group.protocol") == "consumer" or "cooperative" in str(
-            config.get("partition.assignment.strategy", "")
-        )
+        self._stopping = threading.Event()
+        self.executors: dict[Partition, PartitionCore] = {}
+        self.reporter = Reporter(name, group_id, context, self.executors, self._stopping)
+        reporter = self.reporter
         self._client = ConsumerClient(
             config,
-            on_error=self._on_error,
-            on_fetch_error=self._on_fetch_error,
+            on_error=reporter.error,
+            on_fetch_error=reporter.fetch_error,
             on_connection=connection_reporter(context.monitor),
-            on_statistics=self._on_statistics,
-            on_commit_refused=self._on_commit_refused,
-            wakeable=True,  # commands from other threads end its wait (see _command)
+            on_statistics=reporter.statistics,
+            on_commit_refused=self._commit_refused,
+            wakeable=True,  # commands from other threads end its wait (see command)
         )
+        interval = config.get("auto.commit.interval.ms", 5000)  # the route's own, else the app's
+        self._commits = Commits(self._client, reporter.committed, float(interval) / 1000)
         # Resolving start offsets may wait for a predecessor's transaction; within most of
         # max.poll.interval.ms, so that the member is not thrown out of the group meanwhile.
         poll_interval = float(config.get("max.poll.interval.ms", 300_000)) / 1000
-        self._stopping = threading.Event()
-        self._positions = StartPositions(
+        positions = StartPositions(
             self._client,
             initial_position(str(config["auto.offset.reset"])),
             budget=max(10.0, poll_interval * 0.8),
-            on_stall=self._fence,
-            on_error=self._on_offsets_error,
+            on_stall=reporter.fence,
+            on_error=reporter.offsets_error,
             stopping=self._stopping,
         )
-        self.executors: dict[Partition, PartitionCore] = {}
-        self._direct_start: list[Partition] | None = None  # a direct assignment not made yet
-        self._assigned: set[Partition] = set()
-        self._group_metadata: Any = None
-        self._retiring: dict[Partition, PartitionCore] = {}
-        self._commands: deque[Callable[[], None]] = deque()
-        self._discarding: set[PartitionCore] = set()
+        self.assignments = Assignments(
+            self,
+            self._client,
+            positions,
+            self.executors,
+            self._commits,
+            reporter,
+            group_id=group_id,
+            incremental=config.get("group.protocol") == "consumer"
+            or "cooperative" in str(config.get("partition.assignment.strategy", "")),
+        )
+        self._discarding: set[FetchedPartition] = set()
         """Executors sought since the last poll: what that poll fetched for them is stale."""
-        interval = config.get("auto.commit.interval.ms", 5000)  # the route's own, else the app's
-        self._commit_interval = float(interval) / 1000
-        self._next_commit = time.monotonic() + self._commit_interval
-        self._commits = Commits(self._client, self._report_commit)
-        self._start_metadata: dict[Partition, str] = {}  # committed before the assignment
         self.quieted = False
         """Whether :meth:`quiet` was called (a plain attribute: executors read it per poll)."""
         # The lock is taken directly on the job path (a Condition's own ``with`` runs Python).
@@ -149,15 +144,24 @@ class Listener(ListenerReports):
         # their workers to drain them before it polls again (librdkafka's own queue limits
         # then hold the rest), and pauses them only if the wait outlasts the slice below.
         self._room = threading.Condition()
-        self._over_limit: set[PartitionCore] = set()
+        self._over_limit: set[FetchedPartition] = set()
         self._running_jobs = 0
         self.state = "created"
         """created, running, quiet, stopping, stopped or crashed."""
         self.last_poll: float | None = None
         """When the listener last asked librdkafka for messages (``time.time()``)."""
-        self._thread = threading.Thread(
-            target=self._run, name=f"conveyor-listener-{name}", daemon=True
+        self.thread = ListenerThread(
+            name,
+            self._run,
+            wake=self._client.wake,
+            report=reporter.error,
+            timers=timers,
+            stopping=self._stopping,
+            call_wait=self.max_wait_time + 30.0,
+            run_counted=run_here,
         )
+        # Its own method, not wrapped: a quick batch run here is a lone message's latency path.
+        self.run_here = self.thread.run_here
 
     # -- lifecycle (the runner) ---------------------------------------------------------------
 
@@ -167,16 +171,18 @@ class Listener(ListenerReports):
         return self._group_id
 
     def start(self) -> None:
-        if self.direct:  # assigned on the listener's thread: a failure is the listener's crash
-            self._direct_start = [(r.name, p) for r in self.routes.values() for p in r.assign or ()]
+        """Subscribe (or assign the routes' partitions directly) and start polling."""
+        assignments = self.assignments
+        if self.direct:
+            assignments.assign_directly(
+                [(r.name, p) for r in self.routes.values() for p in r.assign or ()]
+            )
         else:
             self._client.subscribe(
-                list(self.routes), self._on_assign, self._on_revoke, self._on_lost
+                list(self.routes), assignments.on_assign, assignments.on_revoke, assignments.on_lost
             )
         self.state = "running"
-        self._thread.start()
-        if self.context.settings.inline_quick_batches:
-            self._timers.call_later(_TAKE_OVER_AFTER / 2, self._watch)
+        self.thread.start(take_over=self.context.settings.inline_quick_batches)
 
     def stop(self) -> None:
         """Stop polling (the thread finishes its current poll)."""
@@ -197,7 +203,8 @@ class Listener(ListenerReports):
         self._client.wake()  # the poll in progress ends: the partitions pause now
 
     def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        """Wait for the thread that polls to end (after :meth:`stop`)."""
+        self.thread.join(timeout)
 
     def shut_down(self, deadline: float) -> bool:
         """After polling stopped: wait for the jobs, run ``shutdown()`` hooks, commit, close.
@@ -210,8 +217,8 @@ class Listener(ListenerReports):
             executor.run_shutdown()
         for executor in executors:  # copies still in flight: their offsets wait for them
             executor.wait_for_copies(deadline)
-        self._run_commands()
-        self._commit_marked(sync=True)
+        self.thread.run_commands()
+        self._commits.marked(self.executors, sync=True)
         self._client.close()
         if self.state != "crashed":
             self.state = "stopped"
@@ -225,7 +232,7 @@ class Listener(ListenerReports):
 
     def pause(self, topic: str, partition: int) -> None:
         """Stop fetching ``topic``/``partition``."""
-        self._command(lambda: self._client.pause([(topic, partition)]))
+        self.thread.command(lambda: self._client.pause([(topic, partition)]))
 
     def resume(self, topic: str, partition: int, then: Callable[[], None] | None = None) -> None:
         """Fetch ``topic``/``partition`` again; ``then`` runs right after, on this thread."""
@@ -235,9 +242,9 @@ class Listener(ListenerReports):
             if then is not None:
                 then()
 
-        self._command(resume_now)
+        self.thread.command(resume_now)
 
-    def seek(self, executor: PartitionCore, offset: int) -> None:
+    def seek(self, executor: FetchedPartition, offset: int) -> None:
         """Continue ``executor``'s partition from ``offset``; what was fetched before is dropped."""
 
         def seek_now() -> None:
@@ -245,7 +252,7 @@ class Listener(ListenerReports):
             executor.discard_pending()
             self._client.seek(executor.topic, executor.partition, offset)
 
-        self._command(seek_now)
+        self.thread.command(seek_now)
 
     def call_with_executor(
         self,
@@ -260,11 +267,11 @@ class Listener(ListenerReports):
 
         def run() -> tuple[Any]:
             executor = self._executor(topic, partition)
-            if executor is None or (topic, partition) not in self._assigned:
+            if executor is None or (topic, partition) not in self.assignments.partitions:
                 raise NotAssignedError(f"{topic}/{partition} is not assigned to this process")
             return (action(executor, self),)
 
-        return self._call(run, timeout)  # type: ignore[no-any-return]
+        return self.thread.call(run, timeout)  # type: ignore[no-any-return]
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """On this thread: the partition's next offset, asked of its leader."""
@@ -282,7 +289,7 @@ class Listener(ListenerReports):
             found = self._client.offset_for_time(topic, partition, int(when * 1000))
             return found if found >= 0 else self._client.query_watermarks(topic, partition)[1]
 
-        offset = self._call(find)
+        offset = self.thread.call(find)
         if offset is None:
             raise KafkaError(f"{self.name}: no offset by time for {topic}/{partition} in time")
         return int(offset)
@@ -292,25 +299,26 @@ class Listener(ListenerReports):
     ) -> bool:
         """Commit ``next_offset`` (with ``metadata``) for the partition and wait; False when
         refused or not done."""
-        return bool(self._call(lambda: self._commits.now(topic, partition, next_offset, metadata)))
+        commits = self._commits
+        return bool(self.thread.call(lambda: commits.now(topic, partition, next_offset, metadata)))
 
     def forget_group_metadata(self) -> None:
         """Drop the cached metadata: the next transaction asks librdkafka again."""
-        self._group_metadata = None
+        self.assignments.group_metadata = None
 
     def group_metadata(self) -> Any:
         """The group's metadata, for committing offsets inside a producer's transaction: the
         one taken at the last assignment (it changes only with the group's generation), else
         asked of librdkafka on this listener's thread."""
-        cached = self._group_metadata
-        return cached if cached is not None else self._call(self._client.group_metadata)
+        cached = self.assignments.group_metadata
+        return cached if cached is not None else self.thread.call(self._client.group_metadata)
 
-    def over_limit(self, executor: PartitionCore) -> None:
+    def over_limit(self, executor: FetchedPartition) -> None:
         """A partition's backlog passed its high-water mark (called on this thread)."""
         with self._room:
             self._over_limit.add(executor)
 
-    def drained(self, executor: PartitionCore) -> None:
+    def drained(self, executor: FetchedPartition) -> None:
         """A partition's backlog fell below its low-water mark (called by a worker)."""
         if executor in self._over_limit:
             with self._room:
@@ -325,10 +333,12 @@ class Listener(ListenerReports):
             self._submit_coroutine(coroutine, name)
 
     def job_started(self) -> None:
+        """A job of this listener's executors starts (on a worker, or on this thread)."""
         with self._jobs_lock:
             self._running_jobs += 1
 
     def job_finished(self) -> None:
+        """A job of this listener's executors ended."""
         with self._jobs_lock:
             self._running_jobs -= 1
             if self._running_jobs == 0:
@@ -343,99 +353,25 @@ class Listener(ListenerReports):
 
     def assigned(self) -> set[Partition]:
         """The partitions assigned to this listener now (a copy)."""
-        return set(self._assigned)
+        return set(self.assignments.partitions)
 
     def committed(self) -> dict[Partition, int]:
         """The offsets this listener committed last, per partition (a copy)."""
         return dict(self._commits.offsets)
 
-    def _command(self, action: Callable[[], None]) -> None:
-        """Run ``action`` on the listener thread before it hands out the next fetched messages;
-        from another thread, its poll's wait ends for it."""
-        self._commands.append(action)
-        if threading.current_thread() is not self._thread:
-            self._client.wake()
-
-    def _call(self, action: Callable[[], Any], timeout: float | None = None) -> Any:
-        """Run ``action`` on the listener thread and wait for its result (woken by a Future).
-
-        Returns ``None`` when the listener does not get to it in time (stopped or stuck).
-
-        On the listener's own thread the action runs at once. A batch on that thread that
-        outlives ``_TAKE_OVER_AFTER`` has a successor polling beside it: an action it started
-        before the hand-over finishes beside the successor's loop, so such actions must only
-        make librdkafka calls (commit, group metadata), never change the listener's state."""
-        if threading.current_thread() is self._thread:
-            return action()
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                future.set_result(action())
-            except Exception as exc:
-                future.set_exception(exc)
-
-        self._command(run)
-        wait = timeout if timeout is not None else self.max_wait_time + 30.0
-        try:
-            return future.result(wait)
-        except concurrent.futures.TimeoutError:
-            return None
+    def command(self, action: Callable[[], None]) -> None:
+        """Run ``action`` on the listener's thread before it hands out the next fetched
+        messages (see :meth:`ListenerThread.command
+        <conveyor.processing.listener_thread.ListenerThread.command>`)."""
+        self.thread.command(action)
 
     # -- the loop -----------------------------------------------------------------------------
 
-    def run_here(self, job: Callable[[], None]) -> None:
-        """Run a job on this thread (a quick batch), counted as the pool's work. If the job ran
-        so long that another thread took over the listener's role meanwhile, this thread ends
-        when it returns (:class:`_HandedOver` unwinds it out of the loop)."""
-        self._inline_job = job
-        self._inline_since = time.monotonic()
-        try:
-            self._run_here_counted(job)
-        finally:
-            with self._role:
-                handed = self._thread is not threading.current_thread()
-                if not handed:  # after a hand-over the record is the successor's
-                    self._inline_since = None
-                    self._inline_job = None
-        if handed:
-            raise _HandedOver
-
-    def _watch(self) -> None:
-        """On the timers' thread, a few times a second: a batch that has run on the listener's
-        thread for ``_TAKE_OVER_AFTER`` gets a new listener thread beside it."""
-        if self._stopping.is_set():
-            return
-        successor = None
-        held = 0.0  # seconds the batch has run
-        with self._role:
-            since, job = self._inline_since, self._inline_job
-            if since is not None and (held := time.monotonic() - since) >= _TAKE_OVER_AFTER:
-                self._inline_since = None  # one successor per blocked batch
-                successor = self._thread = threading.Thread(
-                    target=self._run, name=f"conveyor-listener-{self.name}", daemon=True
-                )
-        if successor is not None:
-            executor = getattr(getattr(job, "func", None), "__self__", None)
-            where = (
-                f"{executor.topic}/{executor.partition}"
-                if isinstance(executor, PartitionCore)
-                else "a partition"
-            )
-            _log.info(
-                "%s: a batch of %s has run %.1f s on the listener's thread; another thread "
-                "polls meanwhile", self.name, where, held,
-            )  # fmt: skip
-            successor.start()
-        self._timers.call_later(_TAKE_OVER_AFTER / 2, self._watch)
-
     def _run(self) -> None:
         try:
-            partitions, self._direct_start = self._direct_start, None
-            if partitions is not None and self._start(partitions):
-                self._assigned_now(partitions)
+            self.assignments.start_direct()
             self._loop()
-        except _HandedOver:
+        except HandedOver:
             return  # another thread holds the listener's role now
         except BaseException as exc:
             self.state = "crashed"
@@ -446,9 +382,12 @@ class Listener(ListenerReports):
         client = self._client
         poll_batch = client.poll_batch
         monitor = self.context.monitor
+        commits = self._commits
+        assigned = self.assignments.partitions  # changed in place by the rebalances
+        commands, run_commands = self.thread.commands, self.thread.run_commands
         paused_all = False
         while not self._stopping.is_set():
-            self._run_commands()
+            run_commands()
             self._discarding.clear()  # the next poll fetches after any seek done so far
             self.last_poll = time.time()
             if self.quieted:
@@ -460,10 +399,10 @@ class Listener(ListenerReports):
             if ev.CONNECTION_LISTENER_FETCH_LOOP in monitor.subscribed:
                 monitor.instrument(ev.CONNECTION_LISTENER_FETCH_LOOP, listener=self.name)
             now = time.monotonic()
-            if now >= self._next_commit:
-                self._commit_marked(sync=False)
+            if now >= commits.due:
+                commits.marked(self.executors, sync=False)
             if self._idle_ticks is not None and now >= self._idle_ticks.next_check:
-                self._idle_ticks.check(self._assigned, self._ticking_executor, now)
+                self._idle_ticks.check(assigned, self._ticking_executor, now)
             if self._over_limit:
                 self._wait_for_room()
             # While a partition waits for its backlog to drain, its resume comes as a command:
@@ -473,8 +412,8 @@ class Listener(ListenerReports):
             batch = poll_batch(wait, self._drain)
             if not batch:
                 continue
-            if self._commands:
-                self._run_commands()
+            if commands:
+                run_commands()
             if ev.MESSAGES_POLLED in monitor.subscribed:
                 monitor.instrument(ev.MESSAGES_POLLED, listener=self.name, count=len(batch))
             self._distribute(batch)
@@ -496,10 +435,11 @@ class Listener(ListenerReports):
         if any(map(raw_error, batch)):
             self._distribute_with_errors(batch)  # rare: end of partition, fetch errors
             return
-        if len(self._assigned) == 1:
+        assigned = self.assignments.partitions
+        if len(assigned) == 1:
             # One partition assigned: the whole poll is its run (librdkafka drops what was
             # fetched for partitions no longer assigned; the ends are checked all the same).
-            [(topic, partition)] = self._assigned
+            [(topic, partition)] = assigned
             first, last = batch[0], batch[-1]
             if raw_partition(first) == partition == raw_partition(last) and raw_topic(
                 first
@@ -581,13 +521,15 @@ class Listener(ListenerReports):
                 PartitionExecutor if route.virtual_partitions is None else VirtualPartitionExecutor
             )
             executor = self.executors[key] = kind(
-                self, route, partition, self.context, self._policies[route.name], self._timers,
+                self,
+                route,
+                partition,
+                self.context,
+                self._policies[route.name],
+                self._timers,
                 topic,
-            )  # fmt: skip
-            executor.metadata.started_with(self._start_metadata.pop(key, None))
-            predecessor = self._retiring.pop(key, None)
-            if predecessor is not None:
-                executor.follow(predecessor)
+            )
+            self.assignments.hand_over(executor)
         return executor
 
     def route_of(self, topic: str) -> Topic | None:
@@ -610,79 +552,12 @@ class Listener(ListenerReports):
         if slow:
             self._client.pause([(e.topic, e.partition) for e in slow])
 
-    def _run_commands(self) -> None:
-        commands = self._commands
-        while commands:
-            action = commands.popleft()
-            try:
-                action()
-            except Exception as exc:
-                self._on_error(KafkaError(f"listener command failed: {exc}"))
-
-    # -- rebalances (called inside poll, on this thread) --------------------------------------
-
-    def _on_assign(self, partitions: list[Partition]) -> None:
-        """The group assigned ``partitions``: each starts at its committed offset, looked up
-        here (see :mod:`conveyor.processing.positions`), never at a guess."""
-        if self._start(partitions, incremental=self._incremental):
-            self._assigned_now(partitions)
-
-    def _start(self, partitions: list[Partition], incremental: bool = False) -> bool:
-        """Assign ``partitions`` at their committed offsets (their metadata awaits executors);
-        False when the listener stopped first (the loop ends on the stop; ``close()`` may call
-        this on the stopping thread): nothing is assigned."""
-        try:
-            positions, metadata = self._positions.resolve(partitions, self._group_id)
-        except StartAbandoned as stopped:
-            _log.info("listener %s: %s", self.name, stopped)
-            return False
-        for key in partitions:
-            self._start_metadata.pop(key, None)
-        self._start_metadata.update(metadata)
-        self._client.assign(positions, incremental=incremental)
-        return True
-
-    def _assigned_now(self, partitions: list[Partition]) -> None:
-        self._assigned.update(partitions)
-        try:  # a new generation: transactions commit offsets with its metadata
-            self._group_metadata = self._client.group_metadata()
-        except Exception:  # a direct assignment has no group: asked when needed
-            self._group_metadata = None
-        monitor = self.context.monitor
-        if ev.REBALANCE_PARTITIONS_ASSIGNED in monitor.subscribed:
-            monitor.instrument(ev.REBALANCE_PARTITIONS_ASSIGNED, listener=self.name,
-                               group=self._group_id, partitions=partitions)  # fmt: skip
-        if self.quieted and partitions:
-            self._command(lambda: self._client.pause(partitions))
-
-    def _on_revoke(self, partitions: list[Partition]) -> None:
-        self._lose(partitions, commit=True)
-
-    def _on_lost(self, partitions: list[Partition]) -> None:
-        self._lose(partitions, commit=False)
-
-    def _lose(self, partitions: list[Partition], commit: bool) -> None:
-        self._assigned.difference_update(partitions)
-        self._group_metadata = None  # the generation moves on
-        monitor = self.context.monitor
-        if commit:
-            self._commit_marked(sync=True, only=set(partitions))  # what was processed until now
-        lost = [
-            self.executors.pop(partition) for partition in partitions if partition in self.executors
-        ]
-        for executor in lost:
-            if executor.scheduled:  # revoked mid-batch; may come back at once (eager rebalance)
-                self._retiring[(executor.topic, executor.partition)] = executor
-            executor.revoke()  # later marks of these partitions are refused
-            self.drained(executor)
-            self._commits.forget((executor.topic, executor.partition))
-        if ev.REBALANCE_PARTITIONS_REVOKED in monitor.subscribed:
-            monitor.instrument(ev.REBALANCE_PARTITIONS_REVOKED, listener=self.name,
-                               group=self._group_id, partitions=partitions)  # fmt: skip
-
     # -- offsets ------------------------------------------------------------------------------
 
-    def _commit_marked(self, sync: bool, only: set[Partition] | None = None) -> bool:
-        """Commit the offsets marked since the last commit (listener thread only)."""
-        self._next_commit = time.monotonic() + self._commit_interval
-        return self._commits.marked(self.executors, sync, only)
+    def _commit_refused(
+        self, offsets: list[tuple[str, int, int]], error: KafkaError, sync: bool
+    ) -> None:
+        """The group refused a commit (on this thread): the next commit sends those offsets
+        again while the partitions stay assigned; reported, and logged."""
+        self._commits.refused(offsets)
+        self.reporter.commit_refused(offsets, error, sync)

@@ -1,8 +1,8 @@
-"""What a listener reports: its commits (and those the group refused), and what went wrong
-(librdkafka's client and fetch errors, a poll past ``max.poll.interval.ms`` naming the batch
-that held it, committed offsets that do not come, with the fence of a crashed predecessor's
-transaction), librdkafka's statistics; and the librdkafka settings of a listener's consumer
-(:func:`consumer_config`)."""
+"""``Reporter``: what a listener reports: its commits (and those the group refused), its
+rebalances, and what went wrong (librdkafka's client and fetch errors, a poll past
+``max.poll.interval.ms`` naming the batch that held it, committed offsets that do not come,
+with the fence of a crashed predecessor's transaction), librdkafka's statistics; and the
+librdkafka settings of a listener's consumer (:func:`consumer_config`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import KafkaError
@@ -17,75 +18,131 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 
 if TYPE_CHECKING:
-    from conveyor.processing.commits import Commits
+    from conveyor.driver.consumers import Partition
     from conveyor.processing.context import ProcessingContext
     from conveyor.processing.partition_core import PartitionCore
     from conveyor.routing.topic import Topic
     from conveyor.settings import AppSettings
 
-__all__ = ["ListenerReports", "consumer_config"]
+__all__ = ["Reporter", "consumer_config"]
 
 _log = logging.getLogger("conveyor.processing")
 _refusals = RateLimitedLog(_log)  # a group that keeps refusing: one line per interval
 
 
-class ListenerReports:
-    """The reporting half of a :class:`~conveyor.processing.listener.Listener`: what it
-    reads of the listener is declared here, and set by the listener."""
+class Reporter:
+    """A listener's reports (see the module): events on the app's monitor, else log lines.
 
-    name: str
-    context: ProcessingContext
-    executors: dict[Any, PartitionCore]
-    _stopping: threading.Event
-    _commits: Commits
+    It reads the listener's executors (to name the batch that held a poll) and whether the
+    listener stops (no fence then); both are the listener's, handed in."""
 
-    @property
-    def group_id(self) -> str:
-        raise NotImplementedError
-
-    def _report_commit(
-        self, offsets: list[tuple[str, int, int]], sync: bool, started: float
+    def __init__(
+        self,
+        name: str,
+        group_id: str,
+        context: ProcessingContext,
+        executors: Mapping[Partition, PartitionCore],
+        stopping: threading.Event,
     ) -> None:
-        monitor = self.context.monitor
+        self.name = name
+        self.group_id = group_id
+        self.context = context
+        self._monitor = context.monitor
+        self._executors = executors
+        self._stopping = stopping
+
+    def committed(self, offsets: list[tuple[str, int, int]], sync: bool, started: float) -> None:
+        """A commit was done (``started``: its ``perf_counter()``)."""
+        monitor = self._monitor
         if ev.OFFSETS_COMMITTED in monitor.subscribed:
             monitor.instrument(
-                ev.OFFSETS_COMMITTED, listener=self.name, group=self.group_id, offsets=offsets,
-                sync=sync, duration=time.perf_counter() - started, committed_at=time.time(),
-            )  # fmt: skip
+                ev.OFFSETS_COMMITTED,
+                listener=self.name,
+                group=self.group_id,
+                offsets=offsets,
+                sync=sync,
+                duration=time.perf_counter() - started,
+                committed_at=time.time(),
+            )
 
-    def _on_commit_refused(
+    def commit_refused(
         self, offsets: list[tuple[str, int, int]], error: KafkaError, sync: bool
     ) -> None:
-        """The group refused a commit (on the listener's thread): the next commit sends those
-        offsets again while the partitions stay assigned; reported, and logged."""
-        self._commits.refused(offsets)
-        monitor = self.context.monitor
+        """The group refused a commit (on the listener's thread): reported, and logged."""
+        monitor = self._monitor
         if ev.OFFSETS_COMMIT_REFUSED in monitor.subscribed:
             monitor.instrument(
-                ev.OFFSETS_COMMIT_REFUSED, listener=self.name, group=self.group_id,
-                offsets=offsets, sync=sync, error=error,
-            )  # fmt: skip
+                ev.OFFSETS_COMMIT_REFUSED,
+                listener=self.name,
+                group=self.group_id,
+                offsets=offsets,
+                sync=sync,
+                error=error,
+            )
         _refusals.warning(
             f"{self.name} {error.name}",
             "%s: %s. Not committed: the next commit sends it again while the partitions stay "
             "assigned here, else their next owner reads from the last committed offset (some "
-            "messages again)", self.name, error,
-        )  # fmt: skip
+            "messages again)",
+            self.name,
+            error,
+        )
 
-    def _on_error(self, error: KafkaError) -> None:
-        monitor = self.context.monitor
+    def partitions_assigned(self, partitions: list[Partition]) -> None:
+        """The group assigned ``partitions`` to this listener (started at their offsets)."""
+        monitor = self._monitor
+        if ev.REBALANCE_PARTITIONS_ASSIGNED in monitor.subscribed:
+            monitor.instrument(
+                ev.REBALANCE_PARTITIONS_ASSIGNED,
+                listener=self.name,
+                group=self.group_id,
+                partitions=partitions,
+            )
+
+    def partitions_revoked(self, partitions: list[Partition]) -> None:
+        """``partitions`` left this listener (revoked or lost)."""
+        monitor = self._monitor
+        if ev.REBALANCE_PARTITIONS_REVOKED in monitor.subscribed:
+            monitor.instrument(
+                ev.REBALANCE_PARTITIONS_REVOKED,
+                listener=self.name,
+                group=self.group_id,
+                partitions=partitions,
+            )
+
+    def error(self, error: KafkaError) -> None:
+        """librdkafka's client error, or a listener command that failed."""
+        monitor = self._monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
                 ev.ERROR_OCCURRED, type="connection.listener.error", listener=self.name, error=error
             )
 
-    def _on_poll_interval_exceeded(self, error: KafkaError) -> None:
+    def fetch_error(self, error: KafkaError) -> None:
+        """A fetch failed for a topic-partition (or librdkafka left the group for a late poll)."""
+        if error.name == "_MAX_POLL_EXCEEDED":
+            self._poll_interval_exceeded(error)
+            return
+        monitor = self._monitor
+        if ev.ERROR_OCCURRED in monitor.subscribed:
+            monitor.instrument(
+                ev.ERROR_OCCURRED,
+                type="consumer.fetch.error",
+                listener=self.name,
+                error=error,
+                topic=getattr(error, "topic", None),
+                partition=getattr(error, "partition", None),
+            )
+        else:
+            _log.error("%s: %s", self.name, error)
+
+    def _poll_interval_exceeded(self, error: KafkaError) -> None:
         """librdkafka left the group because this client did not poll within
         max.poll.interval.ms: not a fetch error of some topic, but (mostly) a batch that held
         the listener's thread; say which, and for how long."""
         now = time.time()
         longest: tuple[float, PartitionCore] | None = None
-        for executor in list(self.executors.values()):
+        for executor in list(self._executors.values()):
             for _, batch in executor.running_batches():
                 ran = now - batch.started_at
                 if longest is None or ran > longest[0]:
@@ -99,20 +156,25 @@ class ListenerReports:
         failure = KafkaError(
             f"{self.name}: max.poll.interval.ms passed without a poll{where}: the member left "
             "the group and rejoins (its partitions may be read again)",
-            code=error.code, name=error.name,
-        )  # fmt: skip
-        monitor = self.context.monitor
+            code=error.code,
+            name=error.name,
+        )
+        monitor = self._monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.poll_interval.exceeded", listener=self.name,
-                error=failure, topic=longest[1].topic if longest else None,
+                ev.ERROR_OCCURRED,
+                type="consumer.poll_interval.exceeded",
+                listener=self.name,
+                error=failure,
+                topic=longest[1].topic if longest else None,
                 partition=longest[1].partition if longest else None,
-            )  # fmt: skip
+            )
         else:
             _log.error("%s", failure)
 
-    def _on_offsets_error(self, error: KafkaError) -> None:
-        monitor = self.context.monitor
+    def offsets_error(self, error: KafkaError) -> None:
+        """Asking for the committed offsets of assigned partitions failed (asked again)."""
+        monitor = self._monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
                 ev.ERROR_OCCURRED, type="consumer.offsets.error", listener=self.name, error=error
@@ -120,7 +182,7 @@ class ListenerReports:
         else:
             _log.warning("%s: %s (asking again)", self.name, error)
 
-    def _fence(self) -> None:
+    def fence(self) -> None:
         """The committed offsets do not come: an open transaction may hold them. If it is the
         one a crashed predecessor in this process's slot left, initializing the app's
         transactional producer (the slot's ``transactional.id``) aborts it now, instead of
@@ -138,34 +200,24 @@ class ListenerReports:
         try:
             self.context.transactional_producer().transactions.initialize()
         except Exception as exc:  # reported: the offsets are asked for again all the same
-            monitor = self.context.monitor
+            monitor = self._monitor
             if ev.ERROR_OCCURRED in monitor.subscribed:
                 monitor.instrument(
-                    ev.ERROR_OCCURRED, type="transaction.fence.error", listener=self.name,
+                    ev.ERROR_OCCURRED,
+                    type="transaction.fence.error",
+                    listener=self.name,
                     error=exc,
-                )  # fmt: skip
+                )
             else:
                 _log.warning("%s: could not fence a predecessor's transaction: %s", self.name, exc)
 
-    def _on_statistics(self, raw: str) -> None:
-        monitor = self.context.monitor
+    def statistics(self, raw: str) -> None:
+        """librdkafka's statistics (``statistics.interval.ms``), as it emits them (JSON)."""
+        monitor = self._monitor
         if ev.STATISTICS_EMITTED in monitor.subscribed:
             monitor.instrument(
                 ev.STATISTICS_EMITTED, listener=self.name, statistics=json.loads(raw)
             )
-
-    def _on_fetch_error(self, error: KafkaError) -> None:
-        if error.name == "_MAX_POLL_EXCEEDED":
-            self._on_poll_interval_exceeded(error)
-            return
-        monitor = self.context.monitor
-        if ev.ERROR_OCCURRED in monitor.subscribed:
-            monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.fetch.error", listener=self.name, error=error,
-                topic=getattr(error, "topic", None), partition=getattr(error, "partition", None),
-            )  # fmt: skip
-        else:
-            _log.error("%s: %s", self.name, error)
 
 
 def consumer_config(

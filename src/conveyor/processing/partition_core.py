@@ -7,8 +7,9 @@ depend on how batches run (revoke, stop, back-pressure, commits and their fence)
 consumer and the failure policy ask of their partition (producers, dead letters, group
 metadata, transactions).
 
-How batches run is each executor's own: the members marked abstract below. The listener,
-the runner and the snapshot see only a ``PartitionCore``.
+How batches run is each executor's own: the members marked abstract below. The user's hooks
+run through the partition's :class:`~conveyor.processing.hook_runs.HookRuns`
+(``self.hooks``). The listener, the runner and the snapshot see only a ``PartitionCore``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.processing.backlog import Backlog
 from conveyor.processing.held_copies import HeldCopies
-from conveyor.processing.hook_runs import ConsumeRuns
+from conveyor.processing.hook_runs import HookRuns
 from conveyor.processing.offset_metadata import OffsetMetadata
 from conveyor.tracing.latency import PollTimes
 
@@ -58,7 +59,7 @@ class RunningBatch:
         self.started_at = time.time()
 
 
-class PartitionCore(ConsumeRuns, ABC):
+class PartitionCore(ABC):
     """The state and the shared operations of one assigned topic-partition in one listener
     (see the module)."""
 
@@ -107,14 +108,19 @@ class PartitionCore(ConsumeRuns, ABC):
         self.successor: PartitionCore | None = None
         self._resume_timer: Timer | None = None
         self.copies = HeldCopies(
-            self.lock, self.topic, partition, lambda: self.revoked or self.stopped,
-            policy.backoff.delay, timers, context.monitor,
-        )  # fmt: skip
+            self.lock,
+            self.topic,
+            partition,
+            lambda: self.revoked or self.stopped,
+            policy.backoff.delay,
+            timers,
+            context.monitor,
+        )
         """Copies sent at least once (dead letters, pipes, replies) not acknowledged yet."""
-        self.polls = (
-            polls if polls is not None else PollTimes()
-        )  # when each fetch came, while latency is measured
-        self.last_timestamp: float | None = None  # of the last processed message (s), for lag
+        self.polls = polls if polls is not None else PollTimes()
+        """When each fetch came, while latency is measured."""
+        self.hooks = HookRuns(self)
+        """Runs ``consume()`` and the other hooks on this partition's consumers."""
 
     # -- how batches run: each executor's own -------------------------------------------------
 
@@ -274,20 +280,31 @@ class PartitionCore(ConsumeRuns, ABC):
         return self.context.tracing
 
     def run_shutdown(self) -> None:
+        """The app stops: run the consumers' ``shutdown()``."""
         self._call("shutdown", ev.CONSUMER_SHUTDOWN)
 
     def _report_dispatch_failure(self, offset: int, error: Exception) -> None:
         _copy_failed.log(
-            logging.ERROR, f"{self.topic}/{self.partition}",
+            logging.ERROR,
+            f"{self.topic}/{self.partition}",
             "%s/%s: could not move offset %s to the dead letter queue (%r); it stays in the "
-            "retry path", self.topic, self.partition, offset, error,
-        )  # fmt: skip
+            "retry path",
+            self.topic,
+            self.partition,
+            offset,
+            error,
+        )
         monitor = self.context.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.dispatch.error", error=error, topic=self.topic,
-                partition=self.partition, offset=offset, attempt=self.attempt,
-            )  # fmt: skip
+                ev.ERROR_OCCURRED,
+                type="consumer.dispatch.error",
+                error=error,
+                topic=self.topic,
+                partition=self.partition,
+                offset=offset,
+                attempt=self.attempt,
+            )
 
     def _cancel_resume_timer(self) -> None:
         timer, self._resume_timer = self._resume_timer, None
@@ -305,6 +322,7 @@ class PartitionCore(ConsumeRuns, ABC):
 
     @property
     def group_id(self) -> str:
+        """The consumer group that reads the partition."""
         return self.listener.group_id
 
     def producer(self) -> Producer:
@@ -323,6 +341,7 @@ class PartitionCore(ConsumeRuns, ABC):
         return self.copies.send(offset, message, producer)
 
     def group_metadata(self) -> Any:
+        """The group's metadata, for a transaction's offsets (asked of the listener)."""
         return self.listener.group_metadata()
 
     def transactional_producer(self) -> Producer:
@@ -363,6 +382,7 @@ class PartitionCore(ConsumeRuns, ABC):
         self.policy.dispatch(message, error, self.attempt, dlq_topic, self)
 
     def request_resume(self) -> None:
+        """The consumer resumes the partition: fetch it again, then run what waits."""
         self.listener.resume(self.topic, self.partition, then=self._release)
 
     @property

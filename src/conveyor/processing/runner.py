@@ -218,12 +218,21 @@ class Runner:
             for topic, partition in sorted(listener.assigned() - set(listener.executors.copy())):
                 partitions.append(
                     PartitionState(
-                        listener=listener.name, consumer_group=listener.group_id, topic=topic,
-                        partition=partition, consumer=None, committed=committed.get((topic, partition)),
-                        marked=None, high_watermark=None, lag=None, pending=0, paused=False,
-                        retrying=False, attempt=0,
+                        listener=listener.name,
+                        consumer_group=listener.group_id,
+                        topic=topic,
+                        partition=partition,
+                        consumer=None,
+                        committed=committed.get((topic, partition)),
+                        marked=None,
+                        high_watermark=None,
+                        lag=None,
+                        pending=0,
+                        paused=False,
+                        retrying=False,
+                        attempt=0,
                     )
-                )  # fmt: skip
+                )
         return partitions, jobs
 
     def pool_state(self) -> PoolState:
@@ -245,8 +254,9 @@ def _report_blocked(context: ProcessingContext, task: str, seconds: float) -> No
     _log.warning(
         "%s has held the event loop for %.3f s: every async lane waits meanwhile (a blocking "
         "call in async def consume()? await it, or run it with asyncio.to_thread)",
-        task, seconds,
-    )  # fmt: skip
+        task,
+        seconds,
+    )
 
 
 def _subscription_groups(
@@ -283,5 +293,5 @@ def _lag_seconds(executor: PartitionCore, lag: int | None, now: float) -> float 
         kind, milliseconds = waiting.timestamp()
         if kind:
             return max(0.0, now - float(milliseconds) / 1000)
-    last = executor.last_timestamp
+    last = executor.hooks.last_timestamp
     return None if last is None else max(0.0, now - last)

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
 from conveyor import Consumer
 from conveyor.processing import executor as executor_module
+from conveyor.processing.hook_runs import HookRuns
 from conveyor.tracing import Tracing
 from conveyor.tracing import process_span as process_span_module
 from unit.processing.fakes import Rig, raws, rig, settings
@@ -205,6 +206,7 @@ def test_time_spent_on_a_sampled_trace_does_not_break_the_streak(
     r = rig(slow_at_offsets(consumer, slow_at, lambda: setattr(clock, "now", clock.now + 1.0)))
     start = warm(r)
     r.executor.context = dataclasses.replace(r.executor.context, tracing=tracing)
+    r.executor.hooks = HookRuns(r.executor)  # they run with the context they were made with
     r.executor.add(raws(start), 1_000, alone=True)
     assert r.listener.jobs == [], "inline: the streak holds"
     assert clock.now == (1.0 if sampled else 0.0), "the sampled span's end took its second"

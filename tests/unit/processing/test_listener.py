@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError as RdKafkaError
 
 from conveyor import Consumer, Monitor
-from conveyor.processing import listener as listener_module
 from conveyor.processing.context import ProcessingContext
 from conveyor.processing.listener import Listener
 from conveyor.processing.timers import Timers
 from unit.processing.fakes import ErrorRaw, FakeRaw, route, settings
-
-if TYPE_CHECKING:
-    from unit.conftest import YoungClock
 
 
 class Recording(Consumer):
@@ -143,7 +139,7 @@ def test_a_partition_revoked_mid_batch_hands_over_in_order(listener: Any) -> Non
     worker.start()
     assert started.wait(10)
     old = built.executors[("orders", 0)]
-    built._lose([("orders", 0)], commit=False)
+    built.assignments.on_lost([("orders", 0)])
     assert old.revoked
     built._distribute([FakeRaw(1)])
     new = built.executors[("orders", 0)]
@@ -170,24 +166,5 @@ def test_an_assignment_after_the_stop_is_left_without_asking_for_offsets(listene
     assignment there neither raises into the shutdown nor asks the broker for offsets."""
     built, _, _, _ = listener
     built.stop()
-    built._on_assign([("orders", 0)])  # returns: nothing is assigned, nothing raised
-    assert built._assigned == set()
-
-
-def test_a_batch_begun_at_the_clocks_zero_is_taken_over(
-    listener: Any, monkeypatch: pytest.MonkeyPatch, young_clock: YoungClock
-) -> None:
-    """A batch on the listener's thread whose start read exactly 0.0 is a batch like any other
-    (0.0 is no "none runs"): held long enough, another thread takes the listener's role."""
-    built, _, _, _ = listener
-    young_clock.seen_by(listener_module).freeze(0.0)
-    monkeypatch.setattr(built, "_thread", threading.current_thread())  # the listener's thread
-    monkeypatch.setattr(built, "_run", lambda: None)  # the successor: nothing to poll here
-
-    def held_batch() -> None:
-        young_clock.freeze(listener_module._TAKE_OVER_AFTER)
-        built._watch()
-
-    with pytest.raises(listener_module._HandedOver):
-        built.run_here(held_batch)
-    assert built._thread is not threading.current_thread()
+    built.assignments.on_assign([("orders", 0)])  # returns: nothing is assigned, nothing raised
+    assert built.assigned() == set()

@@ -7,7 +7,6 @@ import inspect
 import pytest
 
 from conveyor.processing.executor import PartitionExecutor
-from conveyor.processing.hook_runs import ConsumeRuns
 from conveyor.processing.partition_core import PartitionCore
 from conveyor.processing.virtual import VirtualPartitionExecutor
 
@@ -15,9 +14,9 @@ EXECUTORS = (PartitionExecutor, VirtualPartitionExecutor)
 
 
 def _shared_members() -> set[str]:
-    """What the core (and its hook runner) implements: every member but the abstract ones."""
+    """What the core implements: every member but the abstract ones."""
     abstract = PartitionCore.__abstractmethods__
-    members = set(vars(PartitionCore)) | set(vars(ConsumeRuns))
+    members = set(vars(PartitionCore))
     return {
         name
         for name in members

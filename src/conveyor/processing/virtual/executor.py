@@ -19,26 +19,34 @@ so the message still runs, in order.
 
 Messages handed out and not yet committable are bounded (the partition's high-water mark),
 so a slow lane holds the others back instead of growing memory without end.
+
+The executor owns its collaborators: its lanes (each a
+:class:`~conveyor.processing.virtual.lane.Lane`, which asks it through
+:class:`~conveyor.processing.virtual.lane.LaneOwner`), the
+:class:`~conveyor.processing.virtual.tracker.OffsetTracker`, the
+:class:`~conveyor.processing.virtual.collapse.Collapse` after a failure, the route's
+:class:`~conveyor.processing.virtual.linger.Linger` and its
+:class:`~conveyor.processing.virtual.reports.LaneReports`.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from conveyor.instrumentation import events as ev
-from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
 from conveyor.processing.model_check import check_models
 from conveyor.processing.partition_core import PartitionCore, RunningBatch
 from conveyor.processing.snapshot import LaneState
 from conveyor.processing.strategies import RETRY
+from conveyor.processing.virtual.collapse import Collapse, Failure
 from conveyor.processing.virtual.lane import Lane, queued
 from conveyor.processing.virtual.lanes import LaneAssigner
+from conveyor.processing.virtual.linger import Linger
+from conveyor.processing.virtual.reports import LaneReports
 from conveyor.processing.virtual.tracker import OffsetTracker
 from conveyor.tracing.latency import PollTimes
 
@@ -47,23 +55,10 @@ if TYPE_CHECKING:
     from conveyor.processing.context import ProcessingContext
     from conveyor.processing.listener_actions import ListenerActions
     from conveyor.processing.strategies import FailurePolicy
-    from conveyor.processing.timers import Timer, Timers
+    from conveyor.processing.timers import Timers
     from conveyor.routing.topic import Topic
 
 __all__ = ["VirtualPartitionExecutor"]
-
-_log = logging.getLogger("conveyor.processing")
-_lane_failed = RateLimitedLog(_log)
-_refused = RateLimitedLog(_log)
-
-
-@dataclass
-class _Failure:
-    """A failure waiting for the other lanes before the partition collapses."""
-
-    delay: float  # the back-off before the collapsed run (0: at once)
-    until: int  # collapsed at least through this offset
-    error: BaseException
 
 
 class VirtualPartitionExecutor(PartitionCore):
@@ -89,9 +84,12 @@ class VirtualPartitionExecutor(PartitionCore):
         self.assigner = LaneAssigner(settings, count, route.deserializers)
         self.retry_finished_lanes = settings.retry_finished_lanes
         self._in_flight_limit = settings.max_in_flight or self._high_water
-        self._linger = settings.linger
-        self._linger_timer: Timer | None = None
-        self._linger_due = 0.0
+        self.linger = (
+            Linger(settings.linger, self.max_messages, timers, self.lock, self.run)
+            if settings.linger
+            else None
+        )
+        """With the route's ``linger``: when a lane is ready to run."""
         self.lanes = [Lane(self, index) for index in range(count)]
         self.tracker = OffsetTracker()
         consumer_class = route.consumer_class
@@ -100,8 +98,10 @@ class VirtualPartitionExecutor(PartitionCore):
         )
         """Lanes run as tasks on the app's event loop (``async def consume()``), not as jobs."""
         self.active_lanes = 0
-        self.collapsed_until: int | None = None  # running in one lane through this offset
-        self._failure: _Failure | None = None
+        self.collapse = Collapse()
+        """A failure waiting for the lanes, and the offset a collapse runs through."""
+        self.reports = LaneReports(self.topic, partition, context.monitor)
+        """What the lanes report when something goes wrong."""
         self._ticking = False
         self._after_lock: list[Callable[[], None]] = []  # run by _start, once the lock is let go
 
@@ -141,8 +141,7 @@ class VirtualPartitionExecutor(PartitionCore):
         self._drop_queues()
         if seek:  # what was handed out is read again from the seek's offset
             self.tracker.forget()
-            self._failure = None
-            self.collapsed_until = None
+            self.collapse.forget()
 
     def tick(self) -> None:
         with self.lock:
@@ -182,19 +181,20 @@ class VirtualPartitionExecutor(PartitionCore):
         lanes to start, marked active. Called with the lock held."""
         if self.revoked or self.stopped or self.held or self._ticking:
             return []
-        if self._failure is not None:
+        collapse = self.collapse
+        if collapse.failure is not None:
             if self.active_lanes:
                 return []  # the running lanes finish first
             self._collapse()
             if self.held:
                 return []
         tracker = self.tracker
-        collapsed_until = self.collapsed_until
+        collapsed_until = collapse.until
         first_lane = self.lanes[0]
         if collapsed_until is not None and not first_lane.active and not first_lane.queue:
             committable = tracker.committable()
             if committable is not None and committable > collapsed_until:
-                self.collapsed_until = collapsed_until = None
+                collapse.until = collapsed_until = None
                 self._later(ev.VIRTUAL_PARTITIONS_RESTORED, until=committable - 1)
         lanes = self.lanes
         room = self._in_flight_limit - len(tracker)
@@ -221,11 +221,7 @@ class VirtualPartitionExecutor(PartitionCore):
                         self._partitioner_failed(offset, error)
                         break
                 if not tracker.hand_out(offset, raw):
-                    _refused.log(
-                        logging.WARNING, f"{self.topic}/{self.partition}",
-                        "%s/%s: offset %s arrived after offset %s was handed out; not run twice",
-                        self.topic, self.partition, offset, tracker.last(),
-                    )  # fmt: skip
+                    self.reports.arrived_twice(offset, tracker.last())
                     continue
                 lane = lanes[index]
                 if not lane.queue:
@@ -243,14 +239,14 @@ class VirtualPartitionExecutor(PartitionCore):
                     self._after_lock.append(
                         lambda: self.listener.resume(self.topic, self.partition)
                     )
-        if self._failure is not None and not self.active_lanes:
+        if collapse.failure is not None and not self.active_lanes:
             self._collapse()  # the partitioner failed with no lane running
             if self.held:
                 return []
             return self._hand_out()  # the message it failed on, now collapsed
         starts = [lane for lane in lanes if lane.queue and not lane.active]
-        if self._linger and starts:
-            starts = self._lingered(starts)
+        if self.linger is not None and starts:
+            starts = self.linger.ready_lanes(starts)
         if starts:
             if not self.active_lanes and self.route.long_running_job:
                 self.listener.pause(self.topic, self.partition)
@@ -260,68 +256,27 @@ class VirtualPartitionExecutor(PartitionCore):
             self.scheduled = True
         return starts
 
-    def _ready(self, lane: Lane, now: float) -> bool:
-        """With ``linger``: whether the lane has a full batch or waited long enough."""
-        return len(lane.queue) >= self.max_messages or now - lane.since >= self._linger
-
-    def _lingered(self, lanes: list[Lane]) -> list[Lane]:
-        """The lanes of ``lanes`` ready to run; a timer wakes the others when they are due."""
-        now = time.monotonic()
-        ready = [lane for lane in lanes if self._ready(lane, now)]
-        if len(ready) < len(lanes):
-            due = min(lane.since for lane in lanes if lane not in ready) + self._linger
-            timer = self._linger_timer
-            if timer is None or due < self._linger_due:
-                if timer is not None:
-                    timer.cancel()
-                self._linger_due = due
-                self._linger_timer = self._timers.call_later(
-                    max(0.0, due - now), self._lingered_out
-                )
-        return ready
-
-    def _lingered_out(self) -> None:
-        with self.lock:
-            self._linger_timer = None
-        self.run()
-
     def _partitioner_failed(self, offset: int, error: Exception) -> None:
-        _lane_failed.log(
-            logging.ERROR, f"{self.topic}/{self.partition}:partitioner",
-            "%s/%s: the virtual partitions partitioner raised at offset %s (%r); running the "
-            "partition in one lane until past it", self.topic, self.partition, offset, error,
-        )  # fmt: skip
+        self.reports.partitioner_failed(offset, error)
         self._later(
-            ev.ERROR_OCCURRED, type="consumer.virtual_partitions.partitioner.error", error=error,
+            ev.ERROR_OCCURRED,
+            type="consumer.virtual_partitions.partitioner.error",
+            error=error,
             offset=offset,
-        )  # fmt: skip
-        self._fail(_Failure(0.0, offset, error))
-
-    def _fail(self, failure: _Failure) -> None:
-        current = self._failure
-        if current is None:
-            self._failure = failure
-        else:
-            current.delay = max(current.delay, failure.delay)
-            current.until = max(current.until, failure.until)
+        )
+        self.collapse.fail(Failure(0.0, offset, error))
 
     def _collapse(self) -> None:
         """Every lane stopped after a failure: queue what did not finish, in offset order, in
         lane 0, to run in strict order (after the back-off) through the last offset handed out."""
-        failure = self._failure
-        assert failure is not None
-        self._failure = None
-        tracker = self.tracker
-        redo = tracker.outstanding(include_finished=self.retry_finished_lanes)
-        for lane in self.lanes:
-            lane.queue.clear()
+        failure, redo = self.collapse.begin(self.tracker, self.retry_finished_lanes)
+        self._drop_queues()
         self.lanes[0].queue.extend(redo)
-        until = max(failure.until, tracker.last() or failure.until)
-        if self.collapsed_until is not None:
-            until = max(until, self.collapsed_until)
-        self.collapsed_until = until
         self._later(
-            ev.VIRTUAL_PARTITIONS_COLLAPSED, until=until, error=failure.error, delay=failure.delay
+            ev.VIRTUAL_PARTITIONS_COLLAPSED,
+            until=self.collapse.until,
+            error=failure.error,
+            delay=failure.delay,
         )
         if failure.delay > 0:
             self.held = True
@@ -370,7 +325,7 @@ class VirtualPartitionExecutor(PartitionCore):
 
     # -- worker threads -----------------------------------------------------------------------
 
-    def _run_lane(self, lane: Lane) -> None:
+    def run_lane(self, lane: Lane) -> None:
         """A lane's job on the worker pool: its batches until its queue is empty."""
         self.listener.job_started()
         try:
@@ -382,7 +337,7 @@ class VirtualPartitionExecutor(PartitionCore):
                     batch, payloads = checked
                 consumer, extra = self._lane_started(lane, batch)
                 try:
-                    started = self._consume(
+                    started = self.hooks.consume(
                         consumer, batch, lane.failed, lane.put_back, extra, payloads
                     )
                 finally:
@@ -405,7 +360,7 @@ class VirtualPartitionExecutor(PartitionCore):
                     batch, payloads = checked
                 consumer, extra = self._lane_started(lane, batch)
                 try:
-                    started = await self._consume_async(
+                    started = await self.hooks.consume_async(
                         consumer, batch, lane.failed, lane.put_back, extra, payloads
                     )
                 finally:
@@ -428,14 +383,9 @@ class VirtualPartitionExecutor(PartitionCore):
             if action is None or not self._give_up(batch[0], error, 1, action):
                 lane.failed(batch, error, time.perf_counter())  # retries, in one lane
                 return None
-            monitor = self.context.monitor
-            if ev.ERROR_OCCURRED in monitor.subscribed:
-                monitor.instrument(
-                    ev.ERROR_OCCURRED, type="consumer.consume.error", error=error,
-                    consumer=lane.consumer, topic=self.topic, partition=self.partition,
-                    virtual_partition=lane.index, collapsed=False, first_offset=batch[0].offset(),
-                    last_offset=batch[0].offset(), attempt=1, action=action, duration=0.0,
-                )  # fmt: skip
+            self.reports.consume_failed(
+                lane, batch[:1], error, attempt=1, action=action, collapsed=False, started=None
+            )
         with self.lock:  # the rest waits in the lane (after the invalid one gave up: all of it)
             if not (self.revoked or self.stopped):
                 lane.put_back(batch[checked.valid or 1 :])
@@ -445,16 +395,17 @@ class VirtualPartitionExecutor(PartitionCore):
         """The lane's next batch; ``None`` when it stops (then it is no longer active, and
         what its stop lets start has started)."""
         with self.lock:
-            if not (self.revoked or self.stopped or self.held or self._failure is not None):
+            linger = self.linger
+            if not (self.revoked or self.stopped or self.held or self.collapse.failure is not None):
                 queue = lane.queue
-                if queue and (not self._linger or self._ready(lane, time.monotonic())):
+                if queue and (linger is None or linger.ready(lane, time.monotonic())):
                     batch = [queue.popleft() for _ in range(min(self.max_messages, len(queue)))]
                     lane.since = time.monotonic()
                     return batch
             lane.active = False
             self.active_lanes -= 1
-            if self._linger and lane.queue:
-                self._lingered([lane])  # not a full batch yet: a timer wakes it when due
+            if linger is not None and lane.queue:
+                linger.ready_lanes([lane])  # not a full batch yet: a timer wakes it when due
             starts = self._lane_stopped()
             eofed = self._eof_due()
         self._start(starts)
@@ -476,7 +427,9 @@ class VirtualPartitionExecutor(PartitionCore):
                 successor._release()
         return starts
 
-    def _new_consumer(self, lane: Lane) -> Consumer:
+    def new_consumer(self, lane: Lane) -> Consumer:
+        """A consumer instance for ``lane``; the partition's own (for the listener and the
+        snapshot) is the first one made."""
         assert self.route.consumer_class is not None
         consumer = self.route.consumer_class()
         consumer.topic = self.topic
@@ -509,13 +462,13 @@ class VirtualPartitionExecutor(PartitionCore):
     ) -> None:
         manual = self.route.manual_offset_management
         with self.lock:
-            if self._failure is None:
+            if self.collapse.failure is None:
                 self.attempt = 0
             if not lane.abort and not manual:
                 self._finish_locked([raw.offset() for raw in batch])
             starts = self._hand_out()
         self._start(starts)
-        self._consumed(consumer, batch, started, extra)
+        self.hooks.consumed(consumer, batch, started, extra)
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -553,7 +506,10 @@ class VirtualPartitionExecutor(PartitionCore):
 
     # -- failures -------------------------------------------------------------------------------
 
-    def _lane_failed(self, lane: Lane, batch: list[Any], error: Exception, started: float) -> None:
+    def lane_failed(self, lane: Lane, batch: list[Any], error: Exception, started: float) -> None:
+        """``lane``'s ``consume()`` of ``batch`` raised ``error``: collapsed already, the lane
+        retries it after the back-off (or gives the first message up); else the partition
+        collapses once its running lanes finish."""
         marked = self.marked
         verdict = self.policy.failed(
             error, self.attempt, progressed=marked is not None and marked > self._marked_at_failure
@@ -563,15 +519,17 @@ class VirtualPartitionExecutor(PartitionCore):
         with self.lock:
             tracker = self.tracker
             retry = [raw for raw in batch if not tracker.is_finished(raw.offset())]
-            collapsed = self.collapsed_until is not None
-        monitor = self.context.monitor
-        if ev.ERROR_OCCURRED in monitor.subscribed:
-            monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.consume.error", error=error, consumer=lane.consumer,
-                topic=self.topic, partition=self.partition, virtual_partition=lane.index,
-                collapsed=collapsed, first_offset=batch[0].offset(), last_offset=batch[-1].offset(),
-                attempt=verdict.attempt, action=verdict.action, duration=time.perf_counter() - started,
-            )  # fmt: skip
+            collapsed = self.collapse.until is not None
+        reports = self.reports
+        reports.consume_failed(
+            lane,
+            batch,
+            error,
+            attempt=verdict.attempt,
+            action=verdict.action,
+            collapsed=collapsed,
+            started=started,
+        )
         given_up = False
         if verdict.action != RETRY and retry:
             given_up = self._give_up(retry[0], error, verdict.attempt, verdict.action)
@@ -587,34 +545,18 @@ class VirtualPartitionExecutor(PartitionCore):
                 self.held = True
                 self._cancel_resume_timer()
                 self._resume_timer = self._timers.call_later(verdict.delay, self._release)
-            _lane_failed.log(
-                logging.ERROR, f"{self.topic}/{self.partition}",
-                "%s/%s: consume raised on offsets %s-%s (attempt %s, collapsed); retrying in "
-                "%.1f s: %r", self.topic, self.partition, batch[0].offset(), batch[-1].offset(),
-                verdict.attempt, verdict.delay, error,
-            )  # fmt: skip
+            reports.retrying(batch, verdict.attempt, verdict.delay, error)
             return
         delay = 0.0 if given_up else verdict.delay
-        _lane_failed.log(
-            logging.ERROR, f"{self.topic}/{self.partition}",
-            "%s/%s: consume raised in lane %s on offsets %s-%s (attempt %s); the partition "
-            "runs in one lane, in order, %s: %r", self.topic, self.partition, lane.index,
-            batch[0].offset(), batch[-1].offset(), verdict.attempt,
-            f"in {delay:.1f} s" if delay else "now", error,
-        )  # fmt: skip
+        reports.collapsing(lane, batch, verdict.attempt, delay, error)
         with self.lock:
             if not (self.revoked or self.stopped):
-                self._fail(_Failure(delay, batch[-1].offset(), error))
+                self.collapse.fail(Failure(delay, batch[-1].offset(), error))
 
     def _give_up(self, raw: Any, error: Exception, attempts: int, action: str) -> bool:
         """Dispatch or skip ``raw`` as the policy says; False when that failed (it stays in
         the retry path)."""
-        _lane_failed.log(
-            logging.ERROR, f"{self.topic}/{self.partition}:give-up",
-            "%s/%s: consume raised at offset %s (attempt %s); %s: %r", self.topic, self.partition,
-            raw.offset(), attempts,
-            "moving it to the dead letter queue" if action == "dispatch" else "skipping it", error,
-        )  # fmt: skip
+        self.reports.giving_up(raw.offset(), attempts, action, error)
         try:
             self.policy.give_up(
                 Message(raw, self.route.deserializers), error, attempts, action, self
@@ -668,12 +610,12 @@ class VirtualPartitionExecutor(PartitionCore):
     def _call(self, hook: str, event: str) -> None:
         for lane in self.lanes:
             if lane.consumer is not None:
-                self._call_on(lane.consumer, hook, event)
+                self.hooks.call(lane.consumer, hook, event)
 
     @property
     def collapsed(self) -> bool:
         """Whether the partition runs in one lane, in strict order, after a failure."""
-        return self.collapsed_until is not None
+        return self.collapse.until is not None
 
     def _run_tick(self) -> None:
         self.listener.job_started()

@@ -1,28 +1,52 @@
 """``Lane``: one virtual partition of a partition, its queue, its consumer instance and the
 batch it runs. It is its consumer's partition handle: what the consumer asks (marking,
 pausing, producing, dead letters) goes to the partition, with marks meaning this lane's
-messages."""
+messages. ``LaneOwner``: what a lane asks of its partition's executor."""
 
 from __future__ import annotations
 
 import math
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Message
+from conveyor.partition import PartitionHandle
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
     from conveyor.driver.handles import DeliveryHandle
+    from conveyor.processing.offset_metadata import OffsetMetadata
     from conveyor.processing.partition_core import RunningBatch
-    from conveyor.processing.virtual.executor import VirtualPartitionExecutor
     from conveyor.producer import Producer
     from conveyor.tracing.latency import PollTimes
     from conveyor.tracing.tracer import Tracing
 
-__all__ = ["Lane", "queued"]
+__all__ = ["Lane", "LaneOwner", "queued"]
+
+
+class LaneOwner(PartitionHandle, Protocol):
+    """What a lane asks of its virtual partitions' executor: the partition it stands in for
+    (what a consumer asks of it goes there), and what only an executor of lanes does."""
+
+    @property
+    def metadata(self) -> OffsetMetadata:
+        """The metadata that marks gave, and that commits carry."""
+
+    def run_lane(self, lane: Lane) -> None:
+        """``lane``'s job on the worker pool: its batches until its queue is empty."""
+
+    def lane_failed(self, lane: Lane, batch: list[Any], error: Exception, started: float) -> None:
+        """``lane``'s ``consume()`` of ``batch`` raised ``error`` (``started``: its
+        ``perf_counter()``): the failure policy's retry, dead letter or skip."""
+
+    def new_consumer(self, lane: Lane) -> Consumer:
+        """A consumer instance for ``lane``, its partition handle the lane."""
+
+    def finish(self, offsets: list[int], sync: bool) -> bool:
+        """``offsets`` finished; with ``sync``, commit the partition's committable offset now.
+        False when the partition was revoked (or the commit failed)."""
 
 
 class Lane:
@@ -31,7 +55,7 @@ class Lane:
     It is its consumer's ``_executor``: what the consumer asks (marking, pausing, producing,
     dead letters) goes to the partition, with marks meaning this lane's messages."""
 
-    def __init__(self, executor: VirtualPartitionExecutor, index: int) -> None:
+    def __init__(self, executor: LaneOwner, index: int) -> None:
         self.executor = executor
         self.index = index
         self.queue: deque[Any] = deque()
@@ -46,18 +70,22 @@ class Lane:
         self.since = -math.inf
 
     def run(self) -> None:
-        self.executor._run_lane(self)
+        """Its job on the worker pool (see :meth:`LaneOwner.run_lane`)."""
+        self.executor.run_lane(self)
 
     def failed(self, batch: list[Any], error: Exception, started: float) -> None:
-        self.executor._lane_failed(self, batch, error, started)
+        """Its ``consume()`` of ``batch`` raised (see :meth:`LaneOwner.lane_failed`)."""
+        self.executor.lane_failed(self, batch, error, started)
 
     def put_back(self, batch: list[Any]) -> None:
+        """``batch`` runs again first (the caller holds the partition's lock)."""
         self.queue.extendleft(reversed(batch))
 
     def instance(self) -> Consumer:
+        """Its consumer instance (made when first needed)."""
         consumer = self.consumer
         if consumer is None:
-            consumer = self.executor._new_consumer(self)
+            consumer = self.executor.new_consumer(self)
             self.consumer = consumer
         return consumer
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import conveyor.processing.virtual.executor as virtual_executor
+import conveyor.processing.virtual.linger as virtual_linger
 from conveyor import Consumer
 from conveyor.instrumentation import events as ev
 from conveyor.processing.virtual import VirtualPartitionExecutor
@@ -359,7 +360,7 @@ def test_a_collapse_into_a_lane_that_never_ran_does_not_linger_on_a_young_clock(
 ) -> None:
     """Lane 0 never had a message: what a collapse queues there runs once the back-off is
     over, not when the machine has been up for ``linger``."""
-    young_clock.seen_by(virtual_executor)
+    young_clock.seen_by(virtual_executor, virtual_linger)
     consumer = recording(fail_once={1}, mark_each=True)
     r = lanes_rig(consumer, lanes=2, max_messages=2, virtual_partitions={"linger": 60.0})
     r.executor.add([FakeRaw(0, key=b"a"), FakeRaw(1, key=b"a")], high_watermark=2)  # lane 1
