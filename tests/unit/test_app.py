@@ -210,6 +210,6 @@ def test_declaring_an_app_makes_no_client() -> None:
     def work() -> None:
         pass
 
-    assert app._producer is None
+    assert app._producers.plain is None
     assert app._admin is None
     assert app.web.aggregator is not None

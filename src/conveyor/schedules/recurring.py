@@ -37,6 +37,7 @@ from conveyor.schedules.records import (
     handled_message,
     result_message,
 )
+from conveyor.schedules.wire import RECURRING_TOPIC
 
 if TYPE_CHECKING:
     from conveyor.instrumentation import Event
@@ -46,7 +47,7 @@ __all__ = ["DEFAULT_TOPIC", "RecurringTasks"]
 
 _log = logging.getLogger("conveyor.recurring")
 
-DEFAULT_TOPIC = "conveyor_recurring"
+DEFAULT_TOPIC = RECURRING_TOPIC
 _RECORD_TIMEOUT = 5.0  # seconds a slot's record may take (a rebalance waits for it)
 _IDLE = 60.0  # seconds the scheduler sleeps at most between looks
 
