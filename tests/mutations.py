@@ -1353,7 +1353,7 @@ MUTATIONS = (
         (
             (
                 "                return api.CarriedProcess(api, remote)",
-                "                return api.CarriedProcess(api, self._begin('p', api.SpanKind.CONSUMER, {}))",
+                "                return api.CarriedProcess(api, self.start_span('p', api.SpanKind.CONSUMER, {}))",
             ),
         ),
         ("tests/unit/tracing/test_sampling.py",),
