@@ -72,8 +72,12 @@ def test_every_module_imports_alone() -> None:
     assert "conveyor.routing.dead_letter_queue" in names
     result = subprocess.run(
         [sys.executable, "-c", FORKS.format(path=str(PACKAGE))],
-        input=json.dumps(names), capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        input=json.dumps(names),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert json.loads(result.stdout) == {}
 
