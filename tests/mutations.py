@@ -835,7 +835,7 @@ MUTATIONS = (
     ),
     Mutation(
         "exactly once: a transactional.id per process (pid), not per slot",
-        "conveyor/app.py",
+        "conveyor/app_producers.py",
         (
             (
                 "                instance = host_slot(self._slot_name)",
@@ -1354,7 +1354,7 @@ MUTATIONS = (
         (
             (
                 "                return api.CarriedProcess(api, remote)",
-                "                return api.CarriedProcess(api, self._begin('p', api.SpanKind.CONSUMER, {}))",
+                "                return api.CarriedProcess(api, self.start_span('p', api.SpanKind.CONSUMER, {}))",
             ),
         ),
         ("tests/unit/tracing/test_sampling.py",),
@@ -1934,6 +1934,35 @@ MUTATIONS = (
         ),
         (
             "tests/unit/web/ui/test_dlq_list.py::test_one_dlq_that_cannot_be_counted_leaves_the_rest_of_the_list",
+        ),
+    ),
+    Mutation(
+        "app features: a feature read after a producer was made leaves that producer unhooked",
+        "conveyor/app_producers.py",
+        (
+            (
+                "            for producer in (self.plain, self.transactional):\n"
+                "                if producer is not None:\n"
+                "                    feature.attach(producer)\n",
+                "",
+            ),
+        ),
+        (
+            "tests/unit/test_app_features.py::test_a_producer_made_before_latency_is_read_is_stamped_once_it_is_enabled",
+            "tests/unit/schedules/test_default_topic.py::test_the_apps_producers_write_schedules_to_its_topic_unless_told_otherwise",
+        ),
+    ),
+    Mutation(
+        "app features: a new producer takes the features' hooks in the order they were read",
+        "conveyor/app_producers.py",
+        (
+            (
+                '_HOOKS = ("tracing", "latency", "schedules")',
+                '_HOOKS = ("latency", "tracing", "schedules")',
+            ),
+        ),
+        (
+            "tests/unit/test_app_features.py::test_a_producer_made_after_the_features_has_their_hooks_in_one_order",
         ),
     ),
 )

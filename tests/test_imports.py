@@ -72,7 +72,33 @@ def test_every_module_imports_alone() -> None:
     assert "conveyor.routing.dead_letter_queue" in names
     result = subprocess.run(
         [sys.executable, "-c", FORKS.format(path=str(PACKAGE))],
-        input=json.dumps(names), capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        input=json.dumps(names),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert json.loads(result.stdout) == {}
+
+
+# What a bare ``import conveyor`` may load: the core (the App, its consumers and producer, the
+# monitor, the driver). The features (web, schedules, jobs, metrics, liveness, tracing, the
+# engine itself) load when first used, so a script that only produces does not pay for them.
+MOST_MODULES_AT_IMPORT = 60
+
+
+def test_import_conveyor_loads_only_the_core() -> None:
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(PACKAGE.parent)!r}); import conveyor; "
+        "print(json.dumps(sorted(n for n in sys.modules if n.split('.')[0] == 'conveyor')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    loaded = json.loads(result.stdout)
+    assert len(loaded) <= MOST_MODULES_AT_IMPORT, (
+        f"import conveyor loads {len(loaded)} modules (at most {MOST_MODULES_AT_IMPORT}):\n"
+        + "\n".join(loaded)
+    )

@@ -12,7 +12,7 @@ PACKAGE = Path(conveyor.__file__).parent
 
 def test_all_names_every_public_member() -> None:
     """Ruff (RUF022) keeps ``__all__`` sorted; this keeps it complete."""
-    public = [name for name in vars(conveyor) if not name.startswith("_") or name == "__version__"]
+    public = [name for name in dir(conveyor) if not name.startswith("_") or name == "__version__"]
     public = [name for name in public if not isinstance(getattr(conveyor, name), type(conveyor))]
     assert len(conveyor.__all__) == len(set(conveyor.__all__))
     assert set(conveyor.__all__) == set(public)

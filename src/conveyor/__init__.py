@@ -6,8 +6,11 @@ The application and its consumers (:class:`App`, :class:`Consumer`), the produce
 documentation site's guides and API reference say what each is for.
 """
 
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from conveyor._version import __version__
-from conveyor.admin import Admin
 from conveyor.app import App
 from conveyor.consumer import Consumer
 from conveyor.driver.handles import BatchDeliveryHandle, DeliveryHandle, DeliveryReport
@@ -33,10 +36,23 @@ from conveyor.errors import (
     WaitTimeoutError,
 )
 from conveyor.instrumentation import Event, LoggingListener, Monitor
-from conveyor.iterator import Iterator
 from conveyor.messages import Deserializers, Message, Messages
-from conveyor.processing.filters import Delay, Expire, Filter, Throttle, Verdict
 from conveyor.producer import Producer, Variant
+
+if _TYPE_CHECKING:
+    from conveyor.admin import Admin
+    from conveyor.iterator import Iterator
+    from conveyor.processing.filters import Delay, Expire, Filter, Throttle, Verdict
+
+_ON_FIRST_USE = {
+    "Admin": "conveyor.admin",
+    "Iterator": "conveyor.iterator",
+    **dict.fromkeys(
+        ("Delay", "Expire", "Filter", "Throttle", "Verdict"), "conveyor.processing.filters"
+    ),
+}
+"""The names whose modules load when first read (``from conveyor import Admin`` too): an app
+that does not use them does not load them (the filters' module loads the engine)."""
 
 __all__ = [
     "Admin",
@@ -80,3 +96,17 @@ __all__ = [
     "WaitTimeoutError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    """One of :data:`_ON_FIRST_USE`, imported now (and kept: asked once)."""
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_ON_FIRST_USE})

@@ -9,44 +9,40 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from conveyor.admin import Admin
-from conveyor.connect.lifecycle import close_sinks, open_sinks
-from conveyor.consumer import Consumer
-from conveyor.driver.clients import check_settings
+from conveyor.app_producers import AppProducers
 from conveyor.environment import DEFAULT
 from conveyor.errors import ConfigurationError, ConveyorError, NotAssignedError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
-from conveyor.iterator import Iterator
-from conveyor.jobs import Job, Jobs
-from conveyor.liveness import Liveness
-from conveyor.metrics import Metrics
-from conveyor.processing import ProcessingContext, Runner
-from conveyor.processing.snapshot import ProcessState, Snapshot
-from conveyor.producer import Producer
-from conveyor.routing import Routes, Topic
-from conveyor.routing.packing import pack_routes
-from conveyor.schedules.dispatcher import Schedules
-from conveyor.schedules.recurring import DEFAULT_TOPIC as RECURRING_TOPIC
-from conveyor.schedules.recurring import RecurringTasks
-from conveyor.settings import (
-    AppSettings,
-    check_group_protocol,
-    producer_settings,
-    settings_from_environment,
-)
-from conveyor.slots import host_slot, previous_use, record_use
-from conveyor.swarm.supervisor import NODE_ENV, SUPERVISOR_ENV
-from conveyor.tracing import Latency, Tracing
+from conveyor.routing import Routes
+from conveyor.schedules.wire import RECURRING_TOPIC
+from conveyor.settings import AppSettings, producer_settings, settings_from_environment
 from conveyor.validation import check_aware
-from conveyor.web import Web
+
+# The features and the engine are imported where the app first uses them (the admin client,
+# a feature's first read, start()), so that ``import conveyor`` loads the core alone.
+if TYPE_CHECKING:
+    from conveyor.admin import Admin
+    from conveyor.consumer import Consumer
+    from conveyor.iterator import Iterator
+    from conveyor.jobs import Job, Jobs
+    from conveyor.liveness import Liveness
+    from conveyor.metrics import Metrics
+    from conveyor.processing import ProcessingContext, Runner
+    from conveyor.processing.snapshot import Snapshot
+    from conveyor.producer import Producer
+    from conveyor.schedules.dispatcher import Schedules
+    from conveyor.schedules.recurring import RecurringTasks
+    from conveyor.tracing import Latency, Tracing
+    from conveyor.web import Web
 
 __all__ = ["App", "AppSettings"]
 
+_Feature = TypeVar("_Feature")
 _log = logging.getLogger("conveyor")
-_TRANSACTIONAL = "transactional"  # what a slot records once its process made transactions
 _PACKING_METADATA_TIMEOUT = 5.0  # seconds start() waits for the partition counts it packs by
 
 
@@ -165,12 +161,8 @@ class App:
         self.routes = Routes(
             default_group=str(self.settings.kafka.get("group.id") or self.settings.client_id)
         )
-        self._producer: Producer | None = None
-        self._producer_type: Callable[..., Producer] = Producer
-        """What makes the app's producers (``conveyor.testing`` swaps in one that captures)."""
+        self._producers = AppProducers(self.settings, self.monitor, self.routes.default_group)
         self._admin: Admin | None = None
-        self._transactional_producer: Producer | None = None
-        self._producer_lock = threading.Lock()
         self._stopped = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -179,21 +171,75 @@ class App:
         self.crash: BaseException | None = None
         self.state = "idle"
         self._closing_hooks: list[Callable[[], None]] = []
-        self.tracing = Tracing(self.monitor)
-        """OpenTelemetry tracing: ``app.tracing.enable()`` (extra ``conveyor[otel]``)."""
-        self.latency = Latency(self.monitor)
-        """Per-stage latency histograms: ``app.latency.enable()``, ``app.latency.snapshot()``."""
-        self.metrics = Metrics(self)
-        """Prometheus metrics: ``app.metrics.enable()``, ``app.metrics.serve(9464)``."""
-        self.web = Web(self, metrics=self.metrics, latency=self.latency)
-        """The web UI's side of the app: ``app.web.enable()`` turns reporting on."""
         self._recurring: RecurringTasks | None = None
-        self.schedules = Schedules(self)
+
+    # -- features, each made when first read ----------------------------------------------------
+
+    @cached_property
+    def tracing(self) -> Tracing:
+        """OpenTelemetry tracing: ``app.tracing.enable()`` (extra ``conveyor[otel]``)."""
+        from conveyor.tracing import Tracing
+
+        return self._feature(
+            "tracing", lambda: self._producers.hook("tracing", Tracing(self.monitor))
+        )
+
+    @cached_property
+    def latency(self) -> Latency:
+        """Per-stage latency histograms: ``app.latency.enable()``, ``app.latency.snapshot()``."""
+        from conveyor.tracing import Latency
+
+        return self._feature(
+            "latency", lambda: self._producers.hook("latency", Latency(self.monitor))
+        )
+
+    @cached_property
+    def metrics(self) -> Metrics:
+        """Prometheus metrics: ``app.metrics.enable()``, ``app.metrics.serve(9464)``."""
+        from conveyor.metrics import Metrics
+
+        return self._feature("metrics", lambda: Metrics(self))
+
+    @cached_property
+    def web(self) -> Web:
+        """The web UI's side of the app: ``app.web.enable()`` turns reporting on."""
+        from conveyor.web import Web
+
+        # Read first, so that no feature is read under the lock that makes them.
+        metrics, latency = self.metrics, self.latency
+        return self._feature("web", lambda: Web(self, metrics=metrics, latency=latency))
+
+    @cached_property
+    def schedules(self) -> Schedules:
         """Scheduled messages: ``app.schedules.enable()`` dispatches ``producer.produce_at``."""
-        self.jobs = Jobs(self)
+        from conveyor.schedules.dispatcher import Schedules
+
+        return self._feature(
+            "schedules", lambda: self._producers.hook("schedules", Schedules(self))
+        )
+
+    @cached_property
+    def jobs(self) -> Jobs:
         """Background jobs: ``@app.job(...)`` makes a function one (see :meth:`job`)."""
-        self.liveness = Liveness(self)
+        from conveyor.jobs import Jobs
+
+        return self._feature("jobs", lambda: Jobs(self))
+
+    @cached_property
+    def liveness(self) -> Liveness:
         """``GET /healthz`` for orchestrators: ``app.liveness.serve(9091)``, ``check()``."""
+        from conveyor.liveness import Liveness
+
+        return self._feature("liveness", lambda: Liveness(self))
+
+    def _feature(self, name: str, make: Callable[[], _Feature]) -> _Feature:
+        """The feature ``name``: made by ``make()`` unless another thread just made it (a
+        ``cached_property`` alone may run twice), under the lock that makes producers."""
+        with self._producers.lock:
+            feature: _Feature | None = self.__dict__.get(name)
+            if feature is None:
+                feature = self.__dict__[name] = make()
+            return feature
 
     def job(
         self,
@@ -215,9 +261,13 @@ class App:
             ConfigurationError: a bad setting, or a job name used twice.
         """
         return self.jobs.job(
-            name=name, queue=queue, retries=retries, backoff=backoff, max_backoff=max_backoff,
+            name=name,
+            queue=queue,
+            retries=retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
             timeout=timeout,
-        )  # fmt: skip
+        )
 
     def recurring(
         self,
@@ -237,6 +287,8 @@ class App:
                 name used twice, or another topic than the first call's.
         """
         if self._recurring is None:
+            from conveyor.schedules.recurring import RecurringTasks
+
             self._recurring = RecurringTasks(self, topic)
             self.schedules.exclude(topic)  # a record there steers the app: no schedule goes
         elif self._recurring.topic != topic:
@@ -256,43 +308,27 @@ class App:
     def admin(self) -> Admin:
         """An :class:`~conveyor.admin.Admin` over the app's kafka settings (created on first use)."""
         if self._admin is None:
+            from conveyor.admin import Admin
+
             self._admin = Admin(producer_settings(self.settings.kafka))
         return self._admin
 
     @property
     def producer(self) -> Producer:
         """The app's producer, created on first use with the app's kafka settings and monitor."""
-        producer = self._producer
-        if producer is None:
-            with self._producer_lock:
-                if self._producer is None:
-                    settings = producer_settings(self.settings.kafka)
-                    settings.setdefault("client.id", f"{self.settings.client_id}-producer")
-                    self._producer = self._new_producer(settings)
-                producer = self._producer
-        return producer
+        producer = self._producers.plain
+        return producer if producer is not None else self._producers.producer()
 
     def make_producers_with(self, factory: Callable[..., Producer]) -> None:
         """From now on make the app's producers with ``factory(settings, monitor=...)``
         (``conveyor.testing`` captures this way). Producers made before are closed at once
         (what they queued is not sent) and made again, by ``factory``, at their next use."""
-        with self._producer_lock:
-            for previous in (self._producer, self._transactional_producer):
-                if previous is not None:
-                    previous.close(0)
-            self._producer = self._transactional_producer = None
-            self._producer_type = factory
-
-    def _new_producer(self, settings: dict[str, Any]) -> Producer:
-        """One of the app's producers: its monitor, tracing, latency stamps, schedules topic."""
-        producer = self._producer_type(settings, monitor=self.monitor)
-        self.tracing.attach(producer)
-        self.latency.attach(producer)
-        self.schedules.attach(producer)
-        return producer
+        self._producers.make_with(factory)
 
     def iterator(self, topics: Mapping[str, Any], **options: Any) -> Iterator:
         """An :class:`~conveyor.iterator.Iterator` with the app's kafka settings."""
+        from conveyor.iterator import Iterator
+
         options.setdefault("monitor", self.monitor)
         return Iterator(topics, dict(self.settings.kafka), **options)
 
@@ -302,34 +338,14 @@ class App:
         app's live processes and the same for a process restarted in its place (the
         ``instance_id`` setting, else the host name and the process's slot on the host: see
         :mod:`conveyor.slots`), so that a restart fences what a crashed process left open."""
-        client_id = self.settings.client_id
-        instance = self.settings.instance_id
-        if instance is None:
-            try:
-                instance = host_slot(self._slot_name)
-            except OSError as exc:  # no writable temporary folder: unique, not stable
-                _log.warning("no slot for a stable transactional.id (%s): using the pid", exc)
-                instance = f"{socket.gethostname()}-pid{os.getpid()}"
-        return f"{client_id}-conveyor-{instance}"
-
-    @property
-    def _slot_name(self) -> str:
-        return f"{self.settings.client_id}-transactional"
+        return self._producers.transactional_id()
 
     @property
     def transactional_producer(self) -> Producer:
         """A transactional producer (created on first use): for consume-transform-produce
         transactions (``with self.transaction():`` in a consumer) and transactional dead
         letter queues."""
-        with self._producer_lock:
-            if self._transactional_producer is None:
-                settings = producer_settings(self.settings.kafka)
-                settings["transactional.id"] = self.transactional_id
-                settings["client.id"] = f"{self.settings.client_id}-transactional-producer"
-                producer = self._transactional_producer = self._new_producer(settings)
-                if self.settings.instance_id is None:  # the slot's next holder fences at start
-                    producer.transactions.on_first_begin = self._record_transactional
-            return self._transactional_producer
+        return self._producers.transactional_producer()
 
     # -- running ------------------------------------------------------------------------------
 
@@ -348,8 +364,11 @@ class App:
             KeyboardInterrupt: Ctrl-C, once the app stopped gracefully.
         """
         try:
-            self.start(consumer_groups=consumer_groups, subscription_groups=subscription_groups,
-                       topics=topics)  # fmt: skip
+            self.start(
+                consumer_groups=consumer_groups,
+                subscription_groups=subscription_groups,
+                topics=topics,
+            )
             while not self._stopping.wait(1.0):  # a Ctrl-C that another thread took shows here
                 pass
         except KeyboardInterrupt:  # a script's Ctrl-C: the same graceful stop as stop()
@@ -370,13 +389,20 @@ class App:
         topics: Iterable[str] | None = None,
     ) -> None:
         """Start the listeners and workers and return (``run`` = ``start`` + wait + stop)."""
+        from conveyor.connect.lifecycle import open_sinks
+        from conveyor.processing import Runner
+        from conveyor.routing.packing import pack_routes
+        from conveyor.routing.selection import select_routes
+
         with self._lock:
             if self.state != "idle":
                 raise ConveyorError(f"the app is {self.state}; an App runs once")
             self.state = "starting"
         try:
             routes = pack_routes(
-                self._select(consumer_groups, subscription_groups, topics),
+                select_routes(
+                    self.routes, self.settings.kafka, consumer_groups, subscription_groups, topics
+                ),
                 self.settings.max_listeners,
                 str(self.settings.kafka.get("auto.offset.reset", "earliest")),
                 self._partition_counts,
@@ -396,7 +422,7 @@ class App:
             self._runner = None
             self.state = "idle"
             raise
-        self._fence_predecessor()
+        self._producers.fence_predecessor()
         self._runner.start()
         self.state = "running"
         if ev.APP_RUNNING in self.monitor.subscribed:
@@ -406,80 +432,17 @@ class App:
         """Every topic's partition count, for packing routes over listeners: on the app's
         cluster, or on the one of routes with settings ``own``. Bounded: with no answer in
         time the routes are packed by their declared partitions (a warning says so)."""
+        from conveyor.admin import Admin
+
         settings = producer_settings({**self.settings.kafka, **own})
         try:
             with Admin(settings, timeout=_PACKING_METADATA_TIMEOUT) as admin:
                 return admin.partition_counts()
         except ConveyorError as exc:
-            _log.warning("no topic metadata to pack listeners by (%s): packing by declared "
-                         "partitions", exc)  # fmt: skip
+            _log.warning(
+                "no topic metadata to pack listeners by (%s): packing by declared partitions", exc
+            )
             return {}
-
-    def _record_transactional(self) -> None:
-        try:
-            record_use(self._slot_name, _TRANSACTIONAL)
-        except OSError as exc:  # no slot folder: only the fence at a stalled fetch is left
-            _log.warning("could not record transactions in this process's slot: %s", exc)
-
-    def _fence_predecessor(self) -> None:
-        """The process that held this slot before made transactions (and may have crashed in
-        one, holding its offsets): initialize this one's transactional producer, with the
-        same ``transactional.id``, now, beside the start (Kafka aborts what was left open)."""
-        if self.settings.instance_id is not None:
-            return
-        try:
-            if previous_use(self._slot_name) != _TRANSACTIONAL:
-                return
-        except OSError as exc:  # no writable temporary folder: no slot to read
-            _log.warning("could not read this process's slot: %s", exc)
-            return
-
-        def fence() -> None:
-            try:
-                self.transactional_producer.transactions.initialize()
-            except Exception as exc:  # reported; a stalled offset fetch fences again
-                if ev.ERROR_OCCURRED in self.monitor.subscribed:
-                    self.monitor.instrument(
-                        ev.ERROR_OCCURRED, type="transaction.fence.error", error=exc
-                    )
-                else:
-                    _log.warning("could not fence the predecessor's transaction: %s", exc)
-
-        threading.Thread(target=fence, name="conveyor-fence", daemon=True).start()
-
-    def _select(
-        self,
-        consumer_groups: Iterable[str] | None,
-        subscription_groups: Iterable[str] | None,
-        topics: Iterable[str] | None,
-    ) -> list[Topic]:
-        self.routes.validate()
-        chosen = self.routes.active()
-        _check_patterns(chosen)
-        for route in chosen:  # a route's own settings with the app's, as its listener has them
-            if route.kafka:
-                merged = {**self.settings.kafka, **route.kafka}
-                check_group_protocol(merged, f"routes.topic({route.name!r}) kafka")
-                check_settings({**merged, "enable.auto.commit": False}, "consumer")
-        for name, wanted, attribute in (
-            ("consumer group", consumer_groups, "consumer_group"),
-            ("subscription group", subscription_groups, "subscription_group"),
-            ("topic", topics, "name"),
-        ):
-            if wanted is None:
-                continue
-            names = set(wanted)
-            known = {getattr(route, attribute) for route in self.routes.active()}
-            missing = sorted(names - known)
-            if missing:
-                raise ConfigurationError(
-                    f"no route has {name} {missing[0]!r}; known: {', '.join(sorted(known))}",
-                    attribute,
-                )
-            chosen = [route for route in chosen if getattr(route, attribute) in names]
-        if not chosen:
-            raise ConfigurationError("the filters leave no route to consume", "routes")
-        return chosen
 
     def stop(self) -> None:
         """Begin a graceful stop (safe from any thread and from signal handlers)."""
@@ -592,21 +555,19 @@ class App:
         if ev.APP_STOPPING in self.monitor.subscribed:
             self.monitor.instrument(ev.APP_STOPPING, app=self)
         deadline = time.monotonic() + self.settings.shutdown_timeout
-        clean = (
-            self._runner.shut_down(
+        clean = True
+        if self._runner is not None:
+            from conveyor.connect.lifecycle import close_sinks  # loaded by start() already
+
+            clean = self._runner.shut_down(
                 deadline, lambda event_loop: close_sinks(self.routes.sinks, event_loop)
             )
-            if self._runner is not None
-            else True
-        )
         for hook in self._closing_hooks:
             try:
                 hook()
             except Exception:
                 _log.exception("a closing hook failed (%r)", hook)
-        for producer in (self._producer, self._transactional_producer):
-            if producer is not None:
-                producer.close(max(1.0, deadline - time.monotonic()))
+        self._producers.close(deadline)
         self.state = "stopped"
         if not clean:
             _log.warning("the app stopped before every running batch finished (shutdown_timeout)")
@@ -625,6 +586,9 @@ class App:
         """A read-only picture of the running engine, safe to take from any thread at any
         moment: the process, each listener, each assigned partition (offsets, lag, paused,
         retrying), each running job and the worker pool's usage."""
+        from conveyor.processing.snapshot import ProcessState, Snapshot
+        from conveyor.swarm.supervisor import NODE_ENV, SUPERVISOR_ENV
+
         runner = self._runner
         node, supervisor = os.environ.get(NODE_ENV), os.environ.get(SUPERVISOR_ENV)
         process = ProcessState(
@@ -650,6 +614,8 @@ class App:
     # -- processing ---------------------------------------------------------------------------
 
     def _processing_context(self) -> ProcessingContext:
+        from conveyor.processing import ProcessingContext
+
         return ProcessingContext(
             settings=self.settings,
             monitor=self.monitor,
@@ -672,29 +638,3 @@ class App:
         if ev.ERROR_OCCURRED in self.monitor.subscribed:
             self.monitor.instrument(ev.ERROR_OCCURRED, type="app.crash", error=error, where=where)
         self.stop()
-
-
-def _check_patterns(routes: list[Topic]) -> None:
-    """A pattern and a route by name of one consumer group must share a listener when the
-    pattern matches the name: two librdkafka consumers of one group subscribed to the same
-    topic would split its partitions between the two routes.
-
-    Raises:
-        ConfigurationError: such a pair (naming both).
-    """
-    for pattern in (route for route in routes if route.pattern is not None):
-        for named in routes:
-            if (
-                named.pattern is None
-                and named.consumer_group == pattern.consumer_group
-                and pattern.matches(named.name)
-                and (named.subscription_group, named.initial_offset, dict(named.kafka))
-                != (pattern.subscription_group, pattern.initial_offset, dict(pattern.kafka))
-            ):
-                raise ConfigurationError(
-                    f"routes.pattern({pattern.name!r}) matches topic {named.name!r}, routed by "
-                    "name in the same consumer group but read by another listener (another "
-                    "subscription group, initial_offset or kafka settings): give them the same "
-                    "ones, or another consumer group",
-                    "pattern",
-                )

@@ -40,8 +40,14 @@ def test_librdkafka_settings_are_checked_when_the_app_is_built(
 
 
 WRONG_TYPES = [None, [], object(), "abc"]
-READ_BY_CONVEYOR = ["message.timeout.ms", "delivery.timeout.ms", "message.max.bytes",
-                    "max.poll.interval.ms", "auto.commit.interval.ms", "transaction.timeout.ms"]  # fmt: skip
+READ_BY_CONVEYOR = [
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "message.max.bytes",
+    "max.poll.interval.ms",
+    "auto.commit.interval.ms",
+    "transaction.timeout.ms",
+]
 
 
 @pytest.mark.parametrize("value", WRONG_TYPES)
@@ -67,8 +73,12 @@ def test_paths_and_callbacks_librdkafka_takes_stay_accepted(tmp_path: Path) -> N
     """The type check refuses None and containers, not what confluent-kafka converts or calls."""
     ca = tmp_path / "ca.pem"
     ca.write_text("")
-    settings = {"bootstrap.servers": "127.0.0.1:1", "ssl.ca.location": ca,
-                "on_delivery": lambda *_: None, "error_cb": lambda *_: None}  # fmt: skip
+    settings = {
+        "bootstrap.servers": "127.0.0.1:1",
+        "ssl.ca.location": ca,
+        "on_delivery": lambda *_: None,
+        "error_cb": lambda *_: None,
+    }
     check_kafka_values(settings)
     for wrong in ([], {"a": 1}, b"bytes"):
         with pytest.raises(ConfigurationError):
@@ -96,9 +106,17 @@ def test_the_producer_s_own_settings_of_the_wrong_type_are_named(
 @pytest.mark.parametrize("value", [None, "1", 1.5, [], object()])
 @pytest.mark.parametrize(
     "name",
-    ["concurrency", "max_messages", "max_wait_time", "shutdown_timeout", "pause_timeout",
-     "pause_with_exponential_backoff", "inline_quick_batches", "client_id"],
-)  # fmt: skip
+    [
+        "concurrency",
+        "max_messages",
+        "max_wait_time",
+        "shutdown_timeout",
+        "pause_timeout",
+        "pause_with_exponential_backoff",
+        "inline_quick_batches",
+        "client_id",
+    ],
+)
 def test_the_app_s_own_settings_of_the_wrong_type_are_named(name: str, value: Any) -> None:
     if value == "1" and name == "client_id":
         value = ""  # any other string is a good client id
@@ -134,11 +152,14 @@ def test_instance_id_is_checked() -> None:
     [
         ({"session.timeout.ms": 6000}, "session.timeout.ms", "group.consumer.session.timeout.ms"),
         ({"heartbeat.interval.ms": 500}, "heartbeat.interval.ms", "heartbeat.interval.ms"),
-        ({"partition.assignment.strategy": "range"}, "partition.assignment.strategy",
-         "group.remote.assignor"),
+        (
+            {"partition.assignment.strategy": "range"},
+            "partition.assignment.strategy",
+            "group.remote.assignor",
+        ),
         ({"group.protocol.type": "consumer"}, "group.protocol.type", "classic protocol"),
     ],
-)  # fmt: skip
+)
 def test_the_new_group_protocol_refuses_what_it_moved_to_the_broker(
     kafka: dict[str, Any], named: str, instead: str
 ) -> None:
@@ -210,6 +231,6 @@ def test_declaring_an_app_makes_no_client() -> None:
     def work() -> None:
         pass
 
-    assert app._producer is None
+    assert app._producers.plain is None
     assert app._admin is None
     assert app.web.aggregator is not None

@@ -16,7 +16,7 @@ __all__ = ["SchedulesHost"]
 @runtime_checkable
 class SchedulesHost(Protocol):
     """A host with scheduled messages; ``isinstance(host, SchedulesHost)`` tells one that has
-    them. Both members are plain attributes (reading them makes no client)."""
+    them. Reading its members makes no client (the App makes its dispatcher when first read)."""
 
     @property
     def schedules(self) -> Schedules:

@@ -37,6 +37,7 @@ from conveyor.schedules.records import (
     handled_message,
     result_message,
 )
+from conveyor.schedules.wire import RECURRING_TOPIC
 
 if TYPE_CHECKING:
     from conveyor.instrumentation import Event
@@ -46,7 +47,7 @@ __all__ = ["DEFAULT_TOPIC", "RecurringTasks"]
 
 _log = logging.getLogger("conveyor.recurring")
 
-DEFAULT_TOPIC = "conveyor_recurring"
+DEFAULT_TOPIC = RECURRING_TOPIC
 _RECORD_TIMEOUT = 5.0  # seconds a slot's record may take (a rebalance waits for it)
 _IDLE = 60.0  # seconds the scheduler sleeps at most between looks
 
@@ -88,9 +89,13 @@ class RecurringTasks:
 
         # Never committed: every owner reads the records from the start (a compacted topic).
         app.routes.topic(
-            topic, RecurringRecords, partitions=1, config={"cleanup.policy": "compact"},
-            initial_offset="earliest", manual_offset_management=True,
-        )  # fmt: skip
+            topic,
+            RecurringRecords,
+            partitions=1,
+            config={"cleanup.policy": "compact"},
+            initial_offset="earliest",
+            manual_offset_management=True,
+        )
         app.monitor.subscribe(ev.REBALANCE_PARTITIONS_ASSIGNED, self._on_assigned)
         app.monitor.subscribe(ev.REBALANCE_PARTITIONS_REVOKED, self._on_revoked)
         app.monitor.subscribe(ev.APP_RUNNING, lambda _event: self._start())
@@ -227,9 +232,11 @@ class RecurringTasks:
                 self._changed.wait(timeout=min(wait, 1.0) if wait is not None else 1.0)
         for task, slot, manual in recorded:
             threading.Thread(
-                target=self._run, args=(task, slot, manual),
-                name=f"conveyor-recurring-{task.name}", daemon=True,
-            ).start()  # fmt: skip
+                target=self._run,
+                args=(task, slot, manual),
+                name=f"conveyor-recurring-{task.name}",
+                daemon=True,
+            ).start()
 
     def _next(self, task: _Task, after: float) -> float:
         last = self.last_runs.get(task.name, 0.0)
@@ -280,9 +287,12 @@ class RecurringTasks:
         broker did not take it in time."""
         try:
             self.app.producer.produce_sync(
-                topic=self.topic, partition=0, key=task.name,
-                payload=json.dumps({"at": slot}).encode(), timeout=_RECORD_TIMEOUT,
-            )  # fmt: skip
+                topic=self.topic,
+                partition=0,
+                key=task.name,
+                payload=json.dumps({"at": slot}).encode(),
+                timeout=_RECORD_TIMEOUT,
+            )
         except Exception as error:
             _log.error(
                 "recurring task %s: slot %s skipped, not recorded (%r)", task.name, slot, error
@@ -310,18 +320,26 @@ class RecurringTasks:
         self._result(task, slot, started, None, manual)
         if ev.RECURRING_RAN in self.app.monitor.subscribed:
             self.app.monitor.instrument(
-                ev.RECURRING_RAN, task=task.name, slot=slot, late=started - slot,
+                ev.RECURRING_RAN,
+                task=task.name,
+                slot=slot,
+                late=started - slot,
                 duration=time.time() - started,
-            )  # fmt: skip
+            )
 
     def _result(
         self, task: _Task, slot: float, started: float, error: BaseException | None, manual: bool
     ) -> None:
         """Record how a run ended (for the web UI); a failure to record is logged only."""
         message = result_message(
-            self.topic, task.name, slot=slot, started=started, duration=time.time() - started,
-            error=error, manual=manual,
-        )  # fmt: skip
+            self.topic,
+            task.name,
+            slot=slot,
+            started=started,
+            duration=time.time() - started,
+            error=error,
+            manual=manual,
+        )
         try:
             self.app.producer.produce_async(**message)
         except Exception as failure:

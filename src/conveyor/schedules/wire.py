@@ -14,6 +14,7 @@ from conveyor.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_TOPIC",
+    "RECURRING_TOPIC",
     "app_topic",
     "cancel_message",
     "cancels",
@@ -23,6 +24,9 @@ __all__ = [
 
 DEFAULT_TOPIC = "conveyor_schedules"
 """The schedules topic of a producer that belongs to no app; an app's is :func:`app_topic`."""
+RECURRING_TOPIC = "conveyor_recurring"
+"""The recurring tasks' topic (``app.recurring``) unless the first task names another (here,
+beside the producer's, so that the app names it without loading the recurring tasks)."""
 AT = "conveyor-schedule-at"  # epoch milliseconds
 TOPIC = "conveyor-schedule-topic"
 KEY = "conveyor-schedule-key"

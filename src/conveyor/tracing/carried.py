@@ -55,7 +55,7 @@ class CarriedSpan(NonRecordingSpan):
 
 
 class ContextCalls(Protocol):
-    """What :class:`CarriedProcess` needs of the tracer's OpenTelemetry names (its ``_Api``):
+    """What :class:`CarriedProcess` needs of the tracer's OpenTelemetry names (its ``OtelApi``):
     making the current context with a span in it, and setting and resetting it."""
 
     attach: Callable[[Any], Any]

@@ -1,7 +1,7 @@
 """``ProcessSpan``: the ``process {topic}`` span of one batch, current while ``consume()`` runs
 (see :class:`~conveyor.tracing.Tracing`). A batch whose trace is not sampled gets a fresh
 unsampled context (or, a message alone, the one it carries on: ``CarriedProcess``) and no
-span is built."""
+span is built. What it asks of the tracer is :class:`SpanDecisions`."""
 
 from __future__ import annotations
 
@@ -9,18 +9,46 @@ import logging
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.tracing import semconv as sc
 from conveyor.tracing.sampling import KEPT
 from conveyor.tracing.semconv import key_text, mark_failed
 
 if TYPE_CHECKING:
-    from conveyor.tracing.tracer import Tracing
+    from conveyor.tracing.otel import OtelApi
 
-__all__ = ["ProcessSpan"]
+__all__ = ["ProcessSpan", "SpanDecisions"]
 
 _log = logging.getLogger("conveyor.tracing")
+
+
+class SpanDecisions(Protocol):
+    """What a :class:`ProcessSpan` asks of its tracer (:class:`~conveyor.tracing.Tracing`):
+    the context a lone message carries, the sampler's decision where it can be read without
+    asking the sampler, starting a span, and the links to a batch's messages."""
+
+    def context_from(self, remote: Any, headers: Sequence[tuple[str, Any]] | None) -> Any:
+        """The context of what was read from a lone message's ``headers`` (``remote``)."""
+
+    def quick_decision(self, context: Any = None) -> Any:
+        """A span to carry on (not sampled), ``KEPT`` (a root kept), or None (ask)."""
+
+    def start_span(
+        self,
+        name: str,
+        kind: Any,
+        attributes: dict[str, Any],
+        context: Any = None,
+        links: Sequence[Any] | None = None,
+    ) -> Any:
+        """A span started through the SDK."""
+
+    def link(self, span: Any, batch: Sequence[Any]) -> None:
+        """Link a recorded ``span`` to the creation context of each message of ``batch``."""
+
+    def links_of(self, batch: Sequence[Any]) -> list[Any]:
+        """The links to the creation context of each message of ``batch``."""
 
 
 class ProcessSpan:
@@ -28,11 +56,12 @@ class ProcessSpan:
     recorded with :meth:`failed` keeps it current (so a dead letter sent because of it joins
     the trace) until it is exited."""
 
-    __slots__ = ("_failed", "_token", "cost", "kept", "span", "tracing")
+    __slots__ = ("_api", "_failed", "_token", "cost", "kept", "span")
 
     def __init__(
         self,
-        tracing: Tracing,
+        tracing: SpanDecisions,
+        api: OtelApi,
         topic: str,
         partition: int,
         group: str | None,
@@ -40,11 +69,9 @@ class ProcessSpan:
         name: str | None = None,
         remote: Any = False,
     ) -> None:
-        """``remote``: what ``Tracing._remote_parent`` read from a batch of one message's
-        headers (``False``: the propagator reads them)."""
-        api = tracing._api
-        assert api is not None
-        self.tracing = tracing
+        """``api``: the tracer's OpenTelemetry names; ``remote``: what the tracer read from a
+        batch of one message's headers (``False``: the propagator reads them)."""
+        self._api = api
         self._failed = False
         self._token: Any = None
         self.kept = False
@@ -54,8 +81,8 @@ class ProcessSpan:
         message that is not sampled pays for no clock)."""
         parent = None
         if len(batch) == 1:
-            parent = tracing._context_from(remote, batch[0].headers())
-        quick = tracing._quick_decision(parent)
+            parent = tracing.context_from(remote, batch[0].headers())
+        quick = tracing.quick_decision(parent)
         if quick is not None and quick is not KEPT:  # not sampled: carried on, nothing built
             self.span = quick
             return
@@ -79,7 +106,7 @@ class ProcessSpan:
         if quick is KEPT and parent is None:
             # a batch's root the sampler keeps: its links go in with it (the SDK takes a list
             # at start for a fraction of what adding them one by one costs)
-            self.span = tracing._begin(
+            self.span = tracing.start_span(
                 name or f"process {topic}",
                 api.SpanKind.CONSUMER,
                 attributes,
@@ -88,7 +115,7 @@ class ProcessSpan:
             self.kept = True
             self.cost = time.perf_counter() - began
             return
-        self.span = span = tracing._begin(
+        self.span = span = tracing.start_span(
             name or f"process {topic}", api.SpanKind.CONSUMER, attributes, parent
         )
         self.kept = kept = span.is_recording()
@@ -104,16 +131,14 @@ class ProcessSpan:
             self.cost = time.perf_counter() - began
 
     def __enter__(self) -> ProcessSpan:
-        api = self.tracing._api
-        assert api is not None
+        api = self._api
         self._token = api.attach(api.in_context(self.span))
         return self
 
     def failed(self, error: BaseException) -> None:
         """Record ``error`` on the span (``error.type``, the exception event, an error status).
         Never raises: tracing does not get in the way of handling the failure."""
-        api = self.tracing._api
-        assert api is not None
+        api = self._api
         self._failed = True
         try:
             self.span.record_exception(error)
@@ -127,8 +152,7 @@ class ProcessSpan:
         value: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        api = self.tracing._api
-        assert api is not None
+        api = self._api
         kept = self.kept
         began = time.perf_counter() if kept else 0.0
         if value is not None and not self._failed:

@@ -65,7 +65,7 @@ def _parent_based(sampler: Any) -> bool:
 
 
 TRACE_ID_LIMIT = (1 << 64) - 1
-KEPT = object()  # _quick_decision: a root the sampler keeps, its trace id handed to the SDK
+KEPT = object()  # quick_decision: a root the sampler keeps, its trace id handed to the SDK
 
 
 def root_bound(sampler: Any) -> int | None:
@@ -88,7 +88,7 @@ def root_bound(sampler: Any) -> int | None:
 
 class HandedIds:
     """The id generator of Conveyor's tracer, able to hand the SDK a trace id drawn beforehand:
-    :meth:`Tracing._quick_decision` decides on a root's trace id before any span exists,
+    :meth:`Tracing.quick_decision` decides on a root's trace id before any span exists,
     and when the sampler keeps it the span must get that same id (a ratio sampler decides by
     the id). The hand-over is per thread and used by the very next root span of that thread."""
 

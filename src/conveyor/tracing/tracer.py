@@ -20,7 +20,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from conveyor._version import __version__
@@ -39,6 +38,7 @@ from conveyor.tracing.headers import (
     unsampled_traceparent,
     without_context,
 )
+from conveyor.tracing.otel import OtelApi, load_api
 from conveyor.tracing.process_span import ProcessSpan
 from conveyor.tracing.sampling import (
     KEPT,
@@ -60,88 +60,7 @@ __all__ = ["ProcessSpan", "Tracing"]
 _log = logging.getLogger("conveyor.tracing")
 _GETTER = HeadersGetter()
 _SETTER = HeadersSetter()
-INSTALL_HINT = "pip install 'conveyor[otel]'"
 _NONE = object()  # _remote_parent: no traceparent header seen yet
-
-
-class _Api:
-    """The OpenTelemetry names Conveyor uses, imported once at ``enable()``."""
-
-    def __init__(self) -> None:
-        # Imported here: the extra is optional, and its absence is reported at enable().
-        from opentelemetry import baggage, context, propagate, trace  # noqa: PLC0415
-        from opentelemetry.trace import (  # noqa: PLC0415
-            Link,
-            NonRecordingSpan,
-            SpanContext,
-            SpanKind,
-            Status,
-            StatusCode,
-            TraceFlags,
-        )
-
-        self.baggage = baggage
-        self.context = context
-        self.Link = Link
-        self.NonRecordingSpan = NonRecordingSpan
-        self.propagate = propagate
-        self.trace = trace
-        self.SpanContext = SpanContext
-        self.SpanKind = SpanKind
-        self.Status = Status
-        self.StatusCode = StatusCode
-        self.TraceFlags = TraceFlags
-        from conveyor.tracing.carried import CarriedProcess, CarriedSpan  # noqa: PLC0415
-
-        # (carried.py imports the API itself: loaded here, once the API is known to be there)
-        self.CarriedSpan = CarriedSpan
-        self.CarriedProcess = CarriedProcess
-        self.flags = tuple(TraceFlags(value) for value in range(256))
-        """Every ``TraceFlags`` value, made once (a batch's links read one per message)."""
-        self.span_key: str = next(
-            iter(trace.set_span_in_context(trace.INVALID_SPAN, context.Context()))
-        )
-        """The key of the current span in a context (made unique per process by the API)."""
-        # The per-message paths read, set and reset the current context straight on the
-        # ContextVar of the API's default runtime context (two calls fewer each, ~0.1 us of a
-        # ~1 us path); any other runtime context goes through the API.
-        var = _context_var(context)
-        self.current: Callable[[], Any] = var.get if var is not None else context.get_current
-        self.attach: Callable[[Any], Any] = var.set if var is not None else context.attach
-        self.detach: Callable[[Any], None] = var.reset if var is not None else context.detach
-
-    def in_context(self, span: Any) -> Any:
-        """``trace.set_span_in_context(span)``: the current context with ``span`` as its span."""
-        values = self.current()
-        if not values:
-            return self.context.Context({self.span_key: span})
-        return self.trace.set_span_in_context(span, values)
-
-
-def _context_var(context: Any) -> ContextVar[Any] | None:
-    """The ContextVar that OpenTelemetry's default runtime context keeps the current context
-    in, or None when another runtime context is configured (``OTEL_PYTHON_CONTEXT``)."""
-    try:
-        from opentelemetry.context.contextvars_context import (  # noqa: PLC0415
-            ContextVarsRuntimeContext,
-        )
-    except ImportError:
-        return None
-    runtime = getattr(context, "_RUNTIME_CONTEXT", None)
-    var = getattr(runtime, "_current_context", None)
-    if type(runtime) is ContextVarsRuntimeContext and isinstance(var, ContextVar):
-        return var
-    return None
-
-
-def _load_api() -> _Api:
-    try:
-        return _Api()
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"tracing needs OpenTelemetry's API, which is not installed ({exc}): {INSTALL_HINT}",
-            "tracing",
-        ) from None
 
 
 def _plain_w3c(propagator: Any) -> bool:
@@ -171,7 +90,7 @@ class Tracing:
     def __init__(self, monitor: Monitor | None = None) -> None:
         self.enabled = False
         self.max_links = 128
-        self._api: _Api | None = None
+        self._api: OtelApi | None = None
         self._tracer: Any = None
         self._sampler: Any = None
         self._drops_unsampled = False
@@ -211,7 +130,7 @@ class Tracing:
             raise ConfigurationError(
                 f"max_links must be an integer >= 0, got {max_links!r}", "max_links"
             )
-        api = _load_api()
+        api = load_api()
 
         provider = tracer_provider or api.trace.get_tracer_provider()
         with self._lock:
@@ -219,7 +138,7 @@ class Tracing:
             self._api = api
             self._tracer = tracer = provider.get_tracer("conveyor", __version__)
             # An SDK tracer (this instance is Conveyor's own): its sampler is asked first, so
-            # that a span it drops is never built (see _begin).
+            # that a span it drops is never built (see start_span).
             self._sampler = getattr(tracer, "sampler", None)
             ids = getattr(tracer, "id_generator", None)
             handed: HandedIds | None = None
@@ -278,7 +197,7 @@ class Tracing:
                 return carrier, None
             quick: Any = KEPT
         else:
-            quick = self._quick_decision()
+            quick = self.quick_decision()
         if quick is not None and quick is not KEPT:  # not sampled: its context, nothing built
             return self._carry(quick, headers), None
         attributes: dict[str, Any] = {
@@ -291,7 +210,7 @@ class Tracing:
             attributes[sc.KEY] = key_text(key)
         if partition >= 0:
             attributes[sc.PARTITION] = str(partition)
-        span = self._begin(f"send {topic}", api.SpanKind.PRODUCER, attributes)
+        span = self.start_span(f"send {topic}", api.SpanKind.PRODUCER, attributes)
         try:
             carrier = self._carry(span, headers)
         except BaseException:
@@ -313,10 +232,10 @@ class Tracing:
 
         return carrier, delivered
 
-    def _quick_decision(self, context: Any = None) -> Any:
+    def quick_decision(self, context: Any = None) -> Any:
         """The sampler's decision where it can be read without asking it (and without any
         attributes): a non-recording span to carry on when the span would be dropped, ``KEPT``
-        when a root is kept (its trace id handed to the SDK: pass it to :meth:`_begin`), or
+        when a root is kept (its trace id handed to the SDK: pass it to :meth:`start_span`), or
         None (ask the sampler). A child of an unsampled parent under ParentBased's default is
         dropped on its flag; a root under a ratio (or always on/off) root sampler is decided by
         its trace id as that sampler does."""
@@ -340,7 +259,7 @@ class Tracing:
             return KEPT
         return api.CarriedSpan(dropped, remote=False)
 
-    def _begin(
+    def start_span(
         self,
         name: str,
         kind: Any,
@@ -349,7 +268,7 @@ class Tracing:
         links: Sequence[Any] | None = None,
     ) -> Any:
         """Start a span through the SDK: its sampler decides (once), unless
-        :meth:`_quick_decision` decided already (then a root's trace id is handed over)."""
+        :meth:`quick_decision` decided already (then a root's trace id is handed over)."""
         return self._tracer.start_span(
             name, context=context, kind=kind, attributes=attributes, links=links
         )
@@ -414,7 +333,7 @@ class Tracing:
             ):
                 # a child of an unsampled parent, dropped on its flag: nothing is built
                 return api.CarriedProcess(api, remote)
-        return ProcessSpan(self, topic, partition, group, batch, name, remote)
+        return ProcessSpan(self, api, topic, partition, group, batch, name, remote)
 
     def message_span(
         self, message: Any, name: str | None = None
@@ -436,9 +355,9 @@ class Tracing:
         """The OpenTelemetry context carried in a raw message's headers (empty if none or
         malformed: a new trace starts)."""
         headers = raw.headers()
-        return self._context_from(self._remote_parent(headers) if self._fast else False, headers)
+        return self.context_from(self._remote_parent(headers) if self._fast else False, headers)
 
-    def _context_from(self, remote: Any, headers: Sequence[tuple[str, Any]] | None) -> Any:
+    def context_from(self, remote: Any, headers: Sequence[tuple[str, Any]] | None) -> Any:
         """The context of what :meth:`_remote_parent` read from ``headers`` (``False``: the
         propagator reads them)."""
         api = self._api
