@@ -990,7 +990,7 @@ MUTATIONS = (
     ),
     Mutation(
         "typed RPC: model arguments reach the handler as dicts",
-        "conveyor/rpc/arguments.py",
+        "conveyor/models/arguments.py",
         (
             (
                 "                args[position] = self._convert(name, convert, args[position])",
@@ -1561,7 +1561,7 @@ MUTATIONS = (
     ),
     Mutation(
         "rpc: models inside an optional or a container (Order | None, list[Order]) arrive as dicts",
-        "conveyor/rpc/arguments.py",
+        "conveyor/models/arguments.py",
         (
             (
                 '            if name != "return" and models_in(hint)\n',
@@ -1569,7 +1569,7 @@ MUTATIONS = (
             ),
         ),
         (
-            "tests/unit/rpc/test_arguments.py::test_models_inside_optionals_and_containers_arrive_as_instances",
+            "tests/unit/models/test_arguments.py::test_models_inside_optionals_and_containers_arrive_as_instances",
             "tests/integration/models/test_typed_messages.py::test_rpc_arguments_with_models_inside_optionals_and_lists_arrive_as_instances",
         ),
     ),

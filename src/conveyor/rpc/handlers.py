@@ -15,7 +15,7 @@ from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
-from conveyor.rpc.arguments import ArgumentChecker
+from conveyor.models.arguments import ArgumentChecker
 from conveyor.serialization import json_dumps, json_loads
 
 __all__ = ["JSON", "Authorize", "Codec", "Handlers", "ReplyCache", "responder_for"]
@@ -62,7 +62,7 @@ class Handlers:
     def register(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register the decorated function as handler ``name``; each request's arguments are
         checked against its signature and type hints before it runs (see
-        :mod:`conveyor.rpc.arguments`)."""
+        :mod:`conveyor.models.arguments`)."""
 
         def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._handlers:
