@@ -115,12 +115,8 @@ MUTATIONS = (
         "conveyor/iterator/iterator.py",
         (
             (
-                '"group.id": f"conveyor-iterator-{uuid.uuid4().hex}"',
-                '"group.id": f"iter-{uuid.uuid4().hex}"',
-            ),
-            (
-                '"enable.auto.commit": False, "enable.auto.offset.store": False}',
-                '"enable.auto.commit": True}',
+                'reader_settings(kafka, f"conveyor-iterator-{uuid.uuid4().hex}"),',
+                '{**reader_settings(kafka, f"iter-{uuid.uuid4().hex}"), "enable.auto.commit": True, "enable.auto.offset.store": True},',
             ),
         ),
         (
