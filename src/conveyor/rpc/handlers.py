@@ -229,10 +229,13 @@ class Responder(Consumer):
         if self._observed(ev.RPC_REQUEST_HANDLED):
             failed = "error" in body
             self._event(
-                ev.RPC_REQUEST_HANDLED, id=call_id, command=name, ok=not failed,
+                ev.RPC_REQUEST_HANDLED,
+                id=call_id,
+                command=name,
+                ok=not failed,
                 error_type=body["error"]["type"] if failed else None,
                 duration=time.perf_counter() - started,
-            )  # fmt: skip
+            )
         payload = self._encode(call_id, body)
         if payload is None:
             return None
