@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
@@ -44,6 +45,106 @@ def conveyor_cli(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False,
         env=dict(os.environ, COLUMNS="200"),
     )  # fmt: skip
+
+
+def conveyor_argv(*args: str | Path | int) -> list[str]:
+    """The command line of ``conveyor ARGS`` run by this interpreter (for a subprocess)."""
+    return [sys.executable, "-m", "conveyor", *map(str, args)]
+
+
+class ServerProcess:
+    """A long-running command (``conveyor server``, ``conveyor swarm``, a script that runs an
+    app) as a subprocess whose output lines are collected as they come.
+
+    Each line of the streams named in ``read`` (``stdout``, ``stderr`` or both), stripped, is
+    put in ``lines`` by a thread of its own; ``<eof>`` is the last line once every stream read
+    has ended. ``wait_for`` and ``wait_until`` wake on each line (``wait`` seconds at most
+    unless told). A stream not read is ``stderr`` (the process's stderr: quiet by default, a
+    file, ``subprocess.STDOUT`` or ``subprocess.PIPE`` to read at the end) or quiet. A
+    subclass reads each line as it comes in ``heard``."""
+
+    EOF = "<eof>"
+
+    def __init__(
+        self,
+        command: Sequence[str | Path],
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        read: Sequence[str] = ("stdout",),
+        stderr: int | IO[Any] = subprocess.DEVNULL,
+        wait: float = 60,
+    ) -> None:
+        self.wait = wait
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        self.process = subprocess.Popen(
+            [str(part) for part in command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if "stdout" in read else subprocess.DEVNULL,
+            stderr=subprocess.PIPE if "stderr" in read else stderr,
+            text=True,
+            env=env,
+            cwd=cwd,
+        )
+        self._reading: list[IO[str]] = [
+            stream
+            for name, stream in (("stdout", self.process.stdout), ("stderr", self.process.stderr))
+            if name in read and stream is not None
+        ]
+        self.readers = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in self._reading
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def heard(self, line: str) -> None:
+        """Called with each line as it comes (holding ``changed``): for a subclass to read."""
+
+    def _read(self, stream: IO[str]) -> None:
+        for raw in stream:
+            line = raw.strip()
+            with self.changed:
+                self.lines.append(line)
+                self.heard(line)
+                self.changed.notify_all()
+        stream.close()
+        with self.changed:
+            self._reading.remove(stream)
+            if not self._reading:
+                self.lines.append(self.EOF)
+            self.changed.notify_all()
+
+    def wait_for(
+        self, predicate: Callable[[list[str]], bool], timeout: float | None = None
+    ) -> bool:
+        """Block (woken by each new line) until ``predicate(lines)`` holds."""
+        with self.changed:
+            return self.changed.wait_for(
+                lambda: predicate(self.lines), self.wait if timeout is None else timeout
+            )
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Block (woken by each new line) until ``predicate()`` holds."""
+        with self.changed:
+            return self.changed.wait_for(predicate, self.wait if timeout is None else timeout)
+
+    def join(self, timeout: float = 10) -> None:
+        """Wait for the readers to see the end of their streams."""
+        for reader in self.readers:
+            reader.join(timeout)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60, join: float = 10) -> int:
+        """Send ``sig``; the exit code once the process and its output have ended."""
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout)
+        self.join(join)
+        return code
+
+    def kill(self) -> int:
+        """SIGKILL; the exit code once the process and its output have ended."""
+        return self.stop(signal.SIGKILL, 30)
 
 
 def port_free(port: int) -> bool:

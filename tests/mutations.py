@@ -117,12 +117,8 @@ MUTATIONS = (
         "conveyor/iterator/iterator.py",
         (
             (
-                '"group.id": f"conveyor-iterator-{uuid.uuid4().hex}"',
-                '"group.id": f"iter-{uuid.uuid4().hex}"',
-            ),
-            (
-                '"enable.auto.commit": False, "enable.auto.offset.store": False}',
-                '"enable.auto.commit": True}',
+                'reader_settings(kafka, f"conveyor-iterator-{uuid.uuid4().hex}"),',
+                '{**reader_settings(kafka, f"iter-{uuid.uuid4().hex}"), "enable.auto.commit": True, "enable.auto.offset.store": True},',
             ),
         ),
         (
@@ -991,7 +987,7 @@ MUTATIONS = (
     ),
     Mutation(
         "typed RPC: model arguments reach the handler as dicts",
-        "conveyor/rpc/arguments.py",
+        "conveyor/models/arguments.py",
         (
             (
                 "                args[position] = self._convert(name, convert, args[position])",
@@ -1562,7 +1558,7 @@ MUTATIONS = (
     ),
     Mutation(
         "rpc: models inside an optional or a container (Order | None, list[Order]) arrive as dicts",
-        "conveyor/rpc/arguments.py",
+        "conveyor/models/arguments.py",
         (
             (
                 '            if name != "return" and models_in(hint)\n',
@@ -1570,7 +1566,7 @@ MUTATIONS = (
             ),
         ),
         (
-            "tests/unit/rpc/test_arguments.py::test_models_inside_optionals_and_containers_arrive_as_instances",
+            "tests/unit/models/test_arguments.py::test_models_inside_optionals_and_containers_arrive_as_instances",
             "tests/integration/models/test_typed_messages.py::test_rpc_arguments_with_models_inside_optionals_and_lists_arrive_as_instances",
         ),
     ),

@@ -11,34 +11,63 @@
   RPC command is a ``receive`` with a ``reply`` on the results topic;
 - **messages**: a payload (and key) schema from the consumer's models; JSON of any shape for
   untyped routes; the ``original_*`` headers of dead letters.
+
+The app is a :class:`~conveyor.routing.host.RoutedHost` (its settings and routes); its job
+queues are read when it is a :class:`~conveyor.jobs.host.JobsHost` too.
 """
 
 from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor._version import __version__
 from conveyor.asyncapi.schemas import SchemaBook, _name
+from conveyor.jobs.host import JobsHost
 from conveyor.routing.topic import Topic
+
+if TYPE_CHECKING:
+    from conveyor.jobs.queues import Queue
+    from conveyor.routing.host import RoutedHost
+    from conveyor.rpc.handlers import Handlers
 
 __all__ = ["asyncapi_document"]
 
 BINDING = "0.5.0"  # the Kafka bindings' version
 _DEAD_LETTER_HEADERS = (
-    "original_topic", "original_partition", "original_offset", "original_key",
-    "original_timestamp", "original_consumer_group", "original_attempts", "original_error_class",
-    "original_error_message", "original_error_backtrace", "original_validation_errors",
-)  # fmt: skip
+    "original_topic",
+    "original_partition",
+    "original_offset",
+    "original_key",
+    "original_timestamp",
+    "original_consumer_group",
+    "original_attempts",
+    "original_error_class",
+    "original_error_message",
+    "original_error_backtrace",
+    "original_validation_errors",
+)
 _SASL = {
     "PLAIN": {"type": "plain"},
     "SCRAM-SHA-256": {"type": "scramSha256"},
     "SCRAM-SHA-512": {"type": "scramSha512"},
     "GSSAPI": {"type": "gssapi"},
 }
+
+
+class _Answering(Protocol):
+    """What the document reads of an RPC route's answering side (its consumer's ``rpc``)."""
+
+    @property
+    def handlers(self) -> Handlers:
+        """The commands it answers."""
+
+    @property
+    def results_topic(self) -> str:
+        """Where its replies go unless a request says otherwise."""
 
 
 @dataclass
@@ -90,17 +119,20 @@ class _Document:
         return self.message(channel, name, body)
 
 
-def asyncapi_document(app: Any, title: str | None = None, version: str = "1.0.0") -> dict[str, Any]:
-    """The AsyncAPI 3.0 document of ``app`` (its settings and routes), as a dict ready for
-    JSON or YAML. ``title`` defaults to the app's ``client_id``; ``version`` is the
-    application's version the document describes."""
+def asyncapi_document(
+    app: RoutedHost, title: str | None = None, version: str = "1.0.0"
+) -> dict[str, Any]:
+    """The AsyncAPI 3.0 document of ``app`` (its settings and routes, and its job queues when
+    it has jobs), as a dict ready for JSON or YAML. ``title`` defaults to the app's
+    ``client_id``; ``version`` is the application's version the document describes."""
+    queues = _job_queues(app)
     document = _Document()
     for route in app.routes:
-        _add_route(document, route)
+        _add_route(document, route, queues)
     if document.book.clashes:  # two classes of one name: again, each named by its module
         document = _Document(SchemaBook(qualify=frozenset(document.book.clashes)))
         for route in app.routes:
-            _add_route(document, route)
+            _add_route(document, route, queues)
     kafka = dict(app.settings.kafka)
     servers, schemes = _servers(kafka)
     result: dict[str, Any] = {
@@ -121,11 +153,20 @@ def asyncapi_document(app: Any, title: str | None = None, version: str = "1.0.0"
     return result
 
 
-def _add_route(document: _Document, route: Topic) -> None:
+def _job_queues(app: RoutedHost) -> dict[str, Queue]:
+    """The app's job queues by their topic (none when the app has no jobs)."""
+    if not isinstance(app, JobsHost):
+        return {}
+    return {queue.topic: queue for queue in app.jobs.queues.values()}
+
+
+def _add_route(document: _Document, route: Topic, queues: Mapping[str, Queue]) -> None:
     consumer = route.consumer_class
     channel = document.channel(route, route.name)
-    answering = getattr(consumer, "rpc", None)
-    queue = getattr(consumer, "queue", None)
+    answering: _Answering | None = getattr(consumer, "rpc", None)
+    queue = queues.get(route.name)
+    if queue is not None and getattr(consumer, "queue", None) is not queue:
+        queue = None  # the queue's topic, read by another consumer than the queue's runner
     if answering is not None and route.active:
         _add_rpc(document, route, channel, answering)
     elif queue is not None and route.active:
@@ -182,11 +223,12 @@ def _add_dead_letters(document: _Document, route: Topic, topic: str) -> None:
     }
 
 
-def _add_rpc(document: _Document, route: Topic, channel: str, answering: Any) -> None:
+def _add_rpc(document: _Document, route: Topic, channel: str, answering: _Answering) -> None:
     results = document.channel(None, answering.results_topic)
     handlers = answering.handlers
     for name in handlers.names():
         handler = handlers.get(name)
+        assert handler is not None, "names() lists the registered commands"
         request, reply = _rpc_schemas(document.book, name, handler)
         key = _key(f"rpc_{name}")
         request_ref = document.message(channel, f"{key}_request", {"payload": request})
@@ -200,7 +242,7 @@ def _add_rpc(document: _Document, route: Topic, channel: str, answering: Any) ->
         }
 
 
-def _add_jobs(document: _Document, route: Topic, channel: str, queue: Any) -> None:
+def _add_jobs(document: _Document, route: Topic, channel: str, queue: Queue) -> None:
     """A job queue: the app sends each job to it (``enqueue``) and runs it from there."""
     references = []
     for name, job in queue.by_name.items():
@@ -222,9 +264,12 @@ def _add_jobs(document: _Document, route: Topic, channel: str, queue: Any) -> No
         return
     for action, key, summary in (
         ("send", f"enqueue_{channel}", f"Jobs enqueued to the queue {queue.name}"),
-        ("receive", f"receive_{channel}_{route.consumer_group}",
-         f"The jobs of the queue {queue.name}, run by the app"),
-    ):  # fmt: skip
+        (
+            "receive",
+            f"receive_{channel}_{route.consumer_group}",
+            f"The jobs of the queue {queue.name}, run by the app",
+        ),
+    ):
         document.operations[_key(key)] = {
             "action": action,
             "channel": {"$ref": f"#/channels/{channel}"},
@@ -234,7 +279,7 @@ def _add_jobs(document: _Document, route: Topic, channel: str, queue: Any) -> No
 
 
 def _arguments(
-    book: SchemaBook, function: Any
+    book: SchemaBook, function: Callable[..., Any]
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, Any]]:
     """A function's positional argument schemas, every argument's by name, and its hints."""
     try:
@@ -242,16 +287,17 @@ def _arguments(
     except Exception:
         hints = {}
     parameters = [
-        p for p in inspect.signature(function).parameters.values()
+        p
+        for p in inspect.signature(function).parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ]  # fmt: skip
+    ]
     arguments = {p.name: book.of(hints.get(p.name)) for p in parameters}
     positional = [arguments[p.name] for p in parameters if p.kind is not p.KEYWORD_ONLY]
     return positional, arguments, hints
 
 
 def _rpc_schemas(
-    book: SchemaBook, name: str, handler: Any
+    book: SchemaBook, name: str, handler: Callable[..., Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A command's request and reply schemas from its handler's signature and type hints."""
     positional, arguments, hints = _arguments(book, handler)

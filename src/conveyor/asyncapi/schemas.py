@@ -20,11 +20,16 @@ __all__ = ["SchemaBook"]
 
 REF = "#/components/schemas/{model}"
 _SCALARS: dict[Any, dict[str, Any]] = {
-    str: {"type": "string"}, int: {"type": "integer"}, float: {"type": "number"},
-    bool: {"type": "boolean"}, type(None): {"type": "null"}, bytes: {"type": "string"},
-    uuid.UUID: {"type": "string", "format": "uuid"}, dict: {"type": "object"},
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+    bytes: {"type": "string"},
+    uuid.UUID: {"type": "string", "format": "uuid"},
+    dict: {"type": "object"},
     list: {"type": "array"},
-}  # fmt: skip
+}
 
 
 @dataclasses.dataclass
@@ -65,7 +70,10 @@ class SchemaBook:
             items = [a for a in arguments if a is not Ellipsis]
             return {"type": "array", **({"items": self.of(items[0])} if items else {})}
         if origin is dict or getattr(origin, "__name__", "") == "Mapping":
-            return {"type": "object", **({"additionalProperties": self.of(arguments[1])} if len(arguments) == 2 else {})}  # fmt: skip
+            return {
+                "type": "object",
+                **({"additionalProperties": self.of(arguments[1])} if len(arguments) == 2 else {}),
+            }
         if origin is typing.Literal:
             return {"enum": list(arguments)}
         return {}

@@ -15,6 +15,7 @@ from conveyor.errors import ConfigurationError, KafkaError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
+from conveyor.iterator.scan import reader_settings
 from conveyor.messages import Deserializers, Message
 
 __all__ = ["Iterator"]
@@ -73,16 +74,12 @@ class Iterator:
             LoggingListener().attach(monitor)
         self.monitor = monitor
         self._stopped = threading.Event()
-        settings = {
-            k: v
-            for k, v in kafka.items()
-            if not k.startswith(("group.", "transactional.", "enable.auto."))
-        }
         # librdkafka wants a group id even for assign(); no group is joined and nothing is committed.
-        self._client = ConsumerClient({**settings, "group.id": f"conveyor-iterator-{uuid.uuid4().hex}",
-                                       "enable.auto.commit": False, "enable.auto.offset.store": False},
-                                      on_fetch_error=self._on_fetch_error,
-                                      on_connection=connection_reporter(monitor))  # fmt: skip
+        self._client = ConsumerClient(
+            reader_settings(kafka, f"conveyor-iterator-{uuid.uuid4().hex}"),
+            on_fetch_error=self._on_fetch_error,
+            on_connection=connection_reporter(monitor),
+        )
         self._client.assign(self._positions(topics))
         self._reading: asyncio.Future[list[Message]] | None = None  # poll_async's read in flight
 

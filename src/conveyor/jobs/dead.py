@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from conveyor.errors import ConfigurationError
+from conveyor.iterator.scan import Start, TopicReader
 from conveyor.jobs.wire import (
     ATTEMPT,
     DEAD_BACKTRACE,
@@ -50,10 +52,19 @@ class DeadJob:
         return f"{self.partition}:{self.offset}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ref": self.ref, "partition": self.partition, "offset": self.offset,
-                "job": self.job, "id": self.id, "args": self.args, "kwargs": self.kwargs,
-                "attempts": self.attempts, "error_class": self.error_class,
-                "error_message": self.error_message, "timestamp": self.timestamp}  # fmt: skip
+        return {
+            "ref": self.ref,
+            "partition": self.partition,
+            "offset": self.offset,
+            "job": self.job,
+            "id": self.id,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "attempts": self.attempts,
+            "error_class": self.error_class,
+            "error_message": self.error_message,
+            "timestamp": self.timestamp,
+        }
 
 
 def read_dead_job(raw: Any) -> DeadJob:
@@ -68,11 +79,17 @@ def read_dead_job(raw: Any) -> DeadJob:
     attempts = header(headers, ATTEMPT)
     kind, stamp = raw.timestamp()
     return DeadJob(
-        raw.partition(), raw.offset(), name, job_id, args, kwargs,
+        raw.partition(),
+        raw.offset(),
+        name,
+        job_id,
+        args,
+        kwargs,
         int(attempts) if attempts and attempts.isdigit() else None,
-        header(headers, DEAD_CLASS) or "", header(headers, DEAD_MESSAGE) or "",
+        header(headers, DEAD_CLASS) or "",
+        header(headers, DEAD_MESSAGE) or "",
         stamp / 1000 if kind and stamp >= 0 else None,
-    )  # fmt: skip
+    )
 
 
 def revived(raw: Any, dead_topic: str, to: str | None) -> dict[str, Any]:
@@ -116,12 +133,9 @@ def discard(producer: Producer, queue: Queue, selection: Iterable[tuple[int, int
 def discarded(kafka: Mapping[str, Any], queue: Queue, limit: int = 100_000) -> set[tuple[int, int]]:
     """The refs of the queue's discarded dead jobs (the whole compacted topic, read from its
     start; nothing when it does not exist yet)."""
-    from conveyor.errors import ConfigurationError  # noqa: PLC0415 - beside the web's reader
-    from conveyor.web.reading.explorer import Explorer  # noqa: PLC0415
-    from conveyor.web.reading.explorer_query import Start  # noqa: PLC0415
-
+    reader = TopicReader(kafka, "conveyor-jobs-discarded")
     try:
-        raws, _ = Explorer(kafka).scan(queue.dismissed_topic, Start("offset", 0), limit)
+        raws, _ = reader.scan(queue.dismissed_topic, Start("offset", 0), limit)
     except ConfigurationError:  # not created yet: nothing discarded
         return set()
     refs = set()

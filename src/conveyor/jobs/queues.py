@@ -34,7 +34,7 @@ from conveyor.instrumentation import events as ev
 from conveyor.jobs.job import Job, JobContext, _current
 from conveyor.jobs.watchdog import Watchdog
 from conveyor.jobs.wire import ID, NAME, attempt_of, dead_headers, decode, header, retry_headers
-from conveyor.rpc.arguments import ArgumentChecker
+from conveyor.models.arguments import ArgumentChecker
 
 if TYPE_CHECKING:
     from conveyor.messages import Message

@@ -2,7 +2,11 @@
 
 pydantic models, msgspec Structs, dataclasses and TypedDicts, declared on consumers
 (``class Orders(Consumer[Order])``); produced as they are; what was wrong with an invalid
-one, field by field.
+one, field by field. A call's arguments (an RPC request's, a job's) checked against its
+function's type hints (``models.arguments``).
+
+A leaf: it imports ``errors`` alone, and recognises the model libraries without importing
+them (``models.kinds``), so a library loads only when an app's models use it.
 """
 
 from __future__ import annotations

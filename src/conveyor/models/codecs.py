@@ -26,8 +26,14 @@ from conveyor.models.kinds import (
 )
 
 __all__ = [
-    "FieldError", "converter", "decoder", "field_errors", "json_schema", "key_decoder", "model_name",
-]  # fmt: skip
+    "FieldError",
+    "converter",
+    "decoder",
+    "field_errors",
+    "json_schema",
+    "key_decoder",
+    "model_name",
+]
 
 _MAX_ERRORS = 20  # a payload wrong in every field says enough with its first twenty
 

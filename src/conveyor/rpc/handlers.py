@@ -15,7 +15,7 @@ from conveyor.hook_results import run_hook
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
-from conveyor.rpc.arguments import ArgumentChecker
+from conveyor.models.arguments import ArgumentChecker
 from conveyor.serialization import json_dumps, json_loads
 
 __all__ = ["JSON", "Authorize", "Codec", "Handlers", "ReplyCache", "responder_for"]
@@ -62,7 +62,7 @@ class Handlers:
     def register(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register the decorated function as handler ``name``; each request's arguments are
         checked against its signature and type hints before it runs (see
-        :mod:`conveyor.rpc.arguments`)."""
+        :mod:`conveyor.models.arguments`)."""
 
         def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._handlers:
@@ -229,10 +229,13 @@ class Responder(Consumer):
         if self._observed(ev.RPC_REQUEST_HANDLED):
             failed = "error" in body
             self._event(
-                ev.RPC_REQUEST_HANDLED, id=call_id, command=name, ok=not failed,
+                ev.RPC_REQUEST_HANDLED,
+                id=call_id,
+                command=name,
+                ok=not failed,
                 error_type=body["error"]["type"] if failed else None,
                 duration=time.perf_counter() - started,
-            )  # fmt: skip
+            )
         payload = self._encode(call_id, body)
         if payload is None:
             return None

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.driver.consumers import ConsumerClient
 from conveyor.errors import ConfigurationError, ConveyorError
+from conveyor.iterator.scan import reader_settings
 from conveyor.serialization import json_dumps, json_loads
 from conveyor.web.aggregation.fold import process_status
-from conveyor.web.reading.data import reader_settings
 from conveyor.web.signing import HEADER, CommandSigner
 from conveyor.web.topics import LABEL, WebTopics
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import runpy
 import signal
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -21,60 +19,36 @@ import pytest
 from conveyor.admin import migrate
 from conveyor.web.reading.explorer import Explorer
 from conveyor.web.reading.explorer_query import Start
+from helpers import ServerProcess, conveyor_argv
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parents[1]
 JOBS = 300
 
 
-class Worker:
+class Worker(ServerProcess):
     """One ``conveyor server`` running jobs_app, its ``done <n>``, ``started <n>`` and
     ``attempt <n> <attempt>`` lines collected."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "conveyor", "server", "--app", "jobs_app:app", "--log-level", "ERROR"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            env=env, cwd=HERE,
-        )  # fmt: skip
         self.done: list[int] = []
         self.started: list[int] = []
         self.attempts: list[tuple[int, int]] = []
-        self._changed = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        argv = conveyor_argv("server", "--app", "jobs_app:app", "--log-level", "ERROR")
+        super().__init__(argv, env=env, cwd=HERE, wait=90)
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            words = line.split()
-            with self._changed:
-                if words[:1] == ["done"]:
-                    self.done.append(int(words[1]))
-                elif words[:1] == ["started"]:
-                    self.started.append(int(words[1]))
-                elif words[:1] == ["attempt"]:
-                    self.attempts.append((int(words[1]), int(words[2])))
-                self._changed.notify_all()
-        self.process.stdout.close()
+    def heard(self, line: str) -> None:
+        words = line.split()
+        if words[:1] == ["done"]:
+            self.done.append(int(words[1]))
+        elif words[:1] == ["started"]:
+            self.started.append(int(words[1]))
+        elif words[:1] == ["attempt"]:
+            self.attempts.append((int(words[1]), int(words[2])))
 
-    def wait_for(self, predicate: Callable[[list[int]], bool], timeout: float = 90) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: predicate(self.done), timeout)
-
-    def wait_until(self, predicate: Callable[[], bool], timeout: float = 90) -> bool:
-        with self._changed:
-            return self._changed.wait_for(predicate, timeout)
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
-        self.reader.join(10)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        assert self.process.wait(60) == 0
-        self.reader.join(10)
+    def wait_for_done(self, predicate: Callable[[list[int]], bool]) -> bool:
+        """Block (woken by each new line) until ``predicate(done)`` holds."""
+        return self.wait_until(lambda: predicate(self.done))
 
 
 def _environment(
@@ -108,17 +82,17 @@ def test_a_sigkilled_worker_loses_no_job(
         work.enqueue(n, key=f"customer-{n % 7}")
     first = Worker(env)
     try:
-        assert first.wait_for(lambda done: len(done) >= JOBS // 4), "the first worker ran jobs"
+        assert first.wait_for_done(lambda done: len(done) >= JOBS // 4), "the first worker ran jobs"
     finally:
         first.kill()
     assert len(first.done) < JOBS, "killed in the middle"
     second = Worker(env)
     try:
-        assert second.wait_for(lambda done: set(first.done) | set(done) >= set(range(JOBS))), (
+        assert second.wait_for_done(lambda done: set(first.done) | set(done) >= set(range(JOBS))), (
             f"missing: {sorted(set(range(JOBS)) - set(first.done) - set(second.done))[:20]}"
         )
     finally:
-        second.stop()
+        assert second.stop() == 0
     app.producer.close()
 
 
@@ -150,9 +124,9 @@ def test_after_a_kill_only_the_job_in_flight_runs_again(
         first.kill()
     second = Worker(env)
     try:
-        assert second.wait_for(lambda done: set(first.done) | set(done) >= set(range(count)))
+        assert second.wait_for_done(lambda done: set(first.done) | set(done) >= set(range(count)))
     finally:
-        second.stop()
+        assert second.stop() == 0
     assert set(first.done) & set(second.done) == set(), "no finished job ran again"
     assert second.done[0] == blocking, "the job in flight ran again, first"
     app.producer.close()
@@ -174,7 +148,7 @@ def test_a_kill_right_after_a_failure_was_stored_runs_that_attempt_not_again(
     finally:
         if first.process.poll() is None:
             first.kill()
-        first.reader.join(10)
+        first.join()
     expected_first = [(1, 1)] if kill_on == "job.retried" else [(1, 1), (1, 2)]
     assert first.attempts == expected_first
     second = Worker(env)
@@ -182,10 +156,10 @@ def test_a_kill_right_after_a_failure_was_stored_runs_that_attempt_not_again(
         if kill_on == "job.retried":  # the retry stored before the kill runs here
             assert second.wait_until(lambda: (1, 2) in second.attempts)
         work.enqueue(0)  # behind every replay in the partition
-        assert second.wait_for(lambda done: done == [0])
+        assert second.wait_for_done(lambda done: done == [0])
         dead = _every_message(app, doomed.queue.dead_topic)
     finally:
-        second.stop()
+        assert second.stop() == 0
     assert first.attempts + second.attempts == [(1, 1), (1, 2)], "each attempt ran once"
     assert len(dead) == 1, "dead once"
     app.producer.close()

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import sys
 import threading
 import urllib.request
 import uuid
 from pathlib import Path
 
 from conveyor import Producer
-from helpers import Record
+from helpers import ServerProcess, conveyor_argv
 
 APPS = Path(__file__).parents[1] / "processing"  # reporting_app.py: prints a line per batch
 
@@ -25,42 +22,28 @@ def test_conveyor_server_serves_metrics_of_what_it_consumed(
     group = f"server-metrics-{uuid.uuid4().hex[:6]}"
     env = dict(os.environ, TOPIC=topic, GROUP=group, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap)
     env["PYTHONPATH"] = str(APPS) + os.pathsep + env.get("PYTHONPATH", "")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "conveyor", "server", "--app", "reporting_app:app",
-         "--metrics-port", "0", "--log-level", "WARNING"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env, cwd=APPS,
-    )  # fmt: skip
-    output = Record()
-
-    def read(stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            output.add(line.strip())
-
-    readers = [
-        threading.Thread(target=read, args=(s,), daemon=True)
-        for s in (server.stdout, server.stderr)
-    ]
-    for reader in readers:
-        reader.start()
+    argv = conveyor_argv(
+        "server", "--app", "reporting_app:app", "--metrics-port", "0", "--log-level", "WARNING"
+    )
+    server = ServerProcess(argv, env=env, cwd=APPS, read=("stdout", "stderr"))
     try:
-        assert output.wait_for(lambda lines: any("/metrics" in line for line in lines), 60), (
-            output.items
+        assert server.wait_for(lambda lines: any("/metrics" in line for line in lines), 60), (
+            server.lines
         )
-        banner = next(line for line in output.items if "/metrics" in line)
+        banner = next(line for line in server.lines if "/metrics" in line)
         url = re.search(r"http://[\d.]+:\d+/metrics", banner)
         assert url is not None, banner
-        assert output.wait_for(lambda lines: any(line.startswith("assigned") for line in lines))
+        assert server.wait_for(lambda lines: any(line.startswith("assigned") for line in lines))
         with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
             producer.produce_many_sync(
                 [{"topic": topic, "payload": b"m", "key": str(n)} for n in range(30)]
             )
 
         def consumed() -> int:
-            done = {line for line in output.items if line.startswith("batch ")}
+            done = {line for line in server.lines if line.startswith("batch ")}
             return sum(int(line.split()[3]) - int(line.split()[2]) + 1 for line in done)
 
-        assert output.wait_for(lambda _lines: consumed() >= 30)
+        assert server.wait_for(lambda _lines: consumed() >= 30)
 
         def scrape() -> tuple[float, str]:
             with urllib.request.urlopen(url.group(0), timeout=10) as response:
@@ -85,11 +68,5 @@ def test_conveyor_server_serves_metrics_of_what_it_consumed(
         assert total == 30, text
         assert f'conveyor_consumer_lag_messages{{consumer_group="{group}"' in text
     finally:
-        server.send_signal(signal.SIGTERM)
-        code = server.wait(60)
-        for reader in readers:
-            reader.join(10)
-        for stream in (server.stdout, server.stderr):
-            assert stream is not None
-            stream.close()
-    assert code == 0, output.items
+        code = server.stop()
+    assert code == 0, server.lines

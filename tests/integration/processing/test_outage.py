@@ -5,10 +5,6 @@ nothing is lost."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +13,7 @@ import pytest
 
 from conveyor import Admin, Producer
 from conveyor.broker import DevelopmentBroker
+from helpers import ServerProcess, conveyor_argv
 
 pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
 
@@ -38,33 +35,17 @@ def test_a_broker_outage_is_a_few_log_lines(
     env = dict(os.environ, TOPIC=topic, GROUP=f"outage-{uuid.uuid4().hex[:6]}",
                KAFKA_BOOTSTRAP_SERVERS=bootstrap, SLOW="0")  # fmt: skip
     env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+    argv = conveyor_argv("server", "--app", "reporting_app:app", "--log-level", "INFO")
     with stderr_path.open("w") as stderr:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "conveyor", "server", "--app", "reporting_app:app", "--log-level", "INFO"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=HERE,
-        )  # fmt: skip
-    lines: list[str] = []
-    changed = threading.Condition()
-
-    def collect() -> None:
-        assert server.stdout is not None
-        for line in server.stdout:
-            with changed:
-                lines.append(line.strip())
-                changed.notify_all()
-        server.stdout.close()
-
-    reader = threading.Thread(target=collect, daemon=True)
-    reader.start()
+        server = ServerProcess(argv, env=env, cwd=HERE, stderr=stderr)
 
     def seen(offset: int) -> bool:
-        with changed:
-            return changed.wait_for(
-                lambda: any(
-                    line.startswith("batch ") and int(line.split()[3]) >= offset for line in lines
-                ),
-                timeout=90,
-            )
+        return server.wait_for(
+            lambda lines: any(
+                line.startswith("batch ") and int(line.split()[3]) >= offset for line in lines
+            ),
+            timeout=90,
+        )
 
     try:
         assert seen(9), "the server consumed what was there"
@@ -77,9 +58,7 @@ def test_a_broker_outage_is_a_few_log_lines(
             )
         assert seen(19), "consumption resumed after the outage"
     finally:
-        server.send_signal(signal.SIGTERM)
-        code = server.wait(60)
-        reader.join(10)
+        code = server.stop()
     assert code == 0
     log = stderr_path.read_text().splitlines()
     loud = [line for line in log if " WARNING " in line or " ERROR " in line]

@@ -8,22 +8,22 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conveyor import Admin, Producer
+from helpers import ServerProcess, conveyor_argv
 
 HERE = Path(__file__).parent
 PROTOCOLS = pytest.mark.parametrize("protocol", ["classic", "consumer"])
 
 
-class Server:
-    """One `conveyor server` subprocess whose output lines are collected as they come."""
+class Server(ServerProcess):
+    """One `conveyor server` subprocess (or a ``command`` of its own, a script: its traceback
+    among the lines) running ``app`` on ``topic`` in ``group``, its output lines collected."""
 
     def __init__(
         self,
@@ -44,32 +44,12 @@ class Server:
             **extra,
         )
         env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
-        server = [sys.executable, "-m", "conveyor", "server", "--app", app]
-        self.process = subprocess.Popen(
-            command or [*server, "--log-level", "WARNING"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, env=env, cwd=HERE,
+        super().__init__(
+            command or conveyor_argv("server", "--app", app, "--log-level", "WARNING"),
+            env=env,
+            cwd=HERE,
             stderr=subprocess.STDOUT if command else subprocess.DEVNULL,  # a script's traceback
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            with self._changed:
-                self.lines.append(line.strip())
-                self._changed.notify_all()
-        self.process.stdout.close()
-        with self._changed:
-            self.lines.append("<eof>")
-            self._changed.notify_all()
-
-    def wait_for(self, predicate: Callable[[list[str]], bool], timeout: float = 60) -> bool:
-        """Block (woken by each new line) until ``predicate(lines)`` holds."""
-        with self._changed:
-            return self._changed.wait_for(lambda: predicate(self.lines), timeout)
+        )
 
     def batches(self) -> list[tuple[int, int, int]]:
         return [
@@ -77,12 +57,6 @@ class Server:
             for line in list(self.lines)
             if line.startswith("batch ")
         ]  # type: ignore[misc]
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
-        self.process.send_signal(sig)
-        code = self.process.wait(timeout)
-        self._reader.join(10)
-        return code
 
 
 def processed(batches: list[tuple[int, int, int]]) -> dict[int, set[int]]:

@@ -8,12 +8,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import threading
 import uuid
 from pathlib import Path
 
 from conveyor import Producer
+from helpers import ServerProcess, conveyor_argv
 
 HERE = Path(__file__).parent
 MESSAGES = 40
@@ -27,25 +26,11 @@ def test_info_lines_are_an_operators_and_json_lines_carry_their_fields(
     env = dict(os.environ, TOPIC=topic, GROUP=group, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
                CONVEYOR_LOG_FORMAT="json", CONVEYOR_LOG_LEVEL="INFO")  # fmt: skip
     env["PYTHONPATH"] = str(HERE) + os.pathsep + env.get("PYTHONPATH", "")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "conveyor", "server", "--app", "reporting_app:app"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env, cwd=HERE,
-    )  # fmt: skip
-    assert server.stdout is not None
-    assert server.stderr is not None
-    batches: list[str] = []
-    seen = threading.Condition()
-
-    def read_stdout() -> None:
-        assert server.stdout is not None
-        for line in server.stdout:
-            with seen:
-                batches.append(line)
-                seen.notify_all()
-
-    reader = threading.Thread(target=read_stdout, daemon=True)
-    reader.start()
+    argv = conveyor_argv("server", "--app", "reporting_app:app")
+    server = ServerProcess(argv, env=env, cwd=HERE, stderr=subprocess.PIPE)
+    process = server.process
+    assert process.stderr is not None
+    batches = server.lines  # stdout's, as they come
     try:
 
         def consumed() -> int:
@@ -55,27 +40,25 @@ def test_info_lines_are_an_operators_and_json_lines_carry_their_fields(
                 if line.startswith("batch ")
             )
 
-        with seen:  # the app's own line: its partitions were assigned
-            assert seen.wait_for(lambda: any(b.startswith("assigned") for b in batches), 60)
+        # the app's own line: its partitions were assigned
+        assert server.wait_for(lambda lines: any(b.startswith("assigned") for b in lines), 60)
         with Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 0}) as producer:
             for n in range(MESSAGES):  # lock-step: a batch each
                 producer.produce_sync(topic=topic, payload={"n": n}, partition=n % 2)
-                with seen:
-                    assert seen.wait_for(lambda n=n: consumed() > n, 60), batches
-        server.send_signal(signal.SIGTERM)
-        stderr = server.stderr.read()
-        assert server.wait(60) == 0, stderr
+                assert server.wait_until(lambda n=n: consumed() > n, 60), batches
+        process.send_signal(signal.SIGTERM)
+        stderr = process.stderr.read()
+        assert process.wait(60) == 0, stderr
     finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(10)
-        reader.join(10)
-        server.stdout.close()
-        server.stderr.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        server.join()
+        process.stderr.close()
 
     lines = [json.loads(line) for line in stderr.splitlines() if line.strip()]  # JSON only
     assert lines, "the server logged nothing"
-    assert all(line["process"] == server.pid for line in lines)
+    assert all(line["process"] == process.pid for line in lines)
     assert all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
     events = [line.get("event") for line in lines]
     for expected in ("server.starting", "app.running", "rebalance.partitions_assigned",

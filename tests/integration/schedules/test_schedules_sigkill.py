@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 from conveyor import Admin, Producer
 from conveyor.web.reading.schedules import ScheduleReader
+from helpers import ServerProcess, conveyor_argv
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parents[1]
@@ -30,35 +28,15 @@ def committed(admin: Admin, group: str, topic: str) -> int:
     return max([c for c in found if c is not None], default=-1)
 
 
-class Server:
+class Server(ServerProcess):
     """One ``conveyor server`` running schedules_app, its output lines collected."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "conveyor", "server", "--app", "schedules_app:app",
-             "--log-level", "ERROR"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            env=env, cwd=HERE,
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            with self._changed:
-                self.lines.append(line.strip())
-                self._changed.notify_all()
-        self.process.stdout.close()
-
-    def wait_for(self, predicate: Callable[[list[str]], bool], timeout: float = 90) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: predicate(self.lines), timeout)
+        argv = conveyor_argv("server", "--app", "schedules_app:app", "--log-level", "ERROR")
+        super().__init__(argv, env=env, cwd=HERE, wait=90)
 
     def sent(self) -> list[str]:
-        with self._changed:
+        with self.changed:
             return [line.split()[1] for line in self.lines if line.startswith("sent ")]
 
 
@@ -98,7 +76,7 @@ def test_pending_schedules_survive_a_sigkilled_dispatcher(
         first.process.send_signal(signal.SIGKILL)
         killed_at = time.time()
         first.process.wait(30)
-        first.reader.join(10)
+        first.join()
     assert killed_at < due, "killed before any was due"
     assert first.sent() == [early], "the first server sent only the early one"
     held = reader.pending(schedules, group)
@@ -109,9 +87,7 @@ def test_pending_schedules_survive_a_sigkilled_dispatcher(
         assert second.wait_for(lambda lines: len([x for x in lines if x.startswith("sent ")])
                                >= COUNT, 60), second.lines  # fmt: skip
     finally:
-        second.process.send_signal(signal.SIGTERM)
-        assert second.process.wait(60) == 0
-        second.reader.join(10)
+        assert second.stop() == 0
     assert sorted(second.sent()) == sorted(m.id for m in held.messages), "each sent, once"
     # Nothing runs any more: all the destination holds, to its end, is what was sent.
     end = kafka_admin.read_watermark_offsets(target, 0)[1]

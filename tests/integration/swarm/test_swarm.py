@@ -14,16 +14,16 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 from conveyor import Admin, Producer
 from conveyor.web import WebTopics
+from helpers import ServerProcess, conveyor_argv
 
 HERE = Path(__file__).parent
 
 
-class Swarm:
+class Swarm(ServerProcess):
     """A `conveyor swarm` subprocess and what its supervisor says (stderr, line by line)."""
 
     def __init__(self, topic: str, bootstrap: str, processed: Path, *args: str, **env: str) -> None:
@@ -32,36 +32,12 @@ class Swarm:
             PROCESSED_DIR=str(processed),
             PYTHONPATH=str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env,
         )  # fmt: skip
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "conveyor", "swarm", "--app", "swarm_app:app",
-             "--log-level", "WARNING", *args],
-            cwd=HERE, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        argv = conveyor_argv("swarm", "--app", "swarm_app:app", "--log-level", "WARNING", *args)
+        super().__init__(argv, env=environment, cwd=HERE, read=("stderr",))
 
-    def stop(self, timeout: float = 90) -> int:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 90, join: float = 90) -> int:
         """SIGTERM to the supervisor; its exit code once it and its output have ended."""
-        self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout)
-        self._reader.join(timeout)
-        assert self.process.stderr is not None
-        self.process.stderr.close()
-        return code
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            with self._changed:
-                self.lines.append(line.rstrip())
-                self._changed.notify_all()
-
-    def wait_for(self, check: Callable[[list[str]], bool], timeout: float = 60) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: check(self.lines), timeout)
+        return super().stop(sig, timeout, join)
 
     def pids(self) -> dict[int, int]:
         """Node number -> its current pid, as the supervisor announced them."""

@@ -149,6 +149,27 @@ def test_the_document_of_a_typed_app_validates_and_says_what_it_declares(validat
     }
 
 
+class _RoutesOnly:
+    """A host with settings and routes and no jobs (a RoutedHost that is no JobsHost)."""
+
+    def __init__(self, app: App) -> None:
+        self.settings, self.routes = app.settings, app.routes
+
+
+def test_a_queues_jobs_are_its_runners_and_a_host_without_jobs_has_none() -> None:
+    app = typed_app()
+    with app.routes.consumer_group("audit"):
+        app.routes.topic("jobs-billing", Audit)  # the queue's topic, read by another consumer
+    operations = asyncapi_document(app)["operations"]
+    assert operations["receive_jobs-billing_shop"]["summary"].startswith("The jobs of the queue")
+    assert operations["receive_jobs-billing_audit"]["summary"] == (
+        "Audit in consumer group audit"
+    ), "another consumer of the queue's topic receives messages, it runs no jobs"
+    without = asyncapi_document(_RoutesOnly(app))["operations"]  # type: ignore[arg-type]
+    assert "enqueue_jobs-billing" not in without, "no jobs read from a host that has none"
+    assert without["receive_orders_shop"] == operations["receive_orders_shop"]
+
+
 @pytest.mark.parametrize(
     ("kafka", "scheme", "protocol"),
     [

@@ -13,6 +13,7 @@ from typing import Any
 from conveyor.admin import Admin
 from conveyor.driver.consumers import ConsumerClient
 from conveyor.errors import ConveyorError, KafkaError
+from conveyor.iterator.scan import reader_settings
 from conveyor.serialization import json_loads
 from conveyor.settings import producer_settings
 from conveyor.web.aggregation.aggregator import AGGREGATOR_KEY
@@ -204,18 +205,3 @@ class WebData:
     @property
     def now(self) -> float:
         return time.time()
-
-
-def reader_settings(kafka: Mapping[str, Any], group_id: str) -> dict[str, Any]:
-    """The app's kafka settings for a reader that assigns partitions itself and never
-    commits (``group_id`` only names it in the broker's logs)."""
-    return {
-        **{
-            k: v
-            for k, v in kafka.items()
-            if not k.startswith(("group.", "transactional.", "enable.auto."))
-        },
-        "group.id": group_id,
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-    }

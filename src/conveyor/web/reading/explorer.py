@@ -4,7 +4,8 @@ an offset, from a time or the newest N, filter them (``explorer_query``), show o
 
 Nothing here knows HTTP: the web UI's pages and ``/api`` endpoints call it, and so can a
 script. Every read is bounded: by the partition's end as it was when the read began, by the
-number of messages wanted, by the number scanned and by a deadline.
+number of messages wanted, by the number scanned and by a deadline. The reads themselves are
+the iterator's bounded topic reads (``iterator.scan``), which the dead jobs' lists use too.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor.driver.consumers import ConsumerClient
 from conveyor.errors import ConfigurationError, KafkaError
-from conveyor.web.reading.data import reader_settings
-from conveyor.web.reading.explorer_query import Filters, Start
+from conveyor.iterator.scan import Range, Start, TopicReader
+from conveyor.web.reading.explorer_query import Filters
 from conveyor.web.reading.message_views import export_line, message_view
 
 __all__ = ["TIMED_OUT", "Explorer", "Page"]
@@ -49,7 +49,8 @@ class Page:
 
 class Explorer:
     """Reads topics for the web UI with the app's kafka settings (one short-lived client per
-    read; nothing joins a group or commits)."""
+    read, from its :class:`~conveyor.iterator.scan.TopicReader`; nothing joins a group or
+    commits)."""
 
     def __init__(
         self,
@@ -60,19 +61,20 @@ class Explorer:
         export_timeout: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.kafka = dict(kafka)
+        self.reading = TopicReader(kafka, "conveyor-web-explorer", timeout, clock)
         self.scan_limit = scan_limit
-        self.timeout = timeout
         self.export_scan_limit = export_scan_limit
         self.export_timeout = export_timeout
-        self._clock = clock
 
-    def _client(self) -> ConsumerClient:
-        # partition EOF: a read ends at the end even when the last offsets hold no message
-        # (transaction markers, compacted away)
-        return ConsumerClient(
-            {**reader_settings(self.kafka, "conveyor-web-explorer"), "enable.partition.eof": True}
-        )
+    @property
+    def kafka(self) -> dict[str, Any]:
+        """The app's kafka settings the explorer reads with."""
+        return self.reading.kafka
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a read (other than an export) may take."""
+        return self.reading.timeout
 
     def partitions(self, topic: str) -> list[dict[str, int]]:
         """Each partition of ``topic`` with its low and high watermarks.
@@ -80,40 +82,16 @@ class Explorer:
         Raises:
             ConfigurationError: the topic does not exist.
         """
-        client = self._client()
+        reading = self.reading
+        client = reading.client()
         try:
             return [
                 {"partition": p, "low": low, "high": high, "messages": high - low}
-                for p in self._known(client, topic)
+                for p in reading.partitions(client, topic)
                 for low, high in [client.query_watermarks(topic, p, self.timeout)]
             ]
         finally:
             client.close()
-
-    def _known(self, client: ConsumerClient, topic: str) -> list[int]:
-        known = client.partitions(topic, self.timeout)
-        if not known:
-            raise ConfigurationError(f"topic {topic!r} does not exist", "topic")
-        return known
-
-    def _first(
-        self, client: ConsumerClient, topic: str, partition: int, start: Start
-    ) -> tuple[int, int, int]:
-        """(low, high, first offset to read) of a partition for ``start``."""
-        low, high = client.query_watermarks(topic, partition)
-        if start.kind == "offset":
-            offset = int(start.value)
-            if offset > high:
-                raise ConfigurationError(
-                    f"offset {offset} is past the end of {topic}/{partition} (its next offset "
-                    f"is {high})",
-                    "offset",
-                )
-            return low, high, max(offset, low)
-        if start.kind == "time":
-            found = client.offset_for_time(topic, partition, int(start.value * 1000))
-            return low, high, found if found >= 0 else high
-        return low, high, max(low, high - int(start.value))
 
     def browse(
         self,
@@ -130,16 +108,17 @@ class Explorer:
             ConfigurationError: no such topic or partition, or an offset past the end.
         """
         filters = filters or Filters()
-        client = self._client()
+        reading = self.reading
+        client = reading.client()
         try:
-            if partition not in self._known(client, topic):
+            if partition not in reading.partitions(client, topic):
                 raise ConfigurationError(f"{topic!r} has no partition {partition}", "partition")
-            low, high, first = self._first(client, topic, partition, start)
+            low, high, first = reading.first(client, topic, partition, start)
             found: list[dict[str, Any]] = []
             scanned = 0
             next_offset: int | None = first
             timed_out = False
-            for raw, end in self._read(client, [(topic, partition, first, high)]):
+            for raw, end in reading.read(client, [(topic, partition, first, high)]):
                 if raw is None:
                     timed_out = not end
                     next_offset = None if end else next_offset
@@ -170,20 +149,22 @@ class Explorer:
             KafkaError: the read did not end within the explorer's ``timeout`` (``name``
                 ``_TIMED_OUT``; not "no message": the web UI answers 504, not 404).
         """
-        client = self._client()
+        reading = self.reading
+        client = reading.client()
         try:
-            if partition not in self._known(client, topic):
+            if partition not in reading.partitions(client, topic):
                 raise ConfigurationError(f"{topic!r} has no partition {partition}", "partition")
             low, high = client.query_watermarks(topic, partition)
             if not low <= offset < high:
                 return None
-            for raw, end in self._read(client, [(topic, partition, offset, high)]):
+            for raw, end in reading.read(client, [(topic, partition, offset, high)]):
                 if raw is None and not end:
                     raise KafkaError(
                         f"reading {topic}/{partition}@{offset} timed out: no answer within "
                         f"{self.timeout:g} s (the message may well be there: try again)",
-                        name=TIMED_OUT, retriable=True,
-                    )  # fmt: skip
+                        name=TIMED_OUT,
+                        retriable=True,
+                    )
                 if raw is None or raw.offset() > offset:
                     return None
                 if raw.offset() == offset:
@@ -194,28 +175,13 @@ class Explorer:
 
     def scan(self, topic: str, start: Start, limit: int) -> tuple[list[Any], bool]:
         """librdkafka's messages of every partition of ``topic`` from ``start``, at most
-        ``limit`` in all (oldest first per partition), and whether all were read (False when
-        the limit or the deadline cut the read short).
+        ``limit`` in all, and whether all were read (:meth:`TopicReader.scan
+        <conveyor.iterator.scan.TopicReader.scan>`, within the explorer's ``timeout``).
 
         Raises:
             ConfigurationError: the topic does not exist.
         """
-        client = self._client()
-        try:
-            ranges = []
-            for partition in self._known(client, topic):
-                _low, high, first = self._first(client, topic, partition, start)
-                ranges.append((topic, partition, first, high))
-            found: list[Any] = []
-            for raw, end in self._read(client, ranges):
-                if raw is None:
-                    return found, end
-                found.append(raw)
-                if len(found) >= limit:
-                    return found, False
-            return found, True
-        finally:
-            client.close()
+        return self.reading.scan(topic, start, limit)
 
     def export(
         self,
@@ -239,9 +205,10 @@ class Explorer:
         if not 1 <= limit <= MAX_LIMIT:
             raise ConfigurationError(f"limit must be 1 to {MAX_LIMIT:,}, not {limit}", "limit")
         filters = filters or Filters()
-        client = self._client()
+        reading = self.reading
+        client = reading.client()
         try:
-            known = self._known(client, topic)
+            known = reading.partitions(client, topic)
             chosen = known if partitions is None else list(partitions)
             missing = sorted(set(chosen) - set(known))
             if missing:
@@ -250,26 +217,27 @@ class Explorer:
                 )
             ranges = []
             for partition in chosen:
-                _low, high, first = self._first(client, topic, partition, start)
+                _low, high, first = reading.first(client, topic, partition, start)
                 if first < high:
                     ranges.append((topic, partition, first, high))
         finally:
             client.close()
         return self._export_lines(ranges, filters, limit)
 
-    def _export_lines(
-        self, ranges: list[tuple[str, int, int, int]], filters: Filters, limit: int
-    ) -> Iterator[bytes]:
+    def _export_lines(self, ranges: list[Range], filters: Filters, limit: int) -> Iterator[bytes]:
+        reading = self.reading
         written = scanned = 0
-        deadline = self._clock() + self.export_timeout
-        client = self._client()  # opened by the first next(): a response never sent leaks none
+        deadline = reading.clock() + self.export_timeout
+        client = reading.client()  # opened by the first next(): a response never sent leaks none
         try:
             for topic, partition, first, end in ranges:  # one at a time: lines in offset order
-                for raw, _end in self._read(client, [(topic, partition, first, end)], deadline):
+                for raw, _end in reading.read(client, [(topic, partition, first, end)], deadline):
                     if raw is None:
                         if not _end:
-                            yield _cut_short(f"the export's {self.export_timeout:g} s ran out "
-                                             f"in {topic}/{partition}")  # fmt: skip
+                            yield _cut_short(
+                                f"the export's {self.export_timeout:g} s ran out "
+                                f"in {topic}/{partition}"
+                            )
                             return
                         break
                     scanned += 1
@@ -288,46 +256,6 @@ class Explorer:
                         return
         finally:
             client.close()
-
-    def _read(
-        self,
-        client: ConsumerClient,
-        ranges: list[tuple[str, int, int, int]],
-        deadline: float | None = None,
-    ) -> Iterator[tuple[Any, bool]]:
-        """(message, False) for each message of the ranges (topic, partition, first, end)
-        in order, then ``(None, True)`` when all ends were reached, or ``(None, False)`` at
-        the deadline (``timeout`` from now unless given). A partition ends at its ``end``,
-        at its EOF, or at the first message past ``end`` (its last offsets may hold no
-        message: transaction markers, compacted away)."""
-        pending = {(t, p): end for t, p, first, end in ranges if first < end}
-        if not pending:
-            yield None, True
-            return
-        client.assign([(t, p, first) for t, p, first, end in ranges if first < end])
-        if deadline is None:
-            deadline = self._clock() + self.timeout
-        while pending:
-            left = deadline - self._clock()
-            if left <= 0:
-                yield None, False
-                return
-            for raw in client.poll_batch(min(left, 0.5), 500):
-                where = (raw.topic(), raw.partition())
-                if raw.error() is not None:
-                    client.fetch_error(raw)  # raises KafkaError unless it marks the end
-                    pending.pop(where, None)
-                    continue
-                end = pending.get(where)
-                if end is None:
-                    continue
-                if raw.offset() >= end:
-                    del pending[where]
-                    continue
-                yield raw, False
-                if raw.offset() >= end - 1:
-                    del pending[where]
-        yield None, True
 
 
 def _cut_short(reason: str) -> bytes:

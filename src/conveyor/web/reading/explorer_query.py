@@ -1,5 +1,6 @@
-"""What a request asks the explorer: where to start reading (:class:`Start`) and which
-messages to keep (:class:`Filters`: key, header, payload text or a JSON path's value)."""
+"""What a request asks the explorer: where to start reading (:class:`Start`, the iterator's
+bounded reads' own, from ``iterator.scan``) and which messages to keep (:class:`Filters`: key,
+header, payload text or a JSON path's value)."""
 
 from __future__ import annotations
 
@@ -7,80 +8,14 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from conveyor.errors import ConfigurationError
+from conveyor.iterator.scan import Start, parse_time
 
 __all__ = ["Filters", "Start", "parse_json_path", "parse_time"]
 
 _JSON_PATH = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(\d+)\]|\[\"([^\"]*)\"\]|\.(\d+)")
-
-
-# -- what to read -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Start:
-    """Where a read begins: ``kind`` is ``offset`` (``value`` the offset), ``time``
-    (``value`` epoch seconds: the first message at or after it) or ``newest`` (``value``:
-    the last N messages of each partition)."""
-
-    kind: str
-    value: float
-
-    @classmethod
-    def parse(cls, offset: str | None, when: str | None, newest: str | None) -> Start:
-        """From a form's fields (at most one set; none: the newest 50).
-
-        Raises:
-            ConfigurationError: a malformed number or time, or more than one given.
-        """
-        given = [
-            (name, value)
-            for name, value in (("offset", offset), ("time", when), ("newest", newest))
-            if value not in (None, "")
-        ]
-        if len(given) > 1:
-            raise ConfigurationError(
-                "give one of offset, time and newest, not " + " and ".join(n for n, _ in given),
-                given[0][0],
-            )
-        if not given:
-            return cls("newest", 50)
-        name, text = given[0]
-        assert text is not None
-        if name == "time":
-            return cls("time", parse_time(text).timestamp())
-        try:
-            number = int(text)
-        except ValueError:
-            raise ConfigurationError(f"{name} must be a whole number, not {text!r}", name) from None
-        if number < 0 or (name == "newest" and number == 0):
-            raise ConfigurationError(f"{name} must be above 0, not {number}", name)
-        return cls(name, number)
-
-    def describe(self) -> str:
-        if self.kind == "offset":
-            return f"from offset {int(self.value)}"
-        if self.kind == "time":
-            return f"from {datetime.fromtimestamp(self.value, UTC):%Y-%m-%d %H:%M:%S} UTC"
-        return f"the newest {int(self.value)}"
-
-
-def parse_time(text: str) -> datetime:
-    """An ISO 8601 time; without a zone it is UTC.
-
-    Raises:
-        ConfigurationError: not an ISO 8601 time.
-    """
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ConfigurationError(
-            f"time {text!r} is not an ISO 8601 time (like 2026-11-25T10:00:00+00:00)", "time"
-        ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)

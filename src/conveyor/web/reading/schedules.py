@@ -23,9 +23,9 @@ from typing import Any
 
 from conveyor.driver.consumers import ConsumerClient
 from conveyor.errors import ConveyorError
+from conveyor.iterator.scan import reader_settings
 from conveyor.schedules.records import TaskRecords, fold_record
 from conveyor.schedules.wire import KEY, cancels, scheduled_for
-from conveyor.web.reading.data import reader_settings
 
 __all__ = ["PendingSchedules", "ScheduleReader", "ScheduledMessage"]
 

@@ -1,5 +1,4 @@
-"""The explorer's pure parts: where a read starts (offset, time, newest) and what a form may
-say, the filters (key, header, payload text, JSON path and value), how a message is shown
+"""The explorer's pure parts: the filters (key, header, payload text, JSON path and value), how a message is shown
 (JSON pretty-printed, text, binary as hex with its length) and exported (JSON lines), and
 that a payload is never turned into markup."""
 
@@ -12,40 +11,11 @@ import pytest
 
 from conveyor.errors import ConfigurationError, KafkaError
 from conveyor.web.reading.explorer import Explorer
-from conveyor.web.reading.explorer_query import Filters, Start, parse_json_path, parse_time
+from conveyor.web.reading.explorer_query import Filters, parse_json_path
 from conveyor.web.reading.message_views import KEY_PREVIEW, export_line, message_view
 from conveyor.web.ui.rendering import environment as _environment  # the UI's own Jinja environment
+from unit.iterator.fakes import FakeClient
 from unit.processing.fakes import FakeRaw
-
-
-def test_a_start_is_one_of_offset_time_and_newest() -> None:
-    assert Start.parse(None, None, None) == Start("newest", 50)
-    assert Start.parse("12", "", None) == Start("offset", 12)
-    assert Start.parse(None, None, "5") == Start("newest", 5)
-    assert Start.parse(None, "2026-11-25T10:00:00+01:00", None) == Start(
-        "time", parse_time("2026-11-25T09:00:00Z").timestamp()
-    )
-    assert parse_time("2026-11-25T09:00:00") == parse_time("2026-11-25T09:00:00+00:00"), "UTC"
-
-
-@pytest.mark.parametrize(
-    ("offset", "when", "newest", "named"),
-    [
-        ("x", None, None, "offset"),
-        ("-1", None, None, "offset"),
-        (None, None, "0", "newest"),
-        (None, "yesterday", None, "time"),
-        (None, "2026-13-01T00:00:00Z", None, "time"),
-        ("1", None, "2", "offset"),
-    ],
-)
-def test_a_malformed_start_names_its_field(
-    offset: str | None, when: str | None, newest: str | None, named: str
-) -> None:
-    with pytest.raises(ConfigurationError) as refused:
-        Start.parse(offset, when, newest)
-    assert refused.value.setting == named
-
 
 ORDER = b'{"order": {"id": 7, "paid": true, "items": [{"sku": "A-1"}, {"sku": "B-2"}]}}'
 
@@ -192,36 +162,6 @@ def test_a_script_payload_is_escaped_on_the_message_page() -> None:
     assert "<i>" not in page
 
 
-class FakeClient:
-    """What Explorer._read uses of a consumer: assign, then polls that hand out ``raws``."""
-
-    def __init__(self, raws: list[Any], now: list[float]) -> None:
-        self.raws = list(raws)
-        self.assigned: list[Any] = []
-        self.now = now
-
-    def assign(self, positions: list[Any]) -> None:
-        self.assigned = positions
-
-    def poll_batch(self, timeout: float, limit: int) -> list[Any]:
-        batch, self.raws = self.raws[:limit], self.raws[limit:]
-        self.now[0] += timeout if not batch else 0.001  # an empty poll waits its timeout
-        return batch
-
-    def fetch_error(self, raw: Any) -> bool:
-        return True
-
-
-def test_a_read_ends_at_the_first_message_past_its_end_not_at_the_deadline() -> None:
-    # offsets 0-2, a transaction marker at 3 (no message), then messages that came later
-    now = [0.0]
-    client = FakeClient([FakeRaw(o) for o in (0, 1, 2, 4, 5)], now)
-    explorer = Explorer({"bootstrap.servers": "x"}, clock=lambda: now[0])
-    read = list(explorer._read(client, [("orders", 0, 0, 4)]))  # type: ignore[arg-type]
-    assert [raw.offset() for raw, _ in read if raw is not None] == [0, 1, 2]
-    assert read[-1] == (None, True), "ended, not timed out"
-
-
 class SilentClient(FakeClient):
     """A partition with offsets 0-9 whose fetches bring nothing (a broker too slow to answer)."""
 
@@ -244,7 +184,7 @@ def test_a_one_message_read_that_times_out_is_kafka_not_answering_not_no_message
     answer in time: a read cut short by its deadline must say so (it read as 404 before)."""
     now = [0.0]
     explorer = Explorer({"bootstrap.servers": "x"}, clock=lambda: now[0])
-    monkeypatch.setattr(explorer, "_client", lambda: SilentClient([], now))
+    monkeypatch.setattr(explorer.reading, "client", lambda: SilentClient([], now))
     with pytest.raises(KafkaError, match="timed out: no answer within 10 s") as raised:
         explorer.raw_message("orders", 0, 4)
     assert raised.value.name == "_TIMED_OUT"

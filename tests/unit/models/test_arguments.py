@@ -1,4 +1,5 @@
-"""An RPC request's arguments checked against its handler's signature and type hints."""
+"""A call's arguments (an RPC request's, a job's) checked against its function's signature and
+type hints."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pydantic
 import pytest
 
 from conveyor.errors import ConfigurationError
-from conveyor.rpc.arguments import ArgumentChecker, InvalidArguments
+from conveyor.models.arguments import ArgumentChecker, InvalidArguments
 
 
 def handler(
