@@ -63,13 +63,22 @@ class ProduceCalls:
         client.handed_over()  # a parked poller is woken, unless the running loop serves
         return handle
 
-    def _produce_unhurried(self, message: Mapping[str, Any]) -> DeliveryHandle:
-        """:meth:`produce_async` of ``message`` (its keyword arguments as a dict), whose
-        delivery report nobody waits for at once (a copy behind a held offset, an RPC
-        request): a parked poller is left parked, so the report is served within its idle
-        slice (0.1 s), or at once by a thread that waits on the handle. Waking it cost an RPC
-        round trip ~30 us on 2 cores (its wake-up and callbacks compete with the broker and
-        the other side for the CPU)."""
+    def produce_unhurried(self, message: Mapping[str, Any]) -> DeliveryHandle:
+        """:meth:`produce_async` of ``message`` (its keyword arguments as a dict, as
+        :meth:`produce_many_async` takes them), for a message whose delivery report nobody
+        waits for at once (a copy behind a held offset, an RPC request).
+
+        A producer's poller parked for lack of work is left parked: the report is served
+        within its idle slice (0.1 s), or at once by a thread that waits on the handle.
+        Waking it cost an RPC round trip ~30 us on 2 cores (its wake-up and callbacks compete
+        with the broker and the other side for the CPU).
+
+        Raises:
+            InvalidMessageError: the message is malformed (raised here, before dispatch).
+            QueueFullError: librdkafka's queue stayed full for ``queue_full_timeout``.
+            DeliveryError: librdkafka refused the message at once (e.g. an unknown partition).
+            ProducerClosedError, ProducerForkedError: the producer cannot be used.
+        """
         if not message.keys() <= MESSAGE_FIELDS:
             check_message(dict(message))  # names the unknown field
         get = message.get

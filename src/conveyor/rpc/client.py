@@ -286,7 +286,7 @@ class Client:
 
     def _send(self, call_id: str, name: str, payload: bytes, attempt: int) -> None:
         # Nobody waits for the request's delivery report: the reply tells.
-        self._producer._produce_unhurried(
+        self._producer.produce_unhurried(
             {"topic": self.commands_topic, "payload": payload, "key": call_id,
              "headers": self.headers or None}
         )  # fmt: skip
