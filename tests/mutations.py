@@ -292,7 +292,7 @@ MUTATIONS = (
     ),
     Mutation(
         "tracing: a failing send hook stops the message",
-        "conveyor/producer/producer.py",
+        "conveyor/producer/send_path.py",
         (
             (
                 "            except Exception as error:  # a hook (tracing, stamps) never stops a message",
@@ -855,7 +855,7 @@ MUTATIONS = (
     ),
     Mutation(
         "produce_sync: the follower waits the caller's whole timeout again",
-        "conveyor/producer/dispatch.py",
+        "conveyor/producer/produce_calls.py",
         (
             (
                 "report = handle.wait(max(0.0, deadline - time.monotonic()))",

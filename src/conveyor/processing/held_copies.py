@@ -59,7 +59,7 @@ class HeldCopies:
         """Send ``message`` (a produce dict) without waiting; nothing at or past ``offset`` is
         committed until the broker acknowledged it. Only commits wait for the report, so the
         producer's poller is not hurried for it."""
-        resend = partial(producer._produce_unhurried, message)
+        resend = partial(producer.produce_unhurried, message)
         handle = resend()
         with self._lock:
             self._fenced[offset] = self._fenced.get(offset, 0) + 1

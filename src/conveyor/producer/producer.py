@@ -9,7 +9,6 @@ queue is waited out on a condition that delivery reports signal.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import threading
@@ -21,32 +20,18 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from conveyor.driver import (
-    AcknowledgedHandle,
-    BatchDeliveryHandle,
-    DeliveryHandle,
-)
+from conveyor.driver import AcknowledgedHandle, DeliveryHandle
 from conveyor.driver.explainer import EXPLAINED_WITHIN
 from conveyor.driver.poller import SERVE_SLICE
 from conveyor.driver.producers import PURGED, ProducerClient
-from conveyor.errors import (
-    ConfigurationError,
-    DeliveryError,
-    ProducerClosedError,
-    ProducerForkedError,
-    QueueFullError,
-)
+from conveyor.errors import ConfigurationError, DeliveryError
 from conveyor.instrumentation import LoggingListener, Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.connection import connection_reporter
-from conveyor.instrumentation.rate_limit import RateLimitedLog
-from conveyor.producer.dispatch import CLOSED, FORKED, OPEN, Dispatcher
-from conveyor.producer.messages import (
-    check_message,
-    encode_payload,
-)
-from conveyor.producer.partitioners import partitioner_for
-from conveyor.producer.send_hooks import Hooked, SendHook
+from conveyor.producer.messages import encode_payload
+from conveyor.producer.produce_calls import ProduceCalls
+from conveyor.producer.send_hooks import SendHook
+from conveyor.producer.send_path import CLOSED, FORKED, OPEN, SendPath
 from conveyor.producer.settings import (
     VARIANT_SETTINGS,
     Middleware,
@@ -60,10 +45,6 @@ from conveyor.serialization import Serializer
 
 __all__ = ["MESSAGE_TIMEOUT_MARGIN", "Producer", "SendHook", "Variant"]
 
-_log = logging.getLogger("conveyor.producer")
-_hook_failures = RateLimitedLog(_log)
-
-
 # librdkafka fails an expired message on a scan that runs once a second (of what is queued,
 # and of requests in flight, whose timeout is their first message's): its report comes up to a
 # second after message.timeout.ms. It is served within a poll slice, and one that timed out is
@@ -76,24 +57,22 @@ MESSAGE_TIMEOUT_MARGIN = _EXPIRY_SCAN + SERVE_SLICE + EXPLAINED_WITHIN + _SCHEDU
 """Seconds past ``message.timeout.ms`` by which a ``produce_sync`` without a ``timeout`` (and
 without the producer's ``wait_timeout``) has returned or raised (2.7 s)."""
 _NO_DEADLINE = 365 * 24 * 3600.0
-# How long a thread waiting for room in a full queue sleeps at most between re-checks,
-# should a delivery report's signal have come just before it started waiting.
-_ROOM_RECHECK = 0.05
 
 
-_live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+_live_send_paths: weakref.WeakSet[SendPath] = weakref.WeakSet()
+"""The send paths of the producers not closed yet (a forked child marks them unusable)."""
 
 
 def _after_fork_in_child() -> None:
-    for producer in list(_live_producers):
-        producer._state = FORKED
+    for path in list(_live_send_paths):
+        path.state = FORKED
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Producer(Dispatcher):
+class Producer(ProduceCalls):
     """Conveyor's producer (WaterDrop's role): produce_sync, produce_async, bursts, transactions.
 
     Args:
@@ -173,47 +152,47 @@ class Producer(Dispatcher):
             monitor = Monitor()
             LoggingListener().attach(monitor)
         self.monitor = monitor
-        self.middleware: list[Middleware] = list(self.settings.middleware)
-        """The middleware chain; may be changed (append, insert) while the producer runs."""
-        self._core = self
-        self._state = OPEN
-        self._max_bytes = self.settings.max_message_bytes
-        self._serializer = self.settings.serializer
-        self._partitioner = partitioner_for(self.settings.partitioner)
         self._lock = threading.Lock()
-        self._room = threading.Condition()
-        self._room_waiters = 0
-        self._unserved = 0
         wait = self.settings.wait_timeout
         # librdkafka reports every message within message.timeout.ms and a second: a call
         # waits for that report, MESSAGE_TIMEOUT_MARGIN at most past the setting.
         timeout = self.settings.message_timeout
         if wait is None and timeout == 0:  # message.timeout.ms=0: librdkafka waits forever
             wait = _NO_DEADLINE
-        self._default_wait = wait if wait is not None else timeout + MESSAGE_TIMEOUT_MARGIN
         self._closing = threading.Event()
         self._reloads = 0
         self._last_reload = -math.inf  # never yet
         self._undelivered = 0
         self._variants: dict[frozenset[tuple[str, Any]], ProducerClient] = {}
         self.transactions = Transactions(
-            self.settings.transactional, self._active_client, self.monitor, self.id,
+            self.settings.transactional,
+            self._active_client,
+            self.monitor,
+            self.id,
             self._report_error,
-        )  # fmt: skip
-        self._transactional = self.transactions.enabled
-        self._send_hooks: tuple[SendHook, ...] = ()
+        )
+        self._send_path = SendPath(
+            self.settings,
+            self.monitor,
+            self.id,
+            self.transactions,
+            default_wait=wait if wait is not None else timeout + MESSAGE_TIMEOUT_MARGIN,
+            replace_failed=self._replace_failed,
+            explain=self._explain,
+        )
         self._client = self._new_client(self.settings.kafka, f"conveyor-producer-{self.id}")
-        _live_producers.add(self)
+        _live_send_paths.add(self._send_path)
+
+    @property
+    def middleware(self) -> list[Middleware]:
+        """The middleware chain; may be changed (append, insert) while the producer runs."""
+        return self._send_path.middleware
+
+    @middleware.setter
+    def middleware(self, chain: list[Middleware]) -> None:
+        self._send_path.middleware = chain
 
     # -- views --------------------------------------------------------------------------------
-
-    def _active_client(self) -> ProducerClient:
-        client = self._client
-        if client.credentials_refused is not None:
-            raise client.credentials_refused
-        if client.fatal is not None:
-            client = self._reload(client)
-        return client
 
     def variant(self, **settings: Any) -> Variant:
         """A view that produces with other per-topic librdkafka settings, e.g. ``variant(acks=1)``.
@@ -229,7 +208,9 @@ class Producer(Dispatcher):
         Raises:
             ConfigurationError: an unknown setting, or a transactional producer.
         """
-        self._raise_unusable() if self._state is not OPEN else None
+        path = self._send_path
+        if path.state is not OPEN:
+            path.raise_unusable()
         overrides = {name.replace("_", "."): value for name, value in settings.items()}
         unknown = sorted(set(overrides) - VARIANT_SETTINGS)
         if unknown:
@@ -254,44 +235,23 @@ class Producer(Dispatcher):
                     config, f"conveyor-producer-{self.id}-variant-{len(self._variants) + 1}"
                 )
                 self._variants[key] = client
-        return Variant(self, client, overrides)
+        return Variant(path, client, overrides)
 
     # -- send hooks ---------------------------------------------------------------------------
 
     def add_send_hook(self, hook: SendHook) -> None:
         """Let ``hook`` add headers to every message sent from now on and hear of its delivery
         (tracing and latency stamps use this). Adding a hook twice adds it once."""
+        path = self._send_path
         with self._lock:
-            if hook not in self._send_hooks:
-                self._send_hooks = (*self._send_hooks, hook)
+            if hook not in path.send_hooks:
+                path.send_hooks = (*path.send_hooks, hook)
 
     def remove_send_hook(self, hook: SendHook) -> None:
+        """Stop running ``hook`` on the messages sent from now on."""
+        path = self._send_path
         with self._lock:
-            self._send_hooks = tuple(item for item in self._send_hooks if item is not hook)
-
-    def _hook(
-        self,
-        topic: str,
-        key: Any,
-        partition: int,
-        headers: list[tuple[str, Any]] | None,
-        callback: Callable[[Any, Any], None],
-    ) -> tuple[list[tuple[str, Any]] | None, Hooked | None]:
-        """Run the send hooks: the headers to send, and the delivery callback that lets the
-        hooks finish before ``callback`` (``None`` when no hook asked to hear of it)."""
-        finishers = []
-        for hook in self._send_hooks:
-            try:
-                headers, finish = hook.sending(topic, key, partition, headers)
-            except Exception as error:  # a hook (tracing, stamps) never stops a message
-                _hook_failures.log(
-                    logging.ERROR, repr(hook), "send hook %r failed (%r); sending without it",
-                    hook, error,
-                )  # fmt: skip
-                continue
-            if finish is not None:
-                finishers.append(finish)
-        return headers, Hooked(callback, tuple(finishers)) if finishers else None
+            path.send_hooks = tuple(item for item in path.send_hooks if item is not hook)
 
     # -- scheduled messages -------------------------------------------------------------------
 
@@ -317,18 +277,24 @@ class Producer(Dispatcher):
             ConfigurationError: a naive datetime, no topic, or a ``conveyor-schedule-*`` header.
             DeliveryError: the schedules topic did not take it.
         """
-        core = self._core
-        if core.middleware:  # the target topic's middleware (a schema serializer, say) now
-            shaped = core._apply_middleware(
+        path = self._send_path
+        if path.middleware:  # the target topic's middleware (a schema serializer, say) now
+            shaped = path.apply_middleware(
                 {"topic": topic, "payload": payload, "key": key, "headers": headers}
             )
             payload, key, headers = shaped.get("payload"), shaped.get("key"), shaped.get("headers")
         if payload is not None and not isinstance(payload, bytes):
-            payload = encode_payload(payload, core._serializer, core._max_bytes)
+            payload = encode_payload(payload, path.serializer, path.max_bytes)
         schedule_id, message = schedule_message(
-            when, topic=topic, payload=payload, key=key, headers=headers, partition=partition,
-            id=id, schedules_topic=schedules_topic or self.schedules_topic,
-        )  # fmt: skip
+            when,
+            topic=topic,
+            payload=payload,
+            key=key,
+            headers=headers,
+            partition=partition,
+            id=id,
+            schedules_topic=schedules_topic or self.schedules_topic,
+        )
         self.produce_sync(**message)
         return schedule_id
 
@@ -368,8 +334,9 @@ class Producer(Dispatcher):
 
     def flush(self, timeout: float = 30.0) -> int:
         """Wait up to ``timeout`` seconds for every queued message; return how many are left."""
-        if self._state is not OPEN:
-            self._raise_unusable()
+        path = self._send_path
+        if path.state is not OPEN:
+            path.raise_unusable()
         clients = [self._client, *self._variants.values()]
         deadline = time.monotonic() + timeout
         return sum(client.flush(max(0.0, deadline - time.monotonic())) for client in clients)
@@ -381,11 +348,12 @@ class Producer(Dispatcher):
         Idempotent: a second call returns the first call's count. Any produce after close
         raises :class:`ProducerClosedError`.
         """
+        path = self._send_path
         with self._lock:
-            if self._state is CLOSED:
+            if path.state is CLOSED:
                 return self._undelivered
-            forked = self._state is FORKED
-            self._state = CLOSED
+            forked = path.state is FORKED
+            path.state = CLOSED
             self._closing.set()
         if forked:  # the parent owns the clients; touching them here would hang
             return 0
@@ -394,9 +362,8 @@ class Producer(Dispatcher):
         for client in [self._client, *self._variants.values()]:
             undelivered += client.close(max(0.0, deadline - time.monotonic()))
         self._undelivered = undelivered
-        with self._room:
-            self._room.notify_all()
-        _live_producers.discard(self)
+        path.release_room_waiters()
+        _live_send_paths.discard(path)
         if ev.PRODUCER_CLOSED in self.monitor.subscribed:
             self.monitor.instrument(
                 ev.PRODUCER_CLOSED, producer_id=self.id, undelivered=undelivered
@@ -420,79 +387,31 @@ class Producer(Dispatcher):
 
     @property
     def closed(self) -> bool:
-        return self._state is CLOSED
+        """Whether :meth:`close` was called."""
+        return self._send_path.state is CLOSED
 
     def __repr__(self) -> str:
-        return f"<Producer {self.id} {self._state}>"
+        return f"<Producer {self.id} {self._send_path.state}>"
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _raise_unusable(self) -> None:
-        if self._state is CLOSED:
-            raise ProducerClosedError(
-                f"producer {self.id!r} is closed; create a new one to produce"
-            )
-        if self._state is FORKED:
-            raise ProducerForkedError(
-                f"producer {self.id!r} was created in another process before os.fork(); librdkafka "
-                "clients do not survive fork(). Create the producer in this process (after the fork)."
-            )
+    def _active_client(self) -> ProducerClient:
+        """The producer's own client, rebuilt after a fatal error."""
+        client = self._client
+        if client.credentials_refused is not None:
+            raise client.credentials_refused
+        if client.fatal is not None:
+            client = self._reload(client)
+        return client
 
-    def _wait_timeout(self, timeout: float | None) -> float:
-        return self._default_wait if timeout is None else timeout
-
-    def _apply_middleware(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        current = check_message(dict(message))
-        for step in list(self.middleware):
-            result = step(current)
-            if result is not None:
-                current = check_message(result)
-        return current
-
-    def _full_arguments(
-        self, fields: tuple[Any, ...], shared: Any, batch: BatchDeliveryHandle
-    ) -> tuple[tuple[Any, ...], Hooked | None]:
-        """librdkafka's produce arguments for a burst's message off the common shapes (a
-        partition, a timestamp, headers or a label), its send hooks applied."""
-        topic, payload, key, partition, timestamp, headers, label = fields
-        callback = shared if label is None else batch.labeled(label)
-        hooked = None
-        if self._send_hooks:
-            headers, hooked = self._hook(topic, key, partition, headers, callback)
-            if hooked is not None:
-                callback = hooked
-        return (topic, payload, key, partition, callback, None, timestamp, headers), hooked
-
-    def _produce_when_room(self, client: ProducerClient, arguments: tuple[Any, ...]) -> None:
-        """librdkafka's queue is full: wait for delivery reports to make room, then retry."""
-        deadline = time.monotonic() + self.settings.queue_full_timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._state is not OPEN:
-                if self._state is not OPEN:
-                    self._raise_unusable()
-                raise QueueFullError(
-                    f"librdkafka's local queue stayed full for {self.settings.queue_full_timeout} s "
-                    f"({len(client):,} messages waiting): the broker is slower than the "
-                    "producer, or unreachable. Raise queue.buffering.max.messages / "
-                    "queue.buffering.max.kbytes or queue_full_timeout, or produce less at once."
-                )
-            with self._room:
-                self._room_waiters += 1
-                try:
-                    self._room.wait(min(_ROOM_RECHECK, remaining))
-                finally:
-                    self._room_waiters -= 1
-            try:
-                client.produce(*arguments)
-                return
-            except BufferError:
-                continue
-
-    def _wake_room_waiters(self) -> None:
-        if self._room_waiters:
-            with self._room:
-                self._room.notify_all()
+    def _replace_failed(self, failed: ProducerClient) -> ProducerClient:
+        """The client a send meant for ``failed`` (which hit a fatal error) goes to: the
+        producer's own, rebuilt; a variant's client is never rebuilt, its error is raised."""
+        variants = list(self._variants.values())  # a copy: variant() may add one meanwhile
+        if any(client is failed for client in variants):
+            assert failed.fatal is not None
+            raise failed.fatal
+        return self._active_client()
 
     def _reload(self, failed: ProducerClient) -> ProducerClient:
         """Replace a client that hit a fatal error (with back-off and a cap on attempts)."""
@@ -511,7 +430,7 @@ class Producer(Dispatcher):
             self._reloads += 1
             backoff = min(30.0, self.settings.reload_backoff * 2 ** (self._reloads - 1))
             if self._closing.wait(backoff):
-                self._raise_unusable()
+                self._send_path.raise_unusable()
             failed.close(1.0)
             self._last_reload = time.monotonic()
             self._client = self._new_client(self.settings.kafka, f"conveyor-producer-{self.id}")
@@ -522,20 +441,13 @@ class Producer(Dispatcher):
             )
         return self._client
 
-    def _new_handle(self, client: ProducerClient, label: Any) -> DeliveryHandle:
-        acknowledged = ev.MESSAGE_ACKNOWLEDGED in self.monitor.subscribed
-        handle = (client.acknowledged_handle if acknowledged else client.plain_handle)()
-        handle._fields = None
-        handle._label = label  # always set: reading an unset slot raises (measurably slow)
-        return handle
-
     def _new_client(self, config: Mapping[str, Any], name: str) -> ProducerClient:
         client = ProducerClient(
             config,
             name,
             on_error=lambda error: self._report_error("librdkafka.error", error),
             on_fatal=lambda error: self._report_error("producer.fatal", error),
-            on_served=self._wake_room_waiters,
+            on_served=self._send_path.wake_room_waiters,
             on_callback_error=self._on_callback_crash,
             on_statistics=self._on_statistics,
             on_connection=connection_reporter(self.monitor),
@@ -543,11 +455,10 @@ class Producer(Dispatcher):
         # Handles of this client's messages: a waiter may serve this client's queue itself, and
         # a timed-out one asks whether its topic exists on the client's explainer thread.
         clarify = client.explainer.explain
-        client.plain_handle = DeliveryHandle.bound_to(
-            self._observer, self._explain, client.lead, clarify
-        )
+        observer = self._send_path.observer
+        client.plain_handle = DeliveryHandle.bound_to(observer, self._explain, client.lead, clarify)
         client.acknowledged_handle = AcknowledgedHandle.bound_to(
-            self._observer, self._explain, client.lead, clarify
+            observer, self._explain, client.lead, clarify
         )
         return client
 
@@ -557,37 +468,15 @@ class Producer(Dispatcher):
         refused = self._client.credentials_refused
         if refused is not None and failure.code in PURGED:
             explained = DeliveryError(
-                f"not delivered to {failure.topic!r}: {refused}", code=refused.code,
+                f"not delivered to {failure.topic!r}: {refused}",
+                code=refused.code,
                 name=refused.name,
-            )  # fmt: skip
+            )
             explained.topic, explained.partition = failure.topic, failure.partition
             explained.label = failure.label
             explained.persistence = failure.persistence
             return explained
         return failure
-
-    def _observer(
-        self, topic: str, partition: int, offset: int, failure: DeliveryError | None, label: Any
-    ) -> None:
-        subscribed = self.monitor.subscribed
-        if failure is None:
-            if ev.MESSAGE_ACKNOWLEDGED in subscribed:
-                self.monitor.instrument(
-                    ev.MESSAGE_ACKNOWLEDGED, producer_id=self.id, topic=topic,
-                    partition=partition, offset=offset, label=label,
-                )  # fmt: skip
-            return
-        if failure.code in PURGED:
-            if ev.MESSAGE_PURGED in subscribed:
-                self.monitor.instrument(
-                    ev.MESSAGE_PURGED, producer_id=self.id, topic=topic, error=failure, label=label
-                )
-            return
-        if ev.ERROR_OCCURRED in subscribed:
-            self.monitor.instrument(
-                ev.ERROR_OCCURRED, type="producer.delivery.error", producer_id=self.id,
-                topic=topic, partition=partition, error=failure, label=label,
-            )  # fmt: skip
 
     def _report_error(self, kind: str, error: BaseException) -> None:
         if ev.ERROR_OCCURRED in self.monitor.subscribed:

@@ -6,29 +6,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from conveyor.driver.producers import ProducerClient
-from conveyor.producer.dispatch import Dispatcher
+from conveyor.producer.produce_calls import ProduceCalls
 
 if TYPE_CHECKING:
-    from conveyor.producer.dispatch import Core
+    from conveyor.driver.producers import ProducerClient
+    from conveyor.producer.send_path import SendPath
 
 __all__ = ["Variant"]
 
 
-class Variant(Dispatcher):
+class Variant(ProduceCalls):
     """A view of a :class:`Producer` that sends with other per-topic settings (see :meth:`Producer.variant`)."""
 
-    def __init__(self, producer: Core, client: ProducerClient, settings: Mapping[str, Any]) -> None:
-        self._core = producer
+    def __init__(
+        self, send_path: SendPath, client: ProducerClient, settings: Mapping[str, Any]
+    ) -> None:
+        """``send_path``: the producer's, shared; ``client``: this variant's own."""
+        self._send_path = send_path
         self._client = client
         self.settings = dict(settings)
 
-    def _active_client(self) -> ProducerClient:
-        if self._client.credentials_refused is not None:
-            raise self._client.credentials_refused
-        if self._client.fatal is not None:
-            raise self._client.fatal
-        return self._client
-
     def __repr__(self) -> str:
-        return f"<Variant of {self._core.id} {self.settings}>"
+        return f"<Variant of {self._send_path.producer_id} {self.settings}>"

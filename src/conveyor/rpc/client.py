@@ -286,10 +286,14 @@ class Client:
 
     def _send(self, call_id: str, name: str, payload: bytes, attempt: int) -> None:
         # Nobody waits for the request's delivery report: the reply tells.
-        self._producer._produce_unhurried(
-            {"topic": self.commands_topic, "payload": payload, "key": call_id,
-             "headers": self.headers or None}
-        )  # fmt: skip
+        self._producer.produce_unhurried(
+            {
+                "topic": self.commands_topic,
+                "payload": payload,
+                "key": call_id,
+                "headers": self.headers or None,
+            }
+        )
         if ev.RPC_CALL_SENT in self.monitor.subscribed:
             self.monitor.instrument(ev.RPC_CALL_SENT, id=call_id, command=name, attempt=attempt)
 

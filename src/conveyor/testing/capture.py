@@ -225,9 +225,10 @@ class CapturingProducer(Producer):
         client = CaptureClient(
             self.captured, partitioner_for(str(config.get("partitioner", "consistent_random")))
         )
-        client.plain_handle = DeliveryHandle.bound_to(self._observer, self._explain, client.lead)
+        observer = self._send_path.observer
+        client.plain_handle = DeliveryHandle.bound_to(observer, self._explain, client.lead)
         client.acknowledged_handle = AcknowledgedHandle.bound_to(
-            self._observer, self._explain, client.lead
+            observer, self._explain, client.lead
         )
         return client
 

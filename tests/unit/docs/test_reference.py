@@ -45,7 +45,7 @@ def test_a_docstring_a_default_and_an_event_change_the_built_site(tmp_path: Path
     for file in ("mkdocs.yml", "CHANGELOG.md"):
         shutil.copy(ROOT / file, tmp_path / file)
     package = tmp_path / "src" / "conveyor"
-    _patch(package / "producer" / "dispatch.py",
+    _patch(package / "producer" / "produce_calls.py",
            '"""Produce one message and return its',
            '"""Docstring-drift-marker: produce one message and return its')  # fmt: skip
     _patch(package / "settings.py", "    concurrency: int = 5\n", "    concurrency: int = 7\n")

@@ -247,7 +247,7 @@ class FakeProducer:
         self.handles.append(handle)
         return handle
 
-    def _produce_unhurried(self, message: dict[str, Any]) -> FakeHandle:
+    def produce_unhurried(self, message: dict[str, Any]) -> FakeHandle:
         """produce_async that leaves the poller alone: recorded as produce_async."""
         return self.produce_async(**message)
 

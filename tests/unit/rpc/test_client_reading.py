@@ -60,7 +60,7 @@ class Requests:
         self.sent: list[dict[str, Any]] = []
         self.changed = threading.Condition()
 
-    def _produce_unhurried(self, message: dict[str, Any]) -> None:
+    def produce_unhurried(self, message: dict[str, Any]) -> None:
         with self.changed:
             self.sent.append(json.loads(message["payload"]))
             self.changed.notify_all()
