@@ -1413,8 +1413,8 @@ MUTATIONS = (
         "conveyor/web/process/command_handler.py",
         (
             (
-                '        refusal = "" if self.signer is None else self.signer.refusal(',
-                '        refusal = "" if True else self.signer.refusal(',
+                '            ""\n            if self.signer is None\n            else self.signer.refusal(',
+                '            ""\n            if True\n            else self.signer.refusal(',
             ),
         ),
         ("tests/integration/web/test_signed_commands.py",),

@@ -419,9 +419,12 @@ class Commander:
         try:
             payload, headers = encode_signed(request, self.signer)
             self.producer.produce_sync(
-                topic=self.topics.commands, key=target, payload=payload, headers=headers,
+                topic=self.topics.commands,
+                key=target,
+                payload=payload,
+                headers=headers,
                 label=LABEL,
-            )  # fmt: skip
+            )
             deadline = time.monotonic() + timeout
             while (left := deadline - time.monotonic()) > 0:
                 for received in read_commands(client, min(left, 0.5)):

@@ -166,11 +166,15 @@ class Web:
         """
         key = secret.encode("utf-8") if isinstance(secret, str) else secret
         self.access = Access(
-            password_hash=password_hash, user=user, authenticate=authenticate,
-            read_only=read_only, policy=policy, session_seconds=session_seconds,
+            password_hash=password_hash,
+            user=user,
+            authenticate=authenticate,
+            read_only=read_only,
+            policy=policy,
+            session_seconds=session_seconds,
             session_idle_seconds=session_idle_seconds,
             **({"secret": key} if key is not None else {}),
-        )  # fmt: skip
+        )
 
     def commander(self) -> Commander:
         """Sends commands to this app's processes and waits for their results (signed with

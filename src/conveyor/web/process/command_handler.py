@@ -71,8 +71,9 @@ class CommandHandler:
             _log.warning(
                 "commands to this process are not signed: anyone who can write %s can quiet, "
                 "stop, seek or probe it (set %s, and the topic's ACLs: `conveyor acls`)",
-                self.topics.commands, KEY_ENV,
-            )  # fmt: skip
+                self.topics.commands,
+                KEY_ENV,
+            )
         self._thread = threading.Thread(target=self._run, name="conveyor-web-commands", daemon=True)
         self._thread.start()
 
@@ -137,9 +138,13 @@ class CommandHandler:
         args = request.get("args") or {}
         if not isinstance(args, Mapping) or not self._meant_for_me(target, command, args):
             return
-        refusal = "" if self.signer is None else self.signer.refusal(
-            request, received.payload, received.headers, self._listening_since - CLOCK_SKEW
-        )  # fmt: skip
+        refusal = (
+            ""
+            if self.signer is None
+            else self.signer.refusal(
+                request, received.payload, received.headers, self._listening_since - CLOCK_SKEW
+            )
+        )
         result: dict[str, Any] = {}
         if refusal:  # reported as an error event (logged, counted), not carried out
             self._refuse(str(command), refusal, request)
@@ -151,9 +156,12 @@ class CommandHandler:
             status, reason, result = outcome
             _log.info(
                 "command %s %s from %s: %s%s",
-                command, _describe(target, args), request.get("by", "?"), status,
+                command,
+                _describe(target, args),
+                request.get("by", "?"),
+                status,
                 f" ({reason})" if reason else "",
-            )  # fmt: skip
+            )
         answer = {
             "type": "result",
             "id": request.get("id"),
@@ -167,9 +175,12 @@ class CommandHandler:
         try:
             payload, headers = encode_signed(answer, self.signer)
             self.app.producer.produce_async(
-                topic=self.topics.commands, key=self.id, payload=payload, headers=headers,
+                topic=self.topics.commands,
+                key=self.id,
+                payload=payload,
+                headers=headers,
                 label=LABEL,
-            )  # fmt: skip
+            )
         except Exception as error:
             _log.warning("could not answer command %s: %s", command, error)
         if command == "stop" and status == "done":
@@ -198,9 +209,12 @@ class CommandHandler:
         monitor = self.app.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
             monitor.instrument(
-                ev.ERROR_OCCURRED, type="command.refused", error=ConveyorError(reason),
-                command=command, by=str(request.get("by", "?")),
-            )  # fmt: skip
+                ev.ERROR_OCCURRED,
+                type="command.refused",
+                error=ConveyorError(reason),
+                command=command,
+                by=str(request.get("by", "?")),
+            )
 
     def _carry_out(self, command: str, target: Any, args: Mapping[str, Any]) -> dict[str, Any]:
         checked = check_command(command, target, args)

@@ -25,8 +25,10 @@ __all__ = [
 _NAMED = re.compile(r"dlq|dead[_.\-]?letter", re.IGNORECASE)
 # A dead job says why in headers of its own (conveyor.jobs.wire): read as a dead letter's.
 _JOB_CLASS, _JOB_MESSAGE, _JOB_ATTEMPT = (
-    "conveyor-job-error-class", "conveyor-job-error-message", "conveyor-job-attempt",
-)  # fmt: skip
+    "conveyor-job-error-class",
+    "conveyor-job-error-message",
+    "conveyor-job-attempt",
+)
 
 
 def dead_letter_topics(

@@ -162,9 +162,11 @@ class ScheduleReader:
         the start, within the limits (``read`` says how it went; ``fold.positions`` move on
         with each record)."""
         client = ConsumerClient(
-            {**reader_settings(self.kafka, group or "conveyor-web-schedules"),
-             "enable.partition.eof": True}
-        )  # fmt: skip
+            {
+                **reader_settings(self.kafka, group or "conveyor-web-schedules"),
+                "enable.partition.eof": True,
+            }
+        )
         try:
             partitions = client.partitions(topic)
             if not partitions:
@@ -216,9 +218,15 @@ def _fold_schedule(found: dict[Any, Any], raw: Any) -> None:
     at, target, target_partition = due
     key = headers.get(KEY)
     found[(partition, schedule_id)] = ScheduledMessage(
-        schedule_id, target, at, None if key is None else key.decode("utf-8", "replace"),
-        target_partition, len(raw.value() or b""), partition, offset,
-    )  # fmt: skip
+        schedule_id,
+        target,
+        at,
+        None if key is None else key.decode("utf-8", "replace"),
+        target_partition,
+        len(raw.value() or b""),
+        partition,
+        offset,
+    )
 
 
 def _fold_task(tasks: dict[Any, Any], raw: Any) -> None:

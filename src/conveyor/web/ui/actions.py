@@ -73,10 +73,22 @@ class Actions:
         if raw is None:
             raise NotFound("message", f"{topic}/{partition}@{offset}")
         producer = self.ui.app.producer
-        report = await run_in_threadpool(lambda: producer.produce_sync(
-            topic=target, payload=raw.value(), key=raw.key(), headers=list(raw.headers() or []), timeout=30))  # fmt: skip
-        result = {"status": "done", "from": f"{topic}/{partition}@{offset}", "topic": report.topic,
-                  "partition": report.partition, "offset": report.offset}  # fmt: skip
+        report = await run_in_threadpool(
+            lambda: producer.produce_sync(
+                topic=target,
+                payload=raw.value(),
+                key=raw.key(),
+                headers=list(raw.headers() or []),
+                timeout=30,
+            )
+        )
+        result = {
+            "status": "done",
+            "from": f"{topic}/{partition}@{offset}",
+            "topic": report.topic,
+            "partition": report.partition,
+            "offset": report.offset,
+        }
         return self.ui.answer(
             request, body is not None, "Republished", result, "republished.html", "explorer"
         )
@@ -171,8 +183,15 @@ class Actions:
             lambda: commander().send(name, process=process, by=by, timeout=timeout, **arguments)
         )
         status = 200 if result.done else 504 if result.status == "timed out" else 409
-        return self.ui.answer(request, body is not None, f"{name}: {result.status}",
-                              result.to_dict(), "command_result.html", "processes", status)  # fmt: skip
+        return self.ui.answer(
+            request,
+            body is not None,
+            f"{name}: {result.status}",
+            result.to_dict(),
+            "command_result.html",
+            "processes",
+            status,
+        )
 
     async def _fleet_command(
         self, request: Request, name: str, raw_fields: dict[str, Any], body: dict[str, Any] | None
@@ -193,8 +212,15 @@ class Actions:
             )
         )
         status = 200 if result.done else 409 if result.status == "refused" else 504
-        return self.ui.answer(request, body is not None, f"{name} to {result.scope}: {result.status}",
-                              result.to_dict(), "fleet_result.html", "processes", status)  # fmt: skip
+        return self.ui.answer(
+            request,
+            body is not None,
+            f"{name} to {result.scope}: {result.status}",
+            result.to_dict(),
+            "fleet_result.html",
+            "processes",
+            status,
+        )
 
 
 def _timeout(raw_fields: dict[str, Any]) -> float:

@@ -28,8 +28,11 @@ class SignIn:
         guard, html = self.guard, self.ui.html
         next_path = request.query_params.get("next", "/")
         if not guard.access.login:
-            reason = ("Sign in to the application this UI is part of." if guard.access.authenticate
-                      else "This UI asks nobody to sign in (see app.web.protect).")  # fmt: skip
+            reason = (
+                "Sign in to the application this UI is part of."
+                if guard.access.authenticate
+                else "This UI asks nobody to sign in (see app.web.protect)."
+            )
             if guard.user(request) is not None:
                 return RedirectResponse(safe_next(request, next_path), status_code=303)
             return html(
@@ -41,8 +44,13 @@ class SignIn:
             if signed_in is not None:
                 return signed_in
             problem = "Wrong password."
-        return html(request, "login.html", Page("Sign in", {"next": next_path, "problem": problem}), "",
-                    401 if problem else 200)  # fmt: skip
+        return html(
+            request,
+            "login.html",
+            Page("Sign in", {"next": next_path, "problem": problem}),
+            "",
+            401 if problem else 200,
+        )
 
     async def logout(self, request: Request) -> Response:
         form = await form_of(request)

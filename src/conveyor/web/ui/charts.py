@@ -86,10 +86,14 @@ def line_chart(title: str, series: Mapping[str, Sequence[Point]], unit: str = ""
             parts.append(f'<circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="3" fill="{colour}"/>')
     parts.append("</svg>")
     if len(series) > 1:
-        parts.append('<ul class="legend">' + "".join(
-            f'<li><span style="background:{_COLOURS[i % len(_COLOURS)]}"></span>{escape(name)}</li>'
-            for i, name in enumerate(series)
-        ) + "</ul>")  # fmt: skip
+        parts.append(
+            '<ul class="legend">'
+            + "".join(
+                f'<li><span style="background:{_COLOURS[i % len(_COLOURS)]}"></span>{escape(name)}</li>'
+                for i, name in enumerate(series)
+            )
+            + "</ul>"
+        )
     return "".join(parts)
 
 

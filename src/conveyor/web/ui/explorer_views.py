@@ -62,14 +62,22 @@ class Redrive:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "topic": self.topic, "what": self.what, "to": self.to,
-            "total": self.total, "done": self.done, "state": self.state,
-            "counts": dict(self.counts), "moved": sum(self.counts.values()),
+            "id": self.id,
+            "topic": self.topic,
+            "what": self.what,
+            "to": self.to,
+            "total": self.total,
+            "done": self.done,
+            "state": self.state,
+            "counts": dict(self.counts),
+            "moved": sum(self.counts.values()),
             "missing": [f"{p}:{o}" for p, o in self.missing],
             "unroutable": [f"{p}:{o}" for p, o in self.unroutable],
-            "timed_out": [f"{p}:{o}" for p, o in self.timed_out], "error": self.error,
-            "started_at": self.started_at, "ended_at": self.ended_at,
-        }  # fmt: skip
+            "timed_out": [f"{p}:{o}" for p, o in self.timed_out],
+            "error": self.error,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+        }
 
 
 class Redrives:
@@ -140,16 +148,33 @@ class ExplorerViews:
                 f"{name!r} has no partition {partition} (it has {len(partitions)})", "partition"
             )
         read_page = self.explorer.browse(name, partition, start, limit, filters)
-        return Page(f"Explorer: {name}", {
-            "topic": name, "partitions": partitions, "partition": partition,
-            "start": {"kind": start.kind, "value": start.value, "text": start.describe(),
-                      "iso": datetime.fromtimestamp(start.value, UTC).isoformat() if start.kind == "time" else None},
-            "filters": filters.as_query(), "filtered": filters.active, "limit": limit,
-            "low": read_page.low, "high": read_page.high, "first": read_page.first,
-            "scanned": read_page.scanned, "next_offset": read_page.next_offset,
-            "timed_out": read_page.timed_out, "messages": read_page.messages,
-            "scan_limit": self.explorer.scan_limit,
-        })  # fmt: skip
+        return Page(
+            f"Explorer: {name}",
+            {
+                "topic": name,
+                "partitions": partitions,
+                "partition": partition,
+                "start": {
+                    "kind": start.kind,
+                    "value": start.value,
+                    "text": start.describe(),
+                    "iso": datetime.fromtimestamp(start.value, UTC).isoformat()
+                    if start.kind == "time"
+                    else None,
+                },
+                "filters": filters.as_query(),
+                "filtered": filters.active,
+                "limit": limit,
+                "low": read_page.low,
+                "high": read_page.high,
+                "first": read_page.first,
+                "scanned": read_page.scanned,
+                "next_offset": read_page.next_offset,
+                "timed_out": read_page.timed_out,
+                "messages": read_page.messages,
+                "scan_limit": self.explorer.scan_limit,
+            },
+        )
 
     def _partitions(self, name: str) -> list[dict[str, int]]:
         try:
@@ -215,27 +240,43 @@ class ExplorerViews:
         letters = [read(raw) for raw in raws]
         jobs = (  # a dead-job topic: each dead job's name and arguments too
             {(d.partition, d.offset): d for d in map(read_dead_job, raws)}
-            if queue is not None else {}
-        )  # fmt: skip
+            if queue is not None
+            else {}
+        )
         letters.sort(key=lambda letter: (letter.timestamp or 0, letter.partition, letter.offset))
         groups = group_dead_letters(letters)
-        return Page(f"Dead letter queue {name}", {
-            "topic": name, "entry": entry, "total": total - len(gone), "shown": len(letters),
-            "discardable": queue is not None, "discarded": len(gone),
-            "queue": queue.topic if queue is not None else None,
-            "complete": complete and len(letters) >= total,
-            "groups": [group.to_dict() for group in groups],
-            "letters": [
-                {"ref": letter.ref, "partition": letter.partition, "offset": letter.offset,
-                 "timestamp": letter.timestamp, "original_topic": letter.original_topic,
-                 "original_partition": letter.original_partition,
-                 "original_offset": letter.original_offset, "error_class": letter.error_class,
-                 "error_message": letter.error_message, "attempts": letter.attempts, "key": letter.key,
-                 "validation_errors": list(letter.validation_errors),
-                 "job": _job_call(jobs.get((letter.partition, letter.offset)))}
-                for letter in reversed(letters)  # newest first
-            ],
-        })  # fmt: skip
+        return Page(
+            f"Dead letter queue {name}",
+            {
+                "topic": name,
+                "entry": entry,
+                "total": total - len(gone),
+                "shown": len(letters),
+                "discardable": queue is not None,
+                "discarded": len(gone),
+                "queue": queue.topic if queue is not None else None,
+                "complete": complete and len(letters) >= total,
+                "groups": [group.to_dict() for group in groups],
+                "letters": [
+                    {
+                        "ref": letter.ref,
+                        "partition": letter.partition,
+                        "offset": letter.offset,
+                        "timestamp": letter.timestamp,
+                        "original_topic": letter.original_topic,
+                        "original_partition": letter.original_partition,
+                        "original_offset": letter.original_offset,
+                        "error_class": letter.error_class,
+                        "error_message": letter.error_message,
+                        "attempts": letter.attempts,
+                        "key": letter.key,
+                        "validation_errors": list(letter.validation_errors),
+                        "job": _job_call(jobs.get((letter.partition, letter.offset))),
+                    }
+                    for letter in reversed(letters)  # newest first
+                ],
+            },
+        )
 
     def redrive(self, name: str, refs: list[str], everything: bool, to: str | None) -> Redrive:
         """Start moving dead letters back: ``refs`` (partition:offset) or, with

@@ -40,7 +40,9 @@ def exception_handlers(ui: Ui) -> dict[Any, Handler]:
     def failed(request: Request, title: str, message: str, code: int, **extra: Any) -> Response:
         if wants_json(request):
             return JSONResponse({"error": message, **extra}, status_code=code)
-        return ui.html(request, "message.html", Page(title, {"message": message, "code": code}), "", code)  # fmt: skip
+        return ui.html(
+            request, "message.html", Page(title, {"message": message, "code": code}), "", code
+        )
 
     async def not_found(request: Request, exc: Exception) -> Response:
         message = str(exc) if isinstance(exc, NotFound) else f"no page at {request.url.path}"

@@ -125,8 +125,13 @@ class ExplorerPages:
 
     def topic(self, request: Request) -> Page:
         start, filters = _read_request(request)
-        return self.explorer.topic(request.path_params["topic"], whole(request, "partition", 0),
-                                   start, filters, whole(request, "limit", 50, 1, 1000))  # fmt: skip
+        return self.explorer.topic(
+            request.path_params["topic"],
+            whole(request, "partition", 0),
+            start,
+            filters,
+            whole(request, "limit", 50, 1, 1000),
+        )
 
     def message(self, request: Request) -> Page:
         return self.explorer.message(*offset_params(request))
@@ -151,8 +156,11 @@ class ExplorerPages:
             topic, chosen, start, filters, whole(request, "limit", 1000, 1, 100_000)
         )
         filename = "".join(c if c.isalnum() or c in "-_." else "_" for c in topic)
-        return StreamingResponse(lines, media_type="application/x-ndjson", headers={
-            "content-disposition": f'attachment; filename="{filename}.jsonl"'})  # fmt: skip
+        return StreamingResponse(
+            lines,
+            media_type="application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{filename}.jsonl"'},
+        )
 
 
 def metrics(ui: Ui, request: Request) -> Response:

@@ -69,17 +69,33 @@ class Ui:
         self, request: Request, template: str, page: Page, active: str, status: int = 200
     ) -> Response:
         guard = self.guard
-        context = {"client_id": self.app.settings.client_id, **page.data, "title": page.title,
-                   "active": active, "base": request.scope.get("root_path", ""), "request": request,
-                   "csrf_field": CSRF_FIELD, "csrf_token": guard.session(request).csrf,
-                   "user": guard.user(request), "login": guard.access.login,
-                   "read_only": guard.access.read_only,
-                   "can": lambda action, target="": guard.can(request, action, target)}  # fmt: skip
+        context = {
+            "client_id": self.app.settings.client_id,
+            **page.data,
+            "title": page.title,
+            "active": active,
+            "base": request.scope.get("root_path", ""),
+            "request": request,
+            "csrf_field": CSRF_FIELD,
+            "csrf_token": guard.session(request).csrf,
+            "user": guard.user(request),
+            "login": guard.access.login,
+            "read_only": guard.access.read_only,
+            "can": lambda action, target="": guard.can(request, action, target),
+        }
         body = self.environment.get_template(template).render(context)
         return HTMLResponse(body, status_code=status)
 
-    def answer(self, request: Request, as_json: bool, title: str, result: dict[str, Any],
-               template: str, active: str, status: int = 200) -> Response:  # fmt: skip
+    def answer(
+        self,
+        request: Request,
+        as_json: bool,
+        title: str,
+        result: dict[str, Any],
+        template: str,
+        active: str,
+        status: int = 200,
+    ) -> Response:
         """An action's result: JSON to an API call, else a page."""
         if as_json:
             return JSONResponse(result, status_code=status)
@@ -136,8 +152,12 @@ def whole(request: Request, name: str, default: int, low: int = 0, high: int | N
     except ValueError:
         raise ConfigurationError(f"{name} must be a whole number, not {text!r}", name) from None
     if value < low or (high is not None and value > high):
-        raise ConfigurationError(f"{name} must be {low} to {high}, not {value}" if high is not None
-                                 else f"{name} must be {low} or more, not {value}", name)  # fmt: skip
+        raise ConfigurationError(
+            f"{name} must be {low} to {high}, not {value}"
+            if high is not None
+            else f"{name} must be {low} or more, not {value}",
+            name,
+        )
     return value
 
 

@@ -68,20 +68,32 @@ class ScheduleViews:
         chosen = [m for m in read.messages if topic in (None, "", m.topic)]
         rows, paging = paginate([self._row(m, now) for m in chosen], page)
         tasks, problem = self._tasks(now)
-        return Page("Schedules", {
-            "schedules_topic": self.topic, "dispatching": self._group() is not None,
-            "missing": read.missing, "complete": read.complete, "scanned": read.scanned,
-            "total": len(read.messages), "topic": topic or "",
-            "overdue": sum(1 for m in read.messages if m.at <= now),
-            "by_topic": [
-                {"topic": name, "pending": count,
-                 "next_at": min(m.at for m in read.messages if m.topic == name)}
-                for name, count in sorted(by_topic.items())
-            ],
-            "pending": rows, "paging": paging,
-            "recurring_topic": self.tasks.topic if self.tasks is not None else None,
-            "tasks": tasks, "tasks_problem": problem,
-        })  # fmt: skip
+        return Page(
+            "Schedules",
+            {
+                "schedules_topic": self.topic,
+                "dispatching": self._group() is not None,
+                "missing": read.missing,
+                "complete": read.complete,
+                "scanned": read.scanned,
+                "total": len(read.messages),
+                "topic": topic or "",
+                "overdue": sum(1 for m in read.messages if m.at <= now),
+                "by_topic": [
+                    {
+                        "topic": name,
+                        "pending": count,
+                        "next_at": min(m.at for m in read.messages if m.topic == name),
+                    }
+                    for name, count in sorted(by_topic.items())
+                ],
+                "pending": rows,
+                "paging": paging,
+                "recurring_topic": self.tasks.topic if self.tasks is not None else None,
+                "tasks": tasks,
+                "tasks_problem": problem,
+            },
+        )
 
     @staticmethod
     def _row(message: ScheduledMessage, now: float) -> dict[str, Any]:
@@ -101,14 +113,22 @@ class ScheduleViews:
         for name, task in sorted(tasks.tasks.items()):
             found = records.get(name, TaskRecords())
             upcoming = task.cron.next_after(datetime.fromtimestamp(now, UTC))
-            rows.append({
-                "name": name, "cron": task.cron.text, "enabled": found.enabled,
-                "next_at": upcoming.timestamp() if upcoming is not None and found.enabled else None,
-                "last_at": found.last_slot, "result": found.result,
-                "changed_by": found.changed_by, "changed_at": found.changed_at,
-                "run_requested": found.requested is not None,
-                "requested_by": found.requested_by,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "name": name,
+                    "cron": task.cron.text,
+                    "enabled": found.enabled,
+                    "next_at": upcoming.timestamp()
+                    if upcoming is not None and found.enabled
+                    else None,
+                    "last_at": found.last_slot,
+                    "result": found.result,
+                    "changed_by": found.changed_by,
+                    "changed_at": found.changed_at,
+                    "run_requested": found.requested is not None,
+                    "requested_by": found.requested_by,
+                }
+            )
         return rows, problem
 
     # -- the actions --------------------------------------------------------------------------
@@ -134,9 +154,10 @@ class ScheduleViews:
         """
         found = self.find(schedule_id)
         self.app.producer.produce_sync(
-            **cancel_message(schedule_id, self.topic), partition=found.stored_partition,
+            **cancel_message(schedule_id, self.topic),
+            partition=found.stored_partition,
             timeout=30,
-        )  # fmt: skip
+        )
         return {"cancelled": schedule_id, "topic": found.topic, "at": found.at}
 
     def task(self, action: str, name: str, by: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conveyor.admin import Admin, plan
+from conveyor.admin import Admin
 from conveyor.asyncapi import asyncapi_document, to_yaml
 from conveyor.errors import ConveyorError
 from conveyor.jobs.host import JobsHost
@@ -19,6 +19,7 @@ from conveyor.tracing import STAGES
 from conveyor.web.aggregation.fold import DEAD_AFTER_INTERVALS, RESOLUTIONS, process_status, rate
 from conveyor.web.commands import consumer_groups, fleet_members
 from conveyor.web.reading.data import WebData
+from conveyor.web.ui.status import status_checks
 
 if TYPE_CHECKING:
     from conveyor.web.ui.host import UiHost
@@ -118,8 +119,14 @@ class Views:
                 }
             )
         # a swarm's nodes together, in node order, under their supervisor
-        rows.sort(key=lambda r: (r["status"] in ("dead", "stopped"), str(r["hostname"]),
-                                 r["swarm"] or "", str(r["id"])))  # fmt: skip
+        rows.sort(
+            key=lambda r: (
+                r["status"] in ("dead", "stopped"),
+                str(r["hostname"]),
+                r["swarm"] or "",
+                str(r["id"]),
+            )
+        )
         return rows
 
     def _live(self) -> list[dict[str, Any]]:
@@ -159,13 +166,29 @@ class Views:
             ),
             "lag": sum(int(s.get("lag") or 0) for s in live),
         }
-        return Page("Dashboard", {"range": range_, "ranges": list(RANGES), "counts": counts, "charts": charts,
-                                  "resolution": resolution, "bucket_seconds": seconds})  # fmt: skip
+        return Page(
+            "Dashboard",
+            {
+                "range": range_,
+                "ranges": list(RANGES),
+                "counts": counts,
+                "charts": charts,
+                "resolution": resolution,
+                "bucket_seconds": seconds,
+            },
+        )
 
     def processes(self, page: int = 1) -> Page:
         rows, paging = paginate(self._processes(), page)
-        return Page("Processes", {"processes": rows, "paging": paging, "fleet": self._fleet(),
-                                  "dead_after": DEAD_AFTER_INTERVALS})  # fmt: skip
+        return Page(
+            "Processes",
+            {
+                "processes": rows,
+                "paging": paging,
+                "fleet": self._fleet(),
+                "dead_after": DEAD_AFTER_INTERVALS,
+            },
+        )
 
     def _fleet(self) -> dict[str, Any]:
         """What quiet and stop to every process would reach: the processes the reports show
@@ -197,11 +220,18 @@ class Views:
             for stage in STAGES
             if stage in stages
         ]
-        return Page(f"Process {process_id}", {
-            "process": summary, "listeners": state.get("listeners", []), "partitions": state.get("partitions", []),
-            "jobs": jobs, "pool": state.get("pool") or {}, "counters": state.get("counters", {}),
-            "latency": latency,
-        })  # fmt: skip
+        return Page(
+            f"Process {process_id}",
+            {
+                "process": summary,
+                "listeners": state.get("listeners", []),
+                "partitions": state.get("partitions", []),
+                "jobs": jobs,
+                "pool": state.get("pool") or {},
+                "counters": state.get("counters", {}),
+                "latency": latency,
+            },
+        )
 
     def batches(self) -> Page:
         """The engine's batches (Karafka's jobs): running now, and the slowest of the last hour."""
@@ -224,8 +254,14 @@ class Views:
                 (p["topic"], p["partition"]): p.get("consumer") for p in state.get("partitions", ())
             }
             for job in state.get("jobs", ()):
-                running.append({**job, "process": state["id"], "consumer": consumers.get((job["topic"], job["partition"])),
-                                "running_for": now - float(job.get("started_at") or now)})  # fmt: skip
+                running.append(
+                    {
+                        **job,
+                        "process": state["id"],
+                        "consumer": consumers.get((job["topic"], job["partition"])),
+                        "running_for": now - float(job.get("started_at") or now),
+                    }
+                )
         running.sort(key=lambda j: -j["running_for"])
         return running
 
@@ -253,14 +289,22 @@ class Views:
                 for name in counts:
                     counts[name] += int(mine.get(name, 0))
                 rate += int(mine.get("done_interval", 0)) / float(state.get("interval") or 1)
-            rows.append({
-                "queue": queue.name, "topic": queue.topic, "dead_topic": queue.dead_topic,
-                "jobs": sorted(queue.by_name), "waiting": waiting.get(queue.topic),
-                "running": sum(1 for job in running if job["topic"] == queue.topic),
-                "done": counts["done"], "done_per_second": rate, "retried": counts["retried"],
-                "died": counts["dead"], "failed": counts["retried"] + counts["dead"],
-                "dead": self._stored(queue.dead_topic),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "queue": queue.name,
+                    "topic": queue.topic,
+                    "dead_topic": queue.dead_topic,
+                    "jobs": sorted(queue.by_name),
+                    "waiting": waiting.get(queue.topic),
+                    "running": sum(1 for job in running if job["topic"] == queue.topic),
+                    "done": counts["done"],
+                    "done_per_second": rate,
+                    "retried": counts["retried"],
+                    "died": counts["dead"],
+                    "failed": counts["retried"] + counts["dead"],
+                    "dead": self._stored(queue.dead_topic),
+                }
+            )
         return rows
 
     def _stored(self, topic: str) -> int | None:
@@ -277,43 +321,78 @@ class Views:
         settings = self.app.settings
         for route in self.app.routes:
             dlq = route.dead_letter_queue
-            groups.setdefault(route.consumer_group, []).append({
-                "subscription_group": route.subscription_group, "topic": route.name,
-                "consumer": route.consumer_class.__name__ if route.consumer_class else None,
-                "active": route.active, "dead_letter_queue": (dlq.topic or "skip") if dlq is not None else None,
-                "max_retries": dlq.max_retries if dlq is not None else None,
-                "deserializers": route.deserializers.names(), "max_messages": route.max_messages or settings.max_messages,
-                "max_wait_time": route.max_wait_time or settings.max_wait_time,
-                "initial_offset": route.initial_offset or str(settings.kafka.get("auto.offset.reset", "earliest")),
-                "assign": list(route.assign) if route.assign else None,
-                "manual_offset_management": route.manual_offset_management, "long_running_job": route.long_running_job,
-                "virtual_partitions": (vp.max_partitions or settings.concurrency) if (vp := route.virtual_partitions) else None,
-                "declared": {"partitions": route.partitions, "replication_factor": route.replication_factor, "config": dict(route.config)},
-                "kafka": {k: shown_setting(v) for k, v in sorted(mask(route.kafka).items())},
-            })  # fmt: skip
+            groups.setdefault(route.consumer_group, []).append(
+                {
+                    "subscription_group": route.subscription_group,
+                    "topic": route.name,
+                    "consumer": route.consumer_class.__name__ if route.consumer_class else None,
+                    "active": route.active,
+                    "dead_letter_queue": (dlq.topic or "skip") if dlq is not None else None,
+                    "max_retries": dlq.max_retries if dlq is not None else None,
+                    "deserializers": route.deserializers.names(),
+                    "max_messages": route.max_messages or settings.max_messages,
+                    "max_wait_time": route.max_wait_time or settings.max_wait_time,
+                    "initial_offset": route.initial_offset
+                    or str(settings.kafka.get("auto.offset.reset", "earliest")),
+                    "assign": list(route.assign) if route.assign else None,
+                    "manual_offset_management": route.manual_offset_management,
+                    "long_running_job": route.long_running_job,
+                    "virtual_partitions": (vp.max_partitions or settings.concurrency)
+                    if (vp := route.virtual_partitions)
+                    else None,
+                    "declared": {
+                        "partitions": route.partitions,
+                        "replication_factor": route.replication_factor,
+                        "config": dict(route.config),
+                    },
+                    "kafka": {k: shown_setting(v) for k, v in sorted(mask(route.kafka).items())},
+                }
+            )
         kafka = {k: shown_setting(v) for k, v in sorted(mask(settings.kafka).items())}
-        return Page("Routing", {"client_id": settings.client_id, "groups": groups, "kafka": kafka,
-                                "bootstrap": settings.kafka.get("bootstrap.servers")})  # fmt: skip
+        return Page(
+            "Routing",
+            {
+                "client_id": settings.client_id,
+                "groups": groups,
+                "kafka": kafka,
+                "bootstrap": settings.kafka.get("bootstrap.servers"),
+            },
+        )
 
     def asyncapi(self) -> Page:
         """The app's AsyncAPI 3.0 document: its channels and operations as tables, the
         document as YAML (and as JSON at ``/api/asyncapi``)."""
         document = asyncapi_document(self.app)
         channels = [
-            {"id": key, "address": channel["address"], "description": channel.get("description"),
-             "messages": sorted(channel["messages"])}
+            {
+                "id": key,
+                "address": channel["address"],
+                "description": channel.get("description"),
+                "messages": sorted(channel["messages"]),
+            }
             for key, channel in document["channels"].items()
-        ]  # fmt: skip
+        ]
         operations = [
-            {"id": key, "action": operation["action"],
-             "channel": operation["channel"]["$ref"].rsplit("/", 1)[-1],
-             "summary": operation.get("summary", ""),
-             "reply": operation["reply"]["channel"]["$ref"].rsplit("/", 1)[-1]
-             if "reply" in operation else None}
+            {
+                "id": key,
+                "action": operation["action"],
+                "channel": operation["channel"]["$ref"].rsplit("/", 1)[-1],
+                "summary": operation.get("summary", ""),
+                "reply": operation["reply"]["channel"]["$ref"].rsplit("/", 1)[-1]
+                if "reply" in operation
+                else None,
+            }
             for key, operation in document["operations"].items()
-        ]  # fmt: skip
-        return Page("AsyncAPI", {"document": document, "yaml": to_yaml(document),
-                                 "channels": channels, "operations": operations})  # fmt: skip
+        ]
+        return Page(
+            "AsyncAPI",
+            {
+                "document": document,
+                "yaml": to_yaml(document),
+                "channels": channels,
+                "operations": operations,
+            },
+        )
 
     def lags(self) -> Page:
         groups = sorted({r.consumer_group for r in self.app.routes.active() if not r.direct})
@@ -324,11 +403,18 @@ class Views:
             lags = self.admin.read_lags([g for g in groups if g in known])
             ages = self.admin.read_time_lags(lags)
             rows = [
-                {"group": lag.group, "topic": lag.topic, "partition": lag.partition, "committed": lag.committed,
-                 "high_watermark": lag.high_watermark, "lag": lag.lag, "age": ages.get((lag.group, lag.topic, lag.partition)),
-                 "metadata": lag.metadata}
+                {
+                    "group": lag.group,
+                    "topic": lag.topic,
+                    "partition": lag.partition,
+                    "committed": lag.committed,
+                    "high_watermark": lag.high_watermark,
+                    "lag": lag.lag,
+                    "age": ages.get((lag.group, lag.topic, lag.partition)),
+                    "metadata": lag.metadata,
+                }
                 for lag in lags
-            ]  # fmt: skip
+            ]
             missing = [g for g in groups if g not in known]
             if missing:
                 problem = f"no committed offsets yet for {', '.join(missing)}"
@@ -352,8 +438,16 @@ class Views:
             ]
             for topic in topics
         }
-        return Page("Lags", {"groups": groups, "partitions": rows, "topics": list(totals.values()),
-                             "charts": charts, "problem": problem})  # fmt: skip
+        return Page(
+            "Lags",
+            {
+                "groups": groups,
+                "partitions": rows,
+                "topics": list(totals.values()),
+                "charts": charts,
+                "problem": problem,
+            },
+        )
 
     # -- errors ---------------------------------------------------------------------------------
 
@@ -408,12 +502,18 @@ class Views:
             per_second = (ends - seen[1]) / (now - seen[0]) if seen and now - seen[0] >= 1 else None
             if seen is None or now - seen[0] >= 1:
                 self._watermarks[name] = (now, ends)
-            rows.append({
-                "name": name, "partitions": info.partition_count,
-                "replication_factor": len(info.partitions[0].replicas) if info.partitions else 0,
-                "messages": total, "messages_per_second": round(per_second, 2) if per_second is not None else None,
-                "web": name in self.web.topics.names,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "name": name,
+                    "partitions": info.partition_count,
+                    "replication_factor": len(info.partitions[0].replicas)
+                    if info.partitions
+                    else 0,
+                    "messages": total,
+                    "messages_per_second": round(per_second, 2) if per_second is not None else None,
+                    "web": name in self.web.topics.names,
+                }
+            )
         return Page("Topics", {"topics": rows, "paging": paging, "internal": internal})
 
     def topic(self, name: str) -> Page:
@@ -421,25 +521,50 @@ class Views:
             raise NotFound("topic", name)
         info = self.admin.topic_info(name)
         configs = [
-            {"name": c.name, "value": "********" if c.sensitive else c.value, "default": c.default,
-             "sensitive": c.sensitive, "read_only": c.read_only, "source": c.source}
-            for c in sorted(self.admin.describe_configs("topic", name).values(), key=lambda c: (c.default, c.name))
-        ]  # fmt: skip
+            {
+                "name": c.name,
+                "value": "********" if c.sensitive else c.value,
+                "default": c.default,
+                "sensitive": c.sensitive,
+                "read_only": c.read_only,
+                "source": c.source,
+            }
+            for c in sorted(
+                self.admin.describe_configs("topic", name).values(),
+                key=lambda c: (c.default, c.name),
+            )
+        ]
         loads = {load.partition: load for load in self.admin.partition_distribution(name)}
         partitions = []
         for p in info.partitions:
             low, high = self.admin.read_watermark_offsets(name, p.partition)
             load = loads.get(p.partition)
-            partitions.append({
-                "partition": p.partition, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.in_sync_replicas),
-                "low": low, "high": high, "messages": load.messages if load else 0,
-                "share": load.share if load else 0.0, "from_mean": load.from_mean if load else 0.0,
-                "under_replicated": len(p.in_sync_replicas) < len(p.replicas),
-            })  # fmt: skip
+            partitions.append(
+                {
+                    "partition": p.partition,
+                    "leader": p.leader,
+                    "replicas": list(p.replicas),
+                    "isr": list(p.in_sync_replicas),
+                    "low": low,
+                    "high": high,
+                    "messages": load.messages if load else 0,
+                    "share": load.share if load else 0.0,
+                    "from_mean": load.from_mean if load else 0.0,
+                    "under_replicated": len(p.in_sync_replicas) < len(p.replicas),
+                }
+            )
         skew = max((load.from_mean for load in loads.values()), key=abs, default=0.0)
         bars = [(str(load.partition), float(load.messages)) for load in loads.values()]
-        return Page(f"Topic {name}", {"name": name, "partitions": partitions, "configs": configs,
-                                      "skew": skew, "bars": bars})  # fmt: skip
+        return Page(
+            f"Topic {name}",
+            {
+                "name": name,
+                "partitions": partitions,
+                "configs": configs,
+                "skew": skew,
+                "bars": bars,
+            },
+        )
 
     def cluster(self, broker: int | None = None, everything: bool = False) -> Page:
         info = self.admin.cluster_info()
@@ -450,65 +575,39 @@ class Views:
         configs = []
         if chosen is not None:
             configs = [
-                {"name": c.name, "value": "********" if c.sensitive else c.value, "default": c.default,
-                 "sensitive": c.sensitive, "read_only": c.read_only, "source": c.source}
-                for c in sorted(self.admin.describe_configs("broker", str(chosen)).values(), key=lambda c: c.name)
+                {
+                    "name": c.name,
+                    "value": "********" if c.sensitive else c.value,
+                    "default": c.default,
+                    "sensitive": c.sensitive,
+                    "read_only": c.read_only,
+                    "source": c.source,
+                }
+                for c in sorted(
+                    self.admin.describe_configs("broker", str(chosen)).values(),
+                    key=lambda c: c.name,
+                )
                 if everything or not c.default
-            ]  # fmt: skip
-        return Page("Cluster", {
-            "cluster_id": info.cluster_id, "controller": info.controller_id,
-            "brokers": [{"id": b.id, "address": b.address, "controller": b.id == info.controller_id} for b in info.brokers],
-            "broker": chosen, "configs": configs, "all": everything,
-        })  # fmt: skip
+            ]
+        return Page(
+            "Cluster",
+            {
+                "cluster_id": info.cluster_id,
+                "controller": info.controller_id,
+                "brokers": [
+                    {"id": b.id, "address": b.address, "controller": b.id == info.controller_id}
+                    for b in info.brokers
+                ],
+                "broker": chosen,
+                "configs": configs,
+                "all": everything,
+            },
+        )
 
     # -- status ---------------------------------------------------------------------------------
 
     def status(self) -> Page:
-        now = self.clock()
-        checks: list[dict[str, Any]] = []
-
-        def check(name: str, ok: bool, detail: str, hint: str = "") -> None:
-            checks.append({"name": name, "ok": ok, "detail": detail, "hint": "" if ok else hint})
-
-        try:
-            changes = [
-                c for c in plan(self.admin, self.web.topics.declared()) if c.kind != "warning"
-            ]
-            check("Topics", not changes,
-                  "all the web UI's topics exist with their settings" if not changes else "; ".join(f"{c.topic}: {c.detail}" for c in changes),
-                  "run `conveyor web install --app ...` (or `conveyor web migrate` to fix settings)")  # fmt: skip
-        except ConveyorError as exc:
-            check(
-                "Topics",
-                False,
-                f"could not ask Kafka: {exc}",
-                "is the broker up? is bootstrap.servers right?",
-            )
-        states = self.data.states()
-        newest = max((float(s.get("reported_at") or 0) for s in states.values()), default=None)
-        interval = self.web.tracking_interval
-        check("Reports", newest is not None and now - newest <= DEAD_AFTER_INTERVALS * interval,
-              "no process has reported yet" if newest is None else f"the newest report is {now - newest:.1f} s old",
-              "call app.web.enable() before app.run(), and run the app (conveyor server)")  # fmt: skip
-        heartbeat = self.data.heartbeat()
-        age = now - float(heartbeat["aggregated_at"]) if heartbeat else None
-        check("Aggregator", age is not None and age <= DEAD_AFTER_INTERVALS * max(interval, 5.0),
-              "no aggregator has published yet" if age is None else
-              f"last published {age:.1f} s ago by {heartbeat['owner']} ({heartbeat['folded']} reports folded, {heartbeat['malformed']} malformed skipped)",  # type: ignore[index]
-              "an app with app.web.enable() or `conveyor web` runs it (consumer group conveyor_web)")  # fmt: skip
-        skews = [
-            float(s["received_at"]) - float(s["reported_at"])
-            for s in states.values()
-            if s.get("received_at") is not None
-            and process_status(s, now) not in ("dead", "stopped")
-        ]
-        worst = max(skews, key=abs, default=0.0)
-        check("Clocks", abs(worst) <= 2 * interval,
-              f"reports reach the aggregator within {worst:+.2f} s of their time" if skews else "no live process to compare",
-              "a host's clock is off: the dead-process check and the charts rely on it; run NTP")  # fmt: skip
-        check("Reader", not self.data.missing_topics,
-              "this UI reads its topics" if not self.data.missing_topics else f"missing: {', '.join(self.data.missing_topics)}",
-              "install the topics; the UI retries every few seconds")  # fmt: skip
+        checks = status_checks(self.web, self.data, lambda: self.admin, self.clock())
         return Page("Status", {"checks": checks, "ok": all(c["ok"] for c in checks)})
 
 
