@@ -1879,8 +1879,8 @@ MUTATIONS = (
         "conveyor/jobs/queues.py",
         (
             (
-                '            f"job-{job_id}-{attempt}" if job_id',
-                '            f"job-{message.offset}-{attempt}" if job_id',
+                '            f"job-{job_id}-{attempt}"\n            if job_id',
+                '            f"job-{message.offset}-{attempt}"\n            if job_id',
             ),
         ),
         (

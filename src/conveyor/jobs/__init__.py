@@ -9,5 +9,12 @@ from conveyor.jobs.queues import Jobs, Queue, UnknownJobError
 from conveyor.jobs.watchdog import JobTimeoutError
 
 __all__ = [
-    "Enqueuer", "Job", "JobContext", "JobTimeoutError", "Jobs", "Queue", "UnknownJobError", "current_job",
-]  # fmt: skip
+    "Enqueuer",
+    "Job",
+    "JobContext",
+    "JobTimeoutError",
+    "Jobs",
+    "Queue",
+    "UnknownJobError",
+    "current_job",
+]

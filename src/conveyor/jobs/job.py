@@ -138,8 +138,12 @@ class Job(Generic[P, R]):
     ) -> tuple[str, dict[str, Any]]:
         envelope, payload = encode(self.name, args, kwargs)
         headers = [(NAME, self.name), (ID, envelope.id), (ATTEMPT, "1")]
-        return envelope.id, {"topic": self.queue.topic, "payload": payload, "key": key,
-                             "headers": headers}  # fmt: skip
+        return envelope.id, {
+            "topic": self.queue.topic,
+            "payload": payload,
+            "key": key,
+            "headers": headers,
+        }
 
     def _producer(self) -> Producer:
         """The app's producer, or inside a transaction of the app's transactional producer
@@ -164,9 +168,11 @@ class Job(Generic[P, R]):
             producer.produce_sync(**message)
         else:
             producer.produce_at(
-                datetime.fromtimestamp(at, tz=UTC), **message, id=f"job-{job_id}",
+                datetime.fromtimestamp(at, tz=UTC),
+                **message,
+                id=f"job-{job_id}",
                 schedules_topic=self.queue.jobs.app.schedules.topic,
-            )  # fmt: skip
+            )
         return job_id
 
     async def _send_async(self, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

@@ -166,7 +166,7 @@ class Jobs:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
             ):
-                raise ConfigurationError(f"{setting} must be seconds > 0, got {value!r}", setting)  # fmt: skip
+                raise ConfigurationError(f"{setting} must be seconds > 0, got {value!r}", setting)
 
         def register(function: Callable[..., Any]) -> Job[Any, Any]:
             job_name = name or f"{function.__module__}.{function.__qualname__}"
@@ -174,9 +174,14 @@ class Jobs:
             if any(job_name in q.by_name for q in self.queues.values()):
                 raise ConfigurationError(f"the job name {job_name!r} is used twice", "name")
             job: Job[Any, Any] = Job(
-                function, job_name, target, retries, float(backoff), float(max_backoff),
+                function,
+                job_name,
+                target,
+                retries,
+                float(backoff),
+                float(max_backoff),
                 None if timeout is None else float(timeout),
-            )  # fmt: skip
+            )
             target.by_name[job_name] = job
             target.checkers[job_name] = ArgumentChecker(function)
             return job
@@ -184,9 +189,13 @@ class Jobs:
         return register
 
     def _route(
-        self, queue: Queue, partitions: int, replication_factor: int | None, lanes: int | None,
+        self,
+        queue: Queue,
+        partitions: int,
+        replication_factor: int | None,
+        lanes: int | None,
         commit_interval: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         runner = type(f"JobRunner[{queue.name}]", (JobRunner,), {"queue": queue})
         options: TopicOptions = {
             "partitions": partitions,
@@ -201,10 +210,21 @@ class Jobs:
         routes = self.app.routes
         with routes.subscription_group(f"jobs-{queue.name}"):
             routes.topic(queue.topic, runner, **options)
-        routes.topic(queue.dead_topic, None, active=False, partitions=partitions,
-                     replication_factor=replication_factor)  # fmt: skip
-        routes.topic(queue.dismissed_topic, None, active=False, partitions=1,
-                     replication_factor=replication_factor, config={"cleanup.policy": "compact"})  # fmt: skip
+        routes.topic(
+            queue.dead_topic,
+            None,
+            active=False,
+            partitions=partitions,
+            replication_factor=replication_factor,
+        )
+        routes.topic(
+            queue.dismissed_topic,
+            None,
+            active=False,
+            partitions=1,
+            replication_factor=replication_factor,
+            config={"cleanup.policy": "compact"},
+        )
         self.app.schedules.ensure_enabled()  # delayed jobs and retries are scheduled messages
 
 
@@ -240,9 +260,12 @@ class JobRunner(Consumer):
             return
         job = queue.by_name.get(envelope.name)
         if job is None:
-            self._dead(message, raw_headers, attempt, UnknownJobError(
-                f"no job named {envelope.name!r} in queue {queue.name!r}"
-            ))  # fmt: skip
+            self._dead(
+                message,
+                raw_headers,
+                attempt,
+                UnknownJobError(f"no job named {envelope.name!r} in queue {queue.name!r}"),
+            )
             return
         try:
             args, kwargs = queue.checkers[job.name].check(envelope.args, envelope.kwargs)
@@ -250,10 +273,13 @@ class JobRunner(Consumer):
             self._dead(message, raw_headers, attempt, error)
             return
         context = JobContext(
-            envelope.id, job.name, queue.name, attempt,
+            envelope.id,
+            job.name,
+            queue.name,
+            attempt,
             None if message.raw_key is None else message.raw_key.decode("utf-8", "replace"),
             datetime.fromtimestamp(envelope.enqueued_at / 1000, tz=UTC),
-        )  # fmt: skip
+        )
         token = _current.set(context)
         started = time.perf_counter()
         try:
@@ -262,17 +288,34 @@ class JobRunner(Consumer):
             _log.warning(
                 "job %s (%s) failed on attempt %s: %r", job.name, envelope.id, attempt, error
             )
-            self._event(ev.ERROR_OCCURRED, type="job.failed", error=error, job=job.name,
-                        id=envelope.id, attempt=attempt)  # fmt: skip
+            self._event(
+                ev.ERROR_OCCURRED,
+                type="job.failed",
+                error=error,
+                job=job.name,
+                id=envelope.id,
+                attempt=attempt,
+            )
             if attempt > job.retries:
                 self._dead(message, raw_headers, attempt, error)
             else:
                 self._retry(job, envelope.id, message, raw_headers, attempt + 1, error)
-                self._event(ev.JOB_RETRIED, job=job.name, id=envelope.id, attempt=attempt + 1,
-                            delay=job.delay_before(attempt + 1), error=error)  # fmt: skip
+                self._event(
+                    ev.JOB_RETRIED,
+                    job=job.name,
+                    id=envelope.id,
+                    attempt=attempt + 1,
+                    delay=job.delay_before(attempt + 1),
+                    error=error,
+                )
         else:
-            self._event(ev.JOB_PERFORMED, job=job.name, id=envelope.id, attempt=attempt,
-                        duration=time.perf_counter() - started)  # fmt: skip
+            self._event(
+                ev.JOB_PERFORMED,
+                job=job.name,
+                id=envelope.id,
+                attempt=attempt,
+                duration=time.perf_counter() - started,
+            )
         finally:
             _current.reset(token)
 
@@ -286,41 +329,65 @@ class JobRunner(Consumer):
                 job.function(*args, **kwargs)
 
     def _retry(
-        self, job: Job[Any, Any], job_id: str, message: Message, raw_headers: Any,
-        attempt: int, error: BaseException,
-    ) -> None:  # fmt: skip
+        self,
+        job: Job[Any, Any],
+        job_id: str,
+        message: Message,
+        raw_headers: Any,
+        attempt: int,
+        error: BaseException,
+    ) -> None:
         # Named by the job and the attempt it schedules: the same attempt failing again (its
         # message read twice) schedules the same retry, which replaces the first if not sent.
         schedule_id = (
-            f"job-{job_id}-{attempt}" if job_id
+            f"job-{job_id}-{attempt}"
+            if job_id
             else f"job-{message.topic}-{message.partition}-{message.offset}"
-        )  # fmt: skip
+        )
         self._settle(
-            message, time.time() + job.delay_before(attempt), self.queue.topic,
-            retry_headers(raw_headers, attempt, error), schedule_id,
-        )  # fmt: skip
+            message,
+            time.time() + job.delay_before(attempt),
+            self.queue.topic,
+            retry_headers(raw_headers, attempt, error),
+            schedule_id,
+        )
 
     def _dead(
         self, message: Message, raw_headers: Any, attempts: int | None, error: BaseException
     ) -> None:
-        _log.error("job at %s/%s@%s is dead after %s attempt(s): %r", message.topic,
-                   message.partition, message.offset, attempts or "?", error)  # fmt: skip
+        _log.error(
+            "job at %s/%s@%s is dead after %s attempt(s): %r",
+            message.topic,
+            message.partition,
+            message.offset,
+            attempts or "?",
+            error,
+        )
         job_id = header(raw_headers, ID)
         schedule_id = (
-            f"job-{job_id}-dead-{attempts}" if job_id and attempts
+            f"job-{job_id}-dead-{attempts}"
+            if job_id and attempts
             else f"job-{message.topic}-{message.partition}-{message.offset}-dead"
-        )  # fmt: skip
+        )
         self._settle(
-            message, time.time(), self.queue.dead_topic,
-            dead_headers(raw_headers, self.queue.name, attempts, error), schedule_id,
-        )  # fmt: skip
-        self._event(ev.JOB_DIED, job=header(raw_headers, NAME), id=job_id,
-                    attempts=attempts, error=error)  # fmt: skip
+            message,
+            time.time(),
+            self.queue.dead_topic,
+            dead_headers(raw_headers, self.queue.name, attempts, error),
+            schedule_id,
+        )
+        self._event(
+            ev.JOB_DIED, job=header(raw_headers, NAME), id=job_id, attempts=attempts, error=error
+        )
 
     def _settle(
-        self, message: Message, at: float, topic: str, headers: list[tuple[str, Any]],
+        self,
+        message: Message,
+        at: float,
+        topic: str,
+        headers: list[tuple[str, Any]],
         schedule_id: str,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Store a failed job's retry (or its death: sent to the dead-job topic now) as a
         scheduled message ``schedule_id`` and move past its message, as one step: in one
         transaction of the app's transactional producer with the message's offset, so that a
@@ -330,10 +397,13 @@ class JobRunner(Consumer):
         other lanes' jobs before it may still run, the offset cannot go with it: the record
         first, then the mark."""
         message_at: dict[str, Any] = {
-            "topic": topic, "payload": message.raw_payload, "key": message.raw_key,
-            "headers": headers, "id": schedule_id,
+            "topic": topic,
+            "payload": message.raw_payload,
+            "key": message.raw_key,
+            "headers": headers,
+            "id": schedule_id,
             "schedules_topic": self.queue.jobs.app.schedules.topic,
-        }  # fmt: skip
+        }
         when = datetime.fromtimestamp(at, tz=UTC)
         executor = self._executor
         if executor.in_lane:
@@ -346,10 +416,10 @@ class JobRunner(Consumer):
                 transactions.send_offsets(
                     [(message.topic, message.partition, message.offset + 1)],
                     executor.group_metadata(),
-                    metadata=None if metadata is None else {
-                        (message.topic, message.partition): metadata
-                    },
-                )  # fmt: skip
+                    metadata=None
+                    if metadata is None
+                    else {(message.topic, message.partition): metadata},
+                )
         self.mark_as_consumed(message)
 
     def _event(self, name: str, **fields: Any) -> None:

@@ -13,9 +13,18 @@ from typing import Any
 from conveyor.serialization import json_dumps, json_loads
 
 __all__ = [
-    "ATTEMPT", "ERROR", "ID", "NAME", "Envelope", "attempt_of", "dead_headers", "decode",
-    "encode", "header", "retry_headers",
-]  # fmt: skip
+    "ATTEMPT",
+    "ERROR",
+    "ID",
+    "NAME",
+    "Envelope",
+    "attempt_of",
+    "dead_headers",
+    "decode",
+    "encode",
+    "header",
+    "retry_headers",
+]
 
 NAME, ID, ATTEMPT, ERROR = (
     "conveyor-job",
@@ -24,9 +33,11 @@ NAME, ID, ATTEMPT, ERROR = (
     "conveyor-job-error",
 )
 DEAD_CLASS, DEAD_MESSAGE, DEAD_BACKTRACE, DEAD_QUEUE = (
-    "conveyor-job-error-class", "conveyor-job-error-message", "conveyor-job-error-backtrace",
+    "conveyor-job-error-class",
+    "conveyor-job-error-message",
+    "conveyor-job-error-backtrace",
     "conveyor-job-queue",
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +55,13 @@ class Envelope:
 def encode(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Envelope, bytes]:
     """A new job's envelope and its JSON (model instances in the arguments as JSON too)."""
     envelope = Envelope(name, list(args), dict(kwargs), uuid.uuid4().hex, int(time.time() * 1000))
-    body = {"job": name, "args": envelope.args, "kwargs": envelope.kwargs, "id": envelope.id,
-            "enqueued_at": envelope.enqueued_at}  # fmt: skip
+    body = {
+        "job": name,
+        "args": envelope.args,
+        "kwargs": envelope.kwargs,
+        "id": envelope.id,
+        "enqueued_at": envelope.enqueued_at,
+    }
     return envelope, json_dumps(body)
 
 
@@ -119,7 +135,10 @@ def dead_headers(
     kept = _without(headers, ATTEMPT, ERROR, DEAD_CLASS, DEAD_MESSAGE, DEAD_BACKTRACE, DEAD_QUEUE)
     counted = [] if attempts is None else [(ATTEMPT, str(attempts))]
     return [
-        *kept, *counted, (DEAD_QUEUE, queue),
-        (DEAD_CLASS, type(error).__qualname__), (DEAD_MESSAGE, str(error)[:8000]),
+        *kept,
+        *counted,
+        (DEAD_QUEUE, queue),
+        (DEAD_CLASS, type(error).__qualname__),
+        (DEAD_MESSAGE, str(error)[:8000]),
         (DEAD_BACKTRACE, "".join(traceback.format_exception(error))[-8000:]),
-    ]  # fmt: skip
+    ]
