@@ -16,14 +16,17 @@ __all__ = ["acls", "control_plane_of"]
 
 _app_option = app_option("The app whose control topics to guard (default: $CONVEYOR_APP).")
 _principal_option = click.option(
-    "--principal", required=True, metavar="TYPE:NAME",
+    "--principal",
+    required=True,
+    metavar="TYPE:NAME",
     help="The principal the app's processes log in as (e.g. User:shop).",
-)  # fmt: skip
+)
 _operator_option = click.option(
-    "--operator", metavar="TYPE:NAME",
+    "--operator",
+    metavar="TYPE:NAME",
     help="The principal of conveyor ctl and conveyor web (sends commands, reads the UI's "
     "topics); none: only the app itself.",
-)  # fmt: skip
+)
 
 
 def control_plane_of(app: App) -> ControlPlane:
@@ -37,9 +40,12 @@ def control_plane_of(app: App) -> ControlPlane:
         web_group=web.group if web else None,
         schedules=app.schedules.topic if app.schedules.enabled else None,
         recurring=recurring.topic if recurring is not None else None,
-        jobs=[name for queue in app.jobs.queues.values()
-              for name in (queue.topic, queue.dead_topic, queue.dismissed_topic)],
-    )  # fmt: skip
+        jobs=[
+            name
+            for queue in app.jobs.queues.values()
+            for name in (queue.topic, queue.dead_topic, queue.dismissed_topic)
+        ],
+    )
 
 
 def _planned(app_spec: str | None, principal: str, operator: str | None) -> tuple[App, list[Acl]]:

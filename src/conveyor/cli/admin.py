@@ -97,24 +97,41 @@ def _config_changes(
 
 
 def _altered(kind: str, name: str, as_json: bool, done: list[Any]) -> None:
-    _emit(as_json, [change.__dict__ for change in done],
-          lambda: console.print(table(f"{kind} {name} configs altered", ["name", "before", "after", "source"], [
-              (c.name, str(c.before), str(c.after), c.source) for c in done])))  # fmt: skip
+    _emit(
+        as_json,
+        [change.__dict__ for change in done],
+        lambda: console.print(
+            table(
+                f"{kind} {name} configs altered",
+                ["name", "before", "after", "source"],
+                [(c.name, str(c.before), str(c.after), c.source) for c in done],
+            )
+        ),
+    )
 
 
 _reset_option = click.option(
-    "--reset", "resets", multiple=True, metavar="KEY",
+    "--reset",
+    "resets",
+    multiple=True,
+    metavar="KEY",
     help="Delete KEY's override: back to the broker's or cluster's default (repeatable).",
-)  # fmt: skip
+)
 _append_option = click.option(
-    "--append", "appends", multiple=True, metavar="KEY=VALUE",
+    "--append",
+    "appends",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="Add VALUE (an item, or items separated by commas) to the list config KEY, such as "
     "cleanup.policy=compact; the list's other items stay (repeatable).",
-)  # fmt: skip
+)
 _subtract_option = click.option(
-    "--subtract", "subtracts", multiple=True, metavar="KEY=VALUE",
+    "--subtract",
+    "subtracts",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="Remove VALUE's items from the list config KEY; the others stay (repeatable).",
-)  # fmt: skip
+)
 
 
 # -- topics -------------------------------------------------------------------------------------
@@ -181,9 +198,14 @@ def _apply(
 @topics.command("migrate")
 @_app_option
 @json_option()
-@click.option("--schema-registry", "registry_url", envvar="CONVEYOR_SCHEMA_REGISTRY",
-              metavar="URL", help="Check the models' JSON Schemas there first (nothing is "
-              "migrated when one is not compatible) and register them after.")  # fmt: skip
+@click.option(
+    "--schema-registry",
+    "registry_url",
+    envvar="CONVEYOR_SCHEMA_REGISTRY",
+    metavar="URL",
+    help="Check the models' JSON Schemas there first (nothing is "
+    "migrated when one is not compatible) and register them after.",
+)
 def topics_migrate(app_spec: str | None, as_json: bool, registry_url: str | None) -> None:
     """Create declared topics, grow partitions, align configs (never deletes)."""
     _apply(app_spec, as_json, configs_only=False, registry_url=registry_url)
@@ -207,8 +229,13 @@ def topics_list(app_spec: str | None, as_json: bool, internal: bool) -> None:
     rows = sorted(  # between listing it and asking its partitions
         (name, count) for name, count in counts.items() if internal or not name.startswith("__")
     )
-    _emit(as_json, [{"topic": n, "partitions": p} for n, p in rows],
-          lambda: console.print(table("Topics", ["topic", "partitions"], [(n, str(p)) for n, p in rows])))  # fmt: skip
+    _emit(
+        as_json,
+        [{"topic": n, "partitions": p} for n, p in rows],
+        lambda: console.print(
+            table("Topics", ["topic", "partitions"], [(n, str(p)) for n, p in rows])
+        ),
+    )
 
 
 @topics.command("describe")
@@ -226,15 +253,37 @@ def topics_describe(app_spec: str | None, as_json: bool, name: str) -> None:
     partitions: list[dict[str, Any]] = []
     for p in info.partitions:
         low, high = admin.read_watermark_offsets(name, p.partition)
-        partitions.append({"partition": p.partition, "leader": p.leader, "replicas": list(p.replicas),
-                           "low": low, "high": high, "share": round(load[p.partition].share, 4),
-                           "from_mean": round(load[p.partition].from_mean, 4)})  # fmt: skip
+        partitions.append(
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "replicas": list(p.replicas),
+                "low": low,
+                "high": high,
+                "share": round(load[p.partition].share, 4),
+                "from_mean": round(load[p.partition].from_mean, 4),
+            }
+        )
 
     def render() -> None:
-        console.print(table(f"Topic {name}", ["partition", "leader", "replicas", "low", "high", "share", "vs mean"], [
-            (str(r["partition"]), str(r["leader"]), ",".join(map(str, r["replicas"])), str(r["low"]), str(r["high"]),
-             f"{r['share']:.1%}", f"{r['from_mean']:+.0%}") for r in partitions
-        ]))  # fmt: skip
+        console.print(
+            table(
+                f"Topic {name}",
+                ["partition", "leader", "replicas", "low", "high", "share", "vs mean"],
+                [
+                    (
+                        str(r["partition"]),
+                        str(r["leader"]),
+                        ",".join(map(str, r["replicas"])),
+                        str(r["low"]),
+                        str(r["high"]),
+                        f"{r['share']:.1%}",
+                        f"{r['from_mean']:+.0%}",
+                    )
+                    for r in partitions
+                ],
+            )
+        )
         console.print(
             key_value_table(
                 "Configs set on the topic", sorted((k, str(v)) for k, v in configs.items())
@@ -248,9 +297,12 @@ def topics_describe(app_spec: str | None, as_json: bool, name: str) -> None:
 @_app_option
 @click.argument("name")
 @click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--replication-factor", type=click.IntRange(min=1), default=None,
-              help="Replicas of each partition (default: the cluster's "
-              "default.replication.factor).")  # fmt: skip
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Replicas of each partition (default: the cluster's default.replication.factor).",
+)
 @click.option(
     "--config", "settings", multiple=True, metavar="KEY=VALUE", help="A topic config (repeatable)."
 )
@@ -303,9 +355,13 @@ def topics_repartition(app_spec: str | None, name: str, total: int) -> None:
 @_app_option
 @json_option()
 @click.argument("name")
-@click.option("--partitions", type=click.IntRange(min=1), default=None,
-              help="Grow the topic to this many partitions (Kafka cannot shrink one; the same "
-              "count changes nothing).")  # fmt: skip
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Grow the topic to this many partitions (Kafka cannot shrink one; the same "
+    "count changes nothing).",
+)
 @click.option(
     "--config", "settings", multiple=True, metavar="KEY=VALUE", help="Set a config (repeatable)."
 )
@@ -348,12 +404,19 @@ def topics_alter(
     grown = after > before
     if grown:
         admin.create_partitions(name, after)
-    data = {"topic": name, "partitions": {"before": before, "after": after},
-            "configs": [change.__dict__ for change in done]}  # fmt: skip
+    data = {
+        "topic": name,
+        "partitions": {"before": before, "after": after},
+        "configs": [change.__dict__ for change in done],
+    }
 
     def render() -> None:
-        console.print(f"{name}: {before} → {after} partitions" if grown
-                      else f"{name}: {before} partitions (unchanged)", highlight=False)  # fmt: skip
+        console.print(
+            f"{name}: {before} → {after} partitions"
+            if grown
+            else f"{name}: {before} partitions (unchanged)",
+            highlight=False,
+        )
         if done:
             _altered("topic", name, False, done)
 
@@ -391,9 +454,17 @@ def groups_list(app_spec: str | None, as_json: bool) -> None:
     """List consumer groups with their state and member count."""
     admin = _admin(app_spec)
     infos = [admin.describe_consumer_group(name) for name in admin.list_consumer_groups()]
-    _emit(as_json, [{"group": g.name, "state": g.state, "members": len(g.members)} for g in infos],
-          lambda: console.print(table("Consumer groups", ["group", "state", "members"],
-                                      [(g.name, g.state, str(len(g.members))) for g in infos])))  # fmt: skip
+    _emit(
+        as_json,
+        [{"group": g.name, "state": g.state, "members": len(g.members)} for g in infos],
+        lambda: console.print(
+            table(
+                "Consumer groups",
+                ["group", "state", "members"],
+                [(g.name, g.state, str(len(g.members))) for g in infos],
+            )
+        ),
+    )
 
 
 @groups.command("describe")
@@ -410,9 +481,17 @@ def groups_describe(app_spec: str | None, as_json: bool, name: str) -> None:
     rows = [
         (m.client_id, m.host, ", ".join(f"{t}/{p}" for t, p in m.assignment)) for m in group.members
     ]
-    _emit(as_json, {"group": group.name, "state": group.state,
-                    "members": [{"client_id": c, "host": h, "partitions": a} for c, h, a in rows]},
-          lambda: console.print(table(f"Group {group.name} ({group.state})", ["client", "host", "partitions"], rows)))  # fmt: skip
+    _emit(
+        as_json,
+        {
+            "group": group.name,
+            "state": group.state,
+            "members": [{"client_id": c, "host": h, "partitions": a} for c, h, a in rows],
+        },
+        lambda: console.print(
+            table(f"Group {group.name} ({group.state})", ["client", "host", "partitions"], rows)
+        ),
+    )
 
 
 @groups.command("lags")
@@ -423,11 +502,28 @@ def groups_lags(app_spec: str | None, as_json: bool, names: tuple[str, ...]) -> 
     """Committed offset (and its metadata), high watermark and lag per partition (all groups,
     or NAMES)."""
     lags = _admin(app_spec).read_lags(list(names) or None)
-    _emit(as_json, [lag.__dict__ for lag in lags],
-          lambda: console.print(table("Lags", ["group", "topic", "partition", "committed", "high", "lag", "metadata"], [
-              (lag.group, lag.topic, str(lag.partition), "-" if lag.committed is None else str(lag.committed),
-               str(lag.high_watermark), str(lag.lag), escape(lag.metadata or ""))
-              for lag in lags])))  # fmt: skip
+    _emit(
+        as_json,
+        [lag.__dict__ for lag in lags],
+        lambda: console.print(
+            table(
+                "Lags",
+                ["group", "topic", "partition", "committed", "high", "lag", "metadata"],
+                [
+                    (
+                        lag.group,
+                        lag.topic,
+                        str(lag.partition),
+                        "-" if lag.committed is None else str(lag.committed),
+                        str(lag.high_watermark),
+                        str(lag.lag),
+                        escape(lag.metadata or ""),
+                    )
+                    for lag in lags
+                ],
+            )
+        ),
+    )
 
 
 @groups.command("seek")
@@ -468,8 +564,13 @@ def groups_seek(
     chosen = list(partitions) or [p.partition for p in admin.topic_info(topic).partitions]
     confirm(yes, f"Move group {name} on {topic} partitions {chosen} to {position}?")
     moved = admin.seek_consumer_group(name, {topic: dict.fromkeys(chosen, target)})
-    console.print(table(f"Group {name} moved", ["topic", "partition", "offset"],
-                        [(t, str(p), str(o)) for (t, p), o in sorted(moved.items())]))  # fmt: skip
+    console.print(
+        table(
+            f"Group {name} moved",
+            ["topic", "partition", "offset"],
+            [(t, str(p), str(o)) for (t, p), o in sorted(moved.items())],
+        )
+    )
 
 
 # -- configs and cluster ---------------------------------------------------------------------------
@@ -492,10 +593,26 @@ def configs_describe(
     """The configs of topic NAME or broker ID (non-default ones unless --all)."""
     entries = _admin(app_spec).describe_configs(kind, name)
     shown = [e for e in entries.values() if show_all or not e.default]
-    _emit(as_json, [e.__dict__ for e in shown],
-          lambda: console.print(table(f"{kind} {name} configs", ["name", "value", "default", "read-only", "source"], [
-              (e.name, "***" if e.sensitive else str(e.value), "yes" if e.default else "", "yes" if e.read_only else "", e.source)
-              for e in shown])))  # fmt: skip
+    _emit(
+        as_json,
+        [e.__dict__ for e in shown],
+        lambda: console.print(
+            table(
+                f"{kind} {name} configs",
+                ["name", "value", "default", "read-only", "source"],
+                [
+                    (
+                        e.name,
+                        "***" if e.sensitive else str(e.value),
+                        "yes" if e.default else "",
+                        "yes" if e.read_only else "",
+                        e.source,
+                    )
+                    for e in shown
+                ],
+            )
+        ),
+    )
 
 
 @configs.command("alter")
@@ -540,7 +657,18 @@ def cluster() -> None:
 def cluster_info(app_spec: str | None, as_json: bool) -> None:
     """Cluster id, controller and brokers."""
     info = _admin(app_spec).cluster_info()
-    _emit(as_json, {"cluster_id": info.cluster_id, "controller_id": info.controller_id,
-                    "brokers": [{"id": b.id, "address": b.address} for b in info.brokers]},
-          lambda: console.print(table(f"Cluster {info.cluster_id} (controller {info.controller_id})", ["broker", "address"],
-                                      [(str(b.id), b.address) for b in info.brokers])))  # fmt: skip
+    _emit(
+        as_json,
+        {
+            "cluster_id": info.cluster_id,
+            "controller_id": info.controller_id,
+            "brokers": [{"id": b.id, "address": b.address} for b in info.brokers],
+        },
+        lambda: console.print(
+            table(
+                f"Cluster {info.cluster_id} (controller {info.controller_id})",
+                ["broker", "address"],
+                [(str(b.id), b.address) for b in info.brokers],
+            )
+        ),
+    )

@@ -16,13 +16,28 @@ __all__ = ["asyncapi"]
 
 @click.command()
 @app_option("The app to describe, e.g. shop.app:app (default: $CONVEYOR_APP).")
-@click.option("--format", "output_format", type=click.Choice(["yaml", "json"]), default="yaml",
-              show_default=True, help="The document's format.")  # fmt: skip
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the document to this file (default: standard output).")  # fmt: skip
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["yaml", "json"]),
+    default="yaml",
+    show_default=True,
+    help="The document's format.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the document to this file (default: standard output).",
+)
 @click.option("--title", help="The document's title (default: the app's client_id).")
-@click.option("--version", "version", default="1.0.0", show_default=True,
-              help="The version of the application the document describes.")  # fmt: skip
+@click.option(
+    "--version",
+    "version",
+    default="1.0.0",
+    show_default=True,
+    help="The version of the application the document describes.",
+)
 def asyncapi(
     app_spec: str | None, output_format: str, output: Path | None, title: str | None, version: str
 ) -> None:

@@ -53,25 +53,32 @@ def broker() -> None:
 
 
 _node_option = click.option(
-    "--node", type=click.IntRange(1, MAX_NODES), default=None,
+    "--node",
+    type=click.IntRange(1, MAX_NODES),
+    default=None,
     help="Only this node of the local cluster (see --nodes).",
-)  # fmt: skip
+)
 
 
 @broker.command()
 @click.option(
-    "--port", type=click.IntRange(1, 65535), default=None,
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
     help=f"Port of the PLAINTEXT listener on 127.0.0.1 [default: {DEFAULT_PORT}; for a cluster "
     f"{DEFAULT_CLUSTER_PORT}, node k on port + k - 1]",
-)  # fmt: skip
+)
 @_data_dir_option
 @_timeout_option
 @click.option("--heap", default=DEFAULT_HEAP, show_default=True, help="Maximum JVM heap (-Xmx).")
 @click.option(
-    "--nodes", type=click.IntRange(1, MAX_NODES), default=1, show_default=True,
+    "--nodes",
+    type=click.IntRange(1, MAX_NODES),
+    default=1,
+    show_default=True,
     help="More than one: a local cluster (3: three replicas, min.insync.replicas=2), in "
     "~/.local/share/conveyor/cluster unless --data-dir.",
-)  # fmt: skip
+)
 @_node_option
 @click.option(
     "--security",
@@ -385,16 +392,23 @@ def _cluster_status(cluster: LocalCluster) -> dict[str, Any]:
 
 def _print_cluster(cluster: LocalCluster, part: dict[str, Any]) -> None:
     rows = [
-        (str(node["node"]), node["address"],
-         "[green]running[/]" if node["running"] else "[red]stopped[/]",
-         str(node["pid"] or "-"), str(node["controller_port"]),
-         _duration(node["uptime_seconds"]) if node["running"] else "-")
+        (
+            str(node["node"]),
+            node["address"],
+            "[green]running[/]" if node["running"] else "[red]stopped[/]",
+            str(node["pid"] or "-"),
+            str(node["controller_port"]),
+            _duration(node["uptime_seconds"]) if node["running"] else "-",
+        )
         for node in part["nodes"]
-    ]  # fmt: skip
-    console.print(table(
-        f"Local cluster {part['cluster_id']} ({cluster.root})",
-        ["node", "address", "state", "pid", "controller port", "uptime"], rows,
-    ))  # fmt: skip
+    ]
+    console.print(
+        table(
+            f"Local cluster {part['cluster_id']} ({cluster.root})",
+            ["node", "address", "state", "pid", "controller port", "uptime"],
+            rows,
+        )
+    )
 
 
 def _duration(seconds: float) -> str:

@@ -35,12 +35,14 @@ def list_sinks(app_spec: str | None) -> None:
         dlq = route.dead_letter_queue
         rows.append(
             (
-                binding.topic, type(binding.sink).__name__, str(lanes or app.settings.concurrency),
+                binding.topic,
+                type(binding.sink).__name__,
+                str(lanes or app.settings.concurrency),
                 str(route.max_messages),
                 "async" if binding.asynchronous else "sync",
                 dlq.topic if dlq is not None and dlq.topic else "-",
             )
-        )  # fmt: skip
+        )
     console.print(
         table(
             f"Sinks of {app.settings.client_id}",

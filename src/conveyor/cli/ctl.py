@@ -25,26 +25,40 @@ _app_option = app_option(
     "The app whose kafka settings and web topics to use (default: $CONVEYOR_APP)."
 )
 _timeout_option = click.option(
-    "--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
     help="Seconds to wait for the process's answer (for each process's, with --all or --group).",
-)  # fmt: skip
+)
 _process_option = click.option(
-    "--process", "process", default=None, metavar="ID",
+    "--process",
+    "process",
+    default=None,
+    metavar="ID",
     help="The process (see `conveyor ctl list`); default: whichever has the partition.",
-)  # fmt: skip
+)
 _group_option = click.option(
-    "--group", "group", default=None, metavar="GROUP",
+    "--group",
+    "group",
+    default=None,
+    metavar="GROUP",
     help="The consumer group, when more than one reads the topic (default: every owner acts).",
-)  # fmt: skip
+)
 
 _every_option = click.option(
-    "--all", "every", is_flag=True,
+    "--all",
+    "every",
+    is_flag=True,
     help="Every process that reports to the app's web UI (instead of PROCESS).",
-)  # fmt: skip
+)
 _fleet_group_option = click.option(
-    "--group", "fleet_group", default=None, metavar="GROUP",
+    "--group",
+    "fleet_group",
+    default=None,
+    metavar="GROUP",
     help="Every process with a listener in this consumer group (instead of PROCESS).",
-)  # fmt: skip
+)
 _yes_option = click.option(
     "--yes", is_flag=True, help="With --all or --group: do not ask for confirmation."
 )
@@ -96,8 +110,12 @@ def show_processes(app: App) -> None:
 
     def order(item: tuple[str, dict[str, Any]]) -> tuple[str, int, int, str]:
         state = item[1]
-        return (str(state.get("hostname") or ""), int(state.get("swarm_supervisor") or 0),
-                int(state.get("swarm_node") or 0), item[0])  # fmt: skip
+        return (
+            str(state.get("hostname") or ""),
+            int(state.get("swarm_supervisor") or 0),
+            int(state.get("swarm_node") or 0),
+            item[0],
+        )
 
     rows = []
     for process_id, state in sorted(states.items(), key=order):
@@ -107,12 +125,16 @@ def show_processes(app: App) -> None:
         node, supervisor = state.get("swarm_node"), state.get("swarm_supervisor")
         reported = state.get("reported_at")
         rows.append(
-            (process_id, str(state.get("client_id", "")),
-             f"{state.get('hostname', '?')} / {state.get('pid', '?')}",
-             f"supervisor {supervisor} · node {node}" if node is not None else "-",
-             process_status(state, now),
-             f"{now - float(reported):.0f} s ago" if reported else "-", partitions or "-")
-        )  # fmt: skip
+            (
+                process_id,
+                str(state.get("client_id", "")),
+                f"{state.get('hostname', '?')} / {state.get('pid', '?')}",
+                f"supervisor {supervisor} · node {node}" if node is not None else "-",
+                process_status(state, now),
+                f"{now - float(reported):.0f} s ago" if reported else "-",
+                partitions or "-",
+            )
+        )
     console.print(
         table(
             f"{len(rows)} process(es)",
@@ -293,9 +315,15 @@ def pause(
 ) -> None:
     """Stop processing a partition (it stays assigned) until --until or `ctl resume`."""
     _send(
-        app_spec, "pause", timeout, process=process, topic=topic, partition=partition,
-        until=until, group=group,
-    )  # fmt: skip
+        app_spec,
+        "pause",
+        timeout,
+        process=process,
+        topic=topic,
+        partition=partition,
+        until=until,
+        group=group,
+    )
 
 
 @ctl.command()
@@ -315,9 +343,14 @@ def resume(
 ) -> None:
     """Resume a paused partition."""
     _send(
-        app_spec, "resume", timeout, process=process, topic=topic, partition=partition,
+        app_spec,
+        "resume",
+        timeout,
+        process=process,
+        topic=topic,
+        partition=partition,
         group=group,
-    )  # fmt: skip
+    )
 
 
 @ctl.command()
@@ -350,6 +383,13 @@ def seek(
     if (offset is None) == (when is None):
         raise click.UsageError("give --offset or --time (one of them)")
     _send(
-        app_spec, "seek", timeout, process=process, topic=topic, partition=partition,
-        offset=offset, time=when, group=group,
-    )  # fmt: skip
+        app_spec,
+        "seek",
+        timeout,
+        process=process,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        time=when,
+        group=group,
+    )

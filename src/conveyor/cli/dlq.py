@@ -22,15 +22,23 @@ def dlq() -> None:
 @dlq.command()
 @app_option()
 @click.option("--topic", required=True, help="The dead letter queue topic.")
-@click.option("--to", "target", default="original", show_default=True,
-              help="'original' (each message's original_topic header) or a topic name.")  # fmt: skip
+@click.option(
+    "--to",
+    "target",
+    default="original",
+    show_default=True,
+    help="'original' (each message's original_topic header) or a topic name.",
+)
 @click.option(
     "--limit", type=click.IntRange(min=1), default=None, help="Replay at most this many messages."
 )
 @click.option(
-    "--offset", "offsets", multiple=True, metavar="PARTITION:OFFSET",
+    "--offset",
+    "offsets",
+    multiple=True,
+    metavar="PARTITION:OFFSET",
     help="Replay only these dead letters (repeatable); the replay progress is left alone.",
-)  # fmt: skip
+)
 def replay(
     app_spec: str | None, topic: str, target: str, limit: int | None, offsets: tuple[str, ...]
 ) -> None:

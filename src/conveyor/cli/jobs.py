@@ -59,27 +59,48 @@ def jobs_queues(app_spec: str | None, as_json: bool) -> None:
     for lag in admin.read_lags([group]):
         waiting[lag.topic] = waiting.get(lag.topic, 0) + lag.lag
     rows: list[dict[str, Any]] = [
-        {"queue": queue.name, "topic": queue.topic, "jobs": sorted(queue.by_name),
-         "waiting": waiting.get(queue.topic, _messages(admin, queue.topic)),
-         "dead": _messages(admin, queue.dead_topic), "dead_topic": queue.dead_topic}
+        {
+            "queue": queue.name,
+            "topic": queue.topic,
+            "jobs": sorted(queue.by_name),
+            "waiting": waiting.get(queue.topic, _messages(admin, queue.topic)),
+            "dead": _messages(admin, queue.dead_topic),
+            "dead_topic": queue.dead_topic,
+        }
         for queue in app.jobs.queues.values()
-    ]  # fmt: skip
+    ]
     if as_json:
         click.echo(json.dumps(rows))
         return
-    console.print(table(
-        f"Job queues of {app.settings.client_id}",
-        ["queue", "topic", "waiting", "dead", "jobs"],
-        [(r["queue"], r["topic"], f"{r['waiting']:,}", f"{r['dead']:,}", ", ".join(r["jobs"])) for r in rows],
-    ))  # fmt: skip
+    console.print(
+        table(
+            f"Job queues of {app.settings.client_id}",
+            ["queue", "topic", "waiting", "dead", "jobs"],
+            [
+                (
+                    r["queue"],
+                    r["topic"],
+                    f"{r['waiting']:,}",
+                    f"{r['dead']:,}",
+                    ", ".join(r["jobs"]),
+                )
+                for r in rows
+            ],
+        )
+    )
 
 
 @jobs.command("dead")
 @_app_option
 @json_option()
 @click.argument("queue")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
-              help="The newest dead jobs to show (per partition at most).")  # fmt: skip
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="The newest dead jobs to show (per partition at most).",
+)
 @click.option("--with-discarded", is_flag=True, help="Show the discarded ones too.")
 def jobs_dead(
     app_spec: str | None, as_json: bool, queue: str, limit: int, with_discarded: bool
@@ -98,13 +119,23 @@ def jobs_dead(
     if as_json:
         click.echo(json.dumps([d.to_dict() for d in dead], default=str))
         return
-    console.print(table(
-        f"Dead jobs of {queue} ({target.dead_topic}): {len(dead):,}",
-        ["ref", "when", "job", "arguments", "attempts", "error"],
-        [(d.ref, _when(d.timestamp), d.job, _arguments(d.args, d.kwargs),
-          "" if d.attempts is None else str(d.attempts), f"{d.error_class}: {d.error_message}"[:200])
-         for d in dead],
-    ))  # fmt: skip
+    console.print(
+        table(
+            f"Dead jobs of {queue} ({target.dead_topic}): {len(dead):,}",
+            ["ref", "when", "job", "arguments", "attempts", "error"],
+            [
+                (
+                    d.ref,
+                    _when(d.timestamp),
+                    d.job,
+                    _arguments(d.args, d.kwargs),
+                    "" if d.attempts is None else str(d.attempts),
+                    f"{d.error_class}: {d.error_message}"[:200],
+                )
+                for d in dead
+            ],
+        )
+    )
 
 
 def _when(stamp: float | None) -> str:
@@ -114,18 +145,28 @@ def _when(stamp: float | None) -> str:
 
 
 def _arguments(args: list[Any], kwargs: dict[str, Any]) -> str:
-    text = ", ".join([*(json.dumps(a, default=str) for a in args),
-                      *(f"{k}={json.dumps(v, default=str)}" for k, v in kwargs.items())])  # fmt: skip
+    text = ", ".join(
+        [
+            *(json.dumps(a, default=str) for a in args),
+            *(f"{k}={json.dumps(v, default=str)}" for k, v in kwargs.items()),
+        ]
+    )
     return text if len(text) <= 80 else text[:79] + "…"
 
 
 @jobs.command("retry")
 @_app_option
 @click.argument("queue")
-@click.option("--ref", "refs", multiple=True, metavar="PARTITION:OFFSET",
-              help="Retry these dead jobs (repeatable; see conveyor jobs dead).")  # fmt: skip
-@click.option("--all", "everything", is_flag=True,
-              help="Retry every dead job not retried with --all before.")  # fmt: skip
+@click.option(
+    "--ref",
+    "refs",
+    multiple=True,
+    metavar="PARTITION:OFFSET",
+    help="Retry these dead jobs (repeatable; see conveyor jobs dead).",
+)
+@click.option(
+    "--all", "everything", is_flag=True, help="Retry every dead job not retried with --all before."
+)
 def jobs_retry(app_spec: str | None, queue: str, refs: tuple[str, ...], everything: bool) -> None:
     """Send dead jobs of QUEUE back to it, their attempts counted from 1 again."""
     if bool(refs) == everything:
@@ -144,12 +185,14 @@ def jobs_retry(app_spec: str | None, queue: str, refs: tuple[str, ...], everythi
 
         revive = reviver(discarded(app.settings.kafka, target))  # the discarded stay dead
         if everything:
-            counts = replay_dead_letters(app, target.dead_topic, to=target.topic, on_progress=step,
-                                         restore=revive)  # fmt: skip
+            counts = replay_dead_letters(
+                app, target.dead_topic, to=target.topic, on_progress=step, restore=revive
+            )
             missing: list[tuple[int, int]] = []
         else:
-            result = redrive_dead_letters(app, target.dead_topic, selection, to=target.topic,
-                                          on_progress=step, restore=revive)  # fmt: skip
+            result = redrive_dead_letters(
+                app, target.dead_topic, selection, to=target.topic, on_progress=step, restore=revive
+            )
             counts, missing = result["counts"], result["missing"] + result["timed_out"]
     console.print(f"sent {sum(counts.values()):,} dead job(s) back to {target.topic}")
     if missing:
@@ -160,10 +203,19 @@ def jobs_retry(app_spec: str | None, queue: str, refs: tuple[str, ...], everythi
 @jobs.command("discard")
 @_app_option
 @click.argument("queue")
-@click.option("--ref", "refs", multiple=True, metavar="PARTITION:OFFSET",
-              help="Discard these dead jobs (repeatable; see conveyor jobs dead).")  # fmt: skip
-@click.option("--all", "everything", is_flag=True,
-              help="Discard every dead job of the queue not discarded yet.")  # fmt: skip
+@click.option(
+    "--ref",
+    "refs",
+    multiple=True,
+    metavar="PARTITION:OFFSET",
+    help="Discard these dead jobs (repeatable; see conveyor jobs dead).",
+)
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Discard every dead job of the queue not discarded yet.",
+)
 @click.option("--yes", is_flag=True, help="With --all: do not ask for confirmation.")
 def jobs_discard(
     app_spec: str | None, queue: str, refs: tuple[str, ...], everything: bool, yes: bool

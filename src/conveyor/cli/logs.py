@@ -31,17 +31,22 @@ def log_options(default_level: str = "INFO") -> Callable[[_Decorated], _Decorate
 
     def decorate(command: _Decorated) -> _Decorated:
         command = click.option(
-            "--log-format", envvar=LOG_FORMAT_ENV, default="text", show_default=True,
+            "--log-format",
+            envvar=LOG_FORMAT_ENV,
+            default="text",
+            show_default=True,
             type=click.Choice(["text", "json"], case_sensitive=False),
-            help="text lines, or one JSON object a line for log collectors "
-            f"(${LOG_FORMAT_ENV}).",
-        )(command)  # fmt: skip
+            help=f"text lines, or one JSON object a line for log collectors (${LOG_FORMAT_ENV}).",
+        )(command)
         return click.option(
-            "--log-level", envvar=LOG_LEVEL_ENV, default=default_level, show_default=True,
+            "--log-level",
+            envvar=LOG_LEVEL_ENV,
+            default=default_level,
+            show_default=True,
             type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
             help=f"INFO: start, assignments, rebalances, errors, stop; DEBUG: every batch "
             f"(${LOG_LEVEL_ENV}).",
-        )(command)  # fmt: skip
+        )(command)
 
     return decorate
 

@@ -96,11 +96,20 @@ def changes_table(
     rows = []
     for change in changes:
         status = (
-            "done" if change.applied
-            else f"failed: {change.error}" if change.error
-            else "warning" if change.kind == "warning"
+            "done"
+            if change.applied
+            else f"failed: {change.error}"
+            if change.error
+            else "warning"
+            if change.kind == "warning"
             else "skipped"
-        )  # fmt: skip
-        rows.append((f"[{_COLOURS[change.symbol]}]{change.symbol}[/]", change.topic, change.detail,
-                     *((status,) if done else ())))  # fmt: skip
+        )
+        rows.append(
+            (
+                f"[{_COLOURS[change.symbol]}]{change.symbol}[/]",
+                change.topic,
+                change.detail,
+                *((status,) if done else ()),
+            )
+        )
     console.print(table(title, ["", "topic", "change", *(("result",) if done else ())], rows))

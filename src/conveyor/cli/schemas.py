@@ -17,9 +17,12 @@ __all__ = ["registry_option", "schemas", "schemas_table"]
 
 _app_option = app_option("The app whose models to check (default: $CONVEYOR_APP).")
 registry_option = click.option(
-    "--schema-registry", "registry_url", envvar="CONVEYOR_SCHEMA_REGISTRY", metavar="URL",
+    "--schema-registry",
+    "registry_url",
+    envvar="CONVEYOR_SCHEMA_REGISTRY",
+    metavar="URL",
     help="The Schema Registry (default: $CONVEYOR_SCHEMA_REGISTRY).",
-)  # fmt: skip
+)
 
 
 @click.group()
@@ -30,10 +33,15 @@ def schemas() -> None:
 def schemas_table(title: str, entries: Sequence[ModelSchema]) -> None:
     """The models, their subjects and what the registry said, as a table."""
     rows = [
-        (entry.subject, entry.model, entry.state, "" if entry.id is None else str(entry.id),
-         entry.detail)
+        (
+            entry.subject,
+            entry.model,
+            entry.state,
+            "" if entry.id is None else str(entry.id),
+            entry.detail,
+        )
         for entry in entries
-    ]  # fmt: skip
+    ]
     console.print(table(title, ["subject", "model", "state", "id", "detail"], rows))
     if not entries:
         console.print("no route has a model (declare one: class Orders(Consumer[Order]))")

@@ -94,11 +94,12 @@ def server(
     )
     only_topics = _narrow(_names(topics), _names(exclude_topics), {r.name for r in active})
     routes = [
-        route for route in active
+        route
+        for route in active
         if (groups is None or route.consumer_group in groups)
         and (subscriptions is None or route.subscription_group in subscriptions)
         and (only_topics is None or route.name in only_topics)
-    ]  # fmt: skip
+    ]
     metrics = ""
     if metrics_port is not None:
         port = app.metrics.serve(metrics_port, metrics_host)
@@ -118,9 +119,11 @@ def server(
             f"{route.consumer_class.__name__ if route.consumer_class else '-'}"
             for route in routes
         ),
-        event="server.starting", client=app.settings.client_id, version=__version__,
+        event="server.starting",
+        client=app.settings.client_id,
+        version=__version__,
         routes=[f"{route.consumer_group}/{route.name}" for route in routes],
-    )  # fmt: skip
+    )
     run_until_signalled(app, groups, subscriptions, only_topics, say)
 
 
@@ -147,8 +150,10 @@ def run_until_signalled(
         app.stop()
 
     def on_quiet(_signum: int, _frame: FrameType | None) -> None:
-        say("SIGTSTP: quieting (finishing running batches, taking no new ones)",
-            event="server.quieting")  # fmt: skip
+        say(
+            "SIGTSTP: quieting (finishing running batches, taking no new ones)",
+            event="server.quieting",
+        )
         app.quiet()
 
     signal.signal(signal.SIGINT, on_stop)
@@ -180,15 +185,19 @@ def _narrow(
 
 @click.command()
 @_app_option
-@click.option("--processes", is_flag=True,
-              help="Also list the running processes (a swarm's nodes under their supervisor); "
-                   "needs app.web.enable().")  # fmt: skip
+@click.option(
+    "--processes",
+    is_flag=True,
+    help="Also list the running processes (a swarm's nodes under their supervisor); "
+    "needs app.web.enable().",
+)
 def info(app_spec: str | None, processes: bool) -> None:
     """Show the app's routes as a table (and with --processes its running processes)."""
     app = load_app(app_spec)
     rows = [
         (
-            route.consumer_group, route.subscription_group,
+            route.consumer_group,
+            route.subscription_group,
             f"{route.name} (pattern)" if route.pattern is not None else route.name,
             route.consumer_class.__name__ if route.consumer_class else "-",
             "yes" if route.active else "no",
@@ -197,18 +206,37 @@ def info(app_spec: str | None, processes: bool) -> None:
             route.initial_offset or str(app.settings.kafka.get("auto.offset.reset", "earliest")),
         )
         for route in app.routes
-    ]  # fmt: skip
-    console.print(table(
-        f"Routes of {app.settings.client_id} ({app.settings.kafka.get('bootstrap.servers')})",
-        ["consumer group", "subscription group", "topic", "consumer", "active", "partitions", "max messages", "initial offset"],
-        rows,
-    ))  # fmt: skip
-    console.print(key_value_table(
-        "Kafka settings (secrets masked)",
-        [(name, shown_setting(value)) for name, value in sorted(mask(app.settings.kafka).items())],
-    ))  # fmt: skip
-    own = [(route.name, name, shown_setting(value)) for route in app.routes
-           for name, value in sorted(mask(route.kafka).items())]  # fmt: skip
+    ]
+    console.print(
+        table(
+            f"Routes of {app.settings.client_id} ({app.settings.kafka.get('bootstrap.servers')})",
+            [
+                "consumer group",
+                "subscription group",
+                "topic",
+                "consumer",
+                "active",
+                "partitions",
+                "max messages",
+                "initial offset",
+            ],
+            rows,
+        )
+    )
+    console.print(
+        key_value_table(
+            "Kafka settings (secrets masked)",
+            [
+                (name, shown_setting(value))
+                for name, value in sorted(mask(app.settings.kafka).items())
+            ],
+        )
+    )
+    own = [
+        (route.name, name, shown_setting(value))
+        for route in app.routes
+        for name, value in sorted(mask(route.kafka).items())
+    ]
     if own:
         console.print(table("Routes' own Kafka settings", ["topic", "setting", "value"], own))
     if processes:

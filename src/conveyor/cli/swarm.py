@@ -54,14 +54,33 @@ class _Bytes(click.ParamType[int]):
 
 @click.command()
 @app_option("The app to run, e.g. shop.app:app (default: $CONVEYOR_APP).")
-@click.option("--nodes", type=_Nodes(), default="auto", show_default=True,
-              help="How many server processes (auto: one per core).")  # fmt: skip
-@click.option("--liveness", type=click.FloatRange(min=1), default=30.0, show_default=True,
-              help="Seconds without a heartbeat after which a node is replaced.")  # fmt: skip
-@click.option("--memory-limit", type=_Bytes(), default=None,
-              help="A node using more memory than this (like 1GB) is replaced.")  # fmt: skip
-@click.option("--max-restarts", type=click.IntRange(min=0), default=5, show_default=True,
-              help="Replacements allowed in a minute before the swarm gives up.")  # fmt: skip
+@click.option(
+    "--nodes",
+    type=_Nodes(),
+    default="auto",
+    show_default=True,
+    help="How many server processes (auto: one per core).",
+)
+@click.option(
+    "--liveness",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="Seconds without a heartbeat after which a node is replaced.",
+)
+@click.option(
+    "--memory-limit",
+    type=_Bytes(),
+    default=None,
+    help="A node using more memory than this (like 1GB) is replaced.",
+)
+@click.option(
+    "--max-restarts",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Replacements allowed in a minute before the swarm gives up.",
+)
 @log_options()
 def swarm(
     app_spec: str | None,
@@ -80,18 +99,34 @@ def swarm(
     say = Say(log_format)
     app = load_app(app_spec)  # loaded here only to refuse a bad app before any node starts
     spec = app_spec or os.environ.get("CONVEYOR_APP", "")
-    command = [sys.executable, "-m", "conveyor", "server", "--app", spec,
-               "--log-level", log_level, "--log-format", log_format]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "conveyor",
+        "server",
+        "--app",
+        spec,
+        "--log-level",
+        log_level,
+        "--log-format",
+        log_format,
+    ]
     say(
         f"[bold]Conveyor swarm[/] of {app.settings.client_id}: {nodes} node(s) "
         f"(pid {os.getpid()}; liveness {liveness:g} s"
         + (f", memory limit {memory_limit >> 20} MiB" if memory_limit else "")
         + ")",
-        event="swarm.starting", client=app.settings.client_id, nodes=nodes,
-    )  # fmt: skip
+        event="swarm.starting",
+        client=app.settings.client_id,
+        nodes=nodes,
+    )
     supervisor = Supervisor(
-        command, nodes, liveness=liveness, memory_limit=memory_limit, max_restarts=max_restarts,
+        command,
+        nodes,
+        liveness=liveness,
+        memory_limit=memory_limit,
+        max_restarts=max_restarts,
         shutdown_timeout=app.settings.shutdown_timeout + 10,
         say=lambda line: say(escape(line), event="swarm"),
-    )  # fmt: skip
+    )
     raise SystemExit(supervisor.run())

@@ -24,10 +24,12 @@ _MATCHES = "the web UI's topics are as they should be"
 _app_option = app_option("The app whose kafka settings to use (default: $CONVEYOR_APP).")
 _yes_option = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 _replication_option = click.option(
-    "--replication-factor", type=click.IntRange(min=1), default=None,
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    default=None,
     help="Replicas of each web topic (on a new install or reset; default: the cluster's "
     "default.replication.factor).",
-)  # fmt: skip
+)
 
 
 @click.group(invoke_without_command=True)
@@ -36,9 +38,10 @@ _replication_option = click.option(
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=9000, show_default=True)
 @click.option("--no-aggregate", is_flag=True, help="Do not run an aggregator in this process.")
 @click.option(
-    "--read-only", is_flag=True,
+    "--read-only",
+    is_flag=True,
     help="Hide and refuse every action (republish, redrive, commands).",
-)  # fmt: skip
+)
 @log_options(default_level="WARNING")
 @click.pass_context
 def web(
@@ -72,8 +75,9 @@ def web(
         say(
             f"[yellow]warning:[/] the UI on {host} is open to anyone who reaches it, actions "
             "included: set a password (conveyor web hash-password) or --read-only",
-            logging.WARNING, event="web.open",
-        )  # fmt: skip
+            logging.WARNING,
+            event="web.open",
+        )
     aggregator = None if no_aggregate else (app.web.aggregator or app.web.new_aggregator())
     if aggregator is not None:
         aggregator.start()
@@ -81,11 +85,18 @@ def web(
     say(
         f"[bold]Conveyor web UI[/] of {app.settings.client_id} at http://{host}:{port}/ "
         f"({'aggregating' if aggregator else 'not aggregating'}; Ctrl-C stops)",
-        event="web.starting", client=app.settings.client_id,
-    )  # fmt: skip
+        event="web.starting",
+        client=app.settings.client_id,
+    )
     try:  # uvicorn's lines go through the logging set up above (text or JSON)
-        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), access_log=False,
-                    log_config=None)  # fmt: skip
+        uvicorn.run(
+            asgi,
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            access_log=False,
+            log_config=None,
+        )
     finally:
         if aggregator is not None:
             aggregator.stop()
