@@ -115,6 +115,11 @@ def _keytool(java: Path) -> Path:
     return Path(found)
 
 
+def _options(**options: str) -> list[str]:
+    """keytool options in the order given: ``_options(alias="ca")`` is ``["-alias", "ca"]``."""
+    return [part for name, value in options.items() for part in (f"-{name}", value)]
+
+
 def _make_certificates(material: SecurityMaterial, keytool: Path) -> None:
     password = material.store_password
     path = material.path
@@ -122,9 +127,13 @@ def _make_certificates(material: SecurityMaterial, keytool: Path) -> None:
     def run(*arguments: str) -> None:
         command = [str(keytool), *arguments]
         done = subprocess.run(
-            command, capture_output=True, text=True, timeout=120, check=False,
+            command,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
             stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         if done.returncode != 0:
             raise BrokerError(
                 f"keytool {arguments[0]} failed (exit code {done.returncode}) while making the "
@@ -133,33 +142,56 @@ def _make_certificates(material: SecurityMaterial, keytool: Path) -> None:
             )
 
     def new_key(alias: str, store: str, name: str) -> None:
-        run("-genkeypair", "-alias", alias, "-dname", f"CN={name}", "-keyalg", "RSA",
-            "-keysize", "2048", "-validity", _VALIDITY_DAYS, "-keystore", path(store),
-            "-storetype", "PKCS12", "-storepass", password,
-            *(["-ext", "bc:c"] if alias == "ca" else []))  # fmt: skip
+        run(
+            "-genkeypair",
+            *_options(alias=alias, dname=f"CN={name}", keyalg="RSA", keysize="2048"),
+            *_options(validity=_VALIDITY_DAYS, keystore=path(store), storetype="PKCS12"),
+            *_options(storepass=password),
+            *(["-ext", "bc:c"] if alias == "ca" else []),
+        )
 
     def signed(alias: str, store: str, extensions: list[str]) -> None:
         request, certificate = path(f"{alias}.csr"), path(f"{alias}.crt")
-        run("-certreq", "-alias", alias, "-keystore", path(store), "-storepass", password,
-            "-file", request)  # fmt: skip
-        run("-gencert", "-alias", "ca", "-keystore", path("ca.p12"), "-storepass", password,
-            "-infile", request, "-outfile", certificate, "-rfc", "-validity", _VALIDITY_DAYS,
-            *extensions)  # fmt: skip
+        run(
+            "-certreq",
+            *_options(alias=alias, keystore=path(store), storepass=password, file=request),
+        )
+        run(
+            "-gencert",
+            *_options(alias="ca", keystore=path("ca.p12"), storepass=password),
+            *_options(infile=request, outfile=certificate),
+            "-rfc",
+            *_options(validity=_VALIDITY_DAYS),
+            *extensions,
+        )
         for name, file in (("ca", material.ca_pem), (alias, certificate)):
-            run("-importcert", "-alias", name, "-file", file, "-keystore", path(store),
-                "-storepass", password, "-noprompt")  # fmt: skip
+            run(
+                "-importcert",
+                *_options(alias=name, file=file, keystore=path(store), storepass=password),
+                "-noprompt",
+            )
         Path(request).unlink()
 
     new_key("ca", "ca.p12", "Conveyor development CA")
-    run("-exportcert", "-rfc", "-alias", "ca", "-keystore", path("ca.p12"),
-        "-storepass", password, "-file", material.ca_pem)  # fmt: skip
+    run(
+        "-exportcert",
+        "-rfc",
+        *_options(alias="ca", keystore=path("ca.p12"), storepass=password, file=material.ca_pem),
+    )
     new_key("broker", "broker.p12", "localhost")
-    signed("broker", "broker.p12",
-           ["-ext", f"SAN=IP:{_HOST},DNS:localhost", "-ext", "EKU=serverAuth,clientAuth"])  # fmt: skip
+    signed(
+        "broker",
+        "broker.p12",
+        ["-ext", f"SAN=IP:{_HOST},DNS:localhost", "-ext", "EKU=serverAuth,clientAuth"],
+    )
     new_key("client", "client.p12", "conveyor-client")
     signed("client", "client.p12", ["-ext", "EKU=clientAuth"])
-    run("-importcert", "-alias", "ca", "-file", material.ca_pem, "-keystore",
-        path("truststore.p12"), "-storetype", "PKCS12", "-storepass", password, "-noprompt")  # fmt: skip
+    run(
+        "-importcert",
+        *_options(alias="ca", file=material.ca_pem, keystore=path("truststore.p12")),
+        *_options(storetype="PKCS12", storepass=password),
+        "-noprompt",
+    )
 
 
 def security_properties(material: SecurityMaterial) -> dict[str, str]:
@@ -208,21 +240,27 @@ def client_settings(material: SecurityMaterial, port: int) -> dict[str, dict[str
     return {
         "SASL_SSL, SCRAM-SHA-512": {
             "bootstrap.servers": f"{_HOST}:{ports['SASL_SSL']}",
-            "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-            **login, **tls,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            **login,
+            **tls,
         },
         "SSL, client certificate": {
             "bootstrap.servers": f"{_HOST}:{ports['SSL']}",
-            "security.protocol": "SSL", **tls,
+            "security.protocol": "SSL",
+            **tls,
             "ssl.keystore.location": material.client_keystore,
             "ssl.keystore.password": material.store_password,
         },
         "SASL_PLAINTEXT, PLAIN": {
             "bootstrap.servers": f"{_HOST}:{ports['SASL_PLAINTEXT']}",
-            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", **login,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            **login,
         },
         "SASL_PLAINTEXT, OAUTHBEARER (unsecured JWT)": {
             "bootstrap.servers": f"{_HOST}:{ports['SASL_PLAINTEXT']}",
-            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
         },
-    }  # fmt: skip
+    }
