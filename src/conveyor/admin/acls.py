@@ -39,15 +39,27 @@ class Acl:
 
     def binding(self) -> tuple[str, str, str, str, str, str, str]:
         """As Kafka names its parts (``TOPIC``, ``LITERAL``, ``READ``, ``ALLOW`` ...)."""
-        return (self.resource.upper(), self.name, self.pattern.upper(), self.principal,
-                self.host, self.operation.upper(), self.permission.upper())  # fmt: skip
+        return (
+            self.resource.upper(),
+            self.name,
+            self.pattern.upper(),
+            self.principal,
+            self.host,
+            self.operation.upper(),
+            self.permission.upper(),
+        )
 
     def as_dict(self) -> dict[str, str]:
         return {
-            "resource": self.resource, "name": self.name, "pattern": self.pattern,
-            "principal": self.principal, "host": self.host, "operation": self.operation,
-            "permission": self.permission, "why": self.why,
-        }  # fmt: skip
+            "resource": self.resource,
+            "name": self.name,
+            "pattern": self.pattern,
+            "principal": self.principal,
+            "host": self.host,
+            "operation": self.operation,
+            "permission": self.permission,
+            "why": self.why,
+        }
 
 
 @dataclass(frozen=True)

@@ -532,12 +532,20 @@ class Admin:
 
     def describe_acls(self, resource: str, name: str | None = None) -> list[Acl]:
         """The ACL bindings on the ``resource`` (``topic``, ``group`` ...) named ``name``."""
+        bindings = self._connection.describe_acls(resource.upper(), name, self.timeout)
         return [
-            Acl(kind.lower(), found, principal, operation.lower(), "", pattern.lower(),
-                permission.lower(), host)
-            for kind, found, pattern, principal, host, operation, permission in
-            self._connection.describe_acls(resource.upper(), name, self.timeout)
-        ]  # fmt: skip
+            Acl(
+                kind.lower(),
+                found,
+                principal,
+                operation.lower(),
+                "",
+                pattern.lower(),
+                permission.lower(),
+                host,
+            )
+            for kind, found, pattern, principal, host, operation, permission in bindings
+        ]
 
     def delete_consumer_group(self, name: str) -> None:
         self._connection.delete_group(name, self.timeout)

@@ -53,11 +53,18 @@ class Change:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "symbol": self.symbol, "kind": self.kind, "topic": self.topic, "detail": self.detail,
-            "partitions": self.partitions, "replication_factor": self.replicas,
-            "setting": self.setting, "current": self.current,
-            "wanted": self.wanted, "applied": self.applied, "error": self.error,
-        }  # fmt: skip
+            "symbol": self.symbol,
+            "kind": self.kind,
+            "topic": self.topic,
+            "detail": self.detail,
+            "partitions": self.partitions,
+            "replication_factor": self.replicas,
+            "setting": self.setting,
+            "current": self.current,
+            "wanted": self.wanted,
+            "applied": self.applied,
+            "error": self.error,
+        }
 
 
 def _declared(routes: Iterable[Topic]) -> list[Topic]:
@@ -93,12 +100,13 @@ class _Cluster:
 
 def _one_replica(topic: str, replicas: int, brokers: int) -> Change:
     return Change(
-        "warning", topic,
+        "warning",
+        topic,
         f"one replica on a cluster of {brokers} brokers: its data is lost with that broker, and "
         "acks=all producers are refused while min.insync.replicas is above 1 (declare "
         "replication_factor=None for the cluster's default, or 3)",
         replicas=replicas,
-    )  # fmt: skip
+    )
 
 
 def plan(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
@@ -135,22 +143,36 @@ def plan(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
         if route.partitions is not None and route.partitions != info.partition_count:
             if route.partitions > info.partition_count:
                 changes.append(
-                    Change("partitions", route.name, f"partitions: {info.partition_count} => {route.partitions}",
-                           partitions=route.partitions, current=str(info.partition_count), wanted=str(route.partitions))
-                )  # fmt: skip
+                    Change(
+                        "partitions",
+                        route.name,
+                        f"partitions: {info.partition_count} => {route.partitions}",
+                        partitions=route.partitions,
+                        current=str(info.partition_count),
+                        wanted=str(route.partitions),
+                    )
+                )
             else:
                 changes.append(
-                    Change("impossible", route.name,
-                           f"partitions: {info.partition_count} => {route.partitions} (Kafka cannot remove partitions)",
-                           current=str(info.partition_count), wanted=str(route.partitions))
-                )  # fmt: skip
+                    Change(
+                        "impossible",
+                        route.name,
+                        f"partitions: {info.partition_count} => {route.partitions} (Kafka cannot remove partitions)",
+                        current=str(info.partition_count),
+                        wanted=str(route.partitions),
+                    )
+                )
         current_rf = len(info.partitions[0].replicas) if info.partitions else None
         if route.replication_factor not in (None, current_rf) and current_rf is not None:
             changes.append(
-                Change("impossible", route.name,
-                       f"replication factor: {current_rf} => {route.replication_factor} (reassign replicas by hand)",
-                       current=str(current_rf), wanted=str(route.replication_factor))
-            )  # fmt: skip
+                Change(
+                    "impossible",
+                    route.name,
+                    f"replication factor: {current_rf} => {route.replication_factor} (reassign replicas by hand)",
+                    current=str(current_rf),
+                    wanted=str(route.replication_factor),
+                )
+            )
         if current_rf is not None and cluster.under_replicated(current_rf):
             changes.append(_one_replica(route.name, current_rf, cluster.brokers))
         if route.config:
@@ -159,14 +181,25 @@ def plan(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
                 entry = current.get(setting)
                 if entry is None:
                     changes.append(
-                        Change("impossible", route.name, f"{setting}: not a topic config Kafka knows",
-                               setting=setting, wanted=wanted)
-                    )  # fmt: skip
+                        Change(
+                            "impossible",
+                            route.name,
+                            f"{setting}: not a topic config Kafka knows",
+                            setting=setting,
+                            wanted=wanted,
+                        )
+                    )
                 elif entry.value != wanted:
                     changes.append(
-                        Change("config", route.name, f'{setting}: "{entry.value}" => "{wanted}"',
-                               setting=setting, current=entry.value, wanted=wanted)
-                    )  # fmt: skip
+                        Change(
+                            "config",
+                            route.name,
+                            f'{setting}: "{entry.value}" => "{wanted}"',
+                            setting=setting,
+                            current=entry.value,
+                            wanted=wanted,
+                        )
+                    )
     return changes
 
 
