@@ -160,18 +160,31 @@ class AdminConnection:
     ) -> list[tuple[str, str, str, str, str, str, str]]:
         """The ACL bindings on ``resource`` named ``name`` (``None``: any name), as
         :meth:`create_acls` takes them."""
+        anything: Any = None  # the filter's wildcard, where the binding's types say str
         wanted = AclBindingFilter(
-            ResourceType[resource], name, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
-            AclOperation.ANY, AclPermissionType.ANY,
-        )  # fmt: skip
+            ResourceType[resource],
+            anything if name is None else name,
+            ResourcePatternType.ANY,
+            anything,
+            anything,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
         found = self._handle(
             self._admin.describe_acls(wanted, request_timeout=timeout), "describe ACLs"
         ).wait(timeout + 5)
         return [
-            (acl.restype.name, acl.name, acl.resource_pattern_type.name, acl.principal, acl.host,
-             acl.operation.name, acl.permission_type.name)
+            (
+                acl.restype.name,
+                acl.name,
+                acl.resource_pattern_type.name,
+                acl.principal,
+                acl.host,
+                acl.operation.name,
+                acl.permission_type.name,
+            )
             for acl in found
-        ]  # fmt: skip
+        ]
 
     def delete_topic(self, name: str, timeout: float) -> FutureHandle[None]:
         futures = self._admin.delete_topics(
@@ -365,8 +378,10 @@ class AdminConnection:
                     if exc.name != "_TIMED_OUT" or time.monotonic() >= deadline:
                         raise KafkaError(
                             f"read offsets of group {name!r} failed: {exc}",
-                            code=exc.code, name=exc.name, retriable=exc.retriable,
-                        ) from exc  # fmt: skip
+                            code=exc.code,
+                            name=exc.name,
+                            retriable=exc.retriable,
+                        ) from exc
                 slice_ *= 2
         finally:
             client.close()
@@ -481,13 +496,23 @@ class AdminConnection:
 
 
 def _acl_binding(
-    resource: str, name: str, pattern: str, principal: str, host: str, operation: str,
+    resource: str,
+    name: str,
+    pattern: str,
+    principal: str,
+    host: str,
+    operation: str,
     permission: str,
-) -> Any:  # fmt: skip
+) -> Any:
     try:
         return AclBinding(
-            ResourceType[resource], name, ResourcePatternType[pattern], principal, host,
-            AclOperation[operation], AclPermissionType[permission],
-        )  # fmt: skip
+            ResourceType[resource],
+            name,
+            ResourcePatternType[pattern],
+            principal,
+            host,
+            AclOperation[operation],
+            AclPermissionType[permission],
+        )
     except (KeyError, ValueError, TypeError) as exc:
         raise ConfigurationError(f"not an ACL Kafka takes: {exc}", "acl") from None

@@ -29,14 +29,26 @@ __all__ = [
 # without appending it: the message is certainly not in the log.
 NOT_PERSISTED = frozenset(
     {
-        "_PURGE_QUEUE", "_MSG_SIZE_TOO_LARGE", "MSG_SIZE_TOO_LARGE", "_UNKNOWN_TOPIC",
-        "_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_OR_PART", "TOPIC_AUTHORIZATION_FAILED",
-        "INVALID_MSG", "INVALID_RECORD", "RECORD_LIST_TOO_LARGE", "CORRUPT_MESSAGE",
-        "INVALID_REQUIRED_ACKS", "NOT_ENOUGH_REPLICAS", "_INVALID_ARG", "_QUEUE_FULL",
-        "CLUSTER_AUTHORIZATION_FAILED", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "_PURGE_QUEUE",
+        "_MSG_SIZE_TOO_LARGE",
+        "MSG_SIZE_TOO_LARGE",
+        "_UNKNOWN_TOPIC",
+        "_UNKNOWN_PARTITION",
+        "UNKNOWN_TOPIC_OR_PART",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "INVALID_MSG",
+        "INVALID_RECORD",
+        "RECORD_LIST_TOO_LARGE",
+        "CORRUPT_MESSAGE",
+        "INVALID_REQUIRED_ACKS",
+        "NOT_ENOUGH_REPLICAS",
+        "_INVALID_ARG",
+        "_QUEUE_FULL",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
         "_AUTHENTICATION",
     }
-)  # fmt: skip
+)
 
 EXPLAINED = frozenset({"_MSG_TIMED_OUT", "_PURGE_QUEUE", "_PURGE_INFLIGHT"})
 """Delivery failures a producer may explain further (``explain``): a timeout, or messages

@@ -229,9 +229,12 @@ class DeliveryHandle:
         """A subclass whose handles report failures (and, for acknowledgements, every delivery)
         to ``notify``."""
         namespace = {
-            "__slots__": (), "_notify": notify, "_explain": explain, "_lead": lead,
+            "__slots__": (),
+            "_notify": notify,
+            "_explain": explain,
+            "_lead": lead,
             "_clarify": clarify,
-        }  # fmt: skip
+        }
         return type(cls.__name__, (cls,), namespace)
 
     @property

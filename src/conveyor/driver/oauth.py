@@ -108,11 +108,11 @@ class OAuthCallback:
             result = (
                 token,
                 seconds,
-                "" if principal is None else check_principal_name(
-                    principal, "oauth_token_provider", where
-                ),
+                ""
+                if principal is None
+                else check_principal_name(principal, "oauth_token_provider", where),
                 check_extensions(extensions or {}, "oauth_token_provider", where),
-            )  # fmt: skip
+            )
         with self._lock:
             self.issued += 1
         return result
