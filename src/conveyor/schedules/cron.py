@@ -13,8 +13,13 @@ from conveyor.errors import ConfigurationError
 
 __all__ = ["Cron"]
 
-_MONTHS = {name: i for i, name in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}  # fmt: skip
+_MONTHS = {
+    name: i
+    for i, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+        start=1,
+    )
+}
 _DAYS = {name: i for i, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
 _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (  # name, low, high, names
     ("second", 0, 59, {}),
@@ -100,10 +105,17 @@ class Cron:
         seconds, minutes, hours, days, months, weekdays = parsed
         weekdays = frozenset(0 if day == 7 else day for day in weekdays)
         cron = cls(
-            text, seconds, minutes, hours, days, months, weekdays,
+            text,
+            seconds,
+            minutes,
+            hours,
+            days,
+            months,
+            weekdays,
             # as cron does: a field that starts with * (*/2 too) does not restrict the day
-            any_day=parts[3].startswith("*"), any_weekday=parts[5].startswith("*"),
-        )  # fmt: skip
+            any_day=parts[3].startswith("*"),
+            any_weekday=parts[5].startswith("*"),
+        )
         if cron.next_after(datetime(2000, 1, 1, tzinfo=UTC)) is None:
             raise ConfigurationError(f"cron {text!r} never fires", "cron")
         return cron

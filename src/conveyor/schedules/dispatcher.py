@@ -164,9 +164,12 @@ class Schedules:
             self._by_default = True
 
     def _enable_again(
-        self, topic: str, partitions: int, replication_factor: int | None,
+        self,
+        topic: str,
+        partitions: int,
+        replication_factor: int | None,
         allowed: tuple[str | re.Pattern[str], ...] | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         route = self._route
         assert route is not None, "enabled: its route is declared"
         declared = (route.name, route.partitions, route.replication_factor)
@@ -211,11 +214,15 @@ class Schedules:
                 schedules._forget(self._executor)
 
         return self.app.routes.topic(
-            topic, ScheduledMessages, partitions=partitions,
+            topic,
+            ScheduledMessages,
+            partitions=partitions,
             replication_factor=replication_factor,
-            config={"cleanup.policy": "compact"}, manual_offset_management=True,
-            initial_offset="earliest", kafka={"enable.partition.eof": True},
-        )  # fmt: skip
+            config={"cleanup.policy": "compact"},
+            manual_offset_management=True,
+            initial_offset="earliest",
+            kafka={"enable.partition.eof": True},
+        )
 
     def _use_topic(self, topic: str) -> None:
         self.topic = topic
@@ -252,8 +259,11 @@ class Schedules:
                 if found is None:
                     _log.error(
                         "%s/%s@%s is not a scheduled message (malformed %s headers): skipped",
-                        raw.topic(), partition, raw.offset(), "conveyor-schedule-*",
-                    )  # fmt: skip
+                        raw.topic(),
+                        partition,
+                        raw.offset(),
+                        "conveyor-schedule-*",
+                    )
                     continue
                 at, target, _ = found
                 entry = _Entry(schedule_id, partition, raw.offset(), at, raw)
@@ -394,8 +404,13 @@ class Schedules:
         )
         monitor = self.app.monitor
         if ev.ERROR_OCCURRED in monitor.subscribed:
-            monitor.instrument(ev.ERROR_OCCURRED, type="schedule.refused", error=error,
-                               topic=target, schedule=entry.id)  # fmt: skip
+            monitor.instrument(
+                ev.ERROR_OCCURRED,
+                type="schedule.refused",
+                error=error,
+                topic=target,
+                schedule=entry.id,
+            )
         else:
             _log.error("%s", error)
 
@@ -411,18 +426,30 @@ class Schedules:
                 self._report_refused(entry, target)
             else:
                 self.app.producer.produce_sync(
-                    topic=target, payload=payload, key=own.get(KEY),
-                    headers=[(n, v) for n, v in headers if n not in OURS], partition=partition,
-                )  # fmt: skip
+                    topic=target,
+                    payload=payload,
+                    key=own.get(KEY),
+                    headers=[(n, v) for n, v in headers if n not in OURS],
+                    partition=partition,
+                )
             self.app.producer.produce_sync(
-                topic=self.topic, key=entry.id, payload=None, partition=entry.partition,
-                headers=[(STATE, "refused" if entry.refused else "dispatched"),
-                         (OFFSET, str(entry.offset))],
-            )  # fmt: skip
+                topic=self.topic,
+                key=entry.id,
+                payload=None,
+                partition=entry.partition,
+                headers=[
+                    (STATE, "refused" if entry.refused else "dispatched"),
+                    (OFFSET, str(entry.offset)),
+                ],
+            )
         except Exception as error:  # sent again after a pause: nothing is dropped
-            _log.error("could not %s scheduled %s (for %s: %r); trying again in 1 s",
-                       "tombstone refused" if entry.refused else "send", entry.id, target,
-                       error)  # fmt: skip
+            _log.error(
+                "could not %s scheduled %s (for %s: %r); trying again in 1 s",
+                "tombstone refused" if entry.refused else "send",
+                entry.id,
+                target,
+                error,
+            )
             with self._changed:
                 entry.at = time.time() + 1.0
                 heap = self._heaps.setdefault(entry.partition, [])
@@ -435,9 +462,11 @@ class Schedules:
         self._mark(entry.partition)
         if not entry.refused and ev.SCHEDULE_DISPATCHED in self.app.monitor.subscribed:
             self.app.monitor.instrument(
-                ev.SCHEDULE_DISPATCHED, id=entry.id, topic=target,
+                ev.SCHEDULE_DISPATCHED,
+                id=entry.id,
+                topic=target,
                 late=max(0.0, time.time() - entry.at),
-            )  # fmt: skip
+            )
 
 
 def _allowed_topics(
