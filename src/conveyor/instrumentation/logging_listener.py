@@ -42,9 +42,13 @@ class LoggingListener:
         self, level: int, message: str, *args: Any, exc_info: Any = None, **fields: Any
     ) -> None:
         BACKGROUND_LOG.log(
-            self.logger, level, message, *args, exc_info=exc_info,
+            self.logger,
+            level,
+            message,
+            *args,
+            exc_info=exc_info,
             extra={FIELDS: fields} if fields else None,
-        )  # fmt: skip
+        )
 
     def attach(self, monitor: Monitor) -> None:
         monitor.subscribe(events.ERROR_OCCURRED, self.on_error)
@@ -95,8 +99,11 @@ class LoggingListener:
             self._log(
                 logging.WARNING,
                 "%s: still no connection to Kafka after %.0f s (%s failed attempts): %s",
-                event["client"], event["down_for"], event["errors"], event["error"],
-            )  # fmt: skip
+                event["client"],
+                event["down_for"],
+                event["errors"],
+                event["error"],
+            )
         else:
             self._log(
                 logging.WARNING,
@@ -109,8 +116,10 @@ class LoggingListener:
         self._log(
             logging.INFO,
             "%s: the connection to Kafka is back after %.1f s (%s failed attempts)",
-            event["client"], event["down_for"], event["errors"],
-        )  # fmt: skip
+            event["client"],
+            event["down_for"],
+            event["errors"],
+        )
 
     def on_info(self, event: Event) -> None:
         details = " ".join(f"{key}={value}" for key, value in event.items() if key != "time")
@@ -122,11 +131,17 @@ class LoggingListener:
             self._log(
                 logging.DEBUG,
                 "consumed %s/%s: %s messages (%s-%s) in %.1f ms",
-                event["topic"], event["partition"], event["count"], event["first_offset"],
-                event["last_offset"], event["duration"] * 1000,
-                event=event.name, topic=event["topic"], partition=event["partition"],
+                event["topic"],
+                event["partition"],
+                event["count"],
+                event["first_offset"],
+                event["last_offset"],
+                event["duration"] * 1000,
+                event=event.name,
+                topic=event["topic"],
+                partition=event["partition"],
                 count=event["count"],
-            )  # fmt: skip
+            )
 
     def on_rebalance(self, event: Event) -> None:
         if self.logger.isEnabledFor(logging.INFO) and event["partitions"]:
@@ -134,11 +149,17 @@ class LoggingListener:
             verb = "assigned" if event.name == events.REBALANCE_PARTITIONS_ASSIGNED else "revoked"
             topics = sorted({topic for topic, _partition in event["partitions"]})
             self._log(
-                logging.INFO, "%s %s: %s", event["listener"], verb, parts,
-                event=event.name, listener=event["listener"], group=event.get("group"),
+                logging.INFO,
+                "%s %s: %s",
+                event["listener"],
+                verb,
+                parts,
+                event=event.name,
+                listener=event["listener"],
+                group=event.get("group"),
                 topic=topics[0] if len(topics) == 1 else topics,
                 partitions=[f"{topic}/{partition}" for topic, partition in event["partitions"]],
-            )  # fmt: skip
+            )
 
     def on_app(self, event: Event) -> None:
         """The app running, quieting or stopping: one INFO line each."""
@@ -148,24 +169,45 @@ class LoggingListener:
         if event.name == events.APP_RUNNING:
             groups = sorted({route.consumer_group for route in app.routes.active()})
             self._log(
-                logging.INFO, "app %s running: groups %s, concurrency %s",
-                settings.client_id, ", ".join(groups) or "-", settings.concurrency,
-                event=event.name, client=settings.client_id, group=groups,
-            )  # fmt: skip
+                logging.INFO,
+                "app %s running: groups %s, concurrency %s",
+                settings.client_id,
+                ", ".join(groups) or "-",
+                settings.concurrency,
+                event=event.name,
+                client=settings.client_id,
+                group=groups,
+            )
         else:
-            self._log(logging.INFO, "app %s %s", settings.client_id, state,
-                      event=event.name, client=settings.client_id)  # fmt: skip
+            self._log(
+                logging.INFO,
+                "app %s %s",
+                settings.client_id,
+                state,
+                event=event.name,
+                client=settings.client_id,
+            )
 
     def on_stopped(self, event: Event) -> None:
         settings = event["app"].settings
         self._log(
             logging.INFO if event["clean"] else logging.WARNING,
-            "app %s stopped%s", settings.client_id, "" if event["clean"] else " (not cleanly)",
-            event=event.name, client=settings.client_id, clean=event["clean"],
-        )  # fmt: skip
+            "app %s stopped%s",
+            settings.client_id,
+            "" if event["clean"] else " (not cleanly)",
+            event=event.name,
+            client=settings.client_id,
+            clean=event["clean"],
+        )
 
     def on_acknowledged(self, event: Event) -> None:
         self._log(
-            logging.DEBUG, "acknowledged %s/%s@%s", event["topic"], event["partition"],
-            event["offset"], event=event.name, topic=event["topic"], partition=event["partition"],
-        )  # fmt: skip
+            logging.DEBUG,
+            "acknowledged %s/%s@%s",
+            event["topic"],
+            event["partition"],
+            event["offset"],
+            event=event.name,
+            topic=event["topic"],
+            partition=event["partition"],
+        )
