@@ -1016,8 +1016,8 @@ MUTATIONS = (
         "conveyor/schemas/models.py",
         (
             (
-                "        checked.append(_with(entry, COMPATIBLE if fits else INCOMPATIBLE,",
-                "        checked.append(_with(entry, COMPATIBLE,",
+                "                entry,\n                COMPATIBLE if fits else INCOMPATIBLE,\n",
+                "                entry,\n                COMPATIBLE,\n",
             ),
         ),
         ("tests/integration/schemas/test_model_schemas.py",),

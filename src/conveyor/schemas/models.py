@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 __all__ = ["ModelSchema", "check_models", "model_schemas", "register_models"]
 
 NEW, COMPATIBLE, INCOMPATIBLE, REGISTERED, FAILED = (
-    "new", "compatible", "incompatible", "registered", "failed",
-)  # fmt: skip
+    "new",
+    "compatible",
+    "incompatible",
+    "registered",
+    "failed",
+)
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,14 @@ class ModelSchema:
     detail: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"subject": self.subject, "topic": self.topic, "model": self.model,
-                "state": self.state, "id": self.id, "detail": self.detail}  # fmt: skip
+        return {
+            "subject": self.subject,
+            "topic": self.topic,
+            "model": self.model,
+            "state": self.state,
+            "id": self.id,
+            "detail": self.detail,
+        }
 
 
 def model_schemas(routes: Iterable[Topic]) -> list[ModelSchema]:
@@ -82,8 +92,13 @@ def check_models(registry: SchemaRegistry, routes: Iterable[Topic]) -> list[Mode
         except Exception as error:  # the registry cannot be reached: said, not a traceback
             checked.append(_with(entry, FAILED, detail=f"{type(error).__name__}: {error}"))
             continue
-        checked.append(_with(entry, COMPATIBLE if fits else INCOMPATIBLE,
-                             detail="" if fits else "the registry's compatibility rule refuses it"))  # fmt: skip
+        checked.append(
+            _with(
+                entry,
+                COMPATIBLE if fits else INCOMPATIBLE,
+                detail="" if fits else "the registry's compatibility rule refuses it",
+            )
+        )
     return checked
 
 
