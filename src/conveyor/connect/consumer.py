@@ -104,10 +104,14 @@ def _act(consumer: Consumer, records: Sequence[Message], results: Any, rejectabl
             continue
         if isinstance(result, Reject) and rejectable:
             _rejected.log(
-                logging.WARNING, f"{consumer.topic}/{consumer.partition}",
+                logging.WARNING,
+                f"{consumer.topic}/{consumer.partition}",
                 "%s/%s: the sink rejected offset %s (%s); to the dead letter queue",
-                consumer.topic, consumer.partition, records[index].offset, result.reason,
-            )  # fmt: skip
+                consumer.topic,
+                consumer.partition,
+                records[index].offset,
+                result.reason,
+            )
             consumer.dispatch_to_dlq(records[index], SinkRejected(result.reason))
             continue
         reason = result.reason if isinstance(result, Reject | Retry) else repr(result)
@@ -135,9 +139,13 @@ class _SinkTrace:
         raws = [record._raw for record in records]
         try:
             spans = tracing.sink_handing(
-                raws[0].topic(), handle.group_id, type(sink).__name__, raws,
-                [handle.polls.polled_at(raw.offset(), handed) for raw in raws], handed,
-            )  # fmt: skip
+                raws[0].topic(),
+                handle.group_id,
+                type(sink).__name__,
+                raws,
+                [handle.polls.polled_at(raw.offset(), handed) for raw in raws],
+                handed,
+            )
         except Exception as trace_error:  # tracing never stops a sink
             _traces.log(logging.ERROR, "sink", "could not record sink spans (%r)", trace_error)
             return None

@@ -119,16 +119,25 @@ class HeldCopies:
         delay = self._delay(attempt)
         topic, partition = self._topic, self._partition
         _copy_failed.log(
-            logging.ERROR, f"{topic}/{partition}",
-            "%s/%s: the copy of offset %s was not delivered (%s); %s", topic, partition,
-            offset, failure, f"sending it again in {delay:.1f} s" if again
-            else "its offset stays uncommitted",
-        )  # fmt: skip
+            logging.ERROR,
+            f"{topic}/{partition}",
+            "%s/%s: the copy of offset %s was not delivered (%s); %s",
+            topic,
+            partition,
+            offset,
+            failure,
+            f"sending it again in {delay:.1f} s" if again else "its offset stays uncommitted",
+        )
         if ev.ERROR_OCCURRED in self._monitor.subscribed:
             self._monitor.instrument(
-                ev.ERROR_OCCURRED, type="consumer.copy.error", error=failure, topic=topic,
-                partition=partition, offset=offset, attempt=attempt,
-            )  # fmt: skip
+                ev.ERROR_OCCURRED,
+                type="consumer.copy.error",
+                error=failure,
+                topic=topic,
+                partition=partition,
+                offset=offset,
+                attempt=attempt,
+            )
         if again:
             self._timers.call_later(delay, lambda: self._send_again(offset, resend, attempt + 1))
 

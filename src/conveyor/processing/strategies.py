@@ -220,9 +220,13 @@ class FailurePolicy:
         monitor = self._monitor
         if ev.DEAD_LETTER_QUEUE_SKIPPED in monitor.subscribed:
             monitor.instrument(
-                ev.DEAD_LETTER_QUEUE_SKIPPED, topic=message.topic, partition=message.partition,
-                offset=offset, attempts=attempts, error=error,
-            )  # fmt: skip
+                ev.DEAD_LETTER_QUEUE_SKIPPED,
+                topic=message.topic,
+                partition=message.partition,
+                offset=offset,
+                attempts=attempts,
+                error=error,
+            )
         partition.mark(offset + 1, sync=dlq.marking_method == "mark_as_consumed_sync")
 
     def dispatch(
@@ -265,9 +269,14 @@ class FailurePolicy:
         monitor = self._monitor
         if ev.DEAD_LETTER_QUEUE_DISPATCHED in monitor.subscribed:
             monitor.instrument(
-                ev.DEAD_LETTER_QUEUE_DISPATCHED, topic=message.topic, partition=message.partition,
-                offset=offset, dlq_topic=dlq_topic, attempts=attempts, error=error,
-            )  # fmt: skip
+                ev.DEAD_LETTER_QUEUE_DISPATCHED,
+                topic=message.topic,
+                partition=message.partition,
+                offset=offset,
+                dlq_topic=dlq_topic,
+                attempts=attempts,
+                error=error,
+            )
 
     def __repr__(self) -> str:
         return f"<FailurePolicy {self.topic} {self.backoff!r} dlq={self.dead_letter_queue!r}>"

@@ -348,9 +348,11 @@ class Transactions:
                 self._report_error("transaction.abort.error", failure)
         if ev.TRANSACTION_ABORTED in self._monitor.subscribed:
             self._monitor.instrument(
-                ev.TRANSACTION_ABORTED, producer_id=self._producer_id,
-                duration=time.perf_counter() - started, error=cause,
-            )  # fmt: skip
+                ev.TRANSACTION_ABORTED,
+                producer_id=self._producer_id,
+                duration=time.perf_counter() - started,
+                error=cause,
+            )
 
     def _resumed(self, client: ProducerClient, verb: str) -> None:
         """``client``'s commit or abort (``verb``), made again while it times out (each time

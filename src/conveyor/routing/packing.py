@@ -90,8 +90,13 @@ def pack_routes(
             and "group.instance.id" not in route.kafka
         ):
             own = tuple(sorted(route.kafka.items()))
-            key = (route.consumer_group, route.subscription_group, route.direct,
-                   route.initial_offset or default_initial, own)  # fmt: skip
+            key = (
+                route.consumer_group,
+                route.subscription_group,
+                route.direct,
+                route.initial_offset or default_initial,
+                own,
+            )
             sets.setdefault(key, []).append(route)
     counts: dict[tuple[Any, ...], Mapping[str, int]] = {}
     packs: dict[int, str] = {}  # id(route) -> its pack's subscription group

@@ -25,12 +25,26 @@ __all__ = ["Routes"]
 
 _OPTIONS = frozenset(
     {
-        "active", "partitions", "replication_factor", "config", "deserializers", "max_messages",
-        "max_wait_time", "initial_offset", "assign", "manual_offset_management", "dead_letter_queue",
-        "long_running_job", "pause_timeout", "pause_max_timeout", "pause_with_exponential_backoff",
-        "virtual_partitions", "kafka", "filters",
+        "active",
+        "partitions",
+        "replication_factor",
+        "config",
+        "deserializers",
+        "max_messages",
+        "max_wait_time",
+        "initial_offset",
+        "assign",
+        "manual_offset_management",
+        "dead_letter_queue",
+        "long_running_job",
+        "pause_timeout",
+        "pause_max_timeout",
+        "pause_with_exponential_backoff",
+        "virtual_partitions",
+        "kafka",
+        "filters",
     }
-)  # fmt: skip
+)
 _NOT_PER_ROUTE = {
     "group.id": "name the group with consumer_group (app.routes.consumer_group(...))",
     "enable.auto.commit": "Conveyor's listener commits what the consumers mark",
@@ -455,9 +469,12 @@ def _with_models(topic: str, deserializers: Deserializers, consumer_class: Any) 
         return deserializers
     if payload_model is None and deserializers.payload_model is not None:
         return Deserializers(  # the route's own payload model, the consumer's key model
-            deserializers.payload, None, deserializers.headers,
-            payload_model=deserializers.payload_model, key_model=key_model,
-        )  # fmt: skip
+            deserializers.payload,
+            None,
+            deserializers.headers,
+            payload_model=deserializers.payload_model,
+            key_model=key_model,
+        )
     plain = Deserializers()
     for part, model in (("payload", payload_model), ("key", key_model)):
         if model is not None and getattr(deserializers, part) is not getattr(plain, part):

@@ -248,10 +248,14 @@ class Client:
         has a Future): its id and its encoded request (for retries)."""
         call_id = os.urandom(16).hex()
         request = {
-            "id": call_id, "name": call.name, "args": list(args), "kwargs": kwargs,
-            "reply_to": self.results_topic, "reply_partition": self.reply_partition,
+            "id": call_id,
+            "name": call.name,
+            "args": list(args),
+            "kwargs": kwargs,
+            "reply_to": self.results_topic,
+            "reply_partition": self.reply_partition,
             "deadline": int((time.time() + timeout) * 1000),
-        }  # fmt: skip
+        }
         payload = self.codec.encode(request)
         waited = call.future is None
         tracing = self._tracing
@@ -390,9 +394,12 @@ class Client:
             return False
         if ev.RPC_CALL_REPLIED in self.monitor.subscribed:
             self.monitor.instrument(
-                ev.RPC_CALL_REPLIED, id=call_id, command=call.name, ok="error" not in reply,
+                ev.RPC_CALL_REPLIED,
+                id=call_id,
+                command=call.name,
+                ok="error" not in reply,
                 duration=time.perf_counter() - call.sent_at,
-            )  # fmt: skip
+            )
         if "error" in reply:
             error = reply["error"] or {}
             remote = RemoteError(str(error.get("type")), str(error.get("message")))
@@ -475,6 +482,9 @@ def _result(call: _Call, value: Any, message: Message) -> tuple[Any, BaseExcepti
         reasons = "; ".join(f"{e.path}: {e.message}" for e in errors)
         return None, MessageValidationError(
             f"the result of {call.name!r} is not a valid {model_name(model)}: {reasons}",
-            part="result", topic=message.topic, partition=message.partition,
-            offset=message.offset, errors=errors,
-        )  # fmt: skip
+            part="result",
+            topic=message.topic,
+            partition=message.partition,
+            offset=message.offset,
+            errors=errors,
+        )

@@ -97,9 +97,14 @@ class Captured:
             offset = self._next_offset.get((topic, partition), 0)
             self._next_offset[(topic, partition)] = offset + 1
         return Record(
-            topic, partition, offset, as_bytes(value), raw_key, raw_headers(headers),
+            topic,
+            partition,
+            offset,
+            as_bytes(value),
+            raw_key,
+            raw_headers(headers),
             timestamp or None,
-        )  # fmt: skip
+        )
 
 
 class _Idle:

@@ -119,9 +119,13 @@ class TestPartition:
         self.committed_metadata: str | None = None
         """What the group had committed as the partition's metadata."""
         self.policy = FailurePolicy(
-            topic, route.dead_letter_queue, Backoff.for_route(route, app.settings), app.monitor,
-            self.producer, self.transactional_producer,
-        )  # fmt: skip
+            topic,
+            route.dead_letter_queue,
+            Backoff.for_route(route, app.settings),
+            app.monitor,
+            self.producer,
+            self.transactional_producer,
+        )
         """The route's failure policy, as the app's partitions have it (dead letters)."""
         self._marked_at_failure = -1
 
@@ -377,10 +381,14 @@ def _record(
     checked = encode_headers(headers) if headers is not None else None
     milliseconds = encode_timestamp(timestamp) or None
     return Record(
-        executor.topic, executor.partition,
+        executor.topic,
+        executor.partition,
         executor.next_offset if offset is None else offset,
-        as_bytes(value), as_bytes(key), raw_headers(checked), milliseconds,
-    )  # fmt: skip
+        as_bytes(value),
+        as_bytes(key),
+        raw_headers(checked),
+        milliseconds,
+    )
 
 
 def consume(consumer: Consumer) -> None:
@@ -421,9 +429,13 @@ def _consume_front(consumer: Consumer, executor: TestPartition, checked: Checked
     """``consume()`` on the batch's ``checked.valid`` first messages, then their mark."""
     front = executor.batch[: checked.valid]
     consumer.messages = Messages(
-        front, executor.route.deserializers, executor.topic, executor.partition, 0,
+        front,
+        executor.route.deserializers,
+        executor.topic,
+        executor.partition,
+        0,
         checked.payloads,
-    )  # fmt: skip
+    )
     try:
         result = consumer.consume()
         if inspect.isawaitable(result):

@@ -104,11 +104,15 @@ class Postgres:
                 line = self._encode(record)
                 rows.append(
                     (
-                        line["topic"], line["partition"], line["offset"], line["key"],
-                        json.dumps(line["payload"]), json.dumps(line["headers"]),
+                        line["topic"],
+                        line["partition"],
+                        line["offset"],
+                        line["key"],
+                        json.dumps(line["payload"]),
+                        json.dumps(line["headers"]),
                         line["timestamp"],
                     )
-                )  # fmt: skip
+                )
             except Exception as error:
                 results.append(Reject(f"cannot encode offset {record.offset}: {error!r}"))
                 continue
