@@ -271,8 +271,10 @@ class Consumer(Generic[PayloadT, KeyT]):
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug(
                 "transaction of %s/%s sends offset %d",
-                self.topic, self.partition, scope.next_offset,
-            )  # fmt: skip
+                self.topic,
+                self.partition,
+                scope.next_offset,
+            )
         metadata = scope.metadata if scope.metadata is not None else executor.offset_metadata
         try:
             transactions.send_offsets(

@@ -15,9 +15,18 @@ __all__ = ["MASK", "is_secret", "mask", "mask_text", "shown_setting"]
 MASK = "********"
 
 _SECRET_WORDS = (
-    "password", "secret", "token", "credential", "passphrase", "user.info", "jaas.config",
-    "ssl.key.pem", "ssl_key", "private.key", "oauthbearer.config",
-)  # fmt: skip
+    "password",
+    "secret",
+    "token",
+    "credential",
+    "passphrase",
+    "user.info",
+    "jaas.config",
+    "ssl.key.pem",
+    "ssl_key",
+    "private.key",
+    "oauthbearer.config",
+)
 _NOT_SECRET_ENDINGS = (".url", ".location", ".endpoint", ".method", ".type")
 
 

@@ -17,9 +17,14 @@ from conveyor.models.codecs import model_name
 from conveyor.serialization import json_dumps, json_loads
 
 __all__ = [
-    "Deserializers", "KeyT", "Message", "Messages", "PayloadT", "dead_letter_message",
+    "Deserializers",
+    "KeyT",
+    "Message",
+    "Messages",
+    "PayloadT",
+    "dead_letter_message",
     "piped_message",
-]  # fmt: skip
+]
 
 _UNSET: Any = object()
 
@@ -207,8 +212,12 @@ class Message(Generic[PayloadT, KeyT]):
             return MessageValidationError(
                 f"the {part} of {topic}/{partition}@{offset} is not a valid {model_name(model)}"
                 + (f": {first.path}: {first.message}{more}" if first is not None else ""),
-                part=part, topic=topic, partition=partition, offset=offset, errors=errors,
-            )  # fmt: skip
+                part=part,
+                topic=topic,
+                partition=partition,
+                offset=offset,
+                errors=errors,
+            )
         return DeserializationError(
             f"cannot decode the {part} of {topic}/{partition}@{offset} with {name}: "
             f"{type(error).__name__}: {error}",
@@ -244,8 +253,14 @@ class Messages(Sequence[Message[PayloadT, KeyT]]):
     """
 
     __slots__ = (
-        "_decoded", "_deserializers", "_raws", "consumer_lag", "partition", "processed_at", "topic",
-    )  # fmt: skip
+        "_decoded",
+        "_deserializers",
+        "_raws",
+        "consumer_lag",
+        "partition",
+        "processed_at",
+        "topic",
+    )
 
     def __init__(
         self,

@@ -88,11 +88,20 @@ DEFAULT_CLIENT_ID = "conveyor"
 _DEFAULTS = {
     name: getattr(AppSettings, name)
     for name in (
-        "concurrency", "max_messages", "max_wait_time", "shutdown_timeout", "pause_timeout",
-        "pause_max_timeout", "pause_with_exponential_backoff", "gc_threshold",
-        "inline_quick_batches", "max_listeners", "instance_id", "event_loop_blocked_after",
+        "concurrency",
+        "max_messages",
+        "max_wait_time",
+        "shutdown_timeout",
+        "pause_timeout",
+        "pause_max_timeout",
+        "pause_with_exponential_backoff",
+        "gc_threshold",
+        "inline_quick_batches",
+        "max_listeners",
+        "instance_id",
+        "event_loop_blocked_after",
     )
-}  # fmt: skip
+}
 
 
 def settings_from_environment(
