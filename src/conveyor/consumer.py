@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from conveyor.producer.transactions import Transactions
     from conveyor.routing.topic import Topic
 
-__all__ = ["Consumer", "TransactionBlock"]
+__all__ = ["Consumer", "TransactionBlock", "attach_partition_handle", "partition_handle"]
 
 _log = logging.getLogger("conveyor.transactions")
 
@@ -436,6 +436,19 @@ class Consumer(Generic[PayloadT, KeyT]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {getattr(self, 'topic', '?')}/{getattr(self, 'partition', '?')}>"
+
+
+def partition_handle(consumer: Consumer) -> PartitionHandle:
+    """The engine's handle of the partition ``consumer`` serves (what its methods act
+    through), for Conveyor's own parts. Internal: not API."""
+    return consumer._executor
+
+
+def attach_partition_handle(consumer: Consumer, handle: PartitionHandle) -> None:
+    """Give ``consumer`` the ``handle`` of the partition it serves: the engine does as it
+    makes the instance (a lane's handle, with virtual partitions), and so does
+    :func:`conveyor.testing.consumer_for`. Internal: not API."""
+    consumer._executor = handle
 
 
 class TransactionBlock:

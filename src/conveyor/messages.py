@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Generic
 
@@ -22,8 +22,11 @@ __all__ = [
     "Message",
     "Messages",
     "PayloadT",
+    "age_of",
     "dead_letter_message",
     "piped_message",
+    "record_of",
+    "records_of",
 ]
 
 _UNSET: Any = object()
@@ -342,6 +345,26 @@ class Messages(Sequence[Message[PayloadT, KeyT]]):
         if not self._raws:
             return f"<Messages {self.topic}/{self.partition} empty>"
         return f"<Messages {self.topic}/{self.partition} {len(self)} from {self._raws[0].offset()}>"
+
+
+def record_of(message: Message) -> Any:
+    """The driver's record under ``message``, undecoded, for Conveyor's own parts that read
+    its fields or hand it on (tracing, sinks, schedules, RPC replies). Internal: not API."""
+    return message._raw
+
+
+def records_of(messages: Iterable[Message]) -> list[Any]:
+    """The driver's records under ``messages``, in order (see :func:`record_of`)."""
+    return [message._raw for message in messages]
+
+
+def age_of(message: Message, now: float) -> float | None:
+    """Seconds from when ``message`` was produced (its timestamp) to ``now`` (epoch seconds);
+    ``None`` without a timestamp."""
+    kind, milliseconds = message._raw.timestamp()
+    if not kind or milliseconds < 0:
+        return None
+    return now - float(milliseconds) / 1000
 
 
 def dead_letter_message(

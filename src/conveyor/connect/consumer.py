@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.connect.sink import Reject, Retry, SinkRejected
 from conveyor.connect.trace_context import delivering
-from conveyor.consumer import Consumer
+from conveyor.consumer import Consumer, partition_handle
 from conveyor.errors import ConveyorError
 from conveyor.instrumentation.rate_limit import RateLimitedLog
+from conveyor.messages import records_of
 
 if TYPE_CHECKING:
     from conveyor.messages import Message
@@ -131,12 +132,12 @@ class _SinkTrace:
 
     @staticmethod
     def of(consumer: Consumer, sink: Any, records: Sequence[Message]) -> _SinkTrace | None:
-        handle = consumer._executor
+        handle = partition_handle(consumer)
         tracing = handle.tracing
         if tracing is None or not tracing.enabled or not records:
             return None
         handed = time.time()
-        raws = [record._raw for record in records]
+        raws = records_of(records)
         try:
             spans = tracing.sink_handing(
                 raws[0].topic(),

@@ -25,6 +25,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from conveyor.consumer import attach_partition_handle
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
@@ -261,7 +262,7 @@ class PartitionExecutor(PartitionCore):
             consumer.topic = self.topic
             consumer.partition = self.partition
             consumer.route = self.route
-            consumer._executor = self
+            attach_partition_handle(consumer, self)
             self.context.prepare_consumer(consumer)
             self.consumer = consumer
         return consumer

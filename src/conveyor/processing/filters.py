@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from conveyor.errors import ConfigurationError
-from conveyor.messages import Deserializers, Message
+from conveyor.messages import Deserializers, Message, age_of, records_of
 
 __all__ = ["Delay", "Expire", "Filter", "Filtered", "Throttle", "Verdict", "apply_filters"]
 
@@ -56,14 +56,6 @@ def _seconds(name: str, value: Any) -> float:
             f"{name} must be a positive timedelta or seconds, got {value!r}", name
         )
     return float(seconds)
-
-
-def _age(message: Message, now: float) -> float | None:
-    """Seconds since ``message`` was produced (its timestamp), ``None`` without one."""
-    kind, milliseconds = message._raw.timestamp()
-    if not kind or milliseconds < 0:
-        return None
-    return now - float(milliseconds) / 1000
 
 
 class Throttle:
@@ -158,7 +150,7 @@ class Delay:
 
     def apply(self, messages: Sequence[Message], now: float) -> Verdict:
         for index, message in enumerate(messages):
-            age = _age(message, now)
+            age = age_of(message, now)
             if age is not None and age < self.delay_by:
                 return Verdict(
                     messages[:index], hold=message, hold_for=self.delay_by - age, reason="delayed"
@@ -179,7 +171,7 @@ class Expire:
     def apply(self, messages: Sequence[Message], now: float) -> Verdict:
         fresh = []
         for message in messages:
-            age = _age(message, now)
+            age = age_of(message, now)
             if age is None or age <= self.expire_in:
                 fresh.append(message)
         return Verdict(fresh, reason="expired")
@@ -235,7 +227,7 @@ def apply_filters(
                 "filters",
             )
         chosen = set(indexes)
-        dropped = [messages[i]._raw for i in range(cut) if i not in chosen]
+        dropped = records_of([messages[i] for i in range(cut) if i not in chosen])
         if dropped:
             result.dropped.append((current, verdict.reason or "dropped", dropped))
         if verdict.hold is not None:
@@ -243,6 +235,6 @@ def apply_filters(
             result.hold = (current, verdict.reason or "held", max(0.0, float(verdict.hold_for)))
             result.through = verdict.hold.offset
         messages = kept
-    result.keep = [message._raw for message in messages]
-    result.held = [message._raw for message in held]
+    result.keep = records_of(messages)
+    result.held = records_of(held)
     return result

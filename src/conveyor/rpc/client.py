@@ -22,7 +22,7 @@ from conveyor.errors import (
 from conveyor.instrumentation import Monitor
 from conveyor.instrumentation import events as ev
 from conveyor.iterator import Iterator
-from conveyor.messages import Message
+from conveyor.messages import Message, record_of
 from conveyor.models import converter, field_errors
 from conveyor.models.codecs import model_name
 from conveyor.producer import Producer
@@ -421,7 +421,7 @@ class Client:
         if entry is None or self._tracing is None:
             return
         try:  # tracing never stops the thread that completes the calls
-            self._tracing.end_call(entry[0], None if reply is None else reply._raw, error)
+            self._tracing.end_call(entry[0], None if reply is None else record_of(reply), error)
         except Exception:
             _log.exception("could not end the span of RPC call %s", call_id)
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.instrumentation import events as ev
+from conveyor.messages import records_of
 from conveyor.schedules.wire import (
     KEY,
     NULL,
@@ -245,8 +246,7 @@ class Schedules:
             self._executors[partition] = executor
             pending = self._pending.setdefault(partition, {})
             heap = self._heaps.setdefault(partition, [])
-            for message in batch:
-                raw = message._raw
+            for raw in records_of(batch):
                 schedule_id = (raw.key() or b"").decode("utf-8", "replace")
                 self._last_seen[partition] = raw.offset()
                 headers = dict(raw.headers() or ())

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
+from conveyor.messages import records_of
 from conveyor.schedules.cron import Cron
 from conveyor.schedules.records import (
     SEPARATOR,
@@ -148,8 +149,7 @@ class RecurringTasks:
 
     def _load(self, batch: list[Any]) -> None:
         with self._changed:
-            for message in batch:
-                raw = message._raw
+            for raw in records_of(batch):
                 self._loaded_to = raw.offset() + 1
                 folded = fold_record(self.records, raw.key(), raw.value())
                 if folded is not None and folded[1] is None:

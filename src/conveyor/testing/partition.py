@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from conveyor.consumer import Consumer
+from conveyor.consumer import Consumer, attach_partition_handle
 from conveyor.errors import ConfigurationError, DeserializationError
 from conveyor.messages import Message, Messages
 from conveyor.processing.model_check import Checked, check_models
@@ -307,7 +307,7 @@ def consumer_for(
     instance.partition = partition
     instance.route = route
     instance.app = app
-    instance._executor = executor
+    attach_partition_handle(instance, executor)
     instance.messages = executor.messages()
     return instance
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor._version import __version__
 from conveyor.errors import ConfigurationError
 from conveyor.instrumentation import events as ev
+from conveyor.messages import record_of
 from conveyor.producer.hooks import SendHookSwitch
 from conveyor.tracing import semconv as sc
 from conveyor.tracing.headers import (
@@ -348,7 +349,7 @@ class Tracing:
         A no-op (entering gives ``None``) while tracing is off."""
         if not self.enabled:
             return nullcontext()
-        raw = message._raw
+        raw = record_of(message)
         return self._processing(raw.topic(), raw.partition(), None, [raw], name)
 
     def context_of(self, raw: Any) -> Any:

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from conveyor.consumer import attach_partition_handle
 from conveyor.instrumentation import events as ev
 from conveyor.messages import Message
 from conveyor.processing.model_check import check_models
@@ -436,7 +437,7 @@ class VirtualPartitionExecutor(PartitionCore):
         consumer.partition = self.partition
         consumer.route = self.route
         consumer.virtual_partition = lane.index
-        consumer._executor = lane  # the lane stands in for its partition
+        attach_partition_handle(consumer, lane)  # the lane stands in for its partition
         self.context.prepare_consumer(consumer)
         if self.consumer is None:
             self.consumer = consumer  # the one the listener and the snapshot look at
