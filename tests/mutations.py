@@ -1739,8 +1739,13 @@ MUTATIONS = (
     ),
     Mutation(
         "delivery: a timed-out delivery's handle completes without asking about its topic",
-        "conveyor/producer/producer.py",
-        (("        clarify = client.explainer.explain\n", "        clarify = None\n"),),
+        "conveyor/driver/producers.py",
+        (
+            (
+                "        self.clarify: Clarify | None = self.explainer.explain\n",
+                "        self.clarify: Clarify | None = None\n",
+            ),
+        ),
         (
             "tests/integration/producer/test_awaiting.py::test_timed_out_deliveries_are_explained_off_the_event_loop",
         ),

@@ -22,7 +22,7 @@ from conveyor.driver.connection import ConnectionNews, ConnectionWatch
 from conveyor.driver.consumers import offset_with_metadata
 from conveyor.driver.credentials import refusal
 from conveyor.driver.errors import ErrorCode, is_error, to_conveyor_error
-from conveyor.driver.explainer import EXPLAIN_TIMEOUT, Explainer
+from conveyor.driver.explainer import EXPLAIN_TIMEOUT, Clarify, Explainer
 from conveyor.driver.handles import AcknowledgedHandle, DeliveryHandle
 from conveyor.driver.loop_serving import LoopServing, loop_serving
 from conveyor.driver.poller import Poller
@@ -135,6 +135,8 @@ class ProducerClient:
         self._unanswered_at = -math.inf  # when the cluster last gave no answer (never yet)
         self.explainer = Explainer(self.topic_missing, name)
         """Asks whether the topics of timed-out deliveries exist, off the serving thread."""
+        self.clarify: Clarify | None = self.explainer.explain
+        """How this client's handles ask whether a timed-out delivery's topic exists."""
         self.poller = Poller(
             self._kafka,
             name,

@@ -454,7 +454,7 @@ class Producer(ProduceCalls):
         )
         # Handles of this client's messages: a waiter may serve this client's queue itself, and
         # a timed-out one asks whether its topic exists on the client's explainer thread.
-        clarify = client.explainer.explain
+        clarify = client.clarify
         observer = self._send_path.observer
         client.plain_handle = DeliveryHandle.bound_to(observer, self._explain, client.lead, clarify)
         client.acknowledged_handle = AcknowledgedHandle.bound_to(

@@ -205,7 +205,7 @@ class SendPath:
             keep_reports=reports,
             explain=self.explain,
             lead=client.lead,
-            clarify=client.plain_handle._clarify,  # the client's, as its handles have it
+            clarify=client.clarify,  # the client's, as its handles have it
         )
         shared = batch.shared_callback()
         produce = client.produce

@@ -135,6 +135,7 @@ class CaptureClient:
         self.poller = _Idle()
         self.plain_handle: type[DeliveryHandle] = DeliveryHandle
         self.acknowledged_handle: type[DeliveryHandle] = AcknowledgedHandle
+        self.clarify: Any = None  # nothing to ask: delivery is reported at once
         self._transaction: list[Record] | None = None
         self._offsets: list[tuple[str, int, int]] = []
 
