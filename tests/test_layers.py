@@ -41,9 +41,9 @@ NAMES_APP = {"conveyor.app", "conveyor"}  # App's module and the package that ex
 TARGET_CIRCLES = 3
 TARGET_PRIVATE_READS_ACROSS = 10
 TARGET_FMT_SKIPS = 59  # fewer than 60
-RATCHET_CIRCLES = 6
-RATCHET_PRIVATE_READS_ACROSS = 18
-RATCHET_FMT_SKIPS = 289
+RATCHET_CIRCLES = 3
+RATCHET_PRIVATE_READS_ACROSS = 4
+RATCHET_FMT_SKIPS = 3
 
 SIDEWAYS = {
     "conveyor.models": {"conveyor.errors"},  # a leaf: model libraries are recognised, not imported
