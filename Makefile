@@ -77,13 +77,13 @@ redis:
 	tools/ensure-redis
 
 pytest: setup browser postgresql asyncapi-schema
-	$(BIN)/conveyor broker exec -- $(BIN)/pytest -n $(WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
+	SWEEP_TEST_TOPICS=1 $(BIN)/conveyor broker exec -- $(BIN)/pytest -n $(WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 unit: $(INSTALLED)
 	$(BIN)/pytest -n 2 -q -m "not integration" tests/unit tests/test_*.py $(PYTEST_ARGS)
 
 test-repeat: setup browser postgresql asyncapi-schema
-	$(BIN)/conveyor broker exec -- $(BIN)/python tools/repeat-tests $(N) -- -n $(WORKERS) --dist loadgroup tests/integration $(PYTEST_ARGS)
+	SWEEP_TEST_TOPICS=1 $(BIN)/conveyor broker exec -- $(BIN)/python tools/repeat-tests $(N) -- -n $(WORKERS) --dist loadgroup tests/integration $(PYTEST_ARGS)
 
 # The site, built with --strict: a broken link or anchor, or a reference that does not
 # resolve, fails it. Its examples run in pytest (tests/integration/docs/test_examples.py).

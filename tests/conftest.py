@@ -7,6 +7,7 @@ broker itself (reusing a running one) and stops it at the end if it started it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from _pytest.nodeid import NodeId
-from confluent_kafka import Message
+from confluent_kafka import KafkaException, Message
+from confluent_kafka.admin import AdminClient
 
 from conveyor import Admin
 from conveyor.broker import DevelopmentBroker
@@ -51,6 +53,56 @@ _OWN_BROKER = {"own_broker", "own_bootstrap"}
 # The longest groups first: xdist hands out work in collection order, and a long group begun
 # last would make the run's tail.
 _FIRST = ("cluster", "brokers", "bench", "release", "docs", "browser", "schemas", "postgres")
+
+
+# Test topics carry a uuid's hex (new_topic, and the names the tests give their apps' queues,
+# schedules and groups); the session deletes the ones it made that a test left behind (the
+# apps' own topics: job queues, schedules, DLQs), or the development broker gathers thousands
+# of partitions over many runs and starts and answers slower each time. Only when asked
+# (make test sets SWEEP_TEST_TOPICS=1): a session running beside another must not delete the
+# other's topics (the mutation harness runs several at once).
+_TEST_TOPIC = re.compile(r"[0-9a-f]{6,}")
+_TOPICS_BEFORE = pytest.StashKey[frozenset[str]]()
+
+
+def _session_admin() -> AdminClient | None:
+    """An admin client of the session's local broker, or None when none answers (a unit run)."""
+    bootstrap = os.environ.get(BOOTSTRAP_ENV, "127.0.0.1:9092")
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    if host not in ("127.0.0.1", "localhost"):
+        return None  # somebody else's Kafka: leave its topics alone
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return None
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ or os.environ.get("SWEEP_TEST_TOPICS") != "1":
+        return  # the controller sweeps, once all workers are done
+    admin = _session_admin()
+    if admin is not None:
+        with contextlib.suppress(KafkaException):
+            topics = admin.list_topics(timeout=10).topics
+            session.stash[_TOPICS_BEFORE] = frozenset(topics)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    before = session.stash.get(_TOPICS_BEFORE, None)
+    admin = _session_admin() if before is not None else None
+    if admin is None or before is None:
+        return
+    with contextlib.suppress(KafkaException):
+        left = [
+            name
+            for name in admin.list_topics(timeout=10).topics
+            if name not in before and not name.startswith("__") and _TEST_TOPIC.search(name)
+        ]
+        if left:
+            for future in admin.delete_topics(left, operation_timeout=30).values():
+                with contextlib.suppress(KafkaException):
+                    future.result(timeout=60)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
