@@ -1966,6 +1966,19 @@ MUTATIONS = (
             "tests/unit/test_app_features.py::test_a_producer_made_after_the_features_has_their_hooks_in_one_order",
         ),
     ),
+    Mutation(
+        "web: one topic deleted or unread fails the whole topics page",
+        "conveyor/web/ui/views.py",
+        (
+            (
+                "            except ConveyorError as exc:  # one topic unread",
+                "            except ZeroDivisionError as exc:  # one topic unread",
+            ),
+        ),
+        (
+            "tests/unit/web/ui/test_views.py::test_a_topic_deleted_or_unread_leaves_the_rest_of_the_topics_page",
+        ),
+    ),
 )
 
 

@@ -3,6 +3,7 @@ it as JSON, so the two never disagree. Nothing here knows HTTP."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.admin import Admin
 from conveyor.asyncapi import asyncapi_document, to_yaml
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, KafkaError
 from conveyor.jobs.host import JobsHost
 from conveyor.masking import mask, shown_setting
 from conveyor.settings import producer_settings
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from conveyor.web.ui.host import UiHost
 
 __all__ = ["PER_PAGE", "RANGES", "NotFound", "Views"]
+
+_log = logging.getLogger("conveyor.web")
 
 PER_PAGE = 50
 RANGES = {"1h": ("minute", 3600), "24h": ("ten_minutes", 86400), "7d": ("hour", 7 * 86400)}
@@ -46,6 +49,20 @@ class NotFound(LookupError):
         super().__init__(f"no {kind} {name!r}")
         self.kind = kind
         self.name = name
+
+
+def _unread_topic(name: str, web: bool, why: BaseException) -> dict[str, Any]:
+    """A topics-page row whose counts Kafka did not give (a timeout, a refusal): shown unknown,
+    with why."""
+    return {
+        "name": name,
+        "partitions": None,
+        "replication_factor": None,
+        "messages": None,
+        "messages_per_second": None,
+        "web": web,
+        "unread": str(why),
+    }
 
 
 @dataclass
@@ -492,12 +509,19 @@ class Views:
         now = self.clock()
         rows = []
         for name in chosen:
-            info = self.admin.topic_info(name)
-            total = ends = 0
-            for partition in info.partitions:
-                low, high = self.admin.read_watermark_offsets(name, partition.partition)
-                total += max(0, high - low)
-                ends += high
+            try:
+                info = self.admin.topic_info(name)
+                total = ends = 0
+                for partition in info.partitions:
+                    low, high = self.admin.read_watermark_offsets(name, partition.partition)
+                    total += max(0, high - low)
+                    ends += high
+            except ConveyorError as exc:  # one topic unread: the rest of the list stands
+                if isinstance(exc, KafkaError) and exc.name == "UNKNOWN_TOPIC_OR_PART":
+                    continue  # deleted since it was listed
+                _log.warning("the topics page could not read %s: %s", name, exc)
+                rows.append(_unread_topic(name, name in self.web.topics.names, exc))
+                continue
             seen = self._watermarks.get(name)
             per_second = (ends - seen[1]) / (now - seen[0]) if seen and now - seen[0] >= 1 else None
             if seen is None or now - seen[0] >= 1:
@@ -512,6 +536,7 @@ class Views:
                     "messages": total,
                     "messages_per_second": round(per_second, 2) if per_second is not None else None,
                     "web": name in self.web.topics.names,
+                    "unread": None,
                 }
             )
         return Page("Topics", {"topics": rows, "paging": paging, "internal": internal})

@@ -8,6 +8,8 @@ from typing import Any, cast
 import pytest
 
 from conveyor import App, Consumer
+from conveyor.admin.admin import PartitionInfo, TopicInfo
+from conveyor.errors import KafkaError
 from conveyor.instrumentation.monitor import Event
 from conveyor.web.process.tracking import error_record
 from conveyor.web.reading.data import WebData
@@ -537,3 +539,38 @@ def test_routing_shows_a_dead_letter_queue() -> None:
     assert set(routes) == {"orders", "payments"}
     assert routes["orders"]["dead_letter_queue"] == "orders_dlq"
     assert routes["orders"]["max_retries"] == 2
+
+
+class TopicsAdmin:
+    """The admin calls of the topics page: ``orders`` reads, ``slow`` times out, ``gone`` was
+    deleted after it was listed (as another process's topics are, any time)."""
+
+    def list_topics(self, internal: bool = False) -> list[str]:
+        return ["gone", "orders", "slow"]
+
+    def topic_info(self, name: str) -> Any:
+        if name == "gone":
+            raise KafkaError("topic gone does not exist", name="UNKNOWN_TOPIC_OR_PART")
+        return TopicInfo(name, (PartitionInfo(0, 1, (1,), (1,)),))
+
+    def read_watermark_offsets(self, topic: str, partition: int) -> tuple[int, int]:
+        if topic == "slow":
+            raise KafkaError(f"watermarks of {topic}/{partition}: timed out", name="_TIMED_OUT")
+        return 2, 7
+
+
+def test_a_topic_deleted_or_unread_leaves_the_rest_of_the_topics_page() -> None:
+    page = views(FakeData())
+    page._admin = cast(Any, TopicsAdmin())
+    rows = {row["name"]: row for row in page.topics().data["topics"]}
+    assert set(rows) == {"orders", "slow"}, "a topic deleted since the listing is left out"
+    assert rows["orders"]["messages"] == 5
+    assert rows["orders"]["unread"] is None
+    assert rows["slow"]["messages"] is None
+    assert "timed out" in rows["slow"]["unread"]
+    html = rendering.environment().get_template("topics.html").render(
+        base="", title="t", client_id="t", active="", csrf_field="c", csrf_token="t", user=None,
+        login=False, read_only=False, request=None, can=lambda *a: True,
+        **page.topics().data,
+    )  # fmt: skip
+    assert 'title="not read: watermarks of slow/0: timed out"' in html
