@@ -282,7 +282,9 @@ def test_an_attempt_read_twice_is_retried_once_and_dies_once(kafka_bootstrap: st
     with running(app):
         app.producer.produce_many_sync([copy, copy])  # its first attempt, read twice
         assert attempts.wait_for(lambda items: 2 in items), "retried"
-        after.enqueue(1, key="k")  # behind any second retry in the partition
+        # behind any second retry: both retries fell due 1 s after the failures that scheduled
+        # them, and the schedules go out in the order they fall due, into the key's partition
+        after.enqueue_in(3.0, 1, key="k")
         assert done.wait_for(lambda items: items == [1])
         dead = _every_message(app, twice.queue.dead_topic)
     assert sorted(attempts.items) == [1, 1, 2], "the same retry scheduled twice ran once"
