@@ -104,6 +104,17 @@ def test_arguments_authorization_retries_and_events(kafka_bootstrap: str, new_to
     assert any(e.name == "rpc.call.replied" and e["ok"] for e in client_events)
 
 
+_SERVER_EVENTS = (
+    "connection.lost",
+    "connection.restored",
+    "rebalance.partitions_assigned",
+    "rebalance.partitions_revoked",
+    "rpc.request.handled",
+    "rpc.request.duplicate",
+    "rpc.request.expired",
+)
+
+
 @pytest.mark.xdist_group("brokers")  # see tests/conftest.py
 def test_a_call_made_while_the_broker_is_down_runs_its_handler_once(
     own_broker: DevelopmentBroker, own_bootstrap: str
@@ -126,17 +137,33 @@ def test_a_call_made_while_the_broker_is_down_runs_its_handler_once(
     app = server_app(bootstrap, commands, results, handlers)
     assigned = wait_assigned(app)
     outcome: list[Any] = []
+    # what happened when, for the failure's message: which side stalled
+    started = time.monotonic()
+    timeline: list[str] = []
+
+    def note(what: str) -> None:
+        timeline.append(f"{time.monotonic() - started:6.1f} s {what}")
+
+    def noted(event: Any) -> None:
+        note(f"{event.name} {dict(event)}" if event.name.startswith("rpc.") else event.name)
+
+    for name in _SERVER_EVENTS:
+        app.monitor.subscribe(name, noted)
     with running(app):
         assert assigned.wait(60)
         client = Client({"bootstrap.servers": bootstrap}, commands_topic=commands,
                         results_topic=results, retries=10)  # fmt: skip
+        for name in ("rpc.call.sent", "rpc.call.replied", "rpc.reply.discarded"):
+            client.monitor.subscribe(name, noted)
         try:
             assert client.call("charge", "warm-up", timeout=30) == "charged warm-up"
+            note("broker stopping")
             own_broker.stop()  # down before the call: it waits in the producer, then retries
+            note("broker stopped")
 
             def call() -> None:
                 try:
-                    outcome.append(client.call("charge", "o-1", timeout=60))
+                    outcome.append(client.call("charge", "o-1", timeout=90))
                 except Exception as error:
                     outcome.append(error)
 
@@ -144,9 +171,10 @@ def test_a_call_made_while_the_broker_is_down_runs_its_handler_once(
             caller.start()
             threading.Event().wait(4.0)  # a few attempts go nowhere
             own_broker.start()
-            caller.join(90)
+            note("broker started")
+            caller.join(120)
         finally:
             client.close()
-    assert outcome == ["charged o-1"], outcome
+    assert outcome == ["charged o-1"], (outcome, timeline)
     assert handled.is_set()
     assert ran["o-1"] == 1, "every attempt carried the same id: the handler ran once"
