@@ -1979,6 +1979,109 @@ MUTATIONS = (
             "tests/unit/web/ui/test_views.py::test_a_topic_deleted_or_unread_leaves_the_rest_of_the_topics_page",
         ),
     ),
+    Mutation(
+        "state: a failed batch's store writes kept for its retry",
+        "conveyor/processing/executor.py",
+        (
+            (
+                "            self.stores.discard()  # what the failed batch wrote is gone with it",
+                "            pass",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing",
+        ),
+    ),
+    Mutation(
+        "state: the changelog offset reached not kept with the store (a warm restart replays all)",
+        "conveyor/state/partition_stores.py",
+        (
+            (
+                "                meta[_CHANGELOG_OFFSET] = str(report.offset + 1).encode()",
+                "                pass",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_counts_stay_exact_across_a_warm_restart_and_a_restore_from_the_changelog_alone",
+        ),
+    ),
+    Mutation(
+        "state: a store opened without replaying its changelog",
+        "conveyor/state/partition_stores.py",
+        (
+            (
+                "            records, size, end = self._replay(reader, topic, backend, start)",
+                "            records, size, end = 0, 0, high",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_counts_stay_exact_across_a_warm_restart_and_a_restore_from_the_changelog_alone",
+        ),
+    ),
+    Mutation(
+        "state: a batch's store writes never reach the changelog",
+        "conveyor/processing/executor.py",
+        (
+            (
+                "        if stores is not None and not self._flushed(stores, batch, started):",
+                "        if False:",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing",
+        ),
+    ),
+    Mutation(
+        "state: reads do not see the batch's own writes",
+        "conveyor/state/view.py",
+        (
+            (
+                """    def get(self, key: Any, default: Any = None) -> Any:
+        writes = self._writes
+        if key in writes:""",
+                """    def get(self, key: Any, default: Any = None) -> Any:
+        writes = self._writes
+        if False:""",
+            ),
+        ),
+        (
+            "tests/unit/state/test_store.py::test_reads_see_the_batch_s_writes_and_a_key_is_written_once_per_batch",
+        ),
+    ),
+    Mutation(
+        "state: a transaction's store writes flushed after its commit, outside it",
+        "conveyor/consumer.py",
+        (
+            (
+                "                apply_state = self._executor.stage_state(producer)",
+                "                apply_state = None",
+            ),
+        ),
+        (
+            "tests/integration/state/test_exactly_once_state.py::test_counts_are_exact_through_repeated_sigkills_under_exactly_once",
+        ),
+    ),
+    Mutation(
+        "state: changelogs left out of topics plan",
+        "conveyor/admin/declarative.py",
+        (
+            (
+                "        routes += changelog_routes(routes, admin.partition_counts())",
+                "        pass",
+            ),
+        ),
+        (
+            "tests/integration/state/test_changelogs.py::test_plan_and_migrate_create_each_store_s_compacted_changelog",
+        ),
+    ),
+    Mutation(
+        "state: a changelog of another partition count accepted",
+        "conveyor/state/changelogs.py",
+        (("        elif have != wanted:", "        elif False:"),),
+        (
+            "tests/integration/state/test_changelogs.py::test_a_changelog_with_another_partition_count_stops_the_start",
+        ),
+    ),
 )
 
 

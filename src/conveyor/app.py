@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from conveyor.producer import Producer
     from conveyor.schedules.dispatcher import Schedules
     from conveyor.schedules.recurring import RecurringTasks
+    from conveyor.state.space import StateSpace
     from conveyor.tracing import Latency, Tracing
     from conveyor.web import Web
 
@@ -100,6 +101,8 @@ class App:
             together, before an ``event_loop.blocked`` event names the lane holding it (a
             blocking call there stalls every other lane); ``None`` does not watch (default
             0.25).
+        state_dir: the folder of the routes' state stores (default ``state``, in the working
+            directory); see the state guide.
 
     Raises:
         ConfigurationError: an unknown setting, a wrong type or an impossible value (named).
@@ -130,6 +133,7 @@ class App:
         oauth_token_provider: Callable[[], tuple[Any, ...]] | None = None,
         instance_id: str | None = DEFAULT,
         event_loop_blocked_after: float | None = DEFAULT,
+        state_dir: str | os.PathLike[str] = DEFAULT,
         **unknown: Any,
     ) -> None:
         self.settings = settings_from_environment(
@@ -147,6 +151,7 @@ class App:
                 "max_listeners": max_listeners,
                 "instance_id": instance_id,
                 "event_loop_blocked_after": event_loop_blocked_after,
+                "state_dir": state_dir,
             },
             kafka,
             oauth_token_provider=oauth_token_provider,
@@ -625,7 +630,25 @@ class App:
             prepare_consumer=self._prepare_consumer,
             tracing=self.tracing,
             latency=self.latency,
+            stores=self._state_space(),
         )
+
+    def _state_space(self) -> StateSpace | None:
+        """The routes' stores in this process, when a route declares one (closed at stop)."""
+        routes = [route for route in self.routes if route.state and route.active]
+        if not routes:
+            return None
+        from conveyor.state.changelogs import ensure_changelogs
+        from conveyor.state.space import StateSpace
+
+        created = ensure_changelogs(self.admin, routes)
+        if created:
+            _log.info("created the stores' changelogs: %s", ", ".join(created))
+        space = StateSpace(
+            self.settings.state_dir, self.settings.kafka, self.settings.client_id, self.monitor
+        )
+        self.add_closing_hook(space.close)
+        return space
 
     def _prepare_consumer(self, consumer: Consumer) -> None:
         consumer.app = self

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from conveyor.partition import PartitionHandle
     from conveyor.producer.transactions import Transactions
     from conveyor.routing.topic import Topic
+    from conveyor.state.view import State
 
 __all__ = ["Consumer", "TransactionBlock", "attach_partition_handle", "partition_handle"]
 
@@ -228,9 +229,13 @@ class Consumer(Generic[PayloadT, KeyT]):
             self._transaction = scope
             try:
                 yield producer
+                # the stores' changelogs join the outputs and the offset; written locally after
+                apply_state = self._executor.stage_state(producer)
                 self._send_offsets(scope, transactions)
             finally:
                 self._transaction = None
+        if apply_state is not None:
+            apply_state()
         assert scope.next_offset is not None
         # committed: retries start after it
         self._executor.mark(scope.next_offset, False, scope.metadata)
@@ -242,11 +247,14 @@ class Consumer(Generic[PayloadT, KeyT]):
             self._transaction = scope
             try:
                 yield producer
+                apply_state = await off_the_loop(self._executor.stage_state, producer)
                 # on a thread (the first one commits what was marked before, synchronously);
                 # a cancellation waits for it, so that the abort never runs beside it
                 await off_the_loop(self._send_offsets, scope, transactions)
             finally:
                 self._transaction = None
+        if apply_state is not None:
+            apply_state()
         assert scope.next_offset is not None
         self._executor.mark(scope.next_offset, False, scope.metadata)
 
@@ -295,6 +303,38 @@ class Consumer(Generic[PayloadT, KeyT]):
     def is_revoked(self) -> bool:
         """Whether the partition was taken from this process (a long job may stop early)."""
         return self._executor.revoked
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def stores(self) -> Mapping[str, State]:
+        """The partition's state stores by name (the route's ``state=``), opened and restored
+        before the partition's first batch. What a batch writes is kept with the batch: it
+        becomes durable (changelog, then the local store) when the batch ends well, and is
+        dropped when it fails."""
+        return self._executor.state_views()
+
+    @property
+    def state(self) -> State:
+        """The partition's store when the route declares one (``state=Store()``).
+
+        Raises:
+            ConfigurationError: the route declares no store, or several (use :attr:`stores`).
+        """
+        stores = self.stores
+        if len(stores) == 1:
+            return next(iter(stores.values()))
+        if not stores:
+            raise ConfigurationError(
+                f"{self.topic}: the route declares no state store: "
+                "app.routes.topic(..., state=Store())",
+                "state",
+            )
+        raise ConfigurationError(
+            f"{self.topic}: the route declares {len(stores)} stores "
+            f"({', '.join(sorted(stores))}): read one with self.stores[name]",
+            "state",
+        )
 
     # -- flow ---------------------------------------------------------------------------------
 

@@ -114,6 +114,7 @@ APP_VARIABLES: tuple[Variable, ...] = (
              _or_none(_whole)),
     Variable("CONVEYOR_EVENT_LOOP_BLOCKED_AFTER", "event_loop_blocked_after",
              "seconds, or none", _or_none(_seconds)),
+    Variable("CONVEYOR_STATE_DIR", "state_dir", "a folder (the state stores' files)"),
 )  # fmt: skip
 """The ``App`` settings an environment variable can set (when the code does not)."""
 

@@ -9,13 +9,14 @@ a member one of them lacks is an error here, not an ``AttributeError`` in a user
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from conveyor.driver.handles import DeliveryHandle
     from conveyor.messages import Message
     from conveyor.producer.producer import Producer
+    from conveyor.state.view import State
     from conveyor.tracing.latency import PollTimes
     from conveyor.tracing.tracer import Tracing
 
@@ -115,3 +116,10 @@ class PartitionHandle(Protocol):
 
     def forget_group_metadata(self) -> None:
         """A transaction's offsets were refused: ask for the group's metadata again."""
+
+    def state_views(self) -> Mapping[str, State]:
+        """The partition's state stores by name (opened and restored on first use)."""
+
+    def stage_state(self, producer: Producer) -> Callable[[], None] | None:
+        """Send the batch's store writes to their changelogs in ``producer``'s open
+        transaction; returns what writes them locally after the commit (``None``: none)."""

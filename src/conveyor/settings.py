@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -70,6 +71,10 @@ class AppSettings:
     instance_id: str | None = None
     """This process's stable name among the app's processes (its transactional producer's
     ``transactional.id``); ``None``: the host name and the process's slot on the host."""
+    state_dir: str = "state"
+    """The folder of the routes' state stores (see :mod:`conveyor.state`): relative to the
+    working directory unless absolute; laid out by group and by the process's slot, so that a
+    restarted process reopens its predecessor's stores."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Where each setting came from: ``argument``, ``$VARIABLE`` (the environment) or
     ``default``; librdkafka's as ``kafka: <name>`` (see :mod:`conveyor.environment`)."""
@@ -100,6 +105,7 @@ _DEFAULTS = {
         "max_listeners",
         "instance_id",
         "event_loop_blocked_after",
+        "state_dir",
     )
 }
 
@@ -142,6 +148,15 @@ def settings_from_environment(
     return replace(settings, sources=resolved.sources)
 
 
+def _folder(name: str, value: Any) -> str:
+    """``value`` as a folder's path (a ``Path`` or a string), or a clear error."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{name} must be a folder's path, got {value!r}", name)
+    return value
+
+
 def build_app_settings(
     client_id: Any,
     kafka: Any,
@@ -159,6 +174,7 @@ def build_app_settings(
     oauth_token_provider: Any = None,
     instance_id: Any = None,
     event_loop_blocked_after: Any = AppSettings.event_loop_blocked_after,
+    state_dir: Any = AppSettings.state_dir,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
     """Check every setting and return them frozen (the defaults are :class:`AppSettings`'s,
@@ -212,6 +228,7 @@ def build_app_settings(
             f"(a pod's name, say), got {instance_id!r}",
             "instance_id",
         )
+    state_dir = _folder("state_dir", state_dir)
     kafka = dict(kafka)
     check_group_protocol(kafka)
     if oauth_token_provider is not None:
@@ -238,6 +255,7 @@ def build_app_settings(
         event_loop_blocked_after=(
             None if event_loop_blocked_after is None else float(event_loop_blocked_after)
         ),
+        state_dir=state_dir,
     )
 
 

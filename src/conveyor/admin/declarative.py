@@ -18,6 +18,7 @@ from functools import cached_property
 from conveyor.admin.admin import Admin, Replication
 from conveyor.errors import ConveyorError
 from conveyor.routing.topic import Topic
+from conveyor.state.changelogs import changelog_routes
 
 __all__ = ["Change", "align", "migrate", "plan"]
 
@@ -115,6 +116,9 @@ def plan(admin: Admin, routes: Iterable[Topic]) -> list[Change]:
     existing = set(admin.list_topics(internal=True))
     cluster = _Cluster(admin)
     changes: list[Change] = []
+    routes = list(routes)
+    if any(route.state for route in routes):  # and the changelogs of their stores
+        routes += changelog_routes(routes, admin.partition_counts())
     for route in _declared(routes):
         if route.name not in existing:
             partitions = route.partitions or 1

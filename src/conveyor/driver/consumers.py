@@ -403,6 +403,11 @@ class ConsumerClient:
             self._consume(1, 0)
         return self.credentials_refused
 
+    def position(self, topic: str, partition: int) -> int | None:
+        """The next offset this client reads from ``topic``/``partition`` (``None``: unknown)."""
+        [found] = self._consumer.position([TopicPartition(topic, partition)])
+        return int(found.offset) if found.offset >= 0 else None
+
     def query_watermarks(
         self, topic: str, partition: int, timeout: float = 10.0
     ) -> tuple[int, int]:

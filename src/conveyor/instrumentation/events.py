@@ -42,6 +42,7 @@ __all__ = [
     "PRODUCER_RELOADED",
     "REBALANCE_PARTITIONS_ASSIGNED",
     "REBALANCE_PARTITIONS_REVOKED",
+    "STATE_RESTORED",
     "STATISTICS_EMITTED",
     "TRANSACTION_ABORTED",
     "TRANSACTION_COMMITTED",
@@ -185,6 +186,10 @@ RPC_REQUEST_REFUSED = "rpc.request.refused"
 """A server's ``authorize`` refused a request: ``topic``, ``id``, ``command``."""
 RPC_REQUEST_MALFORMED = "rpc.request.malformed"
 """A message on a commands topic was not a request: ``topic``, ``error``."""
+STATE_RESTORED = "state.restored"
+"""A partition's store was opened and caught up with its changelog before its first batch:
+``topic``, ``partition``, ``store``, ``records`` and ``bytes`` replayed (0 for a warm store
+that was up to date), ``seconds``, ``start`` and ``end`` (the changelog offsets read)."""
 APP_RUNNING = "app.running"
 """The app started consuming: ``app``."""
 APP_QUIETING = "app.quieting"

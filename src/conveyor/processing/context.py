@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from conveyor.instrumentation import Monitor
     from conveyor.producer import Producer
     from conveyor.settings import AppSettings
+    from conveyor.state.space import StateSpace
     from conveyor.tracing import Latency, Tracing
 
 __all__ = ["ProcessingContext"]
@@ -44,3 +45,5 @@ class ProcessingContext:
     """Spans around ``consume()`` while ``tracing.enabled``."""
     latency: Latency | None = None
     """Per-stage latency histograms while ``latency.active``."""
+    stores: StateSpace | None = None
+    """The routes' state stores in this process (``None``: no route declares one)."""

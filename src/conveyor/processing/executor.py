@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from conveyor.processing.strategies import FailurePolicy
     from conveyor.processing.timers import Timers
     from conveyor.routing.topic import Topic
+    from conveyor.state.partition_stores import PartitionStores
 
 __all__ = ["PartitionExecutor", "RunningBatch"]
 
@@ -87,6 +88,8 @@ class PartitionExecutor(PartitionCore):
         """Whether small batches may run on the listener's thread (see ``_QUICK_JOB``)."""
         self._quick_jobs = 0  # the partition's jobs in a row that took under _QUICK_JOB
         self._told_over_limit = False  # told the listener it passed the high-water mark
+        self._restoring = False  # its stores are on the restore thread
+        self._restore_failures = 0
 
     # -- called by the listener (its thread) --------------------------------------------------
 
@@ -195,6 +198,8 @@ class PartitionExecutor(PartitionCore):
                         successor, self.successor = self.successor, None
                         if successor is not None:
                             successor._release()
+                        if self.revoked or self.stopped:
+                            self.close_stores()  # the files stay; a successor reopens them
                         return
                     batch = pending.take(self.max_messages)
                     eof = self.eof and not pending.size
@@ -268,6 +273,10 @@ class PartitionExecutor(PartitionCore):
         return consumer
 
     def _process(self, batch: list[Any]) -> None:
+        stores = self.stores
+        if stores is not None and not stores.opened:
+            self._restore_first(stores, batch)
+            return
         payloads = None
         if self.route.deserializers.validates:  # before the filters: they may read payloads
             checked = check_models(batch, self.route.deserializers)
@@ -311,12 +320,67 @@ class PartitionExecutor(PartitionCore):
             self.running = None
         if started is None:
             return
+        if stores is not None and not self._flushed(stores, batch, started):
+            return
         self.attempt = 0
         if not self._abort_batch and not self.route.manual_offset_management:
             self.mark(through, sync=False)
         self.hooks.consumed(consumer, batch, started)
         if hold is not None and not self._abort_batch:
             self._hold(hold[2])
+
+    def _restore_first(self, stores: PartitionStores, batch: list[Any]) -> None:
+        """The partition's stores are not open: its batch waits and its fetching pauses while
+        the restore thread opens them (restored from their changelogs); this worker goes on
+        with other partitions."""
+        with self.lock:
+            if self.revoked or self.stopped:
+                return
+            self.pending.put_back(batch)
+            self.held = True
+            if self._restoring:
+                return
+            self._restoring = True
+        self.listener.pause(self.topic, self.partition)
+        space = self.context.stores
+        assert space is not None
+        space.restorer.submit(stores, self._restored)
+
+    def _restored(self, error: BaseException | None) -> None:
+        """On the restore thread: the stores are open (the batch runs now), or ``error``
+        (logged; the restore runs again after the route's back-off)."""
+        with self.lock:
+            self._restoring = False
+            self._restore_failures = self._restore_failures + 1 if error else 0
+            if self.revoked or self.stopped:
+                return
+        if error is not None:
+            delay = self.policy.backoff.delay(self._restore_failures)
+            _log.error(
+                "%s/%s: its stores could not be opened; trying again in %.1f s: %r",
+                *(self.topic, self.partition, delay, error),
+            )
+            with self.lock:
+                self._cancel_resume_timer()
+                self._resume_timer = self._timers.call_later(delay, self._release)
+            return
+        self.listener.resume(self.topic, self.partition)
+        self._release()
+
+    def _flushed(self, stores: PartitionStores, batch: list[Any], started: float) -> bool:
+        """The batch's store writes, to the changelogs and then the stores, before its offset
+        is marked: False when that failed (the batch failed: it runs again). A batch whose
+        partition was revoked meanwhile writes nothing: its next owner runs it again."""
+        if self.revoked or self._abort_batch:
+            stores.discard()
+            return True
+        try:
+            stores.flush(self.producer())
+        except Exception as exc:
+            stores.discard()
+            self._failed(batch, exc, started)
+            return False
+        return True
 
     def _filter(self, batch: list[Any]) -> Filtered:
         """The route's filters over ``batch``: what they drop is reported (and marked with the
@@ -378,6 +442,8 @@ class PartitionExecutor(PartitionCore):
 
     def _failed(self, batch: list[Any], exc: Exception, started: float) -> None:
         self.running = None
+        if self.stores is not None:
+            self.stores.discard()  # what the failed batch wrote is gone with it
         marked = self.marked
         first_unmarked = marked if marked is not None else batch[0].offset()
         verdict = self.policy.failed(

@@ -18,9 +18,10 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from conveyor.errors import NotAssignedError
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.processing.backlog import Backlog
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from conveyor.processing.timers import Timer, Timers
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
+    from conveyor.state.partition_stores import PartitionStores
+    from conveyor.state.view import State
     from conveyor.tracing.tracer import Tracing
 
 __all__ = ["PartitionCore", "RunningBatch"]
@@ -121,6 +124,13 @@ class PartitionCore(ABC):
         """When each fetch came, while latency is measured."""
         self.hooks = HookRuns(self)
         """Runs ``consume()`` and the other hooks on this partition's consumers."""
+        space = context.stores
+        self.stores: PartitionStores | None = (
+            space.for_partition(route, self.topic, partition, self._gone)
+            if space is not None and route.state
+            else None
+        )
+        """The route's state stores of this partition (opened before its first batch)."""
 
     # -- how batches run: each executor's own -------------------------------------------------
 
@@ -316,7 +326,44 @@ class PartitionCore(ABC):
         try:
             self._call("revoked", ev.CONSUMER_REVOKED)
         finally:
+            with self.lock:
+                idle = not self.scheduled  # else the job closes them as it ends
+            if idle:
+                self.close_stores()
             self.listener.job_finished()
+
+    def _gone(self) -> bool:
+        return self.revoked or self.stopped
+
+    # -- state stores -------------------------------------------------------------------------
+
+    def state_views(self) -> Mapping[str, State]:
+        """The partition's stores by name, opened (and restored) on first use."""
+        stores = self.stores
+        if stores is None:
+            return {}
+        if not stores.opened:
+            stores.open()
+            if not stores.opened:
+                raise NotAssignedError(
+                    f"{self.topic}/{self.partition} was revoked while its stores were restored"
+                )
+        return stores.views
+
+    def stage_state(self, producer: Producer) -> Callable[[], None] | None:
+        """A transaction is about to commit: send the batch's store writes to their
+        changelogs with ``producer`` (in the transaction); returns what writes them to the
+        local stores once it committed (``None``: nothing was written)."""
+        stores = self.stores
+        if stores is None or not stores.opened or not stores.dirty:
+            return None
+        staged = stores.stage(producer)
+        return lambda: stores.apply(staged)
+
+    def close_stores(self) -> None:
+        """The partition is over here: let go of its stores (their files stay)."""
+        if self.stores is not None:
+            self.stores.close()
 
     # -- asked by the consumer (on its worker) and by the failure policy ----------------------
 

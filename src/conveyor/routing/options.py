@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from conveyor.processing.filters import Filter
     from conveyor.routing.dead_letter_queue import Strategy
     from conveyor.routing.virtual_partitions import Partitioner, Reducer
+    from conveyor.state.store import Store
 
 __all__ = [
     "DeadLetterQueueOptions",
@@ -149,6 +150,10 @@ class PatternOptions(RouteOptions, total=False):
 class TopicOptions(DeclaredTopicOptions, PatternOptions, total=False):
     """The options of ``app.routes.topic(name, Consumer, ...)`` and
     ``app.routes.rpc(commands, handlers, results, ...)``: every route option."""
+
+    state: Store | Mapping[str, Store] | None
+    """Key-value stores bound to each partition: ``self.state`` in the consumer (one
+    ``Store()``), or ``self.stores[name]`` (a dict of them); see :mod:`conveyor.state`."""
 
 
 class SinkOptions(DeclaredTopicOptions, total=False):

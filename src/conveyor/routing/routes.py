@@ -43,6 +43,7 @@ _OPTIONS = frozenset(
         "virtual_partitions",
         "kafka",
         "filters",
+        "state",
     }
 )
 _NOT_PER_ROUTE = {
@@ -152,6 +153,7 @@ class Routes:
             kafka=_kafka(name, options.get("kafka"), options.get("dead_letter_queue")),
             filters=_filters(name, options.get("filters"), options.get("virtual_partitions")),
             subscription_group_declared=self._subscription is not None,
+            state=_stores(name, options.get("state"), options.get("virtual_partitions")),
         )
         self._topics.append(topic)
         return topic
@@ -191,6 +193,12 @@ class Routes:
                 raise ConfigurationError(
                     f"routes.pattern({text!r}) cannot take {option}: it names no one topic", option
                 )
+        if options.get("state") is not None:
+            raise ConfigurationError(
+                f"routes.pattern({text!r}) cannot take state: a store's changelog is made for a "
+                "topic named ahead; route each topic by name",
+                "state",
+            )
         dlq = options.get("dead_letter_queue")
         dlq_topic = dlq.get("topic") if isinstance(dlq, Mapping) else None
         if isinstance(dlq_topic, str) and compiled.match(dlq_topic):
@@ -523,3 +531,11 @@ def _assign(topic: str, value: Any) -> tuple[int, ...] | None:
             "assign",
         )
     return partitions
+
+
+def _stores(name: str, state: Any, virtual_partitions: Any) -> dict[str, Any]:
+    if state is None:
+        return {}
+    from conveyor.state.store import parse_stores  # noqa: PLC0415 - loaded by its first route
+
+    return parse_stores(name, state, virtual_partitions)

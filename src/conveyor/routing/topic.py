@@ -13,6 +13,7 @@ from conveyor.routing.virtual_partitions import VirtualPartitions
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
+    from conveyor.state.store import Store
 
 __all__ = ["INITIAL_OFFSETS", "Topic"]
 
@@ -81,6 +82,9 @@ class Topic:
     """Whether the route was declared inside ``app.routes.subscription_group(...)``. Routes
     that were not are packed over the app's ``max_listeners`` listeners when it starts (see
     :mod:`conveyor.routing.packing`); a declared subscription group is kept as it is."""
+    state: Mapping[str, Store] = field(default_factory=dict)
+    """Key-value stores bound to each partition, by name (``self.stores[name]`` in the
+    consumer); one ``Store()`` is named ``default`` (``self.state``). See the state guide."""
 
     def matches(self, topic: str) -> bool:
         """Whether this route reads ``topic`` (its name, or a match of its pattern)."""

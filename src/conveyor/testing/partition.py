@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,8 @@ from conveyor.producer.messages import (
     encode_payload,
     encode_timestamp,
 )
+from conveyor.state.backends import MemoryBackend
+from conveyor.state.view import State
 from conveyor.testing.capture import capture
 from conveyor.testing.records import Record, as_bytes, raw_headers
 from conveyor.tracing.latency import PollTimes
@@ -109,6 +111,7 @@ class TestPartition:
         self.topic = topic
         self.partition = partition
         self.polls = PollTimes()
+        self._views: dict[str, State] | None = None
         """When each fetch came: none here (a test's messages are given, not fetched)."""
         self.recorded = Recorded()
         self.attempt = 0
@@ -247,6 +250,28 @@ class TestPartition:
 
     def forget_group_metadata(self) -> None:
         return None
+
+    def state_views(self) -> Mapping[str, State]:
+        """The route's stores, each in memory (no changelog): a batch's writes are kept when
+        ``consume()`` returns and dropped when it raises, as the engine does."""
+        views = self._views
+        if views is None:
+            views = self._views = {
+                name: State(name, store, MemoryBackend())
+                for name, store in self.route.state.items()
+            }
+        return views
+
+    def stage_state(self, producer: Producer) -> Callable[[], None] | None:
+        return None  # the stores here are written when consume() returns
+
+    def end_state_batch(self, kept: bool) -> None:
+        """``consume()`` returned (``kept``) or raised: write or drop its stores' batch."""
+        for view in (self._views or {}).values():
+            if kept:
+                view.commit_to_backend()
+            else:
+                view.discard()
 
     def messages(self) -> Messages:
         return Messages(list(self.batch), self.route.deserializers, self.topic, self.partition, 0)
@@ -442,7 +467,9 @@ def _consume_front(consumer: Consumer, executor: TestPartition, checked: Checked
             _run(result)
     except BaseException:
         executor.attempt += 1
+        executor.end_state_batch(kept=False)
         raise
+    executor.end_state_batch(kept=True)
     if not executor.route.manual_offset_management:
         executor.mark(front[-1].offset() + 1, sync=False)
     del executor.batch[: len(front)]

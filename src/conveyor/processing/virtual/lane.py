@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.errors import ConfigurationError
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from conveyor.processing.offset_metadata import OffsetMetadata
     from conveyor.processing.partition_core import RunningBatch
     from conveyor.producer import Producer
+    from conveyor.state.view import State
     from conveyor.tracing.latency import PollTimes
     from conveyor.tracing.tracer import Tracing
 
@@ -188,6 +189,12 @@ class Lane:
 
     def forget_group_metadata(self) -> None:
         self.executor.forget_group_metadata()
+
+    def state_views(self) -> Mapping[str, State]:
+        return {}  # a route with virtual partitions declares no store (refused at declaration)
+
+    def stage_state(self, producer: Producer) -> Callable[[], None] | None:
+        return None
 
     def __repr__(self) -> str:
         executor = self.executor

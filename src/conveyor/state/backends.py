@@ -1,0 +1,202 @@
+"""Where one store partition keeps its data: a dict, or a RocksDB database through rocksdict.
+
+A backend holds bytes only and is written in whole batches (:meth:`Backend.write`): the
+batch's changes and its bookkeeping (the changelog offset it reached, the codec's name) land
+together or not at all, so the store never holds half a batch. Reads see only what was
+written; a batch in progress lives in the :class:`~conveyor.state.view.State` above it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from conveyor.errors import ConfigurationError
+
+
+def _rocksdict() -> Any:
+    """rocksdict, imported with the first RocksDB store (``conveyor[state]``)."""
+    try:
+        return importlib.import_module("rocksdict")
+    except ImportError:
+        raise ConfigurationError(
+            "a rocksdb store needs rocksdict: pip install 'conveyor[state]'", "backend"
+        ) from None
+
+
+__all__ = ["Backend", "MemoryBackend", "RocksDBBackend", "open_backend"]
+
+_META = "conveyor-meta"
+"""The column family of the bookkeeping: kept apart from the user's keys."""
+
+
+class Backend(Protocol):
+    """One store partition's data, as bytes."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or ``None``."""
+
+    def write(
+        self,
+        changes: Mapping[bytes, bytes | None],
+        meta: Mapping[str, bytes],
+        *,
+        wal: bool = True,
+    ) -> None:
+        """Apply ``changes`` (``None``: delete the key) and ``meta`` at once; ``wal=False``:
+        skip the write-ahead log (a restore's batches, which a crash replays)."""
+
+    def meta(self, name: str) -> bytes | None:
+        """The bookkeeping value ``name`` (``None``: never written)."""
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every key and value, in key order for RocksDB."""
+
+    def estimate_keys(self) -> int:
+        """How many keys it holds (RocksDB's estimate; exact for a dict)."""
+
+    def size_on_disk(self) -> int:
+        """Bytes on disk (0 for a dict)."""
+
+    def close(self) -> None:
+        """Release it (files stay: a later open finds the data)."""
+
+    def destroy(self) -> None:
+        """Close it and delete its data."""
+
+
+class MemoryBackend:
+    """A store partition in a dict: for tests and small state; empty at each open."""
+
+    def __init__(self) -> None:
+        self._data: dict[bytes, bytes] = {}
+        self._meta: dict[str, bytes] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._data.get(key)
+
+    def write(
+        self,
+        changes: Mapping[bytes, bytes | None],
+        meta: Mapping[str, bytes],
+        *,
+        wal: bool = True,
+    ) -> None:
+        data = self._data
+        for key, value in changes.items():
+            if value is None:
+                data.pop(key, None)
+            else:
+                data[key] = value
+        self._meta.update(meta)
+
+    def meta(self, name: str) -> bytes | None:
+        return self._meta.get(name)
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        return iter(list(self._data.items()))
+
+    def estimate_keys(self) -> int:
+        return len(self._data)
+
+    def size_on_disk(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+    def destroy(self) -> None:
+        self._data.clear()
+        self._meta.clear()
+
+
+class RocksDBBackend:
+    """A store partition in a RocksDB database at ``path`` (kept across restarts).
+
+    The changelog is the durable copy, so writes skip ``fsync``; the write-ahead log stays
+    on for normal batches (a crash of the process loses nothing RocksDB acknowledged) and is
+    off for a restore's batches, which a crash simply replays.
+    """
+
+    def __init__(self, path: Path) -> None:
+        rocksdict = self._rocksdict = _rocksdict()
+        Options = rocksdict.Options
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        options.create_missing_column_families(True)
+        self._db: Any = rocksdict.Rdict(
+            str(path), options, column_families={_META: Options(raw_mode=True)}
+        )
+        self._meta_handle: Any = self._db.get_column_family_handle(_META)
+        self._meta_view: Any = self._db.get_column_family(_META)
+        self._no_wal = rocksdict.WriteOptions()
+        self._no_wal.disable_wal = True
+
+    def get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._db.get(key)
+        return value
+
+    def write(
+        self,
+        changes: Mapping[bytes, bytes | None],
+        meta: Mapping[str, bytes],
+        *,
+        wal: bool = True,
+    ) -> None:
+        batch = self._rocksdict.WriteBatch(raw_mode=True)
+        for key, value in changes.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        handle = self._meta_handle
+        for name, value in meta.items():
+            batch.put(name.encode(), value, handle)
+        if wal:
+            self._db.write(batch)
+        else:
+            self._db.write(batch, self._no_wal)
+
+    def meta(self, name: str) -> bytes | None:
+        value: bytes | None = self._meta_view.get(name.encode())
+        return value
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        return iter(self._db.items())
+
+    def estimate_keys(self) -> int:
+        value = self._db.property_int_value("rocksdb.estimate-num-keys")
+        return int(value or 0)
+
+    def size_on_disk(self) -> int:
+        return sum(f.stat().st_size for f in self.path.glob("*") if f.is_file())
+
+    def flush(self) -> None:
+        """Write the memtables to files (after a restore written without the WAL)."""
+        self._db.flush()
+
+    def close(self) -> None:
+        db = self._db
+        if db is None:
+            return
+        self._db = None
+        # rocksdict keeps the database open while a column family's objects live
+        self._meta_view.close()
+        self._meta_view = self._meta_handle = None
+        db.close()
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def open_backend(name: str, path: Path) -> Backend:
+    """The backend ``name`` (``"rocksdb"`` or ``"memory"``) of one store partition."""
+    if name == "memory":
+        return MemoryBackend()
+    return RocksDBBackend(path)

@@ -1,0 +1,308 @@
+"""The stores of one assigned partition: opened (and restored from their changelogs) before its
+first batch, written at the end of each batch, closed when the partition goes.
+
+The end of a batch (:meth:`PartitionStores.flush`): each store's write-set is encoded once
+per key and produced to the store's changelog partition (the input's partition number), and
+only when the broker acknowledged all of it is the local backend written, in one batch with
+the changelog offset reached. The partition's offset is marked after that. So the local copy
+never holds what the changelog lacks, and a crash at any point loses nothing: the batch runs
+again (at least once) and writes the same keys again.
+
+A store partition is opened once per process even when the partition is revoked and assigned
+again while its last batch runs (:class:`OpenStores` counts who holds it): RocksDB allows one
+open per folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conveyor.state.backends import Backend, RocksDBBackend, open_backend
+from conveyor.state.changelogs import changelog_topic
+from conveyor.state.errors import ChangelogMismatchError, StoreCodecMismatchError
+from conveyor.state.store import Store
+from conveyor.state.view import State
+
+__all__ = ["OpenStores", "PartitionStores", "Restored"]
+
+_log = logging.getLogger("conveyor.state")
+
+_CHANGELOG_OFFSET = "changelog-offset"
+_CODEC = "codec"
+_RESTORE_BATCH_BYTES = 4 << 20
+"""A restore writes the backend in batches of about this many bytes: rocksdict's ``write``
+holds the GIL, so the app's other threads wait for each."""
+_RESTORE_POLL = 10_000
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What opening a store partition replayed from its changelog."""
+
+    store: str
+    records: int
+    bytes: int
+    seconds: float
+    start: int
+    end: int
+
+
+class _Opened:
+    __slots__ = ("backend", "holders")
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.holders = 1
+
+
+class OpenStores:
+    """The store partitions open in this process, by folder, each with how many hold it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[Path, _Opened] = {}
+
+    def acquire(self, backend: str, folder: Path) -> Backend:
+        with self._lock:
+            opened = self._open.get(folder)
+            if opened is not None:
+                opened.holders += 1
+                return opened.backend
+            made = open_backend(backend, folder)
+            self._open[folder] = _Opened(made)
+            return made
+
+    def release(self, folder: Path) -> None:
+        with self._lock:
+            opened = self._open.get(folder)
+            if opened is None:
+                return
+            opened.holders -= 1
+            if opened.holders:
+                return
+            del self._open[folder]
+            backend = opened.backend
+        backend.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            opened, self._open = list(self._open.values()), {}
+        for entry in opened:
+            entry.backend.close()
+
+
+class PartitionStores:
+    """The declared stores of one topic-partition (see the module)."""
+
+    def __init__(
+        self,
+        declared: Mapping[str, Store],
+        *,
+        group: str,
+        topic: str,
+        partition: int,
+        folder: Path,
+        registry: OpenStores,
+        reader: Callable[[], Any],
+        cancelled: Callable[[], bool] = lambda: False,
+        on_restored: Callable[[str, int, Restored], None] | None = None,
+    ) -> None:
+        self.declared = dict(declared)
+        self.group = group
+        self.topic = topic
+        self.partition = partition
+        self.folder = folder
+        self._registry = registry
+        self._reader = reader
+        self._cancelled = cancelled
+        self._on_restored = on_restored
+        self.views: dict[str, State] = {}
+        self._backends: dict[str, Backend] = {}
+        self._folders: dict[str, Path] = {}
+        self.restored: list[Restored] = []
+
+    @property
+    def opened(self) -> bool:
+        return len(self.views) == len(self.declared)
+
+    def open(self) -> list[Restored]:
+        """Open each store partition and replay its changelog from where the local copy
+        stands (all of it for a memory store); what was replayed, per store.
+
+        Raises:
+            StoreCodecMismatchError: the files were written with another value codec.
+            ChangelogMismatchError: the local copy is ahead of its changelog.
+            KafkaError: the changelog could not be read.
+        """
+        done: list[Restored] = []
+        for name, store in self.declared.items():
+            if name in self.views:
+                continue
+            folder = self.folder / name / str(self.partition)
+            backend = self._registry.acquire(store.backend_name, folder)
+            try:
+                self._check_codec(name, store, backend, folder)
+                raw = backend.meta(_CHANGELOG_OFFSET)
+                offset = int(raw) if raw else 0
+                if store.changelog:
+                    restored = self._restore(name, backend, offset, folder)
+                    done.append(restored)
+            except BaseException:
+                self._registry.release(folder)
+                raise
+            if self._cancelled():  # revoked mid-restore: the progress written is kept
+                self._registry.release(folder)
+                break
+            self._backends[name] = backend
+            self._folders[name] = folder
+            self.views[name] = State(name, store, backend)
+        self.restored.extend(done)
+        if self._on_restored is not None:
+            for restored in done:
+                self._on_restored(self.topic, self.partition, restored)
+        return done
+
+    def _check_codec(self, name: str, store: Store, backend: Backend, folder: Path) -> None:
+        written = backend.meta(_CODEC)
+        if written is None:
+            backend.write({}, {_CODEC: store.codec.name.encode()})
+        elif written.decode() != store.codec.name:
+            raise StoreCodecMismatchError(
+                f"store {name!r} of {self.topic}/{self.partition} was written with values="
+                f"{written.decode()!r}, and is declared with values={store.codec.name!r} "
+                f"(its folder: {folder})"
+            )
+
+    def _restore(self, name: str, backend: Backend, start: int, folder: Path) -> Restored:
+        """Replay the changelog partition from ``start`` to its end (read committed)."""
+        topic = changelog_topic(self.group, self.topic, name)
+        began = time.monotonic()
+        reader = self._reader()
+        try:
+            low, high = reader.query_watermarks(topic, self.partition)
+            if start > high:
+                raise ChangelogMismatchError(
+                    f"store {name!r} of {self.topic}/{self.partition} holds the changelog "
+                    f"{topic} up to offset {start}, but the changelog ends at {high}: it was "
+                    f"deleted or recreated. Delete {folder} to rebuild the store from it."
+                )
+            if start == 0:
+                start = low  # nothing local: all the changelog holds
+            elif start < low:
+                raise ChangelogMismatchError(
+                    f"store {name!r} of {self.topic}/{self.partition}: the changelog {topic} "
+                    f"now starts at {low}, after the local copy's offset {start}: records it "
+                    f"lacks were deleted. Delete {folder} to rebuild the store from the changelog."
+                )
+            if start == high:
+                return Restored(name, 0, 0, time.monotonic() - began, start, start)
+            records, size, end = self._replay(reader, topic, backend, start)
+        finally:
+            reader.close()
+        if isinstance(backend, RocksDBBackend):
+            backend.flush()  # written without the WAL: on disk before anyone relies on it
+        seconds = time.monotonic() - began
+        _log.info(
+            "%s/%s: store %r restored %s records (%s bytes) from %s in %.2f s",
+            *(self.topic, self.partition, name, records, size, topic, seconds),
+        )
+        return Restored(name, records, size, seconds, start, end)
+
+    def _replay(
+        self, reader: Any, topic: str, backend: Backend, start: int
+    ) -> tuple[int, int, int]:
+        reader.assign([(topic, self.partition, start)])
+        changes: dict[bytes, bytes | None] = {}
+        pending = records = size = 0
+        end = start
+        write = backend.write
+        reached = False
+        while not reached and not self._cancelled():  # revoked: what was written is kept
+            for raw in reader.poll_batch(1.0, _RESTORE_POLL):
+                if raw.error() is not None:
+                    if reader.fetch_error(raw):
+                        reached = True
+                        break
+                    continue
+                value = raw.value()
+                changes[raw.key()] = value
+                records += 1
+                pending += len(value) if value else 0
+                end = raw.offset() + 1
+                if pending >= _RESTORE_BATCH_BYTES:
+                    _write(write, changes, end)
+                    size += pending
+                    changes, pending = {}, 0
+        if reached:  # past the transactions' markers after the last record
+            end = max(end, reader.position(topic, self.partition) or 0)
+        _write(write, changes, end)
+        return records, size + pending, end
+
+    # -- a batch's end ------------------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        return any(view.dirty for view in self.views.values())
+
+    def flush(self, producer: Any) -> None:
+        """Write each store's batch to its changelog and, once acknowledged, to the backend.
+
+        Raises:
+            DeliveryError: a changelog record was not delivered (nothing is written locally;
+                the batch fails and runs again).
+        """
+        self.apply(self.stage(producer))
+
+    def stage(self, producer: Any) -> list[tuple[str, dict[bytes, bytes | None], dict[str, bytes]]]:
+        """Produce each store's batch to its changelog with ``producer`` (inside its
+        transaction, for exactly-once) and wait for the acknowledgements; returns what
+        :meth:`apply` writes locally once that is committed. The batch's writes stay meanwhile."""
+        staged = []
+        for name, view in self.views.items():
+            if not view.dirty:
+                continue
+            changes = view.changes()
+            meta: dict[str, bytes] = {}
+            if self.declared[name].changelog:
+                topic = changelog_topic(self.group, self.topic, name)
+                messages = [
+                    {"topic": topic, "partition": self.partition, "key": k, "payload": v}
+                    for k, v in changes.items()
+                ]
+                messages[-1]["label"] = "last"
+                [report] = producer.produce_many_sync(messages)
+                meta[_CHANGELOG_OFFSET] = str(report.offset + 1).encode()
+            staged.append((name, changes, meta))
+        return staged
+
+    def apply(self, staged: list[tuple[str, dict[bytes, bytes | None], dict[str, bytes]]]) -> None:
+        """Write what :meth:`stage` sent (now committed) to the backends: reads go there."""
+        for name, changes, meta in staged:
+            self._backends[name].write(changes, meta)
+            self.views[name].applied()
+
+    def discard(self) -> None:
+        """The batch failed: drop what each store's batch wrote."""
+        for view in self.views.values():
+            view.discard()
+
+    def close(self) -> None:
+        """The partition is gone from here: let go of its store partitions (files stay)."""
+        for view in self.views.values():
+            view.discard()
+        for folder in self._folders.values():
+            self._registry.release(folder)
+        self.views.clear()
+        self._backends.clear()
+        self._folders.clear()
+
+
+def _write(write: Callable[..., None], changes: dict[bytes, bytes | None], end: int) -> None:
+    # without the write-ahead log: a crash replays the changelog from the last offset written
+    write(changes, {_CHANGELOG_OFFSET: str(end).encode()}, wal=False)

@@ -1,0 +1,111 @@
+"""The app's stores in this process: where their files go, which are open, how changelogs are
+read.
+
+Files are laid out as ``<state_dir>/<group>/<slot>/<topic>/<store>/<partition>``. The slot is
+this process's slot on the host (:mod:`conveyor.slots`), held for the process's life: two
+processes alive at once never share a folder (so never a RocksDB lock), and a process started
+after one that crashed takes its slot and reopens its stores warm, replaying only what the
+changelog holds beyond them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from conveyor.driver.consumers import ConsumerClient
+from conveyor.instrumentation import events as ev
+from conveyor.iterator.scan import reader_settings
+from conveyor.slots import slot
+from conveyor.state.partition_stores import OpenStores, PartitionStores, Restored
+from conveyor.state.restorer import Restorer
+
+if TYPE_CHECKING:
+    from conveyor.instrumentation import Monitor
+    from conveyor.routing.topic import Topic
+
+__all__ = ["StateSpace"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class StateSpace:
+    """The stores of one app in this process (see the module)."""
+
+    def __init__(
+        self,
+        state_dir: str | Path,
+        kafka: Mapping[str, Any],
+        client_id: str,
+        monitor: Monitor | None = None,
+    ) -> None:
+        self.root = Path(state_dir).absolute()
+        self._monitor = monitor
+        self._kafka = dict(kafka)
+        self._client_id = client_id
+        self.open_stores = OpenStores()
+        self.restorer = Restorer()
+        """Opens the partitions' stores, off the workers."""
+        self._slots: dict[str, Path] = {}
+
+    def folder(self, group: str) -> Path:
+        """This process's folder for ``group``'s stores (its slot taken on first use)."""
+        found = self._slots.get(group)
+        if found is None:
+            where = self.root / _UNSAFE.sub("_", group)
+            found = where / str(slot("stores", folder=where))
+            self._slots[group] = found
+        return found
+
+    def for_partition(
+        self, route: Topic, topic: str, partition: int, cancelled: Callable[[], bool]
+    ) -> PartitionStores:
+        """The stores of ``route`` for ``topic``/``partition`` (not open yet)."""
+        group = route.consumer_group
+        return PartitionStores(
+            route.state,
+            group=group,
+            topic=topic,
+            partition=partition,
+            folder=self.folder(group) / _UNSAFE.sub("_", topic),
+            registry=self.open_stores,
+            reader=self._reader,
+            cancelled=cancelled,
+            on_restored=self._restored,
+        )
+
+    def _restored(self, topic: str, partition: int, restored: Restored) -> None:
+        monitor = self._monitor
+        if monitor is not None and ev.STATE_RESTORED in monitor.subscribed:
+            monitor.instrument(
+                ev.STATE_RESTORED,
+                topic=topic,
+                partition=partition,
+                store=restored.store,
+                records=restored.records,
+                bytes=restored.bytes,
+                seconds=restored.seconds,
+                start=restored.start,
+                end=restored.end,
+            )
+
+    def _reader(self) -> ConsumerClient:
+        """A client that reads changelogs by assignment: committed records only, to the end."""
+        settings = reader_settings(self._kafka, f"{self._client_id}-state-restore")
+        settings.update(
+            {
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "fetch.max.bytes": 64 << 20,
+                "max.partition.fetch.bytes": 16 << 20,
+            }
+        )
+        return ConsumerClient(settings)
+
+    def close(self) -> None:
+        """The app stops: close every store partition still open (files stay)."""
+        self.restorer.close()
+        self.open_stores.close_all()

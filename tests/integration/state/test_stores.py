@@ -1,0 +1,195 @@
+"""State stores against the real broker: counts per key exact across a restart that reopens
+the store warm (nothing replayed), a restore from the changelog alone (the local files gone),
+a memory store restored in full at each start, and a failed batch that writes nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import KafkaError, TopicPartition
+
+from conveyor import Admin, App, Consumer, Producer
+from conveyor.state import Store, changelog_topic
+from helpers import running
+
+KEYS = [f"user-{n}" for n in range(12)]
+
+
+class Counts(Consumer):
+    """Counts messages per key in its partition's store; tells the test where it got to."""
+
+    progress: dict[int, int]
+    reached: threading.Condition
+    fail_once: set[int]
+
+    def consume(self) -> None:
+        counts = self.state
+        for message in self.messages:
+            counts[message.key] = counts.get(message.key, 0) + 1
+            if message.offset in self.fail_once:  # after the write: the retry must not count it
+                self.fail_once.discard(message.offset)
+                raise RuntimeError(f"failing once at offset {message.offset}")
+        with self.reached:
+            self.progress[self.partition] = self.messages.last.offset + 1
+            self.reached.notify_all()
+
+
+def counting_app(
+    bootstrap: str, group: str, topic: str, state_dir: Path, store: Store, fail_once: set[int]
+) -> tuple[App, list[Any], dict[int, int], threading.Condition]:
+    progress: dict[int, int] = {}
+    reached = threading.Condition()
+    consumer = type(
+        "CountsHere", (Counts,), {"progress": progress, "reached": reached, "fail_once": fail_once}
+    )
+    app = App(
+        client_id="counts",
+        kafka={"bootstrap.servers": bootstrap, "group.id": group},
+        state_dir=state_dir,
+        max_wait_time=0.05,
+        pause_timeout=0.1,
+        concurrency=2,
+    )
+    app.routes.topic(topic, consumer, state=store)
+    restored: list[Any] = []
+    app.monitor.subscribe("state.restored", restored.append)
+    return app, restored, progress, reached
+
+
+def produce(bootstrap: str, topic: str, rounds: int) -> Counter[str]:
+    sent: Counter[str] = Counter()
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": topic, "key": key, "payload": n} for n in range(rounds) for key in KEYS]
+        )
+    for key in KEYS:
+        sent[key] += rounds
+    return sent
+
+
+def ends(bootstrap: str, topic: str) -> dict[int, int]:
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        partitions = [p.partition for p in admin.topic_info(topic).partitions]
+        return {p: admin.read_watermark_offsets(topic, p)[1] for p in partitions}
+
+
+def wait_processed(
+    progress: dict[int, int], reached: threading.Condition, until: dict[int, int]
+) -> None:
+    with reached:
+        done = reached.wait_for(
+            lambda: all(progress.get(p, 0) >= end for p, end in until.items() if end), 60
+        )
+    assert done, (progress, until)
+
+
+def changelog_values(bootstrap: str, topic: str) -> dict[str, int]:
+    """Each key's last value in ``topic``, read to its end (committed records only)."""
+    reader = KafkaConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
+        reader.assign([TopicPartition(topic, p, 0) for p in partitions])
+        values: dict[str, int] = {}
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(at_end) < len(partitions):
+            assert time.monotonic() < deadline, "the changelog was not read to its end"
+            for message in reader.consume(500, 0.5):
+                error = message.error()
+                if error is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, error
+                    at_end.add(message.partition())
+                    continue
+                values[message.key().decode()] = int(message.value())
+        return values
+    finally:
+        reader.close()
+
+
+def test_counts_stay_exact_across_a_warm_restart_and_a_restore_from_the_changelog_alone(
+    kafka_bootstrap: str, new_topic: Any, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    group = f"counts-{uuid.uuid4().hex[:8]}"
+    changelog = changelog_topic(group, topic, "default")
+    expected = Counter[str]()
+    try:
+        # 1. a first run counts what is there
+        expected += produce(kafka_bootstrap, topic, 5)
+        app, restored, progress, reached = counting_app(
+            kafka_bootstrap, group, topic, tmp_path / "state", Store(backend="rocksdb"), set()
+        )
+        with running(app):
+            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
+        assert changelog_values(kafka_bootstrap, changelog) == expected
+        assert {e["partition"] for e in restored} == {0, 1}
+        assert all(e["records"] == 0 for e in restored), "an empty changelog replays nothing"
+
+        # 2. restarted on the same folder: the store is warm, nothing is replayed
+        expected += produce(kafka_bootstrap, topic, 3)
+        app, restored, progress, reached = counting_app(
+            kafka_bootstrap, group, topic, tmp_path / "state", Store(backend="rocksdb"), set()
+        )
+        with running(app):
+            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
+        assert {e["partition"] for e in restored} == {0, 1}
+        assert [e["records"] for e in restored] == [0, 0], restored
+        assert changelog_values(kafka_bootstrap, changelog) == expected
+
+        # 3. the local files gone (a new machine): restored from the changelog, counts go on
+        expected += produce(kafka_bootstrap, topic, 2)
+        app, restored, progress, reached = counting_app(
+            kafka_bootstrap, group, topic, tmp_path / "elsewhere", Store(backend="rocksdb"), set()
+        )
+        with running(app):
+            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
+        replayed = sum(e["records"] for e in restored)
+        assert replayed >= len(KEYS), restored  # every key's value came back from the changelog
+        assert changelog_values(kafka_bootstrap, changelog) == expected
+    finally:
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+            admin.delete_topic(changelog)
+
+
+def test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing(
+    kafka_bootstrap: str, new_topic: Any, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    group = f"counts-{uuid.uuid4().hex[:8]}"
+    changelog = changelog_topic(group, topic, "default")
+    expected = Counter[str]()
+    try:
+        expected += produce(kafka_bootstrap, topic, 4)
+        # offset 5's batch fails once after counting: its retry must count each message once
+        app, restored, progress, reached = counting_app(
+            kafka_bootstrap, group, topic, tmp_path, Store(backend="memory"), {5, 30}
+        )
+        with running(app):
+            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
+        assert changelog_values(kafka_bootstrap, changelog) == expected
+
+        expected += produce(kafka_bootstrap, topic, 1)
+        app, restored, progress, reached = counting_app(
+            kafka_bootstrap, group, topic, tmp_path, Store(backend="memory"), set()
+        )
+        with running(app):
+            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
+        [event] = restored
+        assert event["records"] > 0, "a memory store starts empty: all of it is replayed"
+        assert changelog_values(kafka_bootstrap, changelog) == expected
+    finally:
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+            admin.delete_topic(changelog)

@@ -1,0 +1,178 @@
+"""State stores without a broker: the declaration's checks, the mapping a consumer sees (its
+batch's writes first, one entry per key, dropped on failure), both backends, the codec check,
+the changelog's name and ``conveyor.testing``'s stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conveyor import App, ConfigurationError, Consumer, testing
+from conveyor.state import State, Store, StoreCodecMismatchError, changelog_topic
+from conveyor.state.backends import MemoryBackend, RocksDBBackend
+from conveyor.state.partition_stores import OpenStores, PartitionStores
+
+
+def app() -> App:
+    return App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:9"})
+
+
+class Counts(Consumer):
+    def consume(self) -> None:
+        for message in self.messages:
+            self.state[message.key] = self.state.get(message.key, 0) + 1
+            if message.payload == {"v": "boom"}:
+                raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    ("options", "setting", "text"),
+    [
+        ({"backend": "redis"}, "backend", "'rocksdb' or 'memory'"),
+        ({"keys": "int"}, "keys", "'str', 'bytes' or 'json'"),
+        ({"values": "yaml"}, "values", "bytes, json, pickle"),
+        ({"values": object()}, "values", "name, encode and decode"),
+        ({"changelog": "yes"}, "changelog", "True or False"),
+    ],
+)
+def test_a_malformed_store_is_refused_naming_its_setting(
+    options: dict[str, Any], setting: str, text: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=text) as refused:
+        Store(**options)
+    assert refused.value.setting == setting
+
+
+@pytest.mark.parametrize(
+    ("state", "text"),
+    [
+        ("counts", r"a Store\(\) or a dict of them"),
+        ({}, r"a Store\(\) or a dict of them"),
+        ({"bad name": Store()}, "letters, digits"),
+        ({"counts": "x"}, r"state\['counts'\] must be a Store"),
+    ],
+)
+def test_a_route_s_state_option_is_checked_when_declared(state: Any, text: str) -> None:
+    with pytest.raises(ConfigurationError, match=text) as refused:
+        app().routes.topic("clicks", Counts, state=state)
+    assert refused.value.setting == "state"
+
+
+def test_stores_and_virtual_partitions_are_refused_together() -> None:
+    with pytest.raises(ConfigurationError, match="virtual_partitions"):
+        app().routes.topic("clicks", Counts, state=Store(), virtual_partitions=True)
+
+
+def test_one_store_is_named_default_and_several_keep_their_names() -> None:
+    routes = app().routes
+    one = routes.topic("a", Counts, state=Store())
+    two = routes.topic("b", Counts, state={"counts": Store(), "seen": Store(values="pickle")})
+    assert list(one.state) == ["default"]
+    assert list(two.state) == ["counts", "seen"]
+
+
+def test_a_state_dir_that_is_not_a_folder_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="state_dir must be a folder") as refused:
+        App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:9"}, state_dir=3)  # type: ignore[arg-type]
+    assert refused.value.setting == "state_dir"
+
+
+def test_reads_see_the_batch_s_writes_and_a_key_is_written_once_per_batch() -> None:
+    backend = MemoryBackend()
+    backend.write({b"a": b"1", b"gone": b"5"}, {})
+    state = State("counts", Store(backend="memory"), backend)
+    for _ in range(500):  # a hot key
+        state["a"] = state.get("a", 0) + 1
+    state["b"] = [1, 2]
+    del state["gone"]
+    assert state["a"] == 501
+    assert state["b"] == [1, 2]
+    assert "gone" not in state
+    assert state.get("gone") is None
+    assert sorted(state) == ["a", "b"]
+    assert len(state) == 2
+    assert backend.get(b"a") == b"1", "nothing reaches the backend before the batch's end"
+    assert state.changes() == {b"a": b"501", b"b": b"[1,2]", b"gone": None}
+    with pytest.raises(KeyError):
+        del state["never"]
+    with pytest.raises(TypeError, match="keys are str"):
+        state[b"raw"] = 1
+
+
+def test_a_failed_batch_s_writes_are_dropped() -> None:
+    backend = MemoryBackend()
+    state = State("counts", Store(backend="memory"), backend)
+    state["a"] = 1
+    state.discard()
+    assert "a" not in state
+    assert not state.dirty
+
+
+@pytest.mark.parametrize("keys", ["bytes", "json"])
+def test_other_key_kinds_round_trip(keys: str) -> None:
+    backend = MemoryBackend()
+    state = State("s", Store(backend="memory", keys=keys), backend)  # type: ignore[arg-type]
+    key: Any = b"\x00k" if keys == "bytes" else ("user", 7)
+    state[key] = {"n": 1}
+    backend.write(state.changes(), {})
+    state.applied()
+    assert list(state) == [key]
+
+
+def test_a_rocksdb_store_keeps_its_data_and_refuses_another_codec(tmp_path: Path) -> None:
+    def stores(values: str) -> PartitionStores:
+        return PartitionStores(
+            {"s": Store(backend="rocksdb", values=values, changelog=False)},
+            group="g",
+            topic="t",
+            partition=0,
+            folder=tmp_path,
+            registry=OpenStores(),
+            reader=lambda: None,
+        )
+
+    first = stores("json")
+    first.open()
+    first.views["s"]["k"] = {"v": 1}
+    first.flush(producer=None)
+    first.close()
+    again = stores("json")
+    again.open()
+    assert again.views["s"]["k"] == {"v": 1}
+    again.close()
+    with pytest.raises(StoreCodecMismatchError, match="values='json'"):
+        stores("pickle").open()
+
+
+def test_a_store_partition_open_twice_in_a_process_is_shared(tmp_path: Path) -> None:
+    registry = OpenStores()
+    first = registry.acquire("rocksdb", tmp_path / "p0")
+    second = registry.acquire("rocksdb", tmp_path / "p0")  # a second open would hit its lock
+    assert first is second
+    registry.release(tmp_path / "p0")
+    first.write({b"k": b"v"}, {})  # still open for its other holder
+    registry.release(tmp_path / "p0")
+    reopened = RocksDBBackend(tmp_path / "p0")
+    assert reopened.get(b"k") == b"v"
+    reopened.close()
+
+
+def test_the_changelog_is_named_from_group_topic_and_store() -> None:
+    assert changelog_topic("shop", "clicks", "default") == "shop-clicks-default-changelog"
+    assert changelog_topic("a b", "t", "s") == "a_b-t-s-changelog"
+
+
+def test_conveyor_testing_keeps_a_batch_s_writes_only_when_consume_returns() -> None:
+    under_test = app()
+    under_test.routes.topic("clicks", Counts, state=Store(backend="memory"))
+    testing.capture(under_test)
+    consumer = testing.consumer_for(under_test, "clicks")
+    testing.produce(consumer, payload={"v": "ok"}, key="u1")
+    testing.produce(consumer, payload={"v": "ok"}, key="u1")
+    testing.consume(consumer)
+    testing.produce(consumer, payload={"v": "boom"}, key="u1")
+    with pytest.raises(RuntimeError):
+        testing.consume(consumer)
+    assert consumer.state["u1"] == 2, "the failed batch's count was dropped"
