@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from conveyor import Admin
 from conveyor.broker import DevelopmentBroker
-from helpers import read_topic
+from helpers import free_port, read_topic
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 TESTS = Path(__file__).parent
@@ -217,10 +217,7 @@ def read_messages(kafka_bootstrap: str) -> ReadMessages:
 def own_broker(tmp_path: Path) -> Iterator[DevelopmentBroker]:
     """A development broker of the test's own (its own port and data folder), for tests that
     stop and start a broker; wiped afterwards."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    broker = DevelopmentBroker(tmp_path / "broker", port=port)
+    broker = DevelopmentBroker(tmp_path / "broker", port=free_port())
     broker.start()
     yield broker
     broker.stop(wipe=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -159,14 +160,38 @@ def port_free(port: int) -> bool:
 
 def free_ports(offsets: list[int]) -> int:
     """A port ``base`` for which ``base + offset`` is free for every offset (a broker of the
-    test's own and its other listeners)."""
-    for _ in range(50):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            base = int(sock.getsockname()[1])
+    test's own and its other listeners), below the kernel's ephemeral range: a port picked in
+    that range, and free until its server binds it, can be taken meanwhile by any client's
+    outgoing connection (the suite's clients open many); below it only a listener takes one."""
+    low = _ephemeral_low()
+    top = low - max(offsets) - 1
+    for _ in range(200):
+        if top > _LOWEST_PICKED + 1000:
+            base = _PICKED.randrange(_LOWEST_PICKED, top)
+        else:  # a kernel whose ephemeral range starts low: take what it gives
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                base = int(sock.getsockname()[1])
         if base + max(offsets) < 65535 and all(port_free(base + n) for n in offsets):
             return base
     raise RuntimeError(f"no free ports at offsets {offsets}")
+
+
+def free_port() -> int:
+    """A free port of 127.0.0.1 for a server a test starts (see :func:`free_ports`)."""
+    return free_ports([0])
+
+
+_LOWEST_PICKED = 10_000
+_PICKED = random.Random()  # seeded from the system: xdist workers pick apart
+
+
+def _ephemeral_low() -> int:
+    """Where the kernel's range of ports for outgoing connections starts."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 @contextmanager

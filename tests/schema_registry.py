@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -16,6 +15,8 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from helpers import free_port
 
 VERSION = "2.6.13.Final"
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{VERSION}:zip:all"
@@ -46,17 +47,11 @@ def fetch() -> Path:
     return RUNNER
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def running_registry() -> Iterator[str]:
     """Start the registry on a free port; its Confluent-compatible URL until the block ends."""
     runner = fetch()
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dquarkus.http.port={port}",
          "-Dquarkus.http.host=127.0.0.1", "-jar", str(runner)],

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers
 from conveyor.broker import probe_metadata
 
 pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
@@ -43,11 +44,9 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.fixture
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@pytest.fixture(name="free_port")
+def a_free_port() -> int:
+    return helpers.free_port()
 
 
 @pytest.fixture

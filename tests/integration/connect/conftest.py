@@ -8,12 +8,13 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from helpers import free_port
 
 
 def _binaries() -> Path:
@@ -50,9 +51,7 @@ def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for parent in folder.parents:  # the cluster's owner must reach its folder
             if str(parent).startswith(tempfile_root()):
                 parent.chmod(parent.stat().st_mode | 0o011)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     subprocess.run(
         _as_owner([str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "conveyor",
                    "--no-sync", "-E", "UTF8"], owner),

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import websockets
 
 from conveyor import Producer
+from helpers import free_port
 
 HERE = Path(__file__).parent
 
@@ -41,9 +41,7 @@ def test_connect_broadcast_serves_websocket_clients_until_sigterm(
     kafka_bootstrap: str, new_topic
 ) -> None:
     topic = new_topic(partitions=1)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "conveyor", "connect", "broadcast", "--app", "broadcast_app:app",
          "--port", str(port), "--log-level", "WARNING"],

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,10 @@ import httpx
 import pytest
 
 from conveyor import Admin
+from helpers import free_port
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "asgi"
 ORDERS = 20
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_until_running(base: str, server: subprocess.Popen[bytes], log: Path) -> dict[str, str]:
@@ -71,7 +65,7 @@ def test_a_web_server_runs_the_app_in_its_lifespan_and_produces_from_its_handler
 ) -> None:
     orders, shipments = new_topic(partitions=2), new_topic()
     group = f"asgi-{uuid.uuid4().hex[:8]}"
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "server.log"
     env = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,14 +18,9 @@ from pathlib import Path
 import pytest
 
 from conveyor import App, ConfigurationError, Producer
+from helpers import free_port
 
 HERE = Path(__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def healthz(port: int) -> tuple[int, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ import pytest
 
 from conveyor import Producer
 from conveyor.web import WebTopics
+from helpers import free_port
 
 HERE = Path(__file__).parent
 ARTIFACTS = HERE.parent.parent / "artifacts"
@@ -32,12 +32,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.xdist_group("browser"),
 ]  # xdist: see tests/conftest.py
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def get_json(url: str) -> Any:
