@@ -2010,7 +2010,7 @@ MUTATIONS = (
         "conveyor/state/partition_stores.py",
         (
             (
-                "            records, size, end = self._replay(reader, topic, backend, start)",
+                "            records, size, end = self._replay(reader, topic, backend, start, high, name)",
                 "            records, size, end = 0, 0, high",
             ),
         ),
@@ -2081,6 +2081,68 @@ MUTATIONS = (
         (
             "tests/integration/state/test_changelogs.py::test_a_changelog_with_another_partition_count_stops_the_start",
         ),
+    ),
+    Mutation(
+        "state: a route window's results sent outside a transaction under exactly_once",
+        "conveyor/state/declaration.py",
+        (("            if windowed.exactly_once:", "            if False:"),),
+        (
+            "tests/integration/state/test_exactly_once_state.py::test_each_final_window_is_emitted_exactly_once_through_repeated_sigkills",
+        ),
+    ),
+    Mutation(
+        "state: a restore's progress not kept as it goes (a cut-short restore starts over)",
+        "conveyor/state/partition_stores.py",
+        (
+            (
+                "                    _write(write, changes, end)",
+                "                    write(changes, {}, wal=False)",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_a_restore_cut_short_keeps_its_progress_and_the_next_one_goes_on_from_there",
+        ),
+    ),
+    Mutation(
+        "state: stores restored at a partition's first message, not at its assignment",
+        "conveyor/processing/assignments.py",
+        (("        self._listener.prepare(partitions)", "        pass"),),
+        (
+            "tests/integration/state/test_stores.py::test_a_restore_cut_short_keeps_its_progress_and_the_next_one_goes_on_from_there",
+        ),
+    ),
+    Mutation(
+        "state: a partition's stream time forgotten between batches",
+        "conveyor/state/windows.py",
+        (
+            (
+                "        self.late = []\n        window = self._window",
+                "        self.late = []\n        stream = -1\n        window = self._window",
+            ),
+        ),
+        ("tests/unit/state/test_windows.py::test_the_grace_boundary_and_late_messages",),
+    ),
+    Mutation(
+        "state: the grace period ignored",
+        "conveyor/state/windows.py",
+        (
+            (
+                "            if end + grace <= stream:\n                continue  # closed already",
+                "            if end <= stream:\n                continue  # closed already",
+            ),
+        ),
+        ("tests/unit/state/test_windows.py::test_the_grace_boundary_and_late_messages",),
+    ),
+    Mutation(
+        "state: session windows a message bridges are not merged",
+        "conveyor/state/windows.py",
+        (
+            (
+                "        touching = [(s, e) for s, e in sessions if s - gap <= timestamp <= e + gap]",
+                "        touching = [(s, e) for s, e in sessions if s <= timestamp <= e]",
+            ),
+        ),
+        ("tests/unit/state/test_windows.py::test_sessions_grow_merge_and_close_after_their_gap",),
     ),
 )
 

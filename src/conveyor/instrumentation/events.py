@@ -43,6 +43,7 @@ __all__ = [
     "REBALANCE_PARTITIONS_ASSIGNED",
     "REBALANCE_PARTITIONS_REVOKED",
     "STATE_RESTORED",
+    "STATE_RESTORING",
     "STATISTICS_EMITTED",
     "TRANSACTION_ABORTED",
     "TRANSACTION_COMMITTED",
@@ -186,6 +187,10 @@ RPC_REQUEST_REFUSED = "rpc.request.refused"
 """A server's ``authorize`` refused a request: ``topic``, ``id``, ``command``."""
 RPC_REQUEST_MALFORMED = "rpc.request.malformed"
 """A message on a commands topic was not a request: ``topic``, ``error``."""
+STATE_RESTORING = "state.restoring"
+"""A store's restore wrote a batch of its changelog (its progress, kept if the partition goes
+now): ``topic``, ``partition``, ``store``, ``records`` and ``bytes`` so far, ``offset`` (the
+changelog offset reached) and ``end`` (the changelog's end when the restore began)."""
 STATE_RESTORED = "state.restored"
 """A partition's store was opened and caught up with its changelog before its first batch:
 ``topic``, ``partition``, ``store``, ``records`` and ``bytes`` replayed (0 for a warm store

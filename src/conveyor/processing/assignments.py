@@ -43,6 +43,10 @@ class AssignmentsListener(Protocol):
     def command(self, action: Callable[[], None]) -> None:
         """Run ``action`` on the listener's thread before it hands out fetched messages."""
 
+    def prepare(self, partitions: list[Partition]) -> None:
+        """Newly assigned ``partitions``: those with state stores get their executors now
+        (their restores begin at once, not at their first message)."""
+
 
 class Assignments:
     """The partitions a listener holds, and its rebalances (see the module)."""
@@ -133,6 +137,7 @@ class Assignments:
         except Exception:  # a direct assignment has no group: asked when needed
             self.group_metadata = None
         self._reporter.partitions_assigned(partitions)
+        self._listener.prepare(partitions)
         if self._listener.quieted and partitions:
             client = self._client
             self._listener.command(lambda: client.pause(partitions))

@@ -89,7 +89,14 @@ class PartitionExecutor(PartitionCore):
         self._quick_jobs = 0  # the partition's jobs in a row that took under _QUICK_JOB
         self._told_over_limit = False  # told the listener it passed the high-water mark
         self._restoring = False  # its stores are on the restore thread
+        self._paused_for_restore = False  # fetching paused while they are
         self._restore_failures = 0
+        if self.stores is not None:  # restored from assignment on: ready when messages come
+            self.held = True
+            self._restoring = True
+            space = context.stores
+            assert space is not None
+            space.restorer.submit(self.stores, self._restored)
 
     # -- called by the listener (its thread) --------------------------------------------------
 
@@ -242,7 +249,8 @@ class PartitionExecutor(PartitionCore):
     def _run_tick(self) -> None:
         self.listener.job_started()
         try:  # a partition idle since its assignment meets its consumer here
-            self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
+            ticked = self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
+            self._flush_tick(ticked)
         finally:
             with self.lock:
                 self.scheduled = False
@@ -329,6 +337,22 @@ class PartitionExecutor(PartitionCore):
         if hold is not None and not self._abort_batch:
             self._hold(hold[2])
 
+    def _flush_tick(self, ticked: bool) -> None:
+        """What ``tick()`` wrote to the stores (windows it closed) is written now, as a
+        batch's is; when it raised or the write fails, it is dropped (the windows close again
+        later)."""
+        stores = self.stores
+        if stores is None or not stores.opened or not stores.dirty:
+            return
+        if not ticked or self.revoked:
+            stores.discard()
+            return
+        try:
+            stores.flush(self.producer())
+        except Exception:
+            stores.discard()
+            _log.exception("%s/%s: what tick() wrote to the stores", self.topic, self.partition)
+
     def _restore_first(self, stores: PartitionStores, batch: list[Any]) -> None:
         """The partition's stores are not open: its batch waits and its fetching pauses while
         the restore thread opens them (restored from their changelogs); this worker goes on
@@ -341,6 +365,7 @@ class PartitionExecutor(PartitionCore):
             if self._restoring:
                 return
             self._restoring = True
+            self._paused_for_restore = True
         self.listener.pause(self.topic, self.partition)
         space = self.context.stores
         assert space is not None
@@ -354,6 +379,11 @@ class PartitionExecutor(PartitionCore):
             self._restore_failures = self._restore_failures + 1 if error else 0
             if self.revoked or self.stopped:
                 return
+            paused, self._paused_for_restore = self._paused_for_restore, False
+        if paused:
+            self.listener.resume(self.topic, self.partition)
+        if error is None and self.waits_for_predecessor():
+            return  # the predecessor's last batch releases this partition as it ends
         if error is not None:
             delay = self.policy.backoff.delay(self._restore_failures)
             _log.error(
@@ -364,7 +394,6 @@ class PartitionExecutor(PartitionCore):
                 self._cancel_resume_timer()
                 self._resume_timer = self._timers.call_later(delay, self._release)
             return
-        self.listener.resume(self.topic, self.partition)
         self._release()
 
     def _flushed(self, stores: PartitionStores, batch: list[Any], started: float) -> bool:

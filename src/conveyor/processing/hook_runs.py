@@ -294,9 +294,9 @@ class HookRuns:
             )
             return None
 
-    def call(self, consumer: Consumer, hook: str, event: str) -> None:
+    def call(self, consumer: Consumer, hook: str, event: str) -> bool:
         """Run ``consumer``'s ``hook`` (``revoked``, ``tick``, ``shutdown``...) with ``event``;
-        what it raises is logged and reported, never raised."""
+        what it raises is logged and reported, never raised (False then)."""
         monitor = self._context.monitor
         started = time.perf_counter()
         try:
@@ -310,7 +310,7 @@ class HookRuns:
                     error=exc,
                     consumer=consumer,
                 )
-            return
+            return False
         if event in monitor.subscribed:
             monitor.instrument(
                 event,
@@ -319,3 +319,4 @@ class HookRuns:
                 partition=self.partition,
                 duration=time.perf_counter() - started,
             )
+        return True

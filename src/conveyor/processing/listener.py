@@ -510,6 +510,14 @@ class Listener:
             executor.fed += 1
             executor.add(run, high if high >= 0 else None, alone)
 
+    def prepare(self, partitions: list[Partition]) -> None:
+        """Newly assigned ``partitions`` whose routes have state stores get their executors
+        now: their stores restore from the assignment on, ready when messages come."""
+        for topic, partition in partitions:
+            route = self.route_of(topic)
+            if route is not None and route.state:
+                self._executor(topic, partition)
+
     def _executor(self, topic: str, partition: int) -> PartitionCore | None:
         key = (topic, partition)
         executor = self.executors.get(key)

@@ -109,6 +109,7 @@ class PartitionCore(ABC):
         # Set when this partition was revoked while a batch ran and then assigned again: the
         # new executor starts only once this one's last batch is over (order per partition).
         self.successor: PartitionCore | None = None
+        self.predecessor: PartitionCore | None = None
         self._resume_timer: Timer | None = None
         self.copies = HeldCopies(
             self.lock,
@@ -273,6 +274,12 @@ class PartitionCore(ABC):
             if predecessor.scheduled:
                 self.held = True
                 predecessor.successor = self
+                self.predecessor = predecessor
+
+    def waits_for_predecessor(self) -> bool:
+        """Whether the revoked predecessor's last batch still runs (it releases this one)."""
+        predecessor = self.predecessor
+        return predecessor is not None and predecessor.successor is self
 
     @property
     def in_lane(self) -> bool:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from conveyor.routing.dead_letter_queue import Strategy
     from conveyor.routing.virtual_partitions import Partitioner, Reducer
     from conveyor.state.store import Store
+    from conveyor.state.windows import Windowed
 
 __all__ = [
     "DeadLetterQueueOptions",
@@ -154,6 +155,9 @@ class TopicOptions(DeclaredTopicOptions, PatternOptions, total=False):
     state: Store | Mapping[str, Store] | None
     """Key-value stores bound to each partition: ``self.state`` in the consumer (one
     ``Store()``), or ``self.stores[name]`` (a dict of them); see :mod:`conveyor.state`."""
+    window: Windowed | None
+    """A window with its output (``Tumbling(60).count().to("counts")``), run with no consumer
+    class: its results go to its topic, its late messages to ``late_to``."""
 
 
 class SinkOptions(DeclaredTopicOptions, total=False):

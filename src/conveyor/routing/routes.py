@@ -44,6 +44,7 @@ _OPTIONS = frozenset(
         "kafka",
         "filters",
         "state",
+        "window",
     }
 )
 _NOT_PER_ROUTE = {
@@ -97,6 +98,8 @@ class Routes:
             )
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"a route needs a topic name, got {name!r}", "topic")
+        if options.get("window") is not None:  # a window with no consumer code: its own consumer
+            consumer_class = _window_consumer(name, consumer_class, options.get("window"))
         active = options.get("active", True)
         if not isinstance(active, bool):
             raise ConfigurationError(
@@ -153,7 +156,10 @@ class Routes:
             kafka=_kafka(name, options.get("kafka"), options.get("dead_letter_queue")),
             filters=_filters(name, options.get("filters"), options.get("virtual_partitions")),
             subscription_group_declared=self._subscription is not None,
-            state=_stores(name, options.get("state"), options.get("virtual_partitions")),
+            state=_stores(
+                name, options.get("state"), options.get("virtual_partitions"), consumer_class
+            ),
+            window=options.get("window"),
         )
         self._topics.append(topic)
         return topic
@@ -193,12 +199,13 @@ class Routes:
                 raise ConfigurationError(
                     f"routes.pattern({text!r}) cannot take {option}: it names no one topic", option
                 )
-        if options.get("state") is not None:
-            raise ConfigurationError(
-                f"routes.pattern({text!r}) cannot take state: a store's changelog is made for a "
-                "topic named ahead; route each topic by name",
-                "state",
-            )
+        for option in ("state", "window"):
+            if options.get(option) is not None:
+                raise ConfigurationError(
+                    f"routes.pattern({text!r}) cannot take {option}: a store's changelog is made "
+                    "for a topic named ahead; route each topic by name",
+                    option,
+                )
         dlq = options.get("dead_letter_queue")
         dlq_topic = dlq.get("topic") if isinstance(dlq, Mapping) else None
         if isinstance(dlq_topic, str) and compiled.match(dlq_topic):
@@ -533,9 +540,26 @@ def _assign(topic: str, value: Any) -> tuple[int, ...] | None:
     return partitions
 
 
-def _stores(name: str, state: Any, virtual_partitions: Any) -> dict[str, Any]:
-    if state is None:
+def _stores(name: str, state: Any, virtual_partitions: Any, consumer_class: Any) -> dict[str, Any]:
+    windows = (  # a window declared on the class (or a base): conveyor.state is loaded already
+        type(value).__module__ == "conveyor.state.windows"
+        for cls in getattr(consumer_class, "__mro__", ())
+        for value in vars(cls).values()
+    )
+    if state is None and not any(windows):  # a stateless route loads nothing of the state package
         return {}
-    from conveyor.state.store import parse_stores  # noqa: PLC0415 - loaded by its first route
+    from conveyor.state.declaration import route_stores  # noqa: PLC0415 - loaded by its first route
 
-    return parse_stores(name, state, virtual_partitions)
+    return route_stores(name, state, virtual_partitions, consumer_class)
+
+
+def _window_consumer(name: str, consumer_class: Any, window: Any) -> Any:
+    if consumer_class is not None:
+        raise ConfigurationError(
+            f"routes.topic({name!r}): a route with window= runs the window's own consumer: "
+            "drop the consumer class, or declare the window on it (see the state guide)",
+            "window",
+        )
+    from conveyor.state.declaration import window_consumer  # noqa: PLC0415 - its first route
+
+    return window_consumer(name, window)

@@ -14,6 +14,7 @@ from conveyor.routing.virtual_partitions import VirtualPartitions
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
     from conveyor.state.store import Store
+    from conveyor.state.windows import Windowed
 
 __all__ = ["INITIAL_OFFSETS", "Topic"]
 
@@ -85,6 +86,9 @@ class Topic:
     state: Mapping[str, Store] = field(default_factory=dict)
     """Key-value stores bound to each partition, by name (``self.stores[name]`` in the
     consumer); one ``Store()`` is named ``default`` (``self.state``). See the state guide."""
+    window: Windowed | None = None
+    """A window run with no consumer class (``Tumbling(60).count().to("counts")``): its
+    results go to its topic, its late messages to its ``late_to``."""
 
     def matches(self, topic: str) -> bool:
         """Whether this route reads ``topic`` (its name, or a match of its pattern)."""

@@ -25,14 +25,33 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 if _TYPE_CHECKING:
+    from conveyor.state.aggregations import (
+        Aggregation,
+        Collect,
+        Count,
+        Latest,
+        Max,
+        Mean,
+        Min,
+        Reduce,
+        Sum,
+    )
     from conveyor.state.changelogs import changelog_topic
     from conveyor.state.errors import ChangelogMismatchError, StateError, StoreCodecMismatchError
     from conveyor.state.partition_stores import Restored
     from conveyor.state.store import Codec, Store
     from conveyor.state.view import State
+    from conveyor.state.windows import Hopping, Session, Tumbling, Windowed, WindowResult
 
 # Loaded on first use: `conveyor topics plan` reads the changelogs' names without the engine.
 _ON_FIRST_USE = {
+    **dict.fromkeys(
+        ("Aggregation", "Collect", "Count", "Latest", "Max", "Mean", "Min", "Reduce", "Sum"),
+        "conveyor.state.aggregations",
+    ),
+    **dict.fromkeys(
+        ("Hopping", "Session", "Tumbling", "WindowResult", "Windowed"), "conveyor.state.windows"
+    ),
     "ChangelogMismatchError": "conveyor.state.errors",
     "Codec": "conveyor.state.store",
     "Restored": "conveyor.state.partition_stores",
@@ -44,13 +63,27 @@ _ON_FIRST_USE = {
 }
 
 __all__ = [
+    "Aggregation",
     "ChangelogMismatchError",
     "Codec",
+    "Collect",
+    "Count",
+    "Hopping",
+    "Latest",
+    "Max",
+    "Mean",
+    "Min",
+    "Reduce",
     "Restored",
+    "Session",
     "State",
     "StateError",
     "Store",
     "StoreCodecMismatchError",
+    "Sum",
+    "Tumbling",
+    "WindowResult",
+    "Windowed",
     "changelog_topic",
 ]
 

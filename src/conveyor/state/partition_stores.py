@@ -112,6 +112,7 @@ class PartitionStores:
         reader: Callable[[], Any],
         cancelled: Callable[[], bool] = lambda: False,
         on_restored: Callable[[str, int, Restored], None] | None = None,
+        on_progress: Callable[[PartitionStores, str, int, int, int, int], None] | None = None,
     ) -> None:
         self.declared = dict(declared)
         self.group = group
@@ -122,6 +123,7 @@ class PartitionStores:
         self._reader = reader
         self._cancelled = cancelled
         self._on_restored = on_restored
+        self._on_progress = on_progress
         self.views: dict[str, State] = {}
         self._backends: dict[str, Backend] = {}
         self._folders: dict[str, Path] = {}
@@ -202,7 +204,7 @@ class PartitionStores:
                 )
             if start == high:
                 return Restored(name, 0, 0, time.monotonic() - began, start, start)
-            records, size, end = self._replay(reader, topic, backend, start)
+            records, size, end = self._replay(reader, topic, backend, start, high, name)
         finally:
             reader.close()
         if isinstance(backend, RocksDBBackend):
@@ -215,7 +217,7 @@ class PartitionStores:
         return Restored(name, records, size, seconds, start, end)
 
     def _replay(
-        self, reader: Any, topic: str, backend: Backend, start: int
+        self, reader: Any, topic: str, backend: Backend, start: int, high: int, name: str
     ) -> tuple[int, int, int]:
         reader.assign([(topic, self.partition, start)])
         changes: dict[bytes, bytes | None] = {}
@@ -239,6 +241,10 @@ class PartitionStores:
                     _write(write, changes, end)
                     size += pending
                     changes, pending = {}, 0
+                    if self._on_progress is not None:  # (its progress is kept: written)
+                        self._on_progress(self, name, records, size, end, high)
+                    if self._cancelled():
+                        break
         if reached:  # past the transactions' markers after the last record
             end = max(end, reader.position(topic, self.partition) or 0)
         _write(write, changes, end)

@@ -74,7 +74,24 @@ class StateSpace:
             reader=self._reader,
             cancelled=cancelled,
             on_restored=self._restored,
+            on_progress=self._restoring,
         )
+
+    def _restoring(
+        self, stores: PartitionStores, store: str, records: int, size: int, at: int, end: int
+    ) -> None:
+        monitor = self._monitor
+        if monitor is not None and ev.STATE_RESTORING in monitor.subscribed:
+            monitor.instrument(
+                ev.STATE_RESTORING,
+                topic=stores.topic,
+                partition=stores.partition,
+                store=store,
+                records=records,
+                bytes=size,
+                offset=at,
+                end=end,
+            )
 
     def _restored(self, topic: str, partition: int, restored: Restored) -> None:
         monitor = self._monitor

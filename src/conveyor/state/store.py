@@ -12,7 +12,7 @@ import importlib.util
 import json
 import pickle
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -26,7 +26,6 @@ __all__ = [
     "KeyCodec",
     "Store",
     "key_codec",
-    "parse_stores",
     "value_codec",
 ]
 
@@ -148,9 +147,6 @@ def value_codec(values: str | Codec) -> Codec:
     return values
 
 
-_NAME = re.compile(r"[A-Za-z0-9._-]+")
-
-
 @dataclass(frozen=True)
 class Store:
     """A key-value store bound to each partition of a route: ``self.state`` in its consumer.
@@ -223,39 +219,8 @@ class Store:
 DEFAULT_STORE = "default"
 """The name of a route's store declared alone (``state=Store()``)."""
 
-
-def parse_stores(route: str, state: Any, virtual_partitions: Any) -> dict[str, Store]:
-    """A route's ``state=`` option as stores by name, or a :class:`ConfigurationError`."""
-    if isinstance(state, Store):
-        stores = {DEFAULT_STORE: state}
-    elif isinstance(state, Mapping) and state:
-        stores = {}
-        for name, store in state.items():
-            if not isinstance(name, str) or not _NAME.fullmatch(name):
-                raise ConfigurationError(
-                    f"routes.topic({route!r}): a store's name must be letters, digits, '.', "
-                    f"'_' or '-' (it names a topic and a folder), got {name!r}",
-                    "state",
-                )
-            if not isinstance(store, Store):
-                raise ConfigurationError(
-                    f"routes.topic({route!r}): state[{name!r}] must be a Store(), got {store!r}",
-                    "state",
-                )
-            stores[name] = store
-    else:
-        raise ConfigurationError(
-            f"routes.topic({route!r}): state must be a Store() or a dict of them by name, "
-            f"got {state!r}",
-            "state",
-        )
-    if virtual_partitions:
-        raise ConfigurationError(
-            f"routes.topic({route!r}): state stores and virtual_partitions do not go together "
-            "yet: a partition's store is written by one consumer at a time",
-            "state",
-        )
-    return stores
+STORE_NAME = re.compile(r"[A-Za-z0-9._-]+")
+"""What a store's name may hold (it is part of a topic's and a folder's names)."""
 
 
 def rocksdb_available() -> bool:

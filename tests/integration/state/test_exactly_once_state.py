@@ -1,11 +1,12 @@
-"""Exactly-once state against the real broker: a process counting per key in a RocksDB store,
-and producing each message's running count in the same transaction as the store's changelog
-and the offset, is SIGKILLed again and again (``counts_app.py``). Every restart reopens the
-slot's store warm or behind its changelog. At the end, read committed: each key's counts are
-1, 2, ... n with no gap and no repeat, and the changelog holds each key's total."""
+"""Exactly-once state against the real broker, through repeated SIGKILLs: a process counting per
+key in a RocksDB store, producing each message's running count in the same transaction as the
+store's changelog and the offset (``counts_app.py``): read committed, each key's counts are 1,
+2, ... n with no gap and no repeat, and the changelog holds each key's total. And a route's
+tumbling window (``windows_app.py``): each window's final count is emitted exactly once."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -13,6 +14,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,15 @@ KILLS = int(os.environ.get("CONVEYOR_STATE_KILLS", "4"))
 KEYS = 40
 
 
-def server(topic: str, output: str, group: str, bootstrap: str, state_dir: Path) -> ServerProcess:
+def server(
+    topic: str,
+    output: str,
+    group: str,
+    bootstrap: str,
+    state_dir: Path,
+    app: str = "counts_app:app",
+    slow: float = 0.002,
+) -> ServerProcess:
     env = dict(
         os.environ,
         TOPIC=topic,
@@ -37,16 +47,48 @@ def server(topic: str, output: str, group: str, bootstrap: str, state_dir: Path)
         GROUP=group,
         KAFKA_BOOTSTRAP_SERVERS=bootstrap,
         STATE_DIR=str(state_dir),
-        SLOW="0.002",
+        SLOW=str(slow),
     )
     env["PYTHONPATH"] = os.pathsep.join(
         [str(HERE), str(HERE.parents[1]), env.get("PYTHONPATH", "")]
     )
     return ServerProcess(
-        conveyor_argv("server", "--app", "counts_app:app", "--log-level", "WARNING"),
+        conveyor_argv("server", "--app", app, "--log-level", "WARNING"),
         env=env,
         cwd=HERE,
     )
+
+
+def committed(admin: Admin, group: str) -> int:
+    """The offsets ``group`` committed, summed over its partitions."""
+    return sum(lag.committed or 0 for lag in admin.read_lags([group]))
+
+
+def kill_repeatedly(
+    start: Callable[[], ServerProcess], done: Callable[[], bool], rng: random.Random
+) -> int:
+    """Up to KILLS rounds: start a process, SIGKILL it at a random moment after its first
+    batch; stops early once ``done()`` (the input is all committed: nothing is left to kill
+    mid-stream). Returns the kills that landed mid-stream."""
+    killed = 0
+    for _ in range(KILLS):
+        if done():
+            break
+        process = start()
+        try:
+            deadline = time.monotonic() + 90
+            while not process.wait_for(
+                lambda lines: any(line.startswith("batch") for line in lines), 2
+            ):
+                assert not done() or killed, "the input ran out before the first kill"
+                assert time.monotonic() < deadline, process.lines[-10:]
+                if done():
+                    return killed
+            threading.Event().wait(rng.uniform(0.1, 0.8))
+            killed += 1
+        finally:
+            process.stop(signal.SIGKILL)
+    return killed
 
 
 def committed_counts(bootstrap: str, topic: str, expected: int) -> dict[str, list[int]]:
@@ -91,24 +133,21 @@ def test_counts_are_exact_through_repeated_sigkills_under_exactly_once(
     changelog = changelog_topic(group, inputs, "default")
     rng = random.Random(58)
     try:
-        for _ in range(KILLS):
-            process = server(inputs, outputs, group, kafka_bootstrap, tmp_path / "state")
-            try:
-                assert process.wait_for(
-                    lambda lines: any(line.startswith("batch") for line in lines), 90
-                ), process.lines[-10:]
-                threading.Event().wait(rng.uniform(0.1, 0.8))
-            finally:
-                process.stop(signal.SIGKILL)
+        killed = kill_repeatedly(
+            lambda: server(inputs, outputs, group, kafka_bootstrap, tmp_path / "state"),
+            lambda: committed(kafka_admin, group) >= count,
+            rng,
+        )
         final = server(inputs, outputs, group, kafka_bootstrap, tmp_path / "state")
         try:
             deadline = time.monotonic() + 120
-            while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < count:
+            while committed(kafka_admin, group) < count:
                 assert time.monotonic() < deadline, kafka_admin.read_lags([group])
                 assert final.process.poll() is None, final.lines[-20:]
                 threading.Event().wait(0.2)  # another process commits: the broker is the witness
         finally:
             assert final.stop(signal.SIGTERM) == 0
+        assert killed >= 2, f"only {killed} kills landed before the input ran out"
         per_key = count // KEYS
         counts = committed_counts(kafka_bootstrap, outputs, count)
         assert {key: values for key, values in counts.items()} == {
@@ -118,4 +157,84 @@ def test_counts_are_exact_through_repeated_sigkills_under_exactly_once(
             f"k{n}": per_key for n in range(KEYS)
         }
     finally:
-        kafka_admin.delete_topic(changelog)
+        if changelog in kafka_admin.list_topics():  # made by the app, if it got that far
+            kafka_admin.delete_topic(changelog)
+
+
+def test_each_final_window_is_emitted_exactly_once_through_repeated_sigkills(
+    kafka_bootstrap: str, new_topic: Any, kafka_admin: Admin, tmp_path: Path
+) -> None:
+    partitions, keys, per_window, windows = 2, 6, 10, 100
+    inputs, outputs = new_topic(partitions=partitions), new_topic(partitions=partitions)
+    base = 1_700_000_000_000  # timestamps of their own: 10 messages per key in each 1 s window
+    messages = [
+        {"topic": inputs, "key": f"k{k}", "payload": b"x", "timestamp": base + w * 1000 + n * 50}
+        for w in range(windows)
+        for n in range(per_window)
+        for k in range(keys)
+    ]
+    # one message per partition past the last window (plus grace) closes it
+    messages += [
+        {"topic": inputs, "key": f"k{k}", "payload": b"x", "timestamp": base + (windows + 5) * 1000}
+        for k in range(keys)
+    ]
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(messages)
+    group = f"windows-{uuid.uuid4().hex[:8]}"
+    changelog = changelog_topic(group, inputs, "window")
+    rng = random.Random(59)
+
+    def start() -> ServerProcess:
+        return server(
+            inputs, outputs, group, kafka_bootstrap, tmp_path / "state", "windows_app:app", slow=0.1
+        )
+
+    try:
+        killed = kill_repeatedly(start, lambda: committed(kafka_admin, group) >= len(messages), rng)
+        final = start()
+        try:
+            deadline = time.monotonic() + 120
+            while committed(kafka_admin, group) < len(messages):
+                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
+                assert final.process.poll() is None, final.lines[-20:]
+                threading.Event().wait(0.2)
+        finally:
+            assert final.stop(signal.SIGTERM) == 0
+        assert killed >= 2, f"only {killed} kills landed before the input ran out"
+        emitted = read_windows(kafka_bootstrap, outputs)
+        expected = {
+            (f"k{k}", base + w * 1000): per_window for w in range(windows) for k in range(keys)
+        }
+        assert sorted(emitted) == sorted(expected.items()), "each window once, with its full count"
+    finally:
+        if changelog in kafka_admin.list_topics():  # made by the app, if it got that far
+            kafka_admin.delete_topic(changelog)
+
+
+def read_windows(bootstrap: str, topic: str) -> list[tuple[tuple[str, int], int]]:
+    """Each (key, window start) emitted on ``topic`` with its count, read committed."""
+    reader = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    found: list[tuple[tuple[str, int], int]] = []
+    try:
+        partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
+        reader.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
+        ended: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(ended) < len(partitions):
+            assert time.monotonic() < deadline, len(found)
+            for message in reader.consume(500, 0.5):
+                if message.error() is not None:
+                    ended.add(message.partition())
+                    continue
+                value = json.loads(message.value())
+                found.append(((message.key().decode(), value["start"]), value["count"]))
+    finally:
+        reader.close()
+    return found

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, TopicPartition
 
 from conveyor import Admin, App, Consumer, Producer
-from conveyor.state import Store, changelog_topic
+from conveyor.state import Store, changelog_topic, partition_stores
 from helpers import running
 
 KEYS = [f"user-{n}" for n in range(12)]
@@ -193,3 +193,62 @@ def test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing(
     finally:
         with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
             admin.delete_topic(changelog)
+
+
+def test_a_restore_cut_short_keeps_its_progress_and_the_next_one_goes_on_from_there(
+    kafka_bootstrap: str, new_topic: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(partition_stores, "_RESTORE_BATCH_BYTES", 2_000)  # progress kept often
+    topic = new_topic(partitions=1)
+    group = f"counts-{uuid.uuid4().hex[:8]}"
+    changelog = changelog_topic(group, topic, "default")
+    with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+        admin.create_topic(changelog, 1, config={"cleanup.policy": "compact"})
+    try:
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:  # as a store wrote it
+            producer.produce_many_sync(
+                [{"topic": changelog, "key": f"k{n}", "payload": b"%d" % n} for n in range(5_000)]
+            )
+        first, _restored, _progress, _reached = counting_app(
+            kafka_bootstrap, group, topic, tmp_path, Store(backend="rocksdb"), set()
+        )
+        cut: list[Any] = []
+        progressed, release = threading.Event(), threading.Event()
+
+        def hold_the_restore(event: Any) -> None:  # on the restore thread, after a batch
+            if not cut:
+                cut.append(event)
+                progressed.set()
+                release.wait(30)  # until the app stopped: the restore cannot end first
+
+        first.monitor.subscribe("state.restoring", hold_the_restore)
+        first.start()
+        try:
+            assert progressed.wait(60), "the restore reported no progress"
+        finally:
+            first.stop_and_wait()  # the partition stops (waits for the held restore a while)
+            release.set()
+        assert cut, "the restore reported no progress before it ended"
+        kept = cut[0]["offset"]
+        assert 0 < kept < 5_000
+
+        expected = produce_one(kafka_bootstrap, topic, "k42")
+        again, restored, progress, reached = counting_app(
+            kafka_bootstrap, group, topic, tmp_path, Store(backend="rocksdb"), set()
+        )
+        with running(again):
+            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
+        [event] = restored
+        assert event["start"] >= kept, "the second restore went on from the first one's progress"
+        assert event["records"] <= 5_000 - kept
+        assert changelog_values(kafka_bootstrap, changelog)["k42"] == expected
+    finally:
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+            admin.delete_topic(changelog)
+
+
+def produce_one(bootstrap: str, topic: str, key: str) -> int:
+    """One message of ``key``: its count after it, 43 for k42 (42 restored, then one more)."""
+    with Producer({"bootstrap.servers": bootstrap}) as producer:
+        producer.produce_sync(topic=topic, key=key, payload=1)
+    return int(key[1:]) + 1

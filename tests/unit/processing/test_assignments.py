@@ -72,12 +72,16 @@ class FakeListener:
         self.quieted = False
         self.commands: list[Callable[[], None]] = []
         self.drained_ones: list[Any] = []
+        self.prepared: list[Partition] = []
 
     def drained(self, executor: Any) -> None:
         self.drained_ones.append(executor)
 
     def command(self, action: Callable[[], None]) -> None:
         self.commands.append(action)
+
+    def prepare(self, partitions: list[Partition]) -> None:
+        self.prepared.extend(partitions)
 
 
 def assignments(

@@ -1,0 +1,396 @@
+"""Windows: aggregations over time, per key, kept in the partition's store.
+
+Declare a window on a consumer class and feed it the batch; it returns what closed (and, with
+``emit="update"``, every window a message changed)::
+
+    class PerMinute(Consumer):
+        window = Tumbling(timedelta(minutes=1), grace=timedelta(seconds=10)).agg(
+            count=Count(), amount=Sum("amount"))
+
+        def consume(self):
+            for closed in self.window.update(self.messages):
+                self.produce_async(topic="orders.1m", key=closed.key, payload=closed.value)
+
+or with no consumer code, as a route option: ``app.routes.topic("orders",
+window=Tumbling(60).count().to("orders.1m", late_to="orders.late"))``.
+
+Time is the messages' timestamps (milliseconds). A window closes when the partition's *stream
+time*, the latest timestamp its messages carried, passes the window's end plus its grace (not
+per key: a key that falls silent still has its window closed by the others). A message whose
+windows closed already is late: it is left out, listed in ``late`` and, on a route, sent to
+``late_to``. ``tick()`` closes windows by the wall clock, for a partition that falls silent.
+
+Kinds: :class:`Tumbling` (fixed, back to back), :class:`Hopping` (fixed, overlapping by
+``step``), :class:`Session` (per key, grows while messages come within ``gap`` of each other).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from conveyor.errors import ConfigurationError
+from conveyor.messages import Message, record_of
+from conveyor.state.aggregations import Aggregation, Count
+from conveyor.state.store import Store
+
+if TYPE_CHECKING:
+    from conveyor.state.view import State
+
+
+class _WithStores(Protocol):
+    """A consumer, as its windows see it: its partition's stores."""
+
+    @property
+    def stores(self) -> Mapping[str, State]: ...
+
+__all__ = ["Hopping", "Session", "Tumbling", "Window", "WindowResult", "Windowed"]
+
+_STREAM_TIME = "stream-time"
+"""The store's key of the partition's stream time (window entries are lists)."""
+
+
+def _milliseconds(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{name} must be seconds or a timedelta, got {value!r}", name)
+    milliseconds = round(value * 1000)
+    if milliseconds < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum} ms, got {value!r} s", name)
+    return milliseconds
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """One window's aggregations: ``key``, ``start`` and ``end`` (epoch milliseconds, the end
+    excluded), ``value`` (``{"start", "end", <each aggregation's name>: ...}``) and ``final``
+    (closed: it will not change again)."""
+
+    key: Any
+    start: int
+    end: int
+    value: dict[str, Any]
+    final: bool
+
+
+class Window:
+    """What windows a message falls in, and when each closes (see the module)."""
+
+    grace: int
+
+    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+        raise NotImplementedError
+
+    def agg(self, **aggregations: Aggregation) -> Windowed:
+        """The window computing ``aggregations`` (each under its name in the result)."""
+        return Windowed(self, aggregations)
+
+    def count(self) -> Windowed:
+        """The window counting its messages (``value["count"]``)."""
+        return Windowed(self, {"count": Count()})
+
+
+class Tumbling(Window):
+    """Fixed windows of ``size``, back to back, aligned to the epoch: each message in one."""
+
+    def __init__(self, size: float | timedelta, *, grace: float | timedelta = 0) -> None:
+        self.size = _milliseconds("size", size)
+        self.grace = _milliseconds("grace", grace, minimum=0)
+
+    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+        start = timestamp - timestamp % self.size
+        return [(start, start + self.size)]
+
+
+class Hopping(Window):
+    """Windows of ``size`` starting every ``step`` (aligned to the epoch): each message is in
+    ``size / step`` of them."""
+
+    def __init__(
+        self, size: float | timedelta, step: float | timedelta, *, grace: float | timedelta = 0
+    ) -> None:
+        self.size = _milliseconds("size", size)
+        self.step = _milliseconds("step", step)
+        self.grace = _milliseconds("grace", grace, minimum=0)
+        if self.step > self.size:
+            raise ConfigurationError("Hopping: step must not be longer than size", "step")
+
+    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+        start = timestamp - timestamp % self.step
+        found = []
+        while start > timestamp - self.size:
+            found.append((start, start + self.size))
+            start -= self.step
+        found.reverse()
+        return found
+
+
+class Session(Window):
+    """One window per key that grows while its messages come within ``gap`` of each other;
+    two sessions a message bridges become one. It closes ``gap`` (plus grace) after its last
+    message."""
+
+    def __init__(self, gap: float | timedelta, *, grace: float | timedelta = 0) -> None:
+        self.gap = _milliseconds("gap", gap)
+        self.grace = _milliseconds("grace", grace, minimum=0)
+
+    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+        return [(timestamp, timestamp)]
+
+
+class Windowed:
+    """A window and its aggregations: a class attribute of a consumer (``self.window``), or a
+    route's ``window=`` option once :meth:`to` says where results go."""
+
+    def __init__(
+        self,
+        window: Window,
+        aggregations: Mapping[str, Aggregation],
+        emit: Literal["final", "update"] = "final",
+    ) -> None:
+        if not aggregations:
+            raise ConfigurationError("a window needs at least one aggregation", "aggregations")
+        for name, aggregation in aggregations.items():
+            if name in ("start", "end") or not isinstance(aggregation, Aggregation):
+                raise ConfigurationError(
+                    f"aggregation {name!r} must be a Count(), Sum(...) ... and not be named "
+                    "start or end",
+                    "aggregations",
+                )
+        if emit not in ("final", "update"):
+            raise ConfigurationError(f"emit must be 'final' or 'update', got {emit!r}", "emit")
+        self.window = window
+        self.aggregations = dict(aggregations)
+        self.emit = emit
+        self.name = "window"
+        self.output: str | None = None
+        self.late_to: str | None = None
+        self.exactly_once = False
+
+    def updates(self) -> Windowed:
+        """The same window, emitting each window a message changed, not only closed ones."""
+        copy = Windowed(self.window, self.aggregations, "update")
+        copy.output, copy.late_to, copy.exactly_once = self.output, self.late_to, self.exactly_once
+        return copy
+
+    def to(self, topic: str, *, late_to: str | None = None, exactly_once: bool = False) -> Windowed:
+        """For a route's ``window=``: results go to ``topic`` (key: the message key; payload:
+        the result's value), late messages to ``late_to`` (default: dropped, counted), in
+        one transaction with the window's store and the offset when ``exactly_once``."""
+        for name, value in (("topic", topic), ("late_to", late_to)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigurationError(f"window.to(): {name} must be a topic name", name)
+        copy = Windowed(self.window, self.aggregations, self.emit)
+        copy.output, copy.late_to, copy.exactly_once = topic, late_to, bool(exactly_once)
+        return copy
+
+    def store(self) -> Store:
+        """The store the window keeps its open windows in."""
+        return Store(keys="json", values="json")
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, consumer: _WithStores | None, owner: type | None = None) -> Any:
+        if consumer is None:
+            return self
+        cache = consumer.__dict__
+        bound = cache.get(f"_conveyor_window_{self.name}")
+        if bound is None:
+            bound = cache[f"_conveyor_window_{self.name}"] = PartitionWindow(self, consumer)
+        return bound
+
+
+class PartitionWindow:
+    """A window as one partition's consumer sees it (``self.window``): :meth:`update` with each
+    batch, :meth:`tick` when idle."""
+
+    def __init__(self, declared: Windowed, consumer: _WithStores) -> None:
+        self.declared = declared
+        self._consumer = consumer
+        self._window = declared.window
+        self._aggregations = list(declared.aggregations.items())
+        self._index: list[int] | None = None  # a heap of the times windows close at
+        self._closing: dict[int, set[tuple[int, int, Any]]] = {}
+        self._sessions: dict[Any, list[tuple[int, int]]] = {}
+        self.late: list[Message] = []
+        """The messages of the last :meth:`update` whose windows had closed already."""
+
+    @property
+    def _state(self) -> State:
+        return self._consumer.stores[self.declared.name]
+
+    @property
+    def stream_time(self) -> int:
+        """The latest timestamp the partition's messages carried (-1: none yet), milliseconds."""
+        return int(self._state.get(_STREAM_TIME, -1))
+
+    def update(self, messages: Iterable[Message]) -> list[WindowResult]:
+        """Fold ``messages`` into their windows; the windows that closed (and with
+        ``emit="update"`` those they changed), in the order they closed or changed."""
+        state = self._state
+        self._load(state)
+        stream = int(state.get(_STREAM_TIME, -1))
+        results: list[WindowResult] = []
+        self.late = []
+        window = self._window
+        for message in messages:
+            timestamp = _timestamp(message)
+            stream = max(stream, timestamp)
+            if isinstance(window, Session):
+                changed = self._add_to_session(state, message, timestamp, stream)
+            else:
+                changed = self._add(state, message, timestamp, stream)
+            if changed is None:
+                self.late.append(message)
+            elif self.declared.emit == "update":
+                results.extend(changed)
+        state[_STREAM_TIME] = stream
+        results.extend(self._close(state, stream))
+        return results
+
+    def tick(self, now: float | None = None) -> list[WindowResult]:
+        """Close what the wall clock (``now``, epoch seconds) says has closed: for a
+        partition whose messages stopped coming. Treats the wall clock as stream time."""
+        state = self._state
+        self._load(state)
+        stream = max(int(state.get(_STREAM_TIME, -1)), round((now or time.time()) * 1000))
+        state[_STREAM_TIME] = stream
+        return self._close(state, stream)
+
+    # -- fixed windows ----------------------------------------------------------------------
+
+    def _add(
+        self, state: State, message: Message, timestamp: int, stream: int
+    ) -> list[WindowResult] | None:
+        grace = self._window.grace
+        changed = []
+        key = message.key
+        for start, end in self._window.windows_for(timestamp):
+            if end + grace <= stream:
+                continue  # closed already
+            entry = (start, end, key)
+            accumulators = state.get(entry)
+            if accumulators is None:
+                accumulators = [aggregation.start() for _, aggregation in self._aggregations]
+                self._track(end + grace, entry)
+            for i, (_, aggregation) in enumerate(self._aggregations):
+                accumulators[i] = aggregation.add(
+                    accumulators[i], aggregation.read(message), timestamp
+                )
+            state[entry] = accumulators
+            changed.append(self._result(entry, accumulators, final=False))
+        return changed or None
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def _add_to_session(
+        self, state: State, message: Message, timestamp: int, stream: int
+    ) -> list[WindowResult] | None:
+        window = self._window
+        assert isinstance(window, Session)
+        gap, grace = window.gap, window.grace
+        key = message.key
+        sessions = self._sessions.get(key, [])
+        touching = [(s, e) for s, e in sessions if s - gap <= timestamp <= e + gap]
+        start = min([timestamp, *(s for s, _ in touching)])
+        end = max([timestamp, *(e for _, e in touching)])
+        if end + gap + grace <= stream:
+            return None  # its session closed already
+        accumulators = [aggregation.start() for _, aggregation in self._aggregations]
+        for s, e in touching:
+            merged = state.get((s, e, key))
+            del state[(s, e, key)]
+            self._untrack(e + gap + grace, (s, e, key))
+            if merged is not None:
+                accumulators = [
+                    aggregation.merge(accumulators[i], merged[i])
+                    for i, (_, aggregation) in enumerate(self._aggregations)
+                ]
+        for i, (_, aggregation) in enumerate(self._aggregations):
+            accumulators[i] = aggregation.add(accumulators[i], aggregation.read(message), timestamp)
+        entry = (start, end, key)
+        state[entry] = accumulators
+        self._sessions[key] = [(s, e) for s, e in sessions if (s, e) not in touching] + [
+            (start, end)
+        ]
+        self._track(end + gap + grace, entry)
+        return [self._result(entry, accumulators, final=False)]
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def _close(self, state: State, stream: int) -> list[WindowResult]:
+        closed = []
+        index = self._index
+        assert index is not None
+        while index and index[0] <= stream:
+            at = heapq.heappop(index)
+            for entry in sorted(self._closing.pop(at, ()), key=_order):
+                accumulators = state.get(entry)
+                if accumulators is None:
+                    continue
+                del state[entry]
+                closed.append(self._result(entry, accumulators, final=True))
+                start, end, key = entry
+                if key in self._sessions:
+                    left = [(s, e) for s, e in self._sessions[key] if (s, e) != (start, end)]
+                    if left:
+                        self._sessions[key] = left
+                    else:
+                        del self._sessions[key]
+        return closed
+
+    def _track(self, closes_at: int, entry: tuple[int, int, Any]) -> None:
+        assert self._index is not None
+        entries = self._closing.get(closes_at)
+        if entries is None:
+            entries = self._closing[closes_at] = set()
+            heapq.heappush(self._index, closes_at)
+        entries.add(entry)
+
+    def _untrack(self, closes_at: int, entry: tuple[int, int, Any]) -> None:
+        entries = self._closing.get(closes_at)
+        if entries is not None:
+            entries.discard(entry)  # its time stays in the heap: popped with nothing to close
+
+    def _load(self, state: State) -> None:
+        """The open windows as the store holds them (once per assignment): their closing
+        times, and each key's sessions."""
+        if self._index is not None:
+            return
+        self._index = []
+        window = self._window
+        extra = window.gap if isinstance(window, Session) else 0
+        for entry in state:
+            if not isinstance(entry, tuple):
+                continue  # the stream time
+            start, end, key = entry
+            self._track(end + extra + window.grace, (start, end, key))
+            if isinstance(window, Session):
+                self._sessions.setdefault(key, []).append((start, end))
+
+    def _result(
+        self, entry: tuple[int, int, Any], accumulators: list[Any], final: bool
+    ) -> WindowResult:
+        start, end, key = entry
+        if isinstance(self._window, Session):
+            end = end + 1  # the last message's timestamp included: the end is excluded
+        value: dict[str, Any] = {"start": start, "end": end}
+        for i, (name, aggregation) in enumerate(self._aggregations):
+            value[name] = aggregation.result(accumulators[i])
+        return WindowResult(key, start, end, value, final)
+
+
+def _order(entry: tuple[int, int, Any]) -> tuple[int, str]:
+    return entry[0], repr(entry[2])
+
+
+def _timestamp(message: Message) -> int:
+    """The message's timestamp in milliseconds (the wall clock when it has none)."""
+    kind, milliseconds = record_of(message).timestamp()
+    return int(milliseconds) if kind else round(time.time() * 1000)

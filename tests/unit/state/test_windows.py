@@ -1,0 +1,212 @@
+"""Windows without a broker, through ``conveyor.testing``: tumbling, hopping and session
+windows close by the partition's stream time (not per key), the grace boundary, late
+messages, every aggregation, ``emit="update"``, ``tick()`` and the route option's consumer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conveyor import App, ConfigurationError, Consumer, testing
+from conveyor.state import (
+    Collect,
+    Count,
+    Hopping,
+    Latest,
+    Max,
+    Mean,
+    Min,
+    Reduce,
+    Session,
+    Sum,
+    Tumbling,
+)
+
+MINUTE = 60_000
+
+
+def app() -> App:
+    return App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:9"})
+
+
+def feed(consumer: Consumer, *messages: tuple[str, int, Any]) -> list[Any]:
+    """Feed (key, timestamp ms, payload) messages as one batch; what the window emitted."""
+    for key, timestamp, payload in messages:
+        testing.produce(consumer, payload, key=key, timestamp=timestamp)
+    testing.consume(consumer)
+    return consumer.emitted  # type: ignore[attr-defined, no-any-return]
+
+
+def consumer_with(windowed: Any, **route: Any) -> Consumer:
+    class Windows(Consumer):
+        window = windowed
+
+        def consume(self) -> None:
+            self.emitted = self.window.update(self.messages)
+
+    under_test = app()
+    under_test.routes.topic("clicks", Windows, **route)
+    testing.capture(under_test)
+    return testing.consumer_for(under_test, "clicks")
+
+
+def as_tuples(results: list[Any]) -> list[tuple[Any, ...]]:
+    return [(r.key, r.start, r.end, r.value, r.final) for r in results]
+
+
+def test_a_tumbling_window_closes_by_the_partition_s_stream_time_not_per_key() -> None:
+    consumer = consumer_with(Tumbling(60).agg(count=Count(), amount=Sum("amount")))
+    assert feed(consumer, ("a", 1_000, {"amount": 2}), ("a", 59_000, {"amount": 3})) == []
+    # b's message moves stream time past a's window: a's closes though a said nothing more
+    closed = feed(consumer, ("b", 61_000, {"amount": 1}))
+    assert as_tuples(closed) == [
+        ("a", 0, MINUTE, {"start": 0, "end": MINUTE, "count": 2, "amount": 5}, True)
+    ]
+    assert consumer.stores["window"].get((0, MINUTE, "a")) is None, "a closed window is deleted"
+
+
+def test_the_grace_boundary_and_late_messages() -> None:
+    consumer = consumer_with(Tumbling(60, grace=10).count())
+    feed(consumer, ("a", 1_000, {}))
+    # at 65 s the first minute is over, but 30 s is within its grace: it is counted
+    assert feed(consumer, ("a", 65_000, {}), ("a", 30_000, {})) == []
+    assert consumer.window.late == []
+    # stream time at the end plus grace closes it; 40 s comes too late for it
+    closed = feed(consumer, ("a", 70_000, {}), ("a", 40_000, {}))
+    assert [(r.start, r.value["count"]) for r in closed] == [(0, 2)]
+    assert [m.timestamp.timestamp() * 1000 for m in consumer.window.late] == [40_000]
+    # a later batch still knows the stream time: an old message is late, no window reopens
+    assert feed(consumer, ("a", 20_000, {})) == []
+    assert [m.timestamp.timestamp() * 1000 for m in consumer.window.late] == [20_000]
+    assert consumer.stores["window"].get((0, MINUTE, "a")) is None
+
+
+def test_a_hopping_window_counts_a_message_in_each_window_it_falls_in() -> None:
+    consumer = consumer_with(Hopping(60, step=20).count())
+    feed(consumer, ("a", 45_000, {}))
+    closed = feed(consumer, ("a", 200_000, {}))
+    assert [(r.start, r.end, r.value["count"]) for r in closed] == [
+        (0, 60_000, 1),
+        (20_000, 80_000, 1),
+        (40_000, 100_000, 1),
+    ]
+
+
+def test_sessions_grow_merge_and_close_after_their_gap() -> None:
+    consumer = consumer_with(Session(30).agg(count=Count(), seen=Collect("n")))
+    t = 1_000_000  # (0 would be "now" to a producer)
+    # two sessions of a (t to t+20 s, and t+70 s), then t+45 s bridges them: within 30 s of each
+    opened = feed(
+        consumer,
+        ("a", t, {"n": 1}), ("a", t + 20_000, {"n": 2}), ("a", t + 70_000, {"n": 3}),
+        ("a", t + 45_000, {"n": 4}),
+    )  # fmt: skip
+    assert opened == [], "nothing closed: the merged session ends 30 s after t+70 s"
+    closed = feed(consumer, ("b", t + 100_000, {"n": 9}))
+    end = t + 70_001
+    assert as_tuples(closed) == [
+        ("a", t, end, {"start": t, "end": end, "count": 4, "seen": [1, 2, 3, 4]}, True)
+    ]
+
+
+def test_every_aggregation() -> None:
+    windowed = Tumbling(60).agg(
+        count=Count(),
+        total=Sum("v"),
+        low=Min("v"),
+        high=Max("v"),
+        mean=Mean("v"),
+        last=Latest("v"),
+        all=Collect("v"),
+        product=Reduce(lambda acc, v: acc * v, initial=1, field="v"),
+        keys=Count(),
+    )
+    consumer = consumer_with(windowed)
+    feed(consumer, ("a", 3_000, {"v": 4}), ("a", 1_000, {"v": 2}), ("a", 2_000, {"v": 5}))
+    [closed] = feed(consumer, ("b", 60_000, {"v": 0}))
+    assert closed.value == {
+        "start": 0, "end": MINUTE, "count": 3, "total": 11, "low": 2, "high": 5,
+        "mean": 11 / 3, "last": 4, "all": [4, 2, 5], "product": 40, "keys": 3,
+    }  # fmt: skip
+
+
+def test_emit_update_tells_each_change_and_then_the_close() -> None:
+    consumer = consumer_with(Tumbling(60).count().updates())
+    changes = feed(consumer, ("a", 1_000, {}), ("a", 2_000, {}))
+    assert [(r.value["count"], r.final) for r in changes] == [(1, False), (2, False)]
+    assert [(r.value["count"], r.final) for r in feed(consumer, ("a", 60_000, {}))] == [
+        (1, False),
+        (2, True),
+    ]
+
+
+def test_tick_closes_a_silent_partition_s_windows_by_the_wall_clock() -> None:
+    consumer = consumer_with(Tumbling(60).count())
+    feed(consumer, ("a", 1_000, {}))
+    assert consumer.window.tick(now=59.0) == []
+    [closed] = consumer.window.tick(now=60.0)
+    assert closed.value["count"] == 1
+
+
+def test_a_failed_batch_leaves_the_windows_as_they_were() -> None:
+    class Fails(Consumer):
+        window = Tumbling(60).count()
+
+        def consume(self) -> None:
+            self.emitted = self.window.update(self.messages)
+            if any(m.payload.get("boom") for m in self.messages):
+                raise RuntimeError("boom")
+
+    under_test = app()
+    under_test.routes.topic("clicks", Fails)
+    testing.capture(under_test)
+    consumer = testing.consumer_for(under_test, "clicks")
+    feed(consumer, ("a", 1_000, {}))
+    testing.produce(consumer, {"boom": True}, key="a", timestamp=2_000)
+    with pytest.raises(RuntimeError):
+        testing.consume(consumer)
+    assert consumer.stores["window"][(0, MINUTE, "a")] == [1], "the failed batch's count is gone"
+
+
+def test_a_route_window_emits_to_its_topic_and_sends_late_messages_on() -> None:
+    under_test = app()
+    under_test.routes.topic(
+        "clicks", window=Tumbling(60).count().to("clicks-1m", late_to="clicks-late")
+    )
+    captured = testing.capture(under_test)
+    consumer = testing.consumer_for(under_test, "clicks")
+    for key, timestamp in (("a", 1_000), ("a", 2_000), ("b", 60_000), ("a", 3_000)):
+        testing.produce(consumer, {"n": 1}, key=key, timestamp=timestamp)
+    testing.consume(consumer)
+    results = testing.produced(under_test, "clicks-1m")
+    assert [(m.key, m.payload) for m in results] == [("a", {"start": 0, "end": MINUTE, "count": 2})]
+    assert [m.key for m in testing.produced(under_test, "clicks-late")] == ["a"]
+    assert captured is not None
+
+
+@pytest.mark.parametrize(
+    ("make", "text"),
+    [
+        (lambda: Tumbling(0), "size must be at least"),
+        (lambda: Tumbling("1m"), "seconds or a timedelta"),  # type: ignore[arg-type]
+        (lambda: Hopping(10, step=20), "step must not be longer"),
+        (lambda: Tumbling(60).agg(), "at least one aggregation"),
+        (lambda: Tumbling(60).agg(start=Count()), "not be named"),
+        (lambda: Tumbling(60).count().to(""), "topic name"),
+    ],
+)
+def test_a_malformed_window_is_refused(make: Any, text: str) -> None:
+    with pytest.raises(ConfigurationError, match=text):
+        make()
+
+
+def test_a_route_window_needs_its_output_and_no_consumer_class() -> None:
+    class Noop(Consumer):
+        def consume(self) -> None:
+            pass
+
+    with pytest.raises(ConfigurationError, match="with its output"):
+        app().routes.topic("clicks", window=Tumbling(60).count())
+    with pytest.raises(ConfigurationError, match="drop the consumer class"):
+        app().routes.topic("clicks", Noop, window=Tumbling(60).count().to("out"))
