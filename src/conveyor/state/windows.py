@@ -48,6 +48,7 @@ class _WithStores(Protocol):
     @property
     def stores(self) -> Mapping[str, State]: ...
 
+
 __all__ = ["Hopping", "Session", "Tumbling", "Window", "WindowResult", "Windowed"]
 
 _STREAM_TIME = "stream-time"
