@@ -166,7 +166,9 @@ def test_each_final_window_is_emitted_exactly_once_through_repeated_sigkills(
 ) -> None:
     partitions, keys, per_window, windows = 2, 6, 10, 100
     inputs, outputs = new_topic(partitions=partitions), new_topic(partitions=partitions)
-    base = 1_700_000_000_000  # timestamps of their own: 10 messages per key in each 1 s window
+    # timestamps of their own, an hour ago (not older: retention would delete the records), 10
+    # messages per key in each 1 s window
+    base = (int(time.time()) - 3600) * 1000
     messages = [
         {"topic": inputs, "key": f"k{k}", "payload": b"x", "timestamp": base + w * 1000 + n * 50}
         for w in range(windows)
