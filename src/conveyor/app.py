@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from conveyor.processing import ProcessingContext, Runner
     from conveyor.processing.snapshot import Snapshot
     from conveyor.producer import Producer
+    from conveyor.routing.topic import Topic
     from conveyor.schedules.dispatcher import Schedules
     from conveyor.schedules.recurring import RecurringTasks
     from conveyor.state.space import StateSpace
@@ -413,7 +414,7 @@ class App:
                 self._partition_counts,
                 static_member="group.instance.id" in self.settings.kafka,
             )
-            self._runner = Runner(self._processing_context(), routes)
+            self._runner = Runner(self._processing_context(routes), routes)
         except BaseException:
             self.state = "idle"
             raise
@@ -618,7 +619,7 @@ class App:
 
     # -- processing ---------------------------------------------------------------------------
 
-    def _processing_context(self) -> ProcessingContext:
+    def _processing_context(self, routes: list[Topic]) -> ProcessingContext:
         from conveyor.processing import ProcessingContext
 
         return ProcessingContext(
@@ -630,12 +631,13 @@ class App:
             prepare_consumer=self._prepare_consumer,
             tracing=self.tracing,
             latency=self.latency,
-            stores=self._state_space(),
+            stores=self._state_space(routes),
         )
 
-    def _state_space(self) -> StateSpace | None:
-        """The routes' stores in this process, when a route declares one (closed at stop)."""
-        routes = [route for route in self.routes if route.state and route.active]
+    def _state_space(self, routes: list[Topic]) -> StateSpace | None:
+        """The stores of the routes this process runs, when one declares any (closed at
+        stop); their missing changelogs are created now."""
+        routes = [route for route in routes if route.state]
         if not routes:
             return None
         from conveyor.state.changelogs import ensure_changelogs

@@ -347,11 +347,12 @@ class PartitionExecutor(PartitionCore):
         if not ticked or self.revoked:
             stores.discard()
             return
-        try:
-            stores.flush(self.producer())
-        except Exception:
-            stores.discard()
-            _log.exception("%s/%s: what tick() wrote to the stores", self.topic, self.partition)
+        failure = self._write_stores(stores)
+        if failure is not None:
+            _log.error(
+                "%s/%s: what tick() wrote to the stores was dropped: %r",
+                *(self.topic, self.partition, failure),
+            )
 
     def _restore_first(self, stores: PartitionStores, batch: list[Any]) -> None:
         """The partition's stores are not open: its batch waits and its fetching pauses while
@@ -403,13 +404,20 @@ class PartitionExecutor(PartitionCore):
         if self.revoked or self._abort_batch:
             stores.discard()
             return True
+        failure = self._write_stores(stores)
+        if failure is not None:
+            self._failed(batch, failure, started)
+        return failure is None
+
+    def _write_stores(self, stores: PartitionStores) -> Exception | None:
+        """The stores' writes, to their changelogs and then the stores; what failed (the
+        writes dropped then), or ``None``."""
         try:
             stores.flush(self.producer())
         except Exception as exc:
             stores.discard()
-            self._failed(batch, exc, started)
-            return False
-        return True
+            return exc
+        return None
 
     def _filter(self, batch: list[Any]) -> Filtered:
         """The route's filters over ``batch``: what they drop is reported (and marked with the

@@ -207,11 +207,14 @@ class PartitionCore(ABC):
         with self.lock:
             self.revoked = True
             self._drop_pending()
+            idle = not self.scheduled
         latency = self.context.latency
         if latency is not None:
             latency.forget(self.topic, self.partition)
         if self.consumer is not None and not self.stopped:
             self.listener.submit(self._run_revoked)
+        elif idle:  # no job runs here to close them as it ends, no revoked() after which to
+            self.close_stores()
 
     def hold(self) -> None:
         """Take no new batch (quiet); what runs finishes, what is pending stays."""
@@ -345,16 +348,16 @@ class PartitionCore(ABC):
     # -- state stores -------------------------------------------------------------------------
 
     def state_views(self) -> Mapping[str, State]:
-        """The partition's stores by name, opened (and restored) on first use."""
+        """The partition's stores by name. Open whenever its hooks run: batches and ticks wait
+        for the restore thread to open them."""
         stores = self.stores
         if stores is None:
             return {}
         if not stores.opened:
-            stores.open()
-            if not stores.opened:
-                raise NotAssignedError(
-                    f"{self.topic}/{self.partition} was revoked while its stores were restored"
-                )
+            raise NotAssignedError(
+                f"{self.topic}/{self.partition}: its stores are not open (being restored, or "
+                "the partition was revoked)"
+            )
         return stores.views
 
     def stage_state(self, producer: Producer) -> Callable[[], None] | None:

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import inspect
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -541,12 +542,9 @@ def _assign(topic: str, value: Any) -> tuple[int, ...] | None:
 
 
 def _stores(name: str, state: Any, virtual_partitions: Any, consumer_class: Any) -> dict[str, Any]:
-    windows = (  # a window declared on the class (or a base): conveyor.state is loaded already
-        type(value).__module__ == "conveyor.state.windows"
-        for cls in getattr(consumer_class, "__mro__", ())
-        for value in vars(cls).values()
-    )
-    if state is None and not any(windows):  # a stateless route loads nothing of the state package
+    # A consumer class that declares a window imported conveyor.state already: a route of an
+    # app that has no state loads nothing of it.
+    if state is None and "conveyor.state.windows" not in sys.modules:
         return {}
     from conveyor.state.declaration import route_stores  # noqa: PLC0415 - loaded by its first route
 

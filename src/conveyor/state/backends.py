@@ -9,7 +9,6 @@ written; a batch in progress lives in the :class:`~conveyor.state.view.State` ab
 from __future__ import annotations
 
 import importlib
-import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,17 +54,8 @@ class Backend(Protocol):
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every key and value, in key order for RocksDB."""
 
-    def estimate_keys(self) -> int:
-        """How many keys it holds (RocksDB's estimate; exact for a dict)."""
-
-    def size_on_disk(self) -> int:
-        """Bytes on disk (0 for a dict)."""
-
     def close(self) -> None:
         """Release it (files stay: a later open finds the data)."""
-
-    def destroy(self) -> None:
-        """Close it and delete its data."""
 
 
 class MemoryBackend:
@@ -99,18 +89,8 @@ class MemoryBackend:
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(list(self._data.items()))
 
-    def estimate_keys(self) -> int:
-        return len(self._data)
-
-    def size_on_disk(self) -> int:
-        return 0
-
     def close(self) -> None:
         pass
-
-    def destroy(self) -> None:
-        self._data.clear()
-        self._meta.clear()
 
 
 class RocksDBBackend:
@@ -169,13 +149,6 @@ class RocksDBBackend:
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(self._db.items())
 
-    def estimate_keys(self) -> int:
-        value = self._db.property_int_value("rocksdb.estimate-num-keys")
-        return int(value or 0)
-
-    def size_on_disk(self) -> int:
-        return sum(f.stat().st_size for f in self.path.glob("*") if f.is_file())
-
     def flush(self) -> None:
         """Write the memtables to files (after a restore written without the WAL)."""
         self._db.flush()
@@ -189,10 +162,6 @@ class RocksDBBackend:
         self._meta_view.close()
         self._meta_view = self._meta_handle = None
         db.close()
-
-    def destroy(self) -> None:
-        self.close()
-        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def open_backend(name: str, path: Path) -> Backend:

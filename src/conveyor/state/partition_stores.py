@@ -125,9 +125,14 @@ class PartitionStores:
         self._on_restored = on_restored
         self._on_progress = on_progress
         self.views: dict[str, State] = {}
-        self._backends: dict[str, Backend] = {}
-        self._folders: dict[str, Path] = {}
-        self.restored: list[Restored] = []
+        self._held: dict[str, tuple[Path, Backend]] = {}  # the open stores' folders, backends
+        # open() (the restore thread) and close() (the partition's end) may meet: a store
+        # opened after close() is let go at once
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _gone(self) -> bool:
+        return self._closed or self._cancelled()
 
     @property
     def opened(self) -> bool:
@@ -158,13 +163,14 @@ class PartitionStores:
             except BaseException:
                 self._registry.release(folder)
                 raise
-            if self._cancelled():  # revoked mid-restore: the progress written is kept
+            with self._lock:
+                gone = self._gone()
+                if not gone:
+                    self._held[name] = (folder, backend)
+                    self.views[name] = State(name, store, backend)
+            if gone:  # revoked or closed mid-restore: the progress written is kept
                 self._registry.release(folder)
                 break
-            self._backends[name] = backend
-            self._folders[name] = folder
-            self.views[name] = State(name, store, backend)
-        self.restored.extend(done)
         if self._on_restored is not None:
             for restored in done:
                 self._on_restored(self.topic, self.partition, restored)
@@ -225,7 +231,7 @@ class PartitionStores:
         end = start
         write = backend.write
         reached = False
-        while not reached and not self._cancelled():  # revoked: what was written is kept
+        while not reached and not self._gone():  # revoked: what was written is kept
             for raw in reader.poll_batch(1.0, _RESTORE_POLL):
                 if raw.error() is not None:
                     if reader.fetch_error(raw):
@@ -243,7 +249,7 @@ class PartitionStores:
                     changes, pending = {}, 0
                     if self._on_progress is not None:  # (its progress is kept: written)
                         self._on_progress(self, name, records, size, end, high)
-                    if self._cancelled():
+                    if self._gone():
                         break
         if reached:  # past the transactions' markers after the last record
             end = max(end, reader.position(topic, self.partition) or 0)
@@ -290,7 +296,7 @@ class PartitionStores:
     def apply(self, staged: list[tuple[str, dict[bytes, bytes | None], dict[str, bytes]]]) -> None:
         """Write what :meth:`stage` sent (now committed) to the backends: reads go there."""
         for name, changes, meta in staged:
-            self._backends[name].write(changes, meta)
+            self._held[name][1].write(changes, meta)
             self.views[name].applied()
 
     def discard(self) -> None:
@@ -300,13 +306,14 @@ class PartitionStores:
 
     def close(self) -> None:
         """The partition is gone from here: let go of its store partitions (files stay)."""
-        for view in self.views.values():
-            view.discard()
-        for folder in self._folders.values():
+        with self._lock:
+            self._closed = True
+            held, self._held = self._held, {}
+            for view in self.views.values():
+                view.discard()
+            self.views.clear()
+        for folder, _backend in held.values():
             self._registry.release(folder)
-        self.views.clear()
-        self._backends.clear()
-        self._folders.clear()
 
 
 def _write(write: Callable[..., None], changes: dict[bytes, bytes | None], end: int) -> None:

@@ -1,7 +1,7 @@
 """The thread that opens and restores store partitions, off the workers and the listener.
 
-A partition whose stores are not open yet hands them here and waits (its fetching paused,
-its first batch kept); the other partitions go on meanwhile, on every worker. Restores run one
+A partition hands its stores here when it is assigned and runs nothing until they are open
+(what it fetches waits in its backlog); the other partitions go on meanwhile, on every worker. Restores run one
 after another, each with a reader of its own (see
 :meth:`~conveyor.state.partition_stores.PartitionStores.open`).
 """

@@ -25,8 +25,6 @@ __all__ = [
     "Codec",
     "KeyCodec",
     "Store",
-    "key_codec",
-    "value_codec",
 ]
 
 BackendName = Literal["rocksdb", "memory"]
@@ -137,16 +135,6 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def key_codec(name: str) -> KeyCodec:
-    return KeyCodec(name)
-
-
-def value_codec(values: str | Codec) -> Codec:
-    if isinstance(values, str):
-        return _VALUE_CODECS[values]
-    return values
-
-
 @dataclass(frozen=True)
 class Store:
     """A key-value store bound to each partition of a route: ``self.state`` in its consumer.
@@ -205,8 +193,9 @@ class Store:
             )
         if not isinstance(self.changelog, bool):
             raise ConfigurationError("Store(changelog=...) must be True or False", "changelog")
-        object.__setattr__(self, "codec", value_codec(self.values))
-        object.__setattr__(self, "key_codec", key_codec(self.keys))
+        codec = _VALUE_CODECS[self.values] if isinstance(self.values, str) else self.values
+        object.__setattr__(self, "codec", codec)
+        object.__setattr__(self, "key_codec", KeyCodec(self.keys))
 
     @property
     def backend_name(self) -> BackendName:

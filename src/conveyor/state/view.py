@@ -38,12 +38,22 @@ class State(MutableMapping[Any, Any]):
     batch runs again.
     """
 
-    __slots__ = ("_backend", "_decode", "_decode_key", "_encode", "_encode_key", "_writes", "name")
+    __slots__ = (
+        "_backend",
+        "_decode",
+        "_decode_key",
+        "_encode",
+        "_encode_key",
+        "_raw_keys",
+        "_writes",
+        "name",
+    )
 
     def __init__(self, name: str, store: Store, backend: Backend) -> None:
         self.name = name
         self._backend = backend
         self._writes: dict[Any, Any] = {}
+        self._raw_keys: dict[Any, bytes] = {}  # each written key encoded, once per batch
         self._encode = store.codec.encode
         self._decode = store.codec.decode
         self._encode_key = store.key_codec.encode
@@ -72,14 +82,14 @@ class State(MutableMapping[Any, Any]):
         return default if raw is None else self._decode(raw)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if key not in self._writes:
-            self._encode_key(key)  # a key of the wrong type fails here, not at the batch's end
+        if key not in self._writes:  # a key of the wrong type fails here, not at the batch's end
+            self._raw_keys[key] = self._encode_key(key)
         self._writes[key] = value
 
     def __delitem__(self, key: Any) -> None:
         if key not in self:
             raise KeyError(key)
-        self._writes[key] = _DELETED
+        self[key] = _DELETED
 
     def __contains__(self, key: object) -> bool:
         writes = self._writes
@@ -113,23 +123,24 @@ class State(MutableMapping[Any, Any]):
 
     def changes(self) -> dict[bytes, bytes | None]:
         """The batch's writes, encoded: one entry per key, ``None`` for a deleted key."""
-        encode, encode_key = self._encode, self._encode_key
+        encode, raw_keys = self._encode, self._raw_keys
         return {
-            encode_key(key): None if value is _DELETED else encode(value)
+            raw_keys[key]: None if value is _DELETED else encode(value)
             for key, value in self._writes.items()
         }
 
     def commit_to_backend(self) -> None:
         """Write the batch's changes to the backend, with no changelog (``conveyor.testing``'s
-        stores, and stores declared ``changelog=False``)."""
+        stores)."""
         if self._writes:
             self._backend.write(self.changes(), {})
-            self._writes.clear()
+            self.applied()
 
     def applied(self) -> None:
         """The batch's writes are in the backend now: reads go there."""
         self._writes.clear()
+        self._raw_keys.clear()
 
     def discard(self) -> None:
         """The batch failed: forget what it wrote."""
-        self._writes.clear()
+        self.applied()

@@ -26,6 +26,7 @@ Kinds: :class:`Tumbling` (fixed, back to back), :class:`Hopping` (fixed, overlap
 
 from __future__ import annotations
 
+import copy
 import heapq
 import time
 from collections.abc import Iterable, Mapping
@@ -175,9 +176,9 @@ class Windowed:
 
     def updates(self) -> Windowed:
         """The same window, emitting each window a message changed, not only closed ones."""
-        copy = Windowed(self.window, self.aggregations, "update")
-        copy.output, copy.late_to, copy.exactly_once = self.output, self.late_to, self.exactly_once
-        return copy
+        changed = copy.copy(self)
+        changed.emit = "update"
+        return changed
 
     def to(self, topic: str, *, late_to: str | None = None, exactly_once: bool = False) -> Windowed:
         """For a route's ``window=``: results go to ``topic`` (key: the message key; payload:
@@ -186,9 +187,9 @@ class Windowed:
         for name, value in (("topic", topic), ("late_to", late_to)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigurationError(f"window.to(): {name} must be a topic name", name)
-        copy = Windowed(self.window, self.aggregations, self.emit)
-        copy.output, copy.late_to, copy.exactly_once = topic, late_to, bool(exactly_once)
-        return copy
+        changed = copy.copy(self)
+        changed.output, changed.late_to, changed.exactly_once = topic, late_to, bool(exactly_once)
+        return changed
 
     def store(self) -> Store:
         """The store the window keeps its open windows in."""
@@ -239,14 +240,11 @@ class PartitionWindow:
         stream = int(state.get(_STREAM_TIME, -1))
         results: list[WindowResult] = []
         self.late = []
-        window = self._window
+        add = self._add_to_session if isinstance(self._window, Session) else self._add
         for message in messages:
             timestamp = _timestamp(message)
             stream = max(stream, timestamp)
-            if isinstance(window, Session):
-                changed = self._add_to_session(state, message, timestamp, stream)
-            else:
-                changed = self._add(state, message, timestamp, stream)
+            changed = add(state, message, timestamp, stream)
             if changed is None:
                 self.late.append(message)
             elif self.declared.emit == "update":

@@ -111,8 +111,8 @@ class TestPartition:
         self.topic = topic
         self.partition = partition
         self.polls = PollTimes()
-        self._views: dict[str, State] | None = None
         """When each fetch came: none here (a test's messages are given, not fetched)."""
+        self._views: dict[str, State] | None = None  # the route's stores, made on first use
         self.recorded = Recorded()
         self.attempt = 0
         self.revoked = False
