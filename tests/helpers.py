@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from conveyor import App
 
@@ -284,6 +284,40 @@ def read_topic(
             for message in consumer.consume(num_messages=500, timeout=0.5):
                 if message.error() is None:
                     received.append(message)
+        return sorted(received, key=lambda m: (m.partition(), m.offset()))
+    finally:
+        consumer.close()
+
+
+def read_to_end(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Message]:
+    """Every committed record of ``topic`` (``read_committed``), each partition read to its
+    end as it is now (bounded by ``timeout`` seconds), in partition order, each partition in
+    offset order: for a topic whose record count is not known ahead (a changelog, a
+    transactional output)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        received: list[Message] = []
+        ended: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(ended) < len(partitions):
+            assert time.monotonic() < deadline, f"{topic} was not read to its end: {ended}"
+            for message in consumer.consume(num_messages=500, timeout=0.5):
+                error = message.error()
+                if error is None:
+                    received.append(message)
+                else:
+                    assert error.code() == KafkaError._PARTITION_EOF, error
+                    ended.add(message.partition())
         return sorted(received, key=lambda m: (m.partition(), m.offset()))
     finally:
         consumer.close()

@@ -2116,8 +2116,8 @@ MUTATIONS = (
         "conveyor/state/windows.py",
         (
             (
-                "        self.late = []\n        window = self._window",
-                "        self.late = []\n        stream = -1\n        window = self._window",
+                "        self.late = []\n        add = ",
+                "        self.late = []\n        stream = -1\n        add = ",
             ),
         ),
         ("tests/unit/state/test_windows.py::test_the_grace_boundary_and_late_messages",),
@@ -2143,6 +2143,14 @@ MUTATIONS = (
             ),
         ),
         ("tests/unit/state/test_windows.py::test_sessions_grow_merge_and_close_after_their_gap",),
+    ),
+    Mutation(
+        "state: a local store ahead of its (recreated) changelog opened as if it fit",
+        "conveyor/state/partition_stores.py",
+        (("            if start > high:", "            if False:"),),
+        (
+            "tests/integration/state/test_stores.py::test_a_changelog_recreated_under_a_warm_store_stops_its_partition_with_a_named_error",
+        ),
     ),
 )
 

@@ -18,11 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import confluent_kafka
-
 from conveyor import Admin, Producer
 from conveyor.state import changelog_topic
-from helpers import ServerProcess, conveyor_argv
+from helpers import ServerProcess, conveyor_argv, read_to_end
 from integration.state.test_stores import changelog_values
 
 HERE = Path(__file__).resolve().parent
@@ -93,29 +91,9 @@ def kill_repeatedly(
 
 def committed_counts(bootstrap: str, topic: str, expected: int) -> dict[str, list[int]]:
     """Each key's counts on ``topic``, read committed, in offset order."""
-    reader = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
     counts: dict[str, list[int]] = defaultdict(list)
-    try:
-        partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
-        reader.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
-        ended: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(ended) < len(partitions):
-            assert time.monotonic() < deadline, (len(ended), sum(map(len, counts.values())))
-            for message in reader.consume(500, 0.5):
-                if message.error() is not None:
-                    ended.add(message.partition())
-                    continue
-                counts[message.key().decode()].append(int(message.value()))
-    finally:
-        reader.close()
+    for message in read_to_end(bootstrap, topic):
+        counts[message.key().decode()].append(int(message.value()))
     assert sum(map(len, counts.values())) >= expected
     return counts
 
@@ -215,28 +193,8 @@ def test_each_final_window_is_emitted_exactly_once_through_repeated_sigkills(
 
 def read_windows(bootstrap: str, topic: str) -> list[tuple[tuple[str, int], int]]:
     """Each (key, window start) emitted on ``topic`` with its count, read committed."""
-    reader = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    found: list[tuple[tuple[str, int], int]] = []
-    try:
-        partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
-        reader.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in partitions])
-        ended: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(ended) < len(partitions):
-            assert time.monotonic() < deadline, len(found)
-            for message in reader.consume(500, 0.5):
-                if message.error() is not None:
-                    ended.add(message.partition())
-                    continue
-                value = json.loads(message.value())
-                found.append(((message.key().decode(), value["start"]), value["count"]))
-    finally:
-        reader.close()
+    found = []
+    for message in read_to_end(bootstrap, topic):
+        value = json.loads(message.value())
+        found.append(((message.key().decode(), value["start"]), value["count"]))
     return found

@@ -4,6 +4,7 @@ a memory store restored in full at each start, and a failed batch that writes no
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -11,12 +12,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer as KafkaConsumer
-from confluent_kafka import KafkaError, TopicPartition
-
 from conveyor import Admin, App, Consumer, Producer
+from conveyor.errors import KafkaError
 from conveyor.state import Store, changelog_topic, partition_stores
-from helpers import running
+from helpers import read_to_end, running
 
 KEYS = [f"user-{n}" for n in range(12)]
 
@@ -79,6 +78,19 @@ def ends(bootstrap: str, topic: str) -> dict[int, int]:
         return {p: admin.read_watermark_offsets(topic, p)[1] for p in partitions}
 
 
+def count_until_processed(
+    bootstrap: str, group: str, topic: str, state_dir: Path, store: Store, fail_once: set[int]
+) -> list[Any]:
+    """Run a counting app until it processed all ``topic`` holds; its ``state.restored``
+    events."""
+    app, restored, progress, reached = counting_app(
+        bootstrap, group, topic, state_dir, store, fail_once
+    )
+    with running(app):
+        wait_processed(progress, reached, ends(bootstrap, topic))
+    return restored
+
+
 def wait_processed(
     progress: dict[int, int], reached: threading.Condition, until: dict[int, int]
 ) -> None:
@@ -91,32 +103,7 @@ def wait_processed(
 
 def changelog_values(bootstrap: str, topic: str) -> dict[str, int]:
     """Each key's last value in ``topic``, read to its end (committed records only)."""
-    reader = KafkaConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
-        reader.assign([TopicPartition(topic, p, 0) for p in partitions])
-        values: dict[str, int] = {}
-        at_end: set[int] = set()
-        deadline = time.monotonic() + 30
-        while len(at_end) < len(partitions):
-            assert time.monotonic() < deadline, "the changelog was not read to its end"
-            for message in reader.consume(500, 0.5):
-                error = message.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, error
-                    at_end.add(message.partition())
-                    continue
-                values[message.key().decode()] = int(message.value())
-        return values
-    finally:
-        reader.close()
+    return {m.key().decode(): int(m.value()) for m in read_to_end(bootstrap, topic)}
 
 
 def test_counts_stay_exact_across_a_warm_restart_and_a_restore_from_the_changelog_alone(
@@ -129,33 +116,27 @@ def test_counts_stay_exact_across_a_warm_restart_and_a_restore_from_the_changelo
     try:
         # 1. a first run counts what is there
         expected += produce(kafka_bootstrap, topic, 5)
-        app, restored, progress, reached = counting_app(
+        restored = count_until_processed(
             kafka_bootstrap, group, topic, tmp_path / "state", Store(backend="rocksdb"), set()
         )
-        with running(app):
-            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
         assert changelog_values(kafka_bootstrap, changelog) == expected
         assert {e["partition"] for e in restored} == {0, 1}
         assert all(e["records"] == 0 for e in restored), "an empty changelog replays nothing"
 
         # 2. restarted on the same folder: the store is warm, nothing is replayed
         expected += produce(kafka_bootstrap, topic, 3)
-        app, restored, progress, reached = counting_app(
+        restored = count_until_processed(
             kafka_bootstrap, group, topic, tmp_path / "state", Store(backend="rocksdb"), set()
         )
-        with running(app):
-            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
         assert {e["partition"] for e in restored} == {0, 1}
         assert [e["records"] for e in restored] == [0, 0], restored
         assert changelog_values(kafka_bootstrap, changelog) == expected
 
         # 3. the local files gone (a new machine): restored from the changelog, counts go on
         expected += produce(kafka_bootstrap, topic, 2)
-        app, restored, progress, reached = counting_app(
+        restored = count_until_processed(
             kafka_bootstrap, group, topic, tmp_path / "elsewhere", Store(backend="rocksdb"), set()
         )
-        with running(app):
-            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
         replayed = sum(e["records"] for e in restored)
         assert replayed >= len(KEYS), restored  # every key's value came back from the changelog
         assert changelog_values(kafka_bootstrap, changelog) == expected
@@ -174,19 +155,15 @@ def test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing(
     try:
         expected += produce(kafka_bootstrap, topic, 4)
         # offset 5's batch fails once after counting: its retry must count each message once
-        app, restored, progress, reached = counting_app(
+        restored = count_until_processed(
             kafka_bootstrap, group, topic, tmp_path, Store(backend="memory"), {5, 30}
         )
-        with running(app):
-            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
         assert changelog_values(kafka_bootstrap, changelog) == expected
 
         expected += produce(kafka_bootstrap, topic, 1)
-        app, restored, progress, reached = counting_app(
+        restored = count_until_processed(
             kafka_bootstrap, group, topic, tmp_path, Store(backend="memory"), set()
         )
-        with running(app):
-            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
         [event] = restored
         assert event["records"] > 0, "a memory store starts empty: all of it is replayed"
         assert changelog_values(kafka_bootstrap, changelog) == expected
@@ -233,11 +210,9 @@ def test_a_restore_cut_short_keeps_its_progress_and_the_next_one_goes_on_from_th
         assert 0 < kept < 5_000
 
         expected = produce_one(kafka_bootstrap, topic, "k42")
-        again, restored, progress, reached = counting_app(
+        restored = count_until_processed(
             kafka_bootstrap, group, topic, tmp_path, Store(backend="rocksdb"), set()
         )
-        with running(again):
-            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
         [event] = restored
         assert event["start"] >= kept, "the second restore went on from the first one's progress"
         assert event["records"] <= 5_000 - kept
@@ -252,3 +227,51 @@ def produce_one(bootstrap: str, topic: str, key: str) -> int:
     with Producer({"bootstrap.servers": bootstrap}) as producer:
         producer.produce_sync(topic=topic, key=key, payload=1)
     return int(key[1:]) + 1
+
+
+def test_a_changelog_recreated_under_a_warm_store_stops_its_partition_with_a_named_error(
+    kafka_bootstrap: str, new_topic: Any, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    group = f"counts-{uuid.uuid4().hex[:8]}"
+    changelog = changelog_topic(group, topic, "default")
+    try:
+        produce(kafka_bootstrap, topic, 2)
+        store = Store(backend="rocksdb")
+        count_until_processed(kafka_bootstrap, group, topic, tmp_path, store, set())
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:  # recreated, empty
+            admin.delete_topic(changelog)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    admin.create_topic(changelog, 1, config={"cleanup.policy": "compact"})
+                    break
+                except KafkaError:  # still being deleted
+                    assert time.monotonic() < deadline
+                    threading.Event().wait(0.2)
+        produce(kafka_bootstrap, topic, 1)
+        refused = threading.Event()
+        reasons: list[str] = []
+
+        class Seen(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if "ChangelogMismatchError" in record.getMessage():
+                    reasons.append(record.getMessage())
+                    refused.set()
+
+        seen = Seen()
+        logging.getLogger("conveyor.processing").addHandler(seen)
+        try:
+            app, _restored, progress, _reached = counting_app(
+                kafka_bootstrap, group, topic, tmp_path, store, set()
+            )
+            with running(app):
+                assert refused.wait(30), "the mismatch was not reported"
+                assert progress == {}, "the partition ran with a store its changelog lacks"
+        finally:
+            logging.getLogger("conveyor.processing").removeHandler(seen)
+        assert "deleted or recreated" in reasons[0]
+        assert str(tmp_path) in reasons[0], "it names the folder to delete"
+    finally:
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+            admin.delete_topic(changelog)
