@@ -63,6 +63,7 @@ from helpers import free_ports  # noqa: E402  (tests/ holds the shared test help
 RATE = 200  # input messages a second
 FAULT_EVERY = (12.0, 20.0)
 FREEZE = 10.0
+SLOW_RECOVERY = 5.0  # seconds: a recovery slower than this is explained in the report
 RSS_GROWTH = 0.15
 WITNESS = 1  # the swarm node never killed: its memory is judged
 console = Console(stderr=True, width=120)
@@ -75,6 +76,7 @@ class Fault:
     began: float
     ended: float = 0.0
     recovered: float | None = None  # seconds from its end to the next message copied
+    wall: float = field(default_factory=time.time)  # when it began, as the nodes' logs say it
 
 
 @dataclass
@@ -123,6 +125,7 @@ class Soak:
         self.faults: list[Fault] = []
         self.samples: dict[int, Samples] = {}
         self.progress: list[tuple[float, int]] = []  # (monotonic, inputs committed)
+        self.unread: list[tuple[float, str]] = []  # (monotonic, error) when progress was unread
         self.stopping = threading.Event()
         self.sampling = threading.Event()
         self.sampling.set()
@@ -332,8 +335,10 @@ class Soak:
             while not self.stopping.wait(0.5):
                 try:
                     found = reader.committed(self._inputs(), timeout=2)
-                except confluent_kafka.KafkaException:
-                    continue  # a broker down or frozen, offsets held by a transaction: again
+                except confluent_kafka.KafkaException as error:
+                    # a broker down or frozen, offsets held by a transaction: again
+                    self.unread.append((time.monotonic(), str(error.args[0])))
+                    continue
                 total = sum(max(tp.offset, 0) for tp in found)
                 now = time.monotonic()
                 if not self.progress or total > self.progress[-1][1]:
@@ -537,6 +542,31 @@ class Soak:
                     )
         return judged
 
+    def _explain_slow_recoveries(self) -> None:
+        """For each recovery slower than SLOW_RECOVERY: when copying last moved before the fault
+        ended, how often the progress reader itself failed meanwhile (a slow reader is not a slow
+        app), and the warnings the nodes logged from the fault's start to its recovery."""
+        log = (self.workdir / "swarm.log").read_text(errors="replace").splitlines()
+        stamped = [(stamp, line) for line in log if (stamp := _log_time(line)) is not None]
+        for fault in self.faults:
+            if fault.recovered is None or fault.recovered <= SLOW_RECOVERY:
+                continue
+            back = fault.ended + fault.recovered
+            moved = [at for at, _ in self.progress if at <= fault.ended]
+            stalled = f"{fault.ended - moved[-1]:.1f} s before it ended" if moved else "never"
+            unread = [error for at, error in self.unread if fault.ended <= at <= back]
+            console.print(
+                f"  slow recovery: {fault.kind} {fault.target} ({fault.ended - fault.began:.1f}"
+                f" s), back after {fault.recovered:.1f} s; copies last moved {stalled}; the"
+                f" progress reader failed {len(unread)} times meanwhile"
+                + (f" ({unread[-1][:120]})" if unread else "")
+            )
+            since = fault.wall
+            until = fault.wall + (back - fault.began)
+            window = "\n".join(line for stamp, line in stamped if since <= stamp <= until)
+            for line in _warnings(window)[-12:]:
+                console.print(f"    logged: {escape(line)}")
+
     def _print(
         self, checks: dict[str, bool], inputs: dict[str, Any], recoveries: list[float]
     ) -> None:
@@ -549,6 +579,7 @@ class Soak:
                 "-" if fault.recovered is None else f"{fault.recovered:.1f} s",
             )  # fmt: skip
         console.print(table)
+        self._explain_slow_recoveries()
         verdicts = Table(title="invariants")
         verdicts.add_column("check")
         verdicts.add_column("held")
@@ -568,6 +599,13 @@ class Soak:
             },  # first and last sample, and the seconds between: per node process
         }  # fmt: skip
         print(json.dumps(summary), flush=True)
+
+
+def _log_time(line: str) -> float | None:
+    """The wall-clock time a log record of the nodes' says it was written at."""
+    if _RECORD.match(line) is None:
+        return None
+    return time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
 
 
 def _order_breaks(relayed: Any) -> list[str]:
