@@ -1,5 +1,5 @@
-"""The peers' environment: aiokafka, FastStream, Celery and Dramatiq (and what they pull in:
-pydantic, redis-py), pinned,
+"""The peers' environment: aiokafka, FastStream, Celery, Dramatiq and Quix Streams (and what
+they pull in: pydantic, redis-py, rocksdict), pinned,
 in a virtualenv of its own beside the checkout (``.venv-bench-peers``, made once), never among
 Conveyor's dependencies. The benchmarks run the peers' sides with its interpreter."""
 
@@ -14,7 +14,7 @@ __all__ = ["PEERS", "PEER_PACKAGES", "peers_python"]
 PEERS = Path(__file__).resolve().parent.parent / ".venv-bench-peers"
 PEER_PACKAGES = (
     "aiokafka==0.14.0", "faststream[kafka]==0.7.8", "celery[redis]==5.5.3",
-    "dramatiq[redis]==1.17.1",
+    "dramatiq[redis]==1.17.1", "quixstreams==3.28.1",
 )  # fmt: skip
 
 

@@ -2023,12 +2023,104 @@ MUTATIONS = (
         "conveyor/processing/executor.py",
         (
             (
-                "        if stores is not None and not self._flushed(stores, batch, started):",
-                "        if False:",
+                "            if not deferred and not self._flushed(stores, batch, started):",
+                "            if False:",
             ),
         ),
         (
             "tests/integration/state/test_stores.py::test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing",
+        ),
+    ),
+    Mutation(
+        "state: a flush marks the batches' offsets without writing their stores",
+        "conveyor/processing/store_flush.py",
+        (
+            (
+                "            if stores.dirty:\n                stores.flush(owner.producer())",
+                "            if False:\n                pass",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing",
+        ),
+    ),
+    Mutation(
+        "state: store writes flushed at each batch's end (the flush interval ignored)",
+        "conveyor/processing/store_flush.py",
+        (
+            (
+                "        due = time.monotonic() - self._flushed_at >= self.interval",
+                "        due = True",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_a_hot_key_written_by_many_batches_costs_one_changelog_record_per_flush",
+        ),
+    ),
+    Mutation(
+        "state: a partition whose backlog ran dry keeps its writes unflushed",
+        "conveyor/processing/executor.py",
+        (
+            (
+                "                    flush = ending and self._kept_writes() and not self.revoked",
+                "                    flush = False",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_a_hot_key_written_by_many_batches_costs_one_changelog_record_per_flush",
+        ),
+    ),
+    Mutation(
+        "state: a window's closing times kept after a failed batch (its closed windows lost)",
+        "conveyor/state/windows.py",
+        (
+            (
+                "        if self._index is not None and self._generation == state.generation:",
+                "        if self._index is not None:",
+            ),
+        ),
+        (
+            "tests/unit/state/test_windows.py::test_a_window_a_failed_batch_closed_closes_again_when_the_batch_runs_again",
+        ),
+    ),
+    Mutation(
+        "state: Store(rebuild=True) stops the partition as if it were False",
+        "conveyor/state/partition_stores.py",
+        (("                        if not store.rebuild:", "                        if True:"),),
+        (
+            "tests/integration/state/test_stores.py::test_a_changelog_recreated_under_a_warm_store_stops_its_partition_or_rebuilds_it",
+        ),
+    ),
+    Mutation(
+        "transactions: a slow send_offsets waits out its timeout un-nudged (#5511)",
+        "conveyor/driver/producers.py",
+        (
+            (
+                "                kafka.list_topics(timeout=2.0)\n        if not returned.is_set():",
+                "                pass\n        if not returned.is_set():",
+            ),
+        ),
+        (
+            "tests/unit/driver/test_producers.py::test_a_send_offsets_waiting_for_a_returned_broker_is_nudged_on_and_the_client_kept",
+        ),
+    ),
+    Mutation(
+        "state: a failed batch drops the earlier batches' unflushed writes too",
+        "conveyor/state/view.py",
+        (
+            (
+                """        if self._writes:
+            self.generation += 1
+        self._writes.clear()
+        self._raw_keys.clear()""",
+                """        if self._writes:
+            self.generation += 1
+        self.applied()""",
+            ),
+        ),
+        (
+            "tests/unit/state/test_store.py::test_a_failed_batch_drops_its_own_writes_and_keeps_the_earlier_batches_for_the_flush",
+            "tests/integration/state/test_stores.py::test_a_hot_key_written_by_many_batches_costs_one_changelog_record_per_flush",
         ),
     ),
     Mutation(
@@ -2149,7 +2241,7 @@ MUTATIONS = (
         "conveyor/state/partition_stores.py",
         (("            if start > high:", "            if False:"),),
         (
-            "tests/integration/state/test_stores.py::test_a_changelog_recreated_under_a_warm_store_stops_its_partition_with_a_named_error",
+            "tests/integration/state/test_stores.py::test_a_changelog_recreated_under_a_warm_store_stops_its_partition_or_rebuilds_it",
         ),
     ),
 )

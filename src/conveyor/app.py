@@ -104,6 +104,9 @@ class App:
             0.25).
         state_dir: the folder of the routes' state stores (default ``state``, in the working
             directory); see the state guide.
+        state_flush_interval: seconds a partition's store writes may wait, with its offsets,
+            before they go to the changelogs and the local stores together (default 1.0; 0
+            writes each batch's at its end); see the state guide.
 
     Raises:
         ConfigurationError: an unknown setting, a wrong type or an impossible value (named).
@@ -135,6 +138,7 @@ class App:
         instance_id: str | None = DEFAULT,
         event_loop_blocked_after: float | None = DEFAULT,
         state_dir: str | os.PathLike[str] = DEFAULT,
+        state_flush_interval: float = DEFAULT,
         **unknown: Any,
     ) -> None:
         self.settings = settings_from_environment(
@@ -153,6 +157,7 @@ class App:
                 "instance_id": instance_id,
                 "event_loop_blocked_after": event_loop_blocked_after,
                 "state_dir": state_dir,
+                "state_flush_interval": state_flush_interval,
             },
             kafka,
             oauth_token_provider=oauth_token_provider,

@@ -115,6 +115,7 @@ APP_VARIABLES: tuple[Variable, ...] = (
     Variable("CONVEYOR_EVENT_LOOP_BLOCKED_AFTER", "event_loop_blocked_after",
              "seconds, or none", _or_none(_seconds)),
     Variable("CONVEYOR_STATE_DIR", "state_dir", "a folder (the state stores' files)"),
+    Variable("CONVEYOR_STATE_FLUSH_INTERVAL", "state_flush_interval", "seconds", _seconds),
 )  # fmt: skip
 """The ``App`` settings an environment variable can set (when the code does not)."""
 

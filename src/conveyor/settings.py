@@ -75,6 +75,11 @@ class AppSettings:
     """The folder of the routes' state stores (see :mod:`conveyor.state`): relative to the
     working directory unless absolute; laid out by group and by the process's slot, so that a
     restarted process reopens its predecessor's stores."""
+    state_flush_interval: float = 1.0
+    """Seconds the store writes of a partition's batches may wait before they are flushed to
+    the changelogs and the local stores, and the batches' offsets marked (also when the
+    partition has nothing more to run); 0 flushes each batch at its end. A key written by
+    many batches in between costs one changelog record."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Where each setting came from: ``argument``, ``$VARIABLE`` (the environment) or
     ``default``; librdkafka's as ``kafka: <name>`` (see :mod:`conveyor.environment`)."""
@@ -106,6 +111,7 @@ _DEFAULTS = {
         "instance_id",
         "event_loop_blocked_after",
         "state_dir",
+        "state_flush_interval",
     )
 }
 
@@ -175,6 +181,7 @@ def build_app_settings(
     instance_id: Any = None,
     event_loop_blocked_after: Any = AppSettings.event_loop_blocked_after,
     state_dir: Any = AppSettings.state_dir,
+    state_flush_interval: Any = AppSettings.state_flush_interval,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
     """Check every setting and return them frozen (the defaults are :class:`AppSettings`'s,
@@ -220,15 +227,8 @@ def build_app_settings(
         check_count("gc_threshold", gc_threshold, minimum=100)
     if event_loop_blocked_after is not None:
         check_seconds("event_loop_blocked_after", event_loop_blocked_after)
-    if instance_id is not None and (
-        not isinstance(instance_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,200}", instance_id)
-    ):
-        raise ConfigurationError(
-            "instance_id must be None or a string of 1-200 letters, digits, '.', '_' or '-' "
-            f"(a pod's name, say), got {instance_id!r}",
-            "instance_id",
-        )
-    state_dir = _folder("state_dir", state_dir)
+    _check_instance_id(instance_id)
+    state_dir, state_flush_interval = _state_settings(state_dir, state_flush_interval)
     kafka = dict(kafka)
     check_group_protocol(kafka)
     if oauth_token_provider is not None:
@@ -256,7 +256,27 @@ def build_app_settings(
             None if event_loop_blocked_after is None else float(event_loop_blocked_after)
         ),
         state_dir=state_dir,
+        state_flush_interval=state_flush_interval,
     )
+
+
+def _check_instance_id(instance_id: Any) -> None:
+    if instance_id is not None and (
+        not isinstance(instance_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,200}", instance_id)
+    ):
+        raise ConfigurationError(
+            "instance_id must be None or a string of 1-200 letters, digits, '.', '_' or '-' "
+            f"(a pod's name, say), got {instance_id!r}",
+            "instance_id",
+        )
+
+
+def _state_settings(state_dir: Any, state_flush_interval: Any) -> tuple[str, float]:
+    """The state stores' settings, checked: their folder, and the flush interval (0: each
+    batch's writes at its end)."""
+    if isinstance(state_flush_interval, bool) or state_flush_interval != 0:
+        check_seconds("state_flush_interval", state_flush_interval)
+    return _folder("state_dir", state_dir), float(state_flush_interval)
 
 
 def _check_kafka(kafka: Any) -> None:

@@ -385,7 +385,16 @@ class ProducerClient:
         # of its own, so that a hung one costs this client (rebuilt) and not the worker, the
         # transaction lock and with them every transactional consumer of the process.
         threading.Thread(target=send, name="conveyor-send-offsets", daemon=True).start()
-        if not returned.wait(timeout + _SEND_OFFSETS_GRACE):
+        # A slow call may be the lookup of a coordinator whose broker stopped, which librdkafka
+        # retries only on a broker's state change (#5511): a metadata request every few seconds
+        # brings the returned broker back in, and the call goes on instead of running out.
+        deadline = time.monotonic() + timeout + _SEND_OFFSETS_GRACE
+        while not returned.wait(max(0.0, min(_UNSTICK_EVERY, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                break
+            with contextlib.suppress(Exception):
+                kafka.list_topics(timeout=2.0)
+        if not returned.is_set():
             _unstick(kafka, returned)
             failure = TransactionError(
                 f"{context}librdkafka did not return within "

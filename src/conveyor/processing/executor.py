@@ -3,9 +3,11 @@
 The listener adds fetched messages; at most one job per partition runs on the worker pool
 at a time and takes batches of up to ``max_messages`` until nothing is pending, so order
 within the partition holds while partitions run in parallel. After ``consume()`` returns,
-the batch's last offset is marked for the listener's next commit; if it raises, the topic's
-:class:`~conveyor.processing.strategies.FailurePolicy` says whether the batch is retried
-after a pause (from its first unmarked message) or that message is dispatched or skipped.
+the batch's last offset is marked for the listener's next commit (on a route with state
+stores, with the flush of their writes: :mod:`conveyor.processing.store_flush`); if it
+raises, the topic's :class:`~conveyor.processing.strategies.FailurePolicy` says whether the
+batch is retried after a pause (from its first unmarked message) or that message is
+dispatched or skipped.
 
 The executor is the only writer of its partition's state (under its lock). What it needs
 from librdkafka (pause, resume, seek, a synchronous commit, the group's metadata) it asks of
@@ -33,6 +35,7 @@ from conveyor.processing.filters import Filtered, apply_filters
 from conveyor.processing.model_check import check_models
 from conveyor.processing.partition_core import PartitionCore, RunningBatch
 from conveyor.processing.snapshot import LaneState
+from conveyor.processing.store_flush import StoreFlush
 
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
@@ -91,6 +94,11 @@ class PartitionExecutor(PartitionCore):
         self._restoring = False  # its stores are on the restore thread
         self._paused_for_restore = False  # fetching paused while they are
         self._restore_failures = 0
+        self._flushes = (  # batches whose store writes wait for the next flush
+            None
+            if self.stores is None
+            else StoreFlush(self, self.stores, context.settings.state_flush_interval)
+        )
         if self.stores is not None:  # restored from assignment on: ready when messages come
             self.held = True
             self._restoring = True
@@ -200,7 +208,12 @@ class PartitionExecutor(PartitionCore):
                 resume_fetching = drained = False
                 with self.lock:
                     pending = self.pending
-                    if self.revoked or self.stopped or self.held or not (pending.size or self.eof):
+                    ending = (
+                        self.revoked or self.stopped or self.held or not (pending.size or self.eof)
+                    )
+                    # the job ends: what its batches wrote is flushed first
+                    flush = ending and self._kept_writes() and not self.revoked
+                    if ending and not flush:
                         self.scheduled = False
                         successor, self.successor = self.successor, None
                         if successor is not None:
@@ -208,16 +221,20 @@ class PartitionExecutor(PartitionCore):
                         if self.revoked or self.stopped:
                             self.close_stores()  # the files stay; a successor reopens them
                         return
-                    batch = pending.take(self.max_messages)
-                    eof = self.eof and not pending.size
-                    if eof:
-                        self.eof = False
-                    drained = self._told_over_limit and pending.size < self._low_water
-                    if drained:
-                        self._told_over_limit = False
-                    if self.backpressure and pending.size < self._low_water:
-                        self.backpressure = False
-                        resume_fetching = True
+                    if not flush:
+                        batch = pending.take(self.max_messages)
+                        eof = self.eof and not pending.size
+                        if eof:
+                            self.eof = False
+                        drained = self._told_over_limit and pending.size < self._low_water
+                        if drained:
+                            self._told_over_limit = False
+                        if self.backpressure and pending.size < self._low_water:
+                            self.backpressure = False
+                            resume_fetching = True
+                if flush:
+                    self._flush_kept()
+                    continue
                 if drained:
                     listener.drained(self)
                 if resume_fetching:
@@ -328,14 +345,32 @@ class PartitionExecutor(PartitionCore):
             self.running = None
         if started is None:
             return
-        if stores is not None and not self._flushed(stores, batch, started):
-            return
+        deferred = False
+        if stores is not None:
+            flushes = self._flushes
+            assert flushes is not None
+            deferred = (
+                not self.route.manual_offset_management
+                and not self.revoked
+                and not self._abort_batch
+                and flushes.defer(first, through)
+            )
+            if not deferred and not self._flushed(stores, batch, started):
+                return
         self.attempt = 0
-        if not self._abort_batch and not self.route.manual_offset_management:
+        if not deferred and not self._abort_batch and not self.route.manual_offset_management:
             self.mark(through, sync=False)
         self.hooks.consumed(consumer, batch, started)
         if hold is not None and not self._abort_batch:
             self._hold(hold[2])
+
+    def _kept_writes(self) -> bool:
+        """Whether batches' store writes (and offsets) wait for a flush."""
+        return self._flushes is not None and self._flushes.waiting
+
+    def _flush_kept(self) -> bool:
+        assert self._flushes is not None
+        return self._flushes.flush()
 
     def _flush_tick(self, ticked: bool) -> None:
         """What ``tick()`` wrote to the stores (windows it closed) is written now, as a
@@ -346,6 +381,9 @@ class PartitionExecutor(PartitionCore):
             return
         if not ticked or self.revoked:
             stores.discard()
+            return
+        if self._kept_writes():  # with the batches' writes before it
+            self._flush_kept()
             return
         failure = self._write_stores(stores)
         if failure is not None:
@@ -481,6 +519,8 @@ class PartitionExecutor(PartitionCore):
         self.running = None
         if self.stores is not None:
             self.stores.discard()  # what the failed batch wrote is gone with it
+            if self._kept_writes() and not self._flush_kept():
+                return  # the batches before it run again, and it with them
         marked = self.marked
         first_unmarked = marked if marked is not None else batch[0].offset()
         verdict = self.policy.failed(
@@ -585,6 +625,8 @@ class PartitionExecutor(PartitionCore):
         while the listener polls can wait for that poll (and the next) to let go."""
         if self.revoked:
             return False
+        if self._kept_writes() and not self._flush_kept():
+            return False  # a later offset is never marked before earlier batches' writes
         if metadata is not None:
             self.metadata.mark(next_offset, metadata)  # before the offset: a commit sees both
             if self.transactional:  # the transaction that marks it committed it, with it

@@ -24,8 +24,9 @@ class ChangelogMismatchError(StateError):
     local copy has reached, or now starts after it (records the copy lacks were deleted).
 
     What to do: if the changelog was recreated on purpose, delete the store's local folder
-    (the message names it) or run ``conveyor state rebuild``; the store is then rebuilt from
-    what the changelog holds. Otherwise find who deleted the topic.
+    (the message names it), or declare the store with ``Store(rebuild=True)`` to have that
+    done when it happens; the store is then rebuilt from what the changelog holds. Otherwise
+    find who deleted the topic.
     """
 
 

@@ -1,12 +1,13 @@
 """The stores of one assigned partition: opened (and restored from their changelogs) before its
 first batch, written at the end of each batch, closed when the partition goes.
 
-The end of a batch (:meth:`PartitionStores.flush`): each store's write-set is encoded once
-per key and produced to the store's changelog partition (the input's partition number), and
-only when the broker acknowledged all of it is the local backend written, in one batch with
-the changelog offset reached. The partition's offset is marked after that. So the local copy
-never holds what the changelog lacks, and a crash at any point loses nothing: the batch runs
-again (at least once) and writes the same keys again.
+A flush (:meth:`PartitionStores.flush`, every ``state_flush_interval`` and when the
+partition's backlog runs dry): each store's writes since the last flush are encoded once per
+key and produced to the store's changelog partition (the input's partition number), and only
+when the broker acknowledged all of it is the local backend written, in one batch with the
+changelog offset reached. The offsets of the batches it covers are marked after that. So the
+local copy never holds what the changelog lacks, and a crash at any point loses nothing: the
+batches since the last flush run again (at least once) and write the same keys again.
 
 A store partition is opened once per process even when the partition is revoked and assigned
 again while its last batch runs (:class:`OpenStores` counts who holds it): RocksDB allows one
@@ -16,6 +17,7 @@ open per folder.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -78,17 +80,19 @@ class OpenStores:
             self._open[folder] = _Opened(made)
             return made
 
-    def release(self, folder: Path) -> None:
+    def release(self, folder: Path) -> bool:
+        """Let go of ``folder``'s store partition; whether that closed it (no holder left)."""
         with self._lock:
             opened = self._open.get(folder)
             if opened is None:
-                return
+                return True
             opened.holders -= 1
             if opened.holders:
-                return
+                return False
             del self._open[folder]
             backend = opened.backend
         backend.close()
+        return True
 
     def close_all(self) -> None:
         with self._lock:
@@ -158,7 +162,13 @@ class PartitionStores:
                 raw = backend.meta(_CHANGELOG_OFFSET)
                 offset = int(raw) if raw else 0
                 if store.changelog:
-                    restored = self._restore(name, backend, offset, folder)
+                    try:
+                        restored = self._restore(name, backend, offset, folder)
+                    except ChangelogMismatchError as mismatch:
+                        if not store.rebuild:
+                            raise
+                        backend = self._emptied(name, store, folder, mismatch)
+                        restored = self._restore(name, backend, 0, folder)
                     done.append(restored)
             except BaseException:
                 self._registry.release(folder)
@@ -175,6 +185,20 @@ class PartitionStores:
             for restored in done:
                 self._on_restored(self.topic, self.partition, restored)
         return done
+
+    def _emptied(
+        self, name: str, store: Store, folder: Path, mismatch: ChangelogMismatchError
+    ) -> Backend:
+        """``Store(rebuild=True)``: the local files that do not fit the changelog deleted, and
+        the store opened again empty (to be restored from all the changelog holds)."""
+        if not self._registry.release(folder):  # another holder has it open: not deletable
+            self._registry.acquire(store.backend_name, folder)
+            raise mismatch
+        _log.warning("%s; rebuilding it from the changelog (Store(rebuild=True))", mismatch)
+        shutil.rmtree(folder, ignore_errors=True)
+        backend = self._registry.acquire(store.backend_name, folder)
+        self._check_codec(name, store, backend, folder)
+        return backend
 
     def _check_codec(self, name: str, store: Store, backend: Backend, folder: Path) -> None:
         written = backend.meta(_CODEC)
@@ -198,7 +222,8 @@ class PartitionStores:
                 raise ChangelogMismatchError(
                     f"store {name!r} of {self.topic}/{self.partition} holds the changelog "
                     f"{topic} up to offset {start}, but the changelog ends at {high}: it was "
-                    f"deleted or recreated. Delete {folder} to rebuild the store from it."
+                    f"deleted or recreated. Delete {folder} to rebuild the store from it (or "
+                    "declare Store(rebuild=True))."
                 )
             if start == 0:
                 start = low  # nothing local: all the changelog holds
@@ -206,7 +231,8 @@ class PartitionStores:
                 raise ChangelogMismatchError(
                     f"store {name!r} of {self.topic}/{self.partition}: the changelog {topic} "
                     f"now starts at {low}, after the local copy's offset {start}: records it "
-                    f"lacks were deleted. Delete {folder} to rebuild the store from the changelog."
+                    f"lacks were deleted. Delete {folder} to rebuild the store from the changelog "
+                    "(or declare Store(rebuild=True))."
                 )
             if start == high:
                 return Restored(name, 0, 0, time.monotonic() - began, start, start)
@@ -260,10 +286,22 @@ class PartitionStores:
 
     @property
     def dirty(self) -> bool:
+        """Whether anything was written since the last flush."""
         return any(view.dirty for view in self.views.values())
 
+    @property
+    def kept(self) -> int:
+        """How many keys the batches since the last flush wrote, over the stores."""
+        return sum(view.kept for view in self.views.values())
+
+    def keep(self) -> None:
+        """The batch ended well: its writes wait with the earlier ones for the next flush."""
+        for view in self.views.values():
+            view.keep()
+
     def flush(self, producer: Any) -> None:
-        """Write each store's batch to its changelog and, once acknowledged, to the backend.
+        """Write each store's writes since the last flush to its changelog and, once
+        acknowledged, to the backend.
 
         Raises:
             DeliveryError: a changelog record was not delivered (nothing is written locally;
@@ -272,9 +310,9 @@ class PartitionStores:
         self.apply(self.stage(producer))
 
     def stage(self, producer: Any) -> list[tuple[str, dict[bytes, bytes | None], dict[str, bytes]]]:
-        """Produce each store's batch to its changelog with ``producer`` (inside its
-        transaction, for exactly-once) and wait for the acknowledgements; returns what
-        :meth:`apply` writes locally once that is committed. The batch's writes stay meanwhile."""
+        """Produce each store's writes since the last flush to its changelog with ``producer``
+        (inside its transaction, for exactly-once) and wait for the acknowledgements; returns
+        what :meth:`apply` writes locally once that is committed. The writes stay meanwhile."""
         staged = []
         for name, view in self.views.items():
             if not view.dirty:
@@ -300,9 +338,14 @@ class PartitionStores:
             self.views[name].applied()
 
     def discard(self) -> None:
-        """The batch failed: drop what each store's batch wrote."""
+        """The batch failed: drop what each store's batch wrote (not the batches' before it)."""
         for view in self.views.values():
             view.discard()
+
+    def discard_all(self) -> None:
+        """Drop every write not flushed (a flush failed: their batches run again)."""
+        for view in self.views.values():
+            view.discard_all()
 
     def close(self) -> None:
         """The partition is gone from here: let go of its store partitions (files stay)."""
@@ -310,7 +353,7 @@ class PartitionStores:
             self._closed = True
             held, self._held = self._held, {}
             for view in self.views.values():
-                view.discard()
+                view.discard_all()
             self.views.clear()
         for folder, _backend in held.values():
             self._registry.release(folder)

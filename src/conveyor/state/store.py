@@ -152,12 +152,17 @@ class Store:
         values: ``"json"`` (the default), ``"pickle"``, ``"bytes"``, or a :class:`Codec`.
         changelog: ``False`` keeps the store local only: nothing restores it on another
             process, and a memory store starts empty at each assignment.
+        rebuild: ``True`` deletes local files that do not fit the changelog (it was deleted
+            or recreated, or lost the records they stop at) and rebuilds the store from what
+            the changelog holds, with a warning; ``False`` (the default) stops the partition
+            with :class:`~conveyor.state.ChangelogMismatchError`, naming the folder.
     """
 
     backend: BackendName | None = None
     keys: Literal["str", "bytes", "json"] = "str"
     values: str | Codec = "json"
     changelog: bool = True
+    rebuild: bool = False
     codec: Codec = field(init=False, repr=False, compare=False)
     key_codec: KeyCodec = field(init=False, repr=False, compare=False)
 
@@ -193,6 +198,8 @@ class Store:
             )
         if not isinstance(self.changelog, bool):
             raise ConfigurationError("Store(changelog=...) must be True or False", "changelog")
+        if not isinstance(self.rebuild, bool):
+            raise ConfigurationError("Store(rebuild=...) must be True or False", "rebuild")
         codec = _VALUE_CODECS[self.values] if isinstance(self.values, str) else self.values
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "key_codec", KeyCodec(self.keys))

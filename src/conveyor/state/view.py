@@ -1,10 +1,12 @@
 """A store partition as a consumer sees it: a mapping whose writes wait for the batch's end.
 
-Reads see the batch's own writes first, then the backend. Writes are kept as Python objects
-in a write-set, one entry per key however often the batch writes it; at the batch's end the
-partition encodes each written key once, sends it to the changelog and writes the backend in
-one batch (:meth:`State.changes`, :meth:`State.applied`). A batch that fails drops its
-write-set (:meth:`State.discard`): the store holds only what was committed.
+Reads see the batch's own writes first, then the writes of the batches before it that are
+not flushed yet, then the backend. Writes are kept as Python objects in a write-set, one entry
+per key however often it is written; a batch that ends well keeps its writes with the
+unflushed ones (:meth:`State.keep`), and a flush (every ``state_flush_interval``, and when
+the partition's job ends) encodes each written key once, sends it to the changelog and writes
+the backend in one batch (:meth:`State.changes`, :meth:`State.applied`). A batch that fails
+drops its own writes only (:meth:`State.discard`): the store holds only what was flushed.
 
 A value read and changed in place (``state["k"].append(1)``) is not written: assign it back.
 """
@@ -44,8 +46,11 @@ class State(MutableMapping[Any, Any]):
         "_decode_key",
         "_encode",
         "_encode_key",
+        "_kept",
+        "_kept_raw_keys",
         "_raw_keys",
         "_writes",
+        "generation",
         "name",
     )
 
@@ -54,6 +59,11 @@ class State(MutableMapping[Any, Any]):
         self._backend = backend
         self._writes: dict[Any, Any] = {}
         self._raw_keys: dict[Any, bytes] = {}  # each written key encoded, once per batch
+        self._kept: dict[Any, Any] = {}  # earlier batches' writes, not flushed yet
+        self._kept_raw_keys: dict[Any, bytes] = {}
+        self.generation = 0
+        """Counts the times writes were dropped: what a reader built from this store's
+        contents in memory (a window's index of closing times) is stale when it changed."""
         self._encode = store.codec.encode
         self._decode = store.codec.decode
         self._encode_key = store.key_codec.encode
@@ -65,25 +75,32 @@ class State(MutableMapping[Any, Any]):
         writes = self._writes
         if key in writes:
             value = writes[key]
-            if value is _DELETED:
+        elif key in self._kept:
+            value = self._kept[key]
+        else:
+            raw = self._backend.get(self._encode_key(key))
+            if raw is None:
                 raise KeyError(key)
-            return value
-        raw = self._backend.get(self._encode_key(key))
-        if raw is None:
+            return self._decode(raw)
+        if value is _DELETED:
             raise KeyError(key)
-        return self._decode(raw)
+        return value
 
     def get(self, key: Any, default: Any = None) -> Any:
         writes = self._writes
         if key in writes:
             value = writes[key]
-            return default if value is _DELETED else value
-        raw = self._backend.get(self._encode_key(key))
-        return default if raw is None else self._decode(raw)
+        elif key in self._kept:
+            value = self._kept[key]
+        else:
+            raw = self._backend.get(self._encode_key(key))
+            return default if raw is None else self._decode(raw)
+        return default if value is _DELETED else value
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if key not in self._writes:  # a key of the wrong type fails here, not at the batch's end
-            self._raw_keys[key] = self._encode_key(key)
+            raw = self._kept_raw_keys.get(key)
+            self._raw_keys[key] = self._encode_key(key) if raw is None else raw
         self._writes[key] = value
 
     def __delitem__(self, key: Any) -> None:
@@ -95,16 +112,18 @@ class State(MutableMapping[Any, Any]):
         writes = self._writes
         if key in writes:
             return writes[key] is not _DELETED
+        if key in self._kept:
+            return self._kept[key] is not _DELETED
         return self._backend.get(self._encode_key(key)) is not None
 
     def __iter__(self) -> Iterator[Any]:
-        writes = self._writes
+        writes = {**self._kept, **self._writes}
         decode_key = self._decode_key
         for raw_key, _value in self._backend.items():
             key = decode_key(raw_key)
             if key not in writes:
                 yield key
-        for key, value in list(writes.items()):
+        for key, value in writes.items():
             if value is not _DELETED:
                 yield key
 
@@ -112,21 +131,39 @@ class State(MutableMapping[Any, Any]):
         return sum(1 for _key in self)
 
     def __repr__(self) -> str:
-        return f"<State {self.name!r}: {len(self._writes)} keys written in this batch>"
+        return (
+            f"<State {self.name!r}: {len(self._writes)} keys written in this batch,"
+            f" {len(self._kept)} kept from the batches before it>"
+        )
 
-    # -- the batch's end (the partition's) ------------------------------------------------------
+    # -- the batch's end, and the flush (the partition's) ---------------------------------------
 
     @property
     def dirty(self) -> bool:
-        """Whether this batch wrote anything."""
-        return bool(self._writes)
+        """Whether anything was written since the last flush."""
+        return bool(self._writes) or bool(self._kept)
+
+    @property
+    def kept(self) -> int:
+        """How many keys the batches since the last flush wrote."""
+        return len(self._kept)
+
+    def keep(self) -> None:
+        """The batch ended well: its writes join the unflushed ones (the next flush's)."""
+        if self._writes:
+            self._kept.update(self._writes)
+            self._kept_raw_keys.update(self._raw_keys)
+            self._writes.clear()
+            self._raw_keys.clear()
 
     def changes(self) -> dict[bytes, bytes | None]:
-        """The batch's writes, encoded: one entry per key, ``None`` for a deleted key."""
-        encode, raw_keys = self._encode, self._raw_keys
+        """The writes since the last flush, encoded: one entry per key (the batch's own last),
+        ``None`` for a deleted key."""
+        encode = self._encode
+        writes = {**self._kept, **self._writes} if self._kept else self._writes
+        raws = {**self._kept_raw_keys, **self._raw_keys} if self._kept else self._raw_keys
         return {
-            raw_keys[key]: None if value is _DELETED else encode(value)
-            for key, value in self._writes.items()
+            raws[key]: None if value is _DELETED else encode(value) for key, value in writes.items()
         }
 
     def commit_to_backend(self) -> None:
@@ -137,10 +174,22 @@ class State(MutableMapping[Any, Any]):
             self.applied()
 
     def applied(self) -> None:
-        """The batch's writes are in the backend now: reads go there."""
+        """The writes since the last flush are in the backend now: reads go there."""
+        self._writes.clear()
+        self._raw_keys.clear()
+        self._kept.clear()
+        self._kept_raw_keys.clear()
+
+    def discard(self) -> None:
+        """The batch failed: forget what it wrote (the earlier batches' writes stay)."""
+        if self._writes:
+            self.generation += 1
         self._writes.clear()
         self._raw_keys.clear()
 
-    def discard(self) -> None:
-        """The batch failed: forget what it wrote."""
+    def discard_all(self) -> None:
+        """A flush failed, or the partition is gone: forget every write not flushed (their
+        batches run again)."""
+        if self._writes or self._kept:
+            self.generation += 1
         self.applied()

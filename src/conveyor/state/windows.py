@@ -218,6 +218,7 @@ class PartitionWindow:
         self._window = declared.window
         self._aggregations = list(declared.aggregations.items())
         self._index: list[int] | None = None  # a heap of the times windows close at
+        self._generation = -1  # the store's generation the index was loaded at
         self._closing: dict[int, set[tuple[int, int, Any]]] = {}
         self._sessions: dict[Any, list[tuple[int, int]]] = {}
         self.late: list[Message] = []
@@ -359,10 +360,12 @@ class PartitionWindow:
 
     def _load(self, state: State) -> None:
         """The open windows as the store holds them (once per assignment): their closing
-        times, and each key's sessions."""
-        if self._index is not None:
+        times, and each key's sessions: once per assignment, and again after writes were
+        dropped (a failed batch may have closed windows its retry must close again)."""
+        if self._index is not None and self._generation == state.generation:
             return
-        self._index = []
+        self._index, self._closing, self._sessions = [], {}, {}
+        self._generation = state.generation
         window = self._window
         extra = window.gap if isinstance(window, Session) else 0
         for entry in state:

@@ -40,7 +40,13 @@ class Counts(Consumer):
 
 
 def counting_app(
-    bootstrap: str, group: str, topic: str, state_dir: Path, store: Store, fail_once: set[int]
+    bootstrap: str,
+    group: str,
+    topic: str,
+    state_dir: Path,
+    store: Store,
+    fail_once: set[int],
+    **settings: Any,
 ) -> tuple[App, list[Any], dict[int, int], threading.Condition]:
     progress: dict[int, int] = {}
     reached = threading.Condition()
@@ -54,6 +60,7 @@ def counting_app(
         max_wait_time=0.05,
         pause_timeout=0.1,
         concurrency=2,
+        **settings,
     )
     app.routes.topic(topic, consumer, state=store)
     restored: list[Any] = []
@@ -79,12 +86,18 @@ def ends(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def count_until_processed(
-    bootstrap: str, group: str, topic: str, state_dir: Path, store: Store, fail_once: set[int]
+    bootstrap: str,
+    group: str,
+    topic: str,
+    state_dir: Path,
+    store: Store,
+    fail_once: set[int],
+    **settings: Any,
 ) -> list[Any]:
     """Run a counting app until it processed all ``topic`` holds; its ``state.restored``
     events."""
     app, restored, progress, reached = counting_app(
-        bootstrap, group, topic, state_dir, store, fail_once
+        bootstrap, group, topic, state_dir, store, fail_once, **settings
     )
     with running(app):
         wait_processed(progress, reached, ends(bootstrap, topic))
@@ -172,6 +185,32 @@ def test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing(
             admin.delete_topic(changelog)
 
 
+def test_a_hot_key_written_by_many_batches_costs_one_changelog_record_per_flush(
+    kafka_bootstrap: str, new_topic: Any, tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=1)
+    group = f"counts-{uuid.uuid4().hex[:8]}"
+    changelog = changelog_topic(group, topic, "default")
+    try:
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            producer.produce_many_sync(
+                [{"topic": topic, "key": "hot", "payload": n} for n in range(400)]
+            )
+        # offset 205's batch fails once after counting: the 20 batches before it keep their
+        # writes (not flushed yet), and its retry counts each of its messages once
+        count_until_processed(
+            kafka_bootstrap, group, topic, tmp_path, Store(), {205},
+            max_messages=10, state_flush_interval=60,
+        )  # fmt: skip
+        assert changelog_values(kafka_bootstrap, changelog) == {"hot": 400}
+        records = ends(kafka_bootstrap, changelog)[0]
+        # 40 batches: a flush each time the partition's backlog ran dry, not one per batch
+        assert records <= 10, f"{records} changelog records for the 40 batches"
+    finally:
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+            admin.delete_topic(changelog)
+
+
 def test_a_restore_cut_short_keeps_its_progress_and_the_next_one_goes_on_from_there(
     kafka_bootstrap: str, new_topic: Any, tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -229,7 +268,7 @@ def produce_one(bootstrap: str, topic: str, key: str) -> int:
     return int(key[1:]) + 1
 
 
-def test_a_changelog_recreated_under_a_warm_store_stops_its_partition_with_a_named_error(
+def test_a_changelog_recreated_under_a_warm_store_stops_its_partition_or_rebuilds_it(
     kafka_bootstrap: str, new_topic: Any, tmp_path: Path
 ) -> None:
     topic = new_topic(partitions=1)
@@ -272,6 +311,13 @@ def test_a_changelog_recreated_under_a_warm_store_stops_its_partition_with_a_nam
             logging.getLogger("conveyor.processing").removeHandler(seen)
         assert "deleted or recreated" in reasons[0]
         assert str(tmp_path) in reasons[0], "it names the folder to delete"
+
+        # declared to rebuild: the files go, the store comes back from the recreated (empty)
+        # changelog, and the round the refused run left is counted on it
+        count_until_processed(
+            kafka_bootstrap, group, topic, tmp_path, Store(backend="rocksdb", rebuild=True), set()
+        )
+        assert changelog_values(kafka_bootstrap, changelog) == dict.fromkeys(KEYS, 1)
     finally:
         with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
             admin.delete_topic(changelog)

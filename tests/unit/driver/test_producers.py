@@ -180,6 +180,42 @@ def test_a_send_offsets_that_never_returns_gives_the_client_up_in_time(
         client.close(0.0)
 
 
+class OffsetsWaitingForABrokerChange(IdleProducer):
+    """librdkafka's producer when ``send_offsets_to_transaction`` looks up a coordinator whose
+    broker stopped and came back: it goes on only when a broker's state changes, which a
+    metadata request makes happen (confluentinc/librdkafka#5511)."""
+
+    def __init__(self) -> None:
+        self.nudged = threading.Event()
+
+    def send_offsets_to_transaction(self, *_args: Any) -> None:
+        self.nudged.wait(30)
+
+    def list_topics(self, *_args: Any, **_kwargs: Any) -> None:
+        self.nudged.set()
+
+
+def test_a_send_offsets_waiting_for_a_returned_broker_is_nudged_on_and_the_client_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(producers, "_UNSTICK_EVERY", 0.05)
+    client = ProducerClient(
+        {"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "waiting",
+        on_error=lambda _error: None, on_fatal=lambda _error: None,
+    )  # fmt: skip
+    real, waiting = client._kafka, OffsetsWaitingForABrokerChange()
+    client._kafka = waiting
+    try:
+        started = time.monotonic()
+        client.send_offsets([("orders", 0, 5)], None, 10.0)  # returns: nothing raised
+        assert time.monotonic() - started < 5, "it went on after a nudge, not at its timeout"
+        assert client.fatal is None, "the transaction goes on with the same client"
+    finally:
+        waiting.nudged.set()
+        client._kafka = real
+        client.close(0.0)
+
+
 class CountedMetadata(IdleProducer):
     """librdkafka's producer as the timeout explanation sees it: a metadata answer per topic
     (``None`` for a cluster that does not answer), each request counted."""

@@ -35,6 +35,7 @@ class Counts(Consumer):
         ({"values": "yaml"}, "values", "bytes, json, pickle"),
         ({"values": object()}, "values", "name, encode and decode"),
         ({"changelog": "yes"}, "changelog", "True or False"),
+        ({"rebuild": 1}, "rebuild", "True or False"),
     ],
 )
 def test_a_malformed_store_is_refused_naming_its_setting(
@@ -108,6 +109,46 @@ def test_a_failed_batch_s_writes_are_dropped() -> None:
     state.discard()
     assert "a" not in state
     assert not state.dirty
+
+
+def test_a_failed_batch_drops_its_own_writes_and_keeps_the_earlier_batches_for_the_flush() -> None:
+    backend = MemoryBackend()
+    backend.write({b"a": b"1", b"gone": b"1"}, {})
+    state = State("counts", Store(backend="memory"), backend)
+    for _ in range(3):  # three batches that ended well, not flushed yet
+        state["a"] = state["a"] + 1
+        state.keep()
+    del state["gone"]
+    state.keep()
+    assert state.dirty
+    assert state.kept == 2
+    state["a"] = 100  # a batch that fails
+    state["b"] = 1
+    state.discard()
+    assert state["a"] == 4, "the earlier batches' writes are still read"
+    assert "b" not in state
+    assert "gone" not in state
+    assert sorted(state) == ["a"]
+    assert backend.get(b"a") == b"1", "nothing reaches the backend before the flush"
+    state["a"] = 5  # the retry
+    assert state.changes() == {b"a": b"5", b"gone": None}, "one record per key since the flush"
+    state.applied()
+    assert not state.dirty
+    assert state["a"] == 1, "reads go to the backend now (a flush writes it)"
+    state["c"] = 1
+    state.keep()
+    state.discard_all()  # the partition went away: its unflushed batches run again elsewhere
+    assert not state.dirty
+    assert "c" not in state
+
+
+@pytest.mark.parametrize("value", [-1, "1", True, float("inf")])
+def test_a_malformed_state_flush_interval_is_refused(value: Any) -> None:
+    with pytest.raises(ConfigurationError, match="state_flush_interval") as refused:
+        App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:9"}, state_flush_interval=value)
+    assert refused.value.setting == "state_flush_interval"
+    app = App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:9"}, state_flush_interval=0)
+    assert app.settings.state_flush_interval == 0
 
 
 @pytest.mark.parametrize("keys", ["bytes", "json"])

@@ -169,6 +169,34 @@ def test_a_failed_batch_leaves_the_windows_as_they_were() -> None:
     assert consumer.stores["window"][(0, MINUTE, "a")] == [1], "the failed batch's count is gone"
 
 
+def test_a_window_a_failed_batch_closed_closes_again_when_the_batch_runs_again() -> None:
+    class FailsOnce(Consumer):
+        window = Tumbling(60).count()
+        failures = 1
+
+        def consume(self) -> None:
+            self.emitted = self.window.update(self.messages)
+            if FailsOnce.failures:
+                FailsOnce.failures -= 1
+                raise RuntimeError("boom")
+
+    under_test = app()
+    under_test.routes.topic("clicks", FailsOnce)
+    testing.capture(under_test)
+    consumer = testing.consumer_for(under_test, "clicks")
+    FailsOnce.failures = 0
+    assert feed(consumer, ("a", 1_000, {})) == []
+    FailsOnce.failures = 1  # b's message closes a's window, then the batch fails
+    testing.produce(consumer, {}, key="b", timestamp=61_000)
+    with pytest.raises(RuntimeError):
+        testing.consume(consumer)
+    assert as_tuples(consumer.emitted) == [  # type: ignore[attr-defined]
+        ("a", 0, MINUTE, {"start": 0, "end": MINUTE, "count": 1}, True)
+    ]
+    closed = feed(consumer, ("b", 61_000, {}))  # its retry
+    assert as_tuples(closed) == [("a", 0, MINUTE, {"start": 0, "end": MINUTE, "count": 1}, True)]
+
+
 def test_a_route_window_emits_to_its_topic_and_sends_late_messages_on() -> None:
     under_test = app()
     under_test.routes.topic(

@@ -1,0 +1,112 @@
+"""When a partition's store writes are flushed, and the offsets marked with them.
+
+A batch that ends well keeps its store writes (:meth:`PartitionStores.keep`) and leaves its
+offset unmarked; the kept writes of the batches since the last flush go to the changelogs and
+the local stores in one flush every ``state_flush_interval`` (and whenever the partition's
+job ends, or another offset is about to be marked), so that a key written by many batches
+costs one changelog record per flush. Only then are their offsets marked: no offset is ever
+committed before the store writes of the batches up to it are durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from conveyor.processing.strategies import FailurePolicy
+    from conveyor.producer import Producer
+    from conveyor.state.partition_stores import PartitionStores
+
+__all__ = ["FlushOwner", "StoreFlush"]
+
+_log = logging.getLogger("conveyor.processing")
+
+KEPT_MAX = 100_000
+"""Keys kept for the next flush: past this many, a batch's end flushes at once."""
+
+
+class FlushOwner(Protocol):
+    """What a flush needs of its partition."""
+
+    topic: str
+    partition: int
+    revoked: bool
+    policy: FailurePolicy
+
+    def producer(self) -> Producer: ...
+
+    def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool: ...
+
+    def request_pause(self, offset: int | None, timeout: float | None) -> None: ...
+
+
+class StoreFlush:
+    """One partition's batches whose store writes wait for the next flush (see the module).
+    Used by the partition's job only: one thread at a time."""
+
+    __slots__ = ("_failures", "_first", "_flushed_at", "_owner", "_stores", "_through", "interval")
+
+    def __init__(self, owner: FlushOwner, stores: PartitionStores, interval: float) -> None:
+        self._owner = owner
+        self._stores = stores
+        self.interval = interval
+        self._first: int | None = None  # the first offset of the first batch kept
+        self._through: int | None = None  # the offset to mark once they are flushed
+        self._flushed_at = time.monotonic()
+        self._failures = 0
+
+    @property
+    def waiting(self) -> bool:
+        """Whether batches' writes (and offsets) wait for a flush."""
+        return self._through is not None
+
+    def defer(self, first: int, through: int) -> bool:
+        """The batch of offsets ``first`` up to ``through`` ended well: keep its writes for the
+        next flush and its offset unmarked (flushing now when the interval is over or too
+        much is kept). False when it is not deferred (no interval, or nothing written since
+        the last flush): its writes are flushed and its offset marked now, as before."""
+        stores = self._stores
+        if not self.interval or not stores.dirty:
+            return False
+        stores.keep()
+        if self._first is None:
+            self._first = first
+        self._through = through
+        due = time.monotonic() - self._flushed_at >= self.interval
+        if due or stores.kept >= KEPT_MAX:
+            self.flush()
+        return True
+
+    def flush(self) -> bool:
+        """Flush the kept writes and mark their batches' offset. When that fails, their writes
+        are dropped and the partition seeks back to their first offset after the route's
+        back-off (they run again). False then, or when the partition was revoked (the next
+        owner runs them again)."""
+        owner, stores = self._owner, self._stores
+        through, self._through = self._through, None
+        first, self._first = self._first, None
+        if through is None:
+            return True
+        if owner.revoked:
+            stores.discard_all()
+            return False
+        try:
+            if stores.dirty:
+                stores.flush(owner.producer())
+        except Exception as exc:
+            stores.discard_all()
+            self._failures += 1
+            delay = owner.policy.backoff.delay(self._failures)
+            _log.error(
+                "%s/%s: the store writes of offsets %s-%s could not be flushed; running them"
+                " again in %.1f s: %r",
+                *(owner.topic, owner.partition, first, through - 1, delay, exc),
+            )
+            owner.request_pause(first, delay)
+            return False
+        self._failures = 0
+        self._flushed_at = time.monotonic()
+        owner.mark(through, sync=False)
+        return True
