@@ -2041,7 +2041,7 @@ MUTATIONS = (
             ),
         ),
         (
-            "tests/integration/state/test_stores.py::test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing",
+            "tests/integration/state/test_stores.py::test_a_hot_key_written_by_many_batches_costs_one_changelog_record_per_flush",
         ),
     ),
     Mutation(

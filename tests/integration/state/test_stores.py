@@ -167,10 +167,12 @@ def test_a_memory_store_is_restored_in_full_and_a_failed_batch_writes_nothing(
     expected = Counter[str]()
     try:
         expected += produce(kafka_bootstrap, topic, 4)
-        # offset 5's batch fails once after counting: its retry must count each message once
+        # offset 5's batch fails once after counting: its retry must count each message once;
+        # each batch flushed at its end (state_flush_interval=0), as before the interval
         restored = count_until_processed(
-            kafka_bootstrap, group, topic, tmp_path, Store(backend="memory"), {5, 30}
-        )
+            kafka_bootstrap, group, topic, tmp_path, Store(backend="memory"), {5, 30},
+            state_flush_interval=0,
+        )  # fmt: skip
         assert changelog_values(kafka_bootstrap, changelog) == expected
 
         expected += produce(kafka_bootstrap, topic, 1)
