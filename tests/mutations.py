@@ -2129,11 +2129,9 @@ MUTATIONS = (
         (
             (
                 """    def get(self, key: Any, default: Any = None) -> Any:
-        writes = self._writes
-        if key in writes:""",
+        value = self._writes.get(key, _MISSING)""",
                 """    def get(self, key: Any, default: Any = None) -> Any:
-        writes = self._writes
-        if False:""",
+        value = _MISSING""",
             ),
         ),
         (

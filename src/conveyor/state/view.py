@@ -30,6 +30,7 @@ class _Deleted:
 
 
 _DELETED: Any = _Deleted()
+_MISSING: Any = object()  # not in a layer of writes
 
 
 class State(MutableMapping[Any, Any]):
@@ -72,29 +73,25 @@ class State(MutableMapping[Any, Any]):
     # -- the mapping ----------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> Any:
-        writes = self._writes
-        if key in writes:
-            value = writes[key]
-        elif key in self._kept:
-            value = self._kept[key]
-        else:
-            raw = self._backend.get(self._encode_key(key))
-            if raw is None:
-                raise KeyError(key)
-            return self._decode(raw)
+        value = self._writes.get(key, _MISSING)  # one lookup per layer: the hot path
+        if value is _MISSING:
+            value = self._kept.get(key, _MISSING)
+            if value is _MISSING:
+                raw = self._backend.get(self._encode_key(key))
+                if raw is None:
+                    raise KeyError(key)
+                return self._decode(raw)
         if value is _DELETED:
             raise KeyError(key)
         return value
 
     def get(self, key: Any, default: Any = None) -> Any:
-        writes = self._writes
-        if key in writes:
-            value = writes[key]
-        elif key in self._kept:
-            value = self._kept[key]
-        else:
-            raw = self._backend.get(self._encode_key(key))
-            return default if raw is None else self._decode(raw)
+        value = self._writes.get(key, _MISSING)
+        if value is _MISSING:
+            value = self._kept.get(key, _MISSING)
+            if value is _MISSING:
+                raw = self._backend.get(self._encode_key(key))
+                return default if raw is None else self._decode(raw)
         return default if value is _DELETED else value
 
     def __setitem__(self, key: Any, value: Any) -> None:
