@@ -283,6 +283,14 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "metrics: the running batch left out of the lag in seconds",
+        "conveyor/processing/executor.py",
+        (("        if running is not None:\n            return running.first\n", ""),),
+        (
+            "tests/unit/processing/test_executor.py::TestBatches::test_the_running_batch_counts_as_waiting_for_the_lag_in_seconds",
+        ),
+    ),
+    Mutation(
         "metrics: lag left out of the scrape",
         "conveyor/metrics/prometheus.py",
         (("                lag.add_metric(labels, part.lag)", "                pass"),),

@@ -181,7 +181,11 @@ class PartitionExecutor(PartitionCore):
         return False
 
     def first_waiting(self) -> Any | None:
-        """The first message fetched and not processed yet (``None``: none)."""
+        """The first message fetched and not processed yet, the running batch's first included
+        (``None``: none)."""
+        running = self.running
+        if running is not None:
+            return running.first
         with self.lock:
             return self.pending.first()
 
@@ -335,7 +339,7 @@ class PartitionExecutor(PartitionCore):
         consumer = self.consumer
         if consumer is None:
             consumer = self._instance()
-        self.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
+        self.running = RunningBatch(batch)
         self._abort_batch = False
         try:
             started = self.hooks.consume(

@@ -51,14 +51,16 @@ _copy_failed = RateLimitedLog(logging.getLogger("conveyor.processing"))
 
 
 class RunningBatch:
-    """The batch a worker runs now: its offsets and when it started (wall clock)."""
+    """The batch a worker runs now: its first message, its offsets and when it started (wall
+    clock)."""
 
-    __slots__ = ("count", "first_offset", "last_offset", "started_at")
+    __slots__ = ("count", "first", "first_offset", "last_offset", "started_at")
 
-    def __init__(self, first_offset: int, last_offset: int, count: int) -> None:
-        self.first_offset = first_offset
-        self.last_offset = last_offset
-        self.count = count
+    def __init__(self, batch: list[Any]) -> None:
+        self.first = batch[0]
+        self.first_offset: int = batch[0].offset()
+        self.last_offset: int = batch[-1].offset()
+        self.count = len(batch)
         self.started_at = time.time()
 
 
@@ -172,7 +174,8 @@ class PartitionCore(ABC):
 
     @abstractmethod
     def first_waiting(self) -> Any | None:
-        """The first message fetched and not processed yet (``None``: none)."""
+        """The first message fetched and not processed yet, a running batch's first included
+        (``None``: none)."""
 
     @abstractmethod
     def _instance(self) -> Consumer:

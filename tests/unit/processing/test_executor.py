@@ -34,6 +34,26 @@ def recording(fail_at: set[int] | None = None) -> type[Recording]:
 
 
 class TestBatches:
+    def test_the_running_batch_counts_as_waiting_for_the_lag_in_seconds(self) -> None:
+        """While a batch runs and nothing else is fetched, its first message is the oldest one
+        not processed (the lag in seconds is measured from it)."""
+        seen: list[int | None] = []
+        executor: list[PartitionExecutor] = []
+
+        class Looking(Consumer):
+            def consume(self) -> None:
+                first = executor[0].first_waiting()
+                seen.append(None if first is None else first.offset())
+
+        r = rig(Looking, max_messages=2)
+        executor.append(r.executor)
+        assert r.executor.first_waiting() is None
+        r.executor.add(raws(0, 1, 2), high_watermark=3)
+        assert r.executor.first_waiting().offset() == 0
+        r.listener.run_jobs()
+        assert seen == [0, 2]
+        assert r.executor.first_waiting() is None
+
     def test_batches_hold_at_most_max_messages_in_order(self) -> None:
         """Pending messages are handed over in offset order, max_messages at a time."""
         consumer = recording()

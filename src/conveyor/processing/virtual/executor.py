@@ -450,7 +450,7 @@ class VirtualPartitionExecutor(PartitionCore):
         consumer = lane.instance()
         lane.batch = batch
         lane.abort = False
-        lane.running = RunningBatch(batch[0].offset(), batch[-1].offset(), len(batch))
+        lane.running = RunningBatch(batch)
         return consumer, {"virtual_partition": lane.index}
 
     def _lane_returned(
