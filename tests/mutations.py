@@ -2053,6 +2053,37 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "state: a job whose backlog ran dry flushes at once (the interval ignored)",
+        "conveyor/processing/store_flush.py",
+        (("        if held or left <= 0:", "        if True:"),),
+        ("tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",),
+    ),
+    Mutation(
+        "state: no timer flushes what an idle partition kept",
+        "conveyor/processing/store_flush.py",
+        (
+            (
+                "            self._timer = self._timers.call_later(left, self._owner.flush_due)",
+                "            pass",
+            ),
+        ),
+        ("tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",),
+    ),
+    Mutation(
+        "state: a stopping app drops what its idle partitions kept",
+        "conveyor/processing/partition_core.py",
+        (("        self.flush_idle()\n", ""),),
+        ("tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",),
+    ),
+    Mutation(
+        "state: a revoked partition commits without flushing what it kept",
+        "conveyor/processing/assignments.py",
+        (("                    executors[partition].flush_idle()", "                    pass"),),
+        (
+            "tests/unit/processing/test_assignments.py::test_a_revoked_partition_flushes_its_kept_store_writes_before_its_commit",
+        ),
+    ),
+    Mutation(
         "state: store writes flushed at each batch's end (the flush interval ignored)",
         "conveyor/processing/store_flush.py",
         (
@@ -2066,16 +2097,16 @@ MUTATIONS = (
         ),
     ),
     Mutation(
-        "state: a partition whose backlog ran dry keeps its writes unflushed",
+        "state: a job ending with writes kept neither flushes them nor asks a timer to",
         "conveyor/processing/executor.py",
         (
             (
-                "                    flush = ending and self._kept_writes() and not self.revoked",
+                "                    flush = ending and self._flush_at_end()",
                 "                    flush = False",
             ),
         ),
         (
-            "tests/integration/state/test_stores.py::test_a_hot_key_written_by_many_batches_costs_one_changelog_record_per_flush",
+            "tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",
         ),
     ),
     Mutation(

@@ -146,7 +146,10 @@ class Assignments:
         self.partitions.difference_update(partitions)
         self.group_metadata = None  # the generation moves on
         executors = self._executors
-        if commit:  # what was processed until now
+        if commit:  # what was processed until now, the store writes kept for a flush with it
+            for partition in partitions:
+                if partition in executors:
+                    executors[partition].flush_idle()
             self._commits.marked(executors, sync=True, only=set(partitions))
         lost = [executors.pop(partition) for partition in partitions if partition in executors]
         for executor in lost:

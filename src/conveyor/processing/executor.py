@@ -31,7 +31,7 @@ from conveyor.consumer import attach_partition_handle
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.messages import Message
-from conveyor.processing.filters import Filtered, apply_filters
+from conveyor.processing.filters import Filtered, apply_filters, report_filtered
 from conveyor.processing.model_check import check_models
 from conveyor.processing.partition_core import PartitionCore, RunningBatch
 from conveyor.processing.snapshot import LaneState
@@ -97,7 +97,7 @@ class PartitionExecutor(PartitionCore):
         self._flushes = (  # batches whose store writes wait for the next flush
             None
             if self.stores is None
-            else StoreFlush(self, self.stores, context.settings.state_flush_interval)
+            else StoreFlush(self, self.stores, context.settings.state_flush_interval, timers)
         )
         if self.stores is not None:  # restored from assignment on: ready when messages come
             self.held = True
@@ -215,8 +215,8 @@ class PartitionExecutor(PartitionCore):
                     ending = (
                         self.revoked or self.stopped or self.held or not (pending.size or self.eof)
                     )
-                    # the job ends: what its batches wrote is flushed first
-                    flush = ending and self._kept_writes() and not self.revoked
+                    # the job ends: what its batches wrote is flushed first (or by a timer)
+                    flush = ending and self._flush_at_end()
                     if ending and not flush:
                         self.scheduled = False
                         successor, self.successor = self.successor, None
@@ -273,20 +273,43 @@ class PartitionExecutor(PartitionCore):
             ticked = self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
             self._flush_tick(ticked)
         finally:
-            with self.lock:
-                self.scheduled = False
-                restart = (
-                    bool(self.pending) and not self.held and not self.revoked and not self.stopped
-                )
-                if restart:
-                    self.scheduled = True
-                else:  # revoked during the tick and assigned again: the new one may start
-                    successor, self.successor = self.successor, None
-                    if successor is not None:
-                        successor._release()
+            self._side_job_ended()
+
+    def flush_due(self) -> None:
+        """On the timers' thread: the flush interval is over for the writes a job kept as it
+        ended; a job of their own flushes them (a running job does at its next batch's end)."""
+        flushes = self._flushes
+        assert flushes is not None
+        with self.lock:
+            flushes.timer_ran()
+            if self.scheduled or self.revoked or self.stopped:
+                return
+            self.scheduled = True
+        self.listener.submit(self._run_flush)
+
+    def _run_flush(self) -> None:
+        self.listener.job_started()
+        try:
+            if self._kept_writes() and not self.revoked:
+                self._flush_kept()
+        finally:
+            self._side_job_ended()
+
+    def _side_job_ended(self) -> None:
+        """A tick or a flush ran as the partition's job: what was fetched meanwhile runs now;
+        a partition revoked meanwhile and assigned again lets its new executor start."""
+        with self.lock:
+            self.scheduled = False
+            restart = bool(self.pending) and not self.held and not self.revoked and not self.stopped
             if restart:
-                self.listener.submit(self.run)
-            self.listener.job_finished()
+                self.scheduled = True
+            else:
+                successor, self.successor = self.successor, None
+                if successor is not None:
+                    successor._release()
+        if restart:
+            self.listener.submit(self.run)
+        self.listener.job_finished()
 
     def _instance(self) -> Consumer:
         consumer = self.consumer
@@ -375,6 +398,29 @@ class PartitionExecutor(PartitionCore):
     def _flush_kept(self) -> bool:
         assert self._flushes is not None
         return self._flushes.flush()
+
+    def _flush_at_end(self) -> bool:
+        """Under the lock, as the job ends: whether the writes kept are flushed now (else a
+        timer asks for it when the flush interval is over)."""
+        flushes = self._flushes
+        return (
+            flushes is not None
+            and flushes.waiting
+            and not self.revoked
+            and flushes.at_job_end(self.held or self.stopped)
+        )
+
+    def flush_idle(self) -> None:
+        flushes = self._flushes
+        with self.lock:
+            if flushes is None or self.scheduled or self.revoked or not flushes.waiting:
+                return
+            self.scheduled = True
+        try:
+            flushes.flush(again=False)
+        finally:
+            with self.lock:
+                self.scheduled = False
 
     def _flush_tick(self, ticked: bool) -> None:
         """What ``tick()`` wrote to the stores (windows it closed) is written now, as a
@@ -465,35 +511,11 @@ class PartitionExecutor(PartitionCore):
         """The route's filters over ``batch``: what they drop is reported (and marked with the
         rest), what they hold goes back to the backlog to wait."""
         filtered = apply_filters(self.route.filters, batch, self.route.deserializers, time.time())
-        monitor = self.context.monitor
-        if filtered.dropped and ev.FILTER_DROPPED in monitor.subscribed:
-            for chosen, reason, raws in filtered.dropped:
-                monitor.instrument(
-                    ev.FILTER_DROPPED,
-                    filter=chosen,
-                    reason=reason,
-                    topic=self.topic,
-                    partition=self.partition,
-                    count=len(raws),
-                    first_offset=raws[0].offset(),
-                    last_offset=raws[-1].offset(),
-                )
+        report_filtered(filtered, self.context.monitor, self.topic, self.partition)
         if filtered.held:
             with self.lock:
                 if not (self.revoked or self.stopped):
                     self.pending.put_back(filtered.held)
-            if filtered.hold is not None and ev.FILTER_PAUSED in monitor.subscribed:
-                chosen, reason, seconds = filtered.hold
-                monitor.instrument(
-                    ev.FILTER_PAUSED,
-                    filter=chosen,
-                    reason=reason,
-                    topic=self.topic,
-                    partition=self.partition,
-                    offset=filtered.held[0].offset(),
-                    count=len(filtered.held),
-                    seconds=seconds,
-                )
         return filtered
 
     def _hold(self, seconds: float) -> None:

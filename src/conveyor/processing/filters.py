@@ -24,9 +24,19 @@ from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from conveyor.errors import ConfigurationError
+from conveyor.instrumentation import events as ev
 from conveyor.messages import Deserializers, Message, age_of, records_of
 
-__all__ = ["Delay", "Expire", "Filter", "Filtered", "Throttle", "Verdict", "apply_filters"]
+__all__ = [
+    "Delay",
+    "Expire",
+    "Filter",
+    "Filtered",
+    "Throttle",
+    "Verdict",
+    "apply_filters",
+    "report_filtered",
+]
 
 
 @dataclass(frozen=True)
@@ -192,6 +202,35 @@ class Filtered:
     dropped: list[tuple[Any, str, list[Any]]] = field(default_factory=list)
     held: list[Any] = field(default_factory=list)
     hold: tuple[Any, str, float] | None = None
+
+
+def report_filtered(filtered: Filtered, monitor: Any, topic: str, partition: int) -> None:
+    """The monitor's ``filter.dropped`` (per filter that dropped messages) and
+    ``filter.paused`` (a hold) events for ``filtered``, when subscribed."""
+    if filtered.dropped and ev.FILTER_DROPPED in monitor.subscribed:
+        for chosen, reason, raws in filtered.dropped:
+            monitor.instrument(
+                ev.FILTER_DROPPED,
+                filter=chosen,
+                reason=reason,
+                topic=topic,
+                partition=partition,
+                count=len(raws),
+                first_offset=raws[0].offset(),
+                last_offset=raws[-1].offset(),
+            )
+    if filtered.held and filtered.hold is not None and ev.FILTER_PAUSED in monitor.subscribed:
+        chosen, reason, seconds = filtered.hold
+        monitor.instrument(
+            ev.FILTER_PAUSED,
+            filter=chosen,
+            reason=reason,
+            topic=topic,
+            partition=partition,
+            offset=filtered.held[0].offset(),
+            count=len(filtered.held),
+            seconds=seconds,
+        )
 
 
 def apply_filters(

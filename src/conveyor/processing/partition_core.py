@@ -303,8 +303,15 @@ class PartitionCore(ABC):
         return self.context.tracing
 
     def run_shutdown(self) -> None:
-        """The app stops: run the consumers' ``shutdown()``."""
+        """The app stops: what its stores kept is flushed; run the consumers' ``shutdown()``."""
+        self.flush_idle()
         self._call("shutdown", ev.CONSUMER_SHUTDOWN)
+
+    def flush_idle(self) -> None:
+        """Before the offsets of a revoked partition or a stopping app are committed: flush
+        the store writes kept for the next flush, and mark their offset, when no job runs (a
+        running job's are its own to flush or drop). Nothing to do without stores."""
+        return
 
     def _report_dispatch_failure(self, offset: int, error: Exception) -> None:
         _copy_failed.log(

@@ -3,9 +3,14 @@
 A batch that ends well keeps its store writes (:meth:`PartitionStores.keep`) and leaves its
 offset unmarked; the kept writes of the batches since the last flush go to the changelogs and
 the local stores in one flush every ``state_flush_interval`` (and whenever the partition's
-job ends, or another offset is about to be marked), so that a key written by many batches
-costs one changelog record per flush. Only then are their offsets marked: no offset is ever
-committed before the store writes of the batches up to it are durable.
+job ends held or stopping, or another offset is about to be marked), so that a key written
+by many batches costs one changelog record per flush. Only then are their offsets marked: no
+offset is ever committed before the store writes of the batches up to it are durable.
+
+A job that ends because its backlog ran dry does not flush before the interval is over: at a
+high rate backlogs run dry many times a second. A timer asks for a flush when it is over (the
+partition's own job, :meth:`FlushOwner.flush_due`); a revoked partition and a stopping app
+flush what their idle partitions kept before their offsets are committed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from conveyor.processing.strategies import FailurePolicy
+    from conveyor.processing.timers import Timer, Timers
     from conveyor.producer import Producer
     from conveyor.state.partition_stores import PartitionStores
 
@@ -41,16 +47,33 @@ class FlushOwner(Protocol):
 
     def request_pause(self, offset: int | None, timeout: float | None) -> None: ...
 
+    def flush_due(self) -> None:
+        """The interval is over for writes kept since a job ended: flush them in a job."""
+
 
 class StoreFlush:
     """One partition's batches whose store writes wait for the next flush (see the module).
     Used by the partition's job only: one thread at a time."""
 
-    __slots__ = ("_failures", "_first", "_flushed_at", "_owner", "_stores", "_through", "interval")
+    __slots__ = (
+        "_failures",
+        "_first",
+        "_flushed_at",
+        "_owner",
+        "_stores",
+        "_through",
+        "_timer",
+        "_timers",
+        "interval",
+    )
 
-    def __init__(self, owner: FlushOwner, stores: PartitionStores, interval: float) -> None:
+    def __init__(
+        self, owner: FlushOwner, stores: PartitionStores, interval: float, timers: Timers
+    ) -> None:
         self._owner = owner
         self._stores = stores
+        self._timers = timers
+        self._timer: Timer | None = None  # asks for the flush of a job that ended with writes kept
         self.interval = interval
         self._first: int | None = None  # the first offset of the first batch kept
         self._through: int | None = None  # the offset to mark once they are flushed
@@ -79,14 +102,34 @@ class StoreFlush:
             self.flush()
         return True
 
-    def flush(self) -> bool:
+    def at_job_end(self, held: bool) -> bool:
+        """The partition's job is about to end with writes kept (:attr:`waiting`): True when
+        they are to be flushed now (``held``: the partition is held or the app stops; or the
+        interval is over). Otherwise a timer calls the owner's ``flush_due`` once it is over.
+        Called under the owner's lock."""
+        left = self._flushed_at + self.interval - time.monotonic()
+        if held or left <= 0:
+            return True
+        if self._timer is None:
+            self._timer = self._timers.call_later(left, self._owner.flush_due)
+        return False
+
+    def timer_ran(self) -> None:
+        """The timer asked for its flush (called under the owner's lock)."""
+        self._timer = None
+
+    def flush(self, again: bool = True) -> bool:
         """Flush the kept writes and mark their batches' offset. When that fails, their writes
-        are dropped and the partition seeks back to their first offset after the route's
-        back-off (they run again). False then, or when the partition was revoked (the next
-        owner runs them again)."""
+        are dropped and, with ``again``, the partition seeks back to their first offset after
+        the route's back-off (they run again; without it, the partition is going away and its
+        next owner runs them). False then, or when the partition was revoked (the next owner
+        runs them again)."""
         owner, stores = self._owner, self._stores
         through, self._through = self._through, None
         first, self._first = self._first, None
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
         if through is None:
             return True
         if owner.revoked:
@@ -100,11 +143,13 @@ class StoreFlush:
             self._failures += 1
             delay = owner.policy.backoff.delay(self._failures)
             _log.error(
-                "%s/%s: the store writes of offsets %s-%s could not be flushed; running them"
-                " again in %.1f s: %r",
-                *(owner.topic, owner.partition, first, through - 1, delay, exc),
+                "%s/%s: the store writes of offsets %s-%s could not be flushed; %s: %r",
+                *(owner.topic, owner.partition, first, through - 1),
+                f"running them again in {delay:.1f} s" if again else "their next owner runs them",
+                exc,
             )
-            owner.request_pause(first, delay)
+            if again:
+                owner.request_pause(first, delay)
             return False
         self._failures = 0
         self._flushed_at = time.monotonic()

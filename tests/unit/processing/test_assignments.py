@@ -144,6 +144,29 @@ def test_a_revocation_commits_what_was_processed_of_those_partitions_and_a_loss_
     assert built.group_metadata is None, "the generation moved on"
 
 
+def test_a_revoked_partition_flushes_its_kept_store_writes_before_its_commit() -> None:
+    """The writes an idle partition kept for its next flush go out first: the commit at the
+    revocation carries their offset (its next owner does not run those batches again). A lost
+    partition commits nothing, and flushes nothing for it."""
+    revoked, lost = (rig(Quiet, partition=p).executor for p in range(2))
+    flushed: list[int] = []
+
+    def flush_idle(executor: PartitionCore) -> None:  # kept writes flushed: offset marked
+        flushed.append(executor.partition)
+        executor.mark(9, sync=False)
+
+    for executor in (revoked, lost):
+        executor.flush_idle = lambda e=executor: flush_idle(e)  # type: ignore[method-assign]
+    built, client, _, _ = assignments({("orders", 0): revoked, ("orders", 1): lost})
+    built.on_assign([("orders", 0), ("orders", 1)])
+    for executor in (revoked, lost):
+        executor.mark(5, sync=False)
+    built.on_lost([("orders", 1)])
+    built.on_revoke([("orders", 0)])
+    assert flushed == [0]
+    assert client.commits == [([("orders", 0, 9)], False)]
+
+
 def test_a_quiet_listeners_new_partitions_stay_paused() -> None:
     built, client, listener, _ = assignments()
     listener.quieted = True
