@@ -42,6 +42,10 @@ _RESTORE_BATCH_BYTES = 4 << 20
 holds the GIL, so the app's other threads wait for each."""
 _RESTORE_POLL = 10_000
 
+Staged = list[tuple[str, dict[bytes, bytes | None], Any]]
+"""What :meth:`PartitionStores.stage` sent: per store, its changes and the delivery handle of
+its changelog records (``None``: a store without a changelog)."""
+
 
 @dataclass(frozen=True)
 class Restored:
@@ -309,16 +313,17 @@ class PartitionStores:
         """
         self.apply(self.stage(producer))
 
-    def stage(self, producer: Any) -> list[tuple[str, dict[bytes, bytes | None], dict[str, bytes]]]:
+    def stage(self, producer: Any) -> Staged:
         """Produce each store's writes since the last flush to its changelog with ``producer``
-        (inside its transaction, for exactly-once) and wait for the acknowledgements; returns
-        what :meth:`apply` writes locally once that is committed. The writes stay meanwhile."""
-        staged = []
+        (inside its transaction, for exactly-once) without waiting: :meth:`apply` waits for
+        the acknowledgements (a transaction's commit has them all) and then writes the
+        backends. The writes stay meanwhile."""
+        staged: Staged = []
         for name, view in self.views.items():
             if not view.dirty:
                 continue
             changes = view.changes()
-            meta: dict[str, bytes] = {}
+            sent = None
             if self.declared[name].changelog:
                 topic = changelog_topic(self.group, self.topic, name)
                 messages = [
@@ -326,14 +331,25 @@ class PartitionStores:
                     for k, v in changes.items()
                 ]
                 messages[-1]["label"] = "last"
-                [report] = producer.produce_many_sync(messages)
-                meta[_CHANGELOG_OFFSET] = str(report.offset + 1).encode()
-            staged.append((name, changes, meta))
+                sent = producer.produce_many_async(messages)
+            staged.append((name, changes, sent))
         return staged
 
-    def apply(self, staged: list[tuple[str, dict[bytes, bytes | None], dict[str, bytes]]]) -> None:
-        """Write what :meth:`stage` sent (now committed) to the backends: reads go there."""
-        for name, changes, meta in staged:
+    def apply(self, staged: Staged) -> None:
+        """Once every changelog record :meth:`stage` sent is acknowledged, write the changes
+        to the backends (with the changelog offset each reached): reads go there.
+
+        Raises:
+            DeliveryError: a changelog record was not delivered (nothing written locally).
+        """
+        written = []
+        for name, changes, sent in staged:  # every store's records acknowledged first
+            meta: dict[str, bytes] = {}
+            if sent is not None:
+                [report] = sent.wait()  # librdkafka reports each within its message timeout
+                meta[_CHANGELOG_OFFSET] = str(report.offset + 1).encode()
+            written.append((name, changes, meta))
+        for name, changes, meta in written:
             self._held[name][1].write(changes, meta)
             self.views[name].applied()
 
