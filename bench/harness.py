@@ -134,9 +134,12 @@ class Bench:
 
     # -- topics ---------------------------------------------------------------------------
 
-    def create_topic(self, partitions: int = 1, config: dict[str, str] | None = None) -> str:
-        """A fresh topic for this run; deleted when the script exits."""
-        topic = f"bench-{self.name}-{uuid.uuid4().hex[:8]}"
+    def create_topic(
+        self, partitions: int = 1, config: dict[str, str] | None = None, name: str | None = None
+    ) -> str:
+        """A fresh topic for this run (named ``name``, or after the benchmark); deleted when
+        the script exits."""
+        topic = name or f"bench-{self.name}-{uuid.uuid4().hex[:8]}"
         self._admin.create_topic(topic, partitions, config=config)
         self._topics.append(topic)
         return topic

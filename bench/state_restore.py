@@ -1,0 +1,239 @@
+"""Restoring state stores: a cold restore of a changelog beside a bare confluent-kafka restore
+loop, and a restart after SIGKILL to the first processed message, with the local store kept
+(warm) and deleted (cold).
+
+Data: one compacted changelog of ``--records`` records (key ``k-N``, each key once, a 100 B
+JSON value; the default, 9,000,000, is about 1 GB on the broker's disk) over 4 partitions, as
+Conveyor names it for its store; the input topic holds a message per partition for each
+restart.
+
+Figures:
+
+* cold restore, records/s: Conveyor (an app whose local store is empty; its partitions'
+  restore seconds from the ``state.restored`` events, summed: one restore thread reads them
+  one after another) beside the bare loop (a confluent-kafka consumer with the settings of
+  Conveyor's restore reader, the partitions one after another, one rocksdict write batch per
+  4 MiB as Conveyor writes them). Targets: >= 500,000 records/s, >= 0.8x the bare loop.
+* restart after SIGKILL to the first processed message, seconds from the process's start
+  (Python, imports, the group's join with static membership, the restore of the partition
+  first processed): warm (the local store kept, only the delta replayed; target <= 7 s) and
+  cold (the local store deleted; target <= 30 s at 1 GB).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import rocksdict
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Producer as KafkaProducer
+
+from conveyor import App, Consumer
+from conveyor.state import Store, changelog_topic
+from harness import Bench, Figure
+
+HERE = Path(__file__).resolve().parent
+PARTITIONS = 4
+VALUE = b'"' + b"x" * 98 + b'"'  # 100 B of JSON
+RESTORE_BATCH_BYTES = 4 << 20  # what Conveyor's restore writes at once
+READER = {  # Conveyor's restore reader (conveyor.state.space)
+    "isolation.level": "read_committed",
+    "enable.partition.eof": True,
+    "auto.offset.reset": "earliest",
+    "fetch.max.bytes": 64 << 20,
+    "max.partition.fetch.bytes": 16 << 20,
+    "enable.auto.commit": False,
+}
+
+
+def fill_changelog(bootstrap: str, topic: str, records: int, console: Any) -> None:
+    """``records`` keys once each, round-robin over the partitions (setup, not measured)."""
+    producer = KafkaProducer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000}
+    )
+    began = time.monotonic()
+    for index in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE, key=f"k-{index}", partition=index % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if index and index % 1_000_000 == 0:
+            console.print(f"  filled {index:,} of {records:,} ({time.monotonic() - began:.0f} s)")
+    if producer.flush(300):
+        raise RuntimeError("could not fill the changelog")
+
+
+def bare_restore(bootstrap: str, changelog: str, folder: Path) -> tuple[int, float]:
+    """Every partition of ``changelog`` read to its end into a rocksdict, one after another;
+    records and seconds."""
+    db = rocksdict.Rdict(str(folder), rocksdict.Options(raw_mode=True))
+    reader = KafkaConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}", **READER}
+    )
+    records = 0
+    began = time.perf_counter()
+    try:
+        for partition in range(PARTITIONS):
+            reader.assign([TopicPartition(changelog, partition, 0)])
+            batch, pending, ended = rocksdict.WriteBatch(raw_mode=True), 0, False
+            while not ended:
+                for raw in reader.consume(10_000, 1.0):
+                    error = raw.error()
+                    if error is not None:
+                        ended = error.code() == KafkaError._PARTITION_EOF
+                        if ended:
+                            break
+                        continue
+                    value = raw.value()
+                    batch.put(raw.key(), value)
+                    records += 1
+                    pending += len(value)
+                    if pending >= RESTORE_BATCH_BYTES:
+                        db.write(batch)
+                        batch, pending = rocksdict.WriteBatch(raw_mode=True), 0
+            db.write(batch)
+        db.flush()
+        return records, time.perf_counter() - began
+    finally:
+        reader.close()
+        db.close()
+
+
+def conveyor_restore(bootstrap: str, topic: str, group: str, folder: Path) -> tuple[int, float]:
+    """An app whose local store is empty restores every partition; records and the restores'
+    seconds (from its ``state.restored`` events)."""
+    restored: list[Any] = []
+    all_in = threading.Event()
+
+    def seen(event: Any) -> None:
+        restored.append(event)
+        if len(restored) == PARTITIONS:
+            all_in.set()
+
+    class Idle(Consumer):
+        def consume(self) -> None:
+            return None
+
+    app = App(
+        client_id="bench-restore",
+        kafka={"bootstrap.servers": bootstrap, "group.id": group},
+        state_dir=folder,
+        max_wait_time=0.05,
+    )
+    app.routes.topic(topic, Idle, state=Store())
+    app.monitor.subscribe("state.restored", seen)
+    app.start()
+    try:
+        if not all_in.wait(600):
+            raise RuntimeError(f"only {len(restored)} of {PARTITIONS} partitions restored")
+    finally:
+        app.stop_and_wait()
+    return sum(e["records"] for e in restored), sum(e["seconds"] for e in restored)
+
+
+class Restarts:
+    """The app of ``bench/_state_app.py`` started, killed and started again on one folder."""
+
+    def __init__(self, bench: Bench, topic: str, group: str, folder: Path) -> None:
+        self.bench, self.topic, self.group, self.folder = bench, topic, group, folder
+        self.process: subprocess.Popen[str] | None = None
+        self.producer = KafkaProducer({"bootstrap.servers": bench.bootstrap})
+
+    def start(self) -> float:
+        """A message for each partition, then the app: seconds to its first processed one."""
+        for partition in range(PARTITIONS):
+            self.producer.produce(self.topic, b"1", key=b"restart", partition=partition)
+        self.producer.flush(30)
+        began = time.time()
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "_state_app.py"), self.bench.bootstrap, self.topic,
+             self.group, str(self.folder)],
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        for line in self.process.stdout:  # ends when the process does
+            if line.startswith("{"):
+                return float(json.loads(line)["first"]) - began
+        raise RuntimeError(f"the app ended ({self.process.wait()}) before processing anything")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+
+def _arguments(parser: Any) -> None:
+    parser.add_argument("--records", type=int, default=9_000_000)
+
+
+def main() -> None:
+    bench = Bench("state_restore", __doc__ or "", _arguments)
+    records: int = bench.args.records
+    scratch = Path(tempfile.mkdtemp(prefix="conveyor-bench-restore-"))
+    topic = bench.create_topic(PARTITIONS)
+    group = f"bench-restore-{uuid.uuid4().hex[:8]}"
+    changelog = bench.create_topic(
+        PARTITIONS, {"cleanup.policy": "compact"}, name=changelog_topic(group, topic, "default")
+    )
+    try:
+        fill_changelog(bench.bootstrap, changelog, records, bench.console)
+        bench.console.print(f"filled the changelog with {records:,} records")
+        bare, conveyor, warm, cold = [], [], [], []
+        for attempt in range(1, bench.repeats + 1):
+            count, seconds = bare_restore(bench.bootstrap, changelog, scratch / f"bare-{attempt}")
+            bare.append(count / seconds)
+            folder = scratch / f"conveyor-{attempt}"
+            count, seconds = conveyor_restore(bench.bootstrap, topic, group, folder)
+            conveyor.append(count / seconds)
+            shutil.rmtree(scratch / f"bare-{attempt}", ignore_errors=True)
+            restarts = Restarts(bench, topic, group, folder)  # the folder holds the store: warm
+            try:
+                restarts.start()
+                restarts.kill()
+                warm.append(restarts.start())
+                restarts.kill()
+                shutil.rmtree(folder)
+                cold.append(restarts.start())
+            finally:
+                restarts.kill()
+                shutil.rmtree(folder, ignore_errors=True)
+            bench.console.print(
+                f"  run {attempt}/{bench.repeats}: bare {bare[-1]:,.0f}, Conveyor"
+                f" {conveyor[-1]:,.0f} records/s; restart warm {warm[-1]:.2f} s,"
+                f" cold {cold[-1]:.2f} s"
+            )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    note = f"{records:,} x 100 B, {PARTITIONS} partitions"
+    bench.record(Figure(bench.name, "bare restore loop (baseline)", "records/s", bare, note=note))
+    bench.record(
+        Figure(bench.name, "cold restore (target >= 0.8x the bare loop; >= 500,000)",
+               "records/s", conveyor, bare, note=note)
+    )  # fmt: skip
+    bench.record(
+        Figure(bench.name, "restart after SIGKILL to the first processed message, warm"
+               " (target <= 7 s)", "s", warm, higher_is_better=False, note=note)
+    )  # fmt: skip
+    bench.record(
+        Figure(bench.name, "restart after SIGKILL to the first processed message, cold"
+               " (target <= 30 s at 1 GB)", "s", cold, higher_is_better=False, note=note)
+    )  # fmt: skip
+    bench.report()
+
+
+if __name__ == "__main__":
+    main()
