@@ -16,7 +16,7 @@ from conveyor import Admin
 from conveyor.broker.maven import KAFKA_VERSION, cache_root
 from conveyor.broker.toolchain import find_java, find_maven
 
-__all__ = ["kafka_streams"]
+__all__ = ["kafka_streams", "kafka_streams_restore"]
 
 SOURCES = Path(__file__).resolve().parent / "kafka_streams"
 HEAP = "-Xmx512m"
@@ -69,3 +69,21 @@ def kafka_streams(bootstrap: str, topic: str, count: int, variant: str, folder: 
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"Kafka Streams failed: {done.stderr[-2000:]}")
     return float(json.loads(lines[-1])["rate"])
+
+
+def kafka_streams_restore(
+    bootstrap: str, topic: str, application: str, partitions: int, folder: Path
+) -> tuple[int, float]:
+    """Kafka Streams restores its count store from ``APPLICATION-counts-changelog`` (filled by
+    the caller) into the empty ``folder``; the records and seconds its restore listener saw."""
+    libs, classes = _built()
+    done = subprocess.run(
+        [str(find_java()), HEAP, "-cp", f"{libs}/*:{classes}", "StateBench", bootstrap, topic,
+         "0", "restore", str(folder), application, str(partitions)],
+        capture_output=True, text=True, timeout=1200, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"Kafka Streams failed: {done.stderr[-2000:]}")
+    found = json.loads(lines[-1])
+    return int(found["records"]), float(found["seconds"])

@@ -4,12 +4,18 @@ over a filled topic, with Quix's defaults (RocksDB stores with changelog topics,
 once, a 5 s commit interval). Prints the rate (msgs/s between 10 % and 100 % of the messages,
 as the bench's RateMeter defines it) as one JSON line.
 
-    python _state_quix.py BOOTSTRAP TOPIC COUNT count|window STATE_DIR GROUP
+For bench/state_restore.py, ``restore``: the count's store restored from its changelog
+(``changelog__GROUP--TOPIC--default``, filled by the bench) into an empty state folder; prints
+the seconds from Quix's "Beginning recovery check" to its "Recovery process complete" (its
+own log lines, read by a handler on its logger), then stops.
+
+    python _state_quix.py BOOTSTRAP TOPIC COUNT count|window|restore STATE_DIR GROUP
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from datetime import timedelta
@@ -29,8 +35,11 @@ def main() -> None:
         consumer_group=group,
         auto_offset_reset="earliest",
         state_dir=state_dir,
-        loglevel="WARNING",
+        loglevel="INFO" if variant == "restore" else "WARNING",
     )
+    if variant == "restore":
+        restore(app, topic_name)
+        return
 
     def meter(value: bytes) -> None:
         nonlocal seen
@@ -55,6 +64,25 @@ def main() -> None:
     app.run()
     (start, first), (end, last) = marks["start"], marks["end"]
     print(json.dumps({"rate": (last - first) / (end - start)}), flush=True)
+
+
+def restore(app: Application, topic_name: str) -> None:
+    marks: dict[str, float] = {}
+
+    class Recovery(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = record.getMessage()
+            if text.startswith("Beginning recovery check"):
+                marks.setdefault("start", record.created)
+            elif text.startswith("Recovery process complete"):
+                marks["end"] = record.created
+                app.stop()
+
+    logging.getLogger("quixstreams").addHandler(Recovery())
+    topic = app.topic(topic_name, key_deserializer="str", value_deserializer="bytes")
+    app.dataframe(topic).update(lambda value, state: None, stateful=True)
+    app.run()
+    print(json.dumps({"seconds": marks["end"] - marks["start"]}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Restoring state stores: a cold restore of a changelog beside a bare confluent-kafka restore
-loop, and a restart after SIGKILL to the first processed message, with the local store kept
-(warm) and deleted (cold).
+loop, Quix Streams and Kafka Streams, and a restart after SIGKILL to the first processed
+message, with the local store kept (warm) and deleted (cold).
 
-Data: one compacted changelog of ``--records`` records (key ``k-N``, each key once, a 100 B
-JSON value; the default, 9,000,000, is about 1 GB on the broker's disk) over 4 partitions, as
-Conveyor names it for its store; the input topic holds a message per partition for each
-restart.
+Data: for each side a compacted changelog of its own, named as that side names its store's,
+of ``--records`` records (key ``k-N``, each key once, a 100 B JSON value; the default,
+9,000,000, is about 1 GB on the broker's disk) over 4 partitions; Quix's carry the header
+naming its column family. The input topic holds a message per partition for each restart.
 
 Figures:
 
@@ -13,7 +13,11 @@ Figures:
   restore seconds from the ``state.restored`` events, summed: one restore thread reads them
   one after another) beside the bare loop (a confluent-kafka consumer with the settings of
   Conveyor's restore reader, the partitions one after another, one rocksdict write batch per
-  4 MiB as Conveyor writes them). Targets: >= 500,000 records/s, >= 0.8x the bare loop.
+  4 MiB as Conveyor writes them), Quix Streams 3.28 (from its "Beginning recovery check" to
+  its "Recovery process complete") and Kafka Streams 4.1.1 (its restore listener's first
+  start to last end). Conveyor's seconds run likewise from its first partition's restore
+  start to its last one's end. Targets: >= 500,000 records/s, >= 10x Quix Streams, >= 0.8x
+  Kafka Streams; the bare loop beside them.
 * restart after SIGKILL to the first processed message, seconds from the process's start
   (Python, imports, the group's join with static membership, the restore of the partition
   first processed): warm (the local store kept, only the delta replayed; target <= 7 s) and
@@ -40,6 +44,8 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka import Producer as KafkaProducer
 
+from _kafka_streams import kafka_streams_restore
+from _peers import peers_python
 from conveyor import App, Consumer
 from conveyor.state import Store, changelog_topic
 from harness import Bench, Figure
@@ -58,7 +64,9 @@ READER = {  # Conveyor's restore reader (conveyor.state.space)
 }
 
 
-def fill_changelog(bootstrap: str, topic: str, records: int, console: Any) -> None:
+def fill_changelog(
+    bootstrap: str, topic: str, records: int, console: Any, headers: Any = None
+) -> None:
     """``records`` keys once each, round-robin over the partitions (setup, not measured)."""
     producer = KafkaProducer(
         {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000}
@@ -67,7 +75,9 @@ def fill_changelog(bootstrap: str, topic: str, records: int, console: Any) -> No
     for index in range(records):
         while True:
             try:
-                producer.produce(topic, VALUE, key=f"k-{index}", partition=index % PARTITIONS)
+                producer.produce(
+                    topic, VALUE, key=f"k-{index}", partition=index % PARTITIONS, headers=headers
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -114,13 +124,14 @@ def bare_restore(bootstrap: str, changelog: str, folder: Path) -> tuple[int, flo
 
 
 def conveyor_restore(bootstrap: str, topic: str, group: str, folder: Path) -> tuple[int, float]:
-    """An app whose local store is empty restores every partition; records and the restores'
-    seconds (from its ``state.restored`` events)."""
-    restored: list[Any] = []
+    """An app whose local store is empty restores every partition; records and seconds from
+    the first partition's restore start to the last one's end (its ``state.restored``
+    events)."""
+    restored: list[tuple[float, Any]] = []
     all_in = threading.Event()
 
     def seen(event: Any) -> None:
-        restored.append(event)
+        restored.append((time.monotonic(), event))
         if len(restored) == PARTITIONS:
             all_in.set()
 
@@ -142,7 +153,21 @@ def conveyor_restore(bootstrap: str, topic: str, group: str, folder: Path) -> tu
             raise RuntimeError(f"only {len(restored)} of {PARTITIONS} partitions restored")
     finally:
         app.stop_and_wait()
-    return sum(e["records"] for e in restored), sum(e["seconds"] for e in restored)
+    began = min(at - event["seconds"] for at, event in restored)
+    return sum(event["records"] for _, event in restored), max(at for at, _ in restored) - began
+
+
+def quix_restore(bootstrap: str, topic: str, group: str, folder: Path) -> float:
+    """Quix Streams' restore of its count store, in the peers' environment: seconds."""
+    done = subprocess.run(
+        [peers_python(), str(HERE / "_state_quix.py"), bootstrap, topic, "0", "restore",
+         str(folder), group],
+        capture_output=True, text=True, timeout=1800, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"Quix Streams failed: {done.stderr[-2000:]}")
+    return float(json.loads(lines[-1])["seconds"])
 
 
 class Restarts:
@@ -178,28 +203,57 @@ class Restarts:
 
 def _arguments(parser: Any) -> None:
     parser.add_argument("--records", type=int, default=9_000_000)
+    parser.add_argument("--no-peers", action="store_true", help="Conveyor and the bare loop only")
 
 
 def main() -> None:
     bench = Bench("state_restore", __doc__ or "", _arguments)
     records: int = bench.args.records
+    peers = not bench.args.no_peers
     scratch = Path(tempfile.mkdtemp(prefix="conveyor-bench-restore-"))
+    compact = {"cleanup.policy": "compact"}
     topic = bench.create_topic(PARTITIONS)
     group = f"bench-restore-{uuid.uuid4().hex[:8]}"
-    changelog = bench.create_topic(
-        PARTITIONS, {"cleanup.policy": "compact"}, name=changelog_topic(group, topic, "default")
-    )
+    changelogs = {  # each side's own, named as it names its store's
+        "bare": bench.create_topic(PARTITIONS, compact),
+        "conveyor": bench.create_topic(
+            PARTITIONS, compact, name=changelog_topic(group, topic, "default")
+        ),
+    }
+    if peers:
+        changelogs["quix"] = bench.create_topic(
+            PARTITIONS, compact, name=f"changelog__{group}-quix--{topic}--default"
+        )
+        changelogs["kstreams"] = bench.create_topic(
+            PARTITIONS, compact, name=f"{group}-kstreams-counts-changelog"
+        )
+    for side, changelog in changelogs.items():
+        headers = [("__column_family__", b"default")] if side == "quix" else None
+        fill_changelog(bench.bootstrap, changelog, records, bench.console, headers)
+    bench.console.print(f"filled {len(changelogs)} changelogs with {records:,} records each")
+    rates: dict[str, list[float]] = {side: [] for side in changelogs}
+    warm, cold = [], []
     try:
-        fill_changelog(bench.bootstrap, changelog, records, bench.console)
-        bench.console.print(f"filled the changelog with {records:,} records")
-        bare, conveyor, warm, cold = [], [], [], []
         for attempt in range(1, bench.repeats + 1):
-            count, seconds = bare_restore(bench.bootstrap, changelog, scratch / f"bare-{attempt}")
-            bare.append(count / seconds)
+            folder = scratch / f"bare-{attempt}"
+            count, seconds = bare_restore(bench.bootstrap, changelogs["bare"], folder)
+            rates["bare"].append(count / seconds)
+            shutil.rmtree(folder, ignore_errors=True)
+            if peers:
+                folder = scratch / f"quix-{attempt}"
+                rates["quix"].append(
+                    records / quix_restore(bench.bootstrap, topic, f"{group}-quix", folder)
+                )
+                shutil.rmtree(folder, ignore_errors=True)
+                folder = scratch / f"kstreams-{attempt}"
+                count, seconds = kafka_streams_restore(
+                    bench.bootstrap, topic, f"{group}-kstreams", PARTITIONS, folder
+                )
+                rates["kstreams"].append(count / seconds)
+                shutil.rmtree(folder, ignore_errors=True)
             folder = scratch / f"conveyor-{attempt}"
             count, seconds = conveyor_restore(bench.bootstrap, topic, group, folder)
-            conveyor.append(count / seconds)
-            shutil.rmtree(scratch / f"bare-{attempt}", ignore_errors=True)
+            rates["conveyor"].append(count / seconds)
             restarts = Restarts(bench, topic, group, folder)  # the folder holds the store: warm
             try:
                 restarts.start()
@@ -212,18 +266,25 @@ def main() -> None:
                 restarts.kill()
                 shutil.rmtree(folder, ignore_errors=True)
             bench.console.print(
-                f"  run {attempt}/{bench.repeats}: bare {bare[-1]:,.0f}, Conveyor"
-                f" {conveyor[-1]:,.0f} records/s; restart warm {warm[-1]:.2f} s,"
-                f" cold {cold[-1]:.2f} s"
+                f"  run {attempt}/{bench.repeats}: "
+                + ", ".join(f"{side} {rate[-1]:,.0f}" for side, rate in rates.items())
+                + f" records/s; restart warm {warm[-1]:.2f} s, cold {cold[-1]:.2f} s"
             )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     note = f"{records:,} x 100 B, {PARTITIONS} partitions"
-    bench.record(Figure(bench.name, "bare restore loop (baseline)", "records/s", bare, note=note))
-    bench.record(
-        Figure(bench.name, "cold restore (target >= 0.8x the bare loop; >= 500,000)",
-               "records/s", conveyor, bare, note=note)
-    )  # fmt: skip
+    figures = [
+        ("bare restore loop", "bare", None),
+        ("cold restore (target >= 500,000) vs the bare loop", "conveyor", "bare"),
+        ("cold restore vs Quix Streams (target >= 10x)", "conveyor", "quix"),
+        ("Quix Streams restore", "quix", None),
+        ("cold restore vs Kafka Streams (target >= 0.8x)", "conveyor", "kstreams"),
+        ("Kafka Streams restore", "kstreams", None),
+    ]
+    for title, side, against in figures:
+        if side in rates and (against is None or against in rates):
+            baseline = rates[against] if against else []
+            bench.record(Figure(bench.name, title, "records/s", rates[side], baseline, note=note))
     bench.record(
         Figure(bench.name, "restart after SIGKILL to the first processed message, warm"
                " (target <= 7 s)", "s", warm, higher_is_better=False, note=note)

@@ -3,6 +3,7 @@ import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -12,6 +13,7 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 
 /**
  * Kafka Streams' side of bench/stateful.py: a count per key (a KTable in RocksDB with its
@@ -20,7 +22,12 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * caches). Prints {"rate": N}: messages a second from 10 % of them to the last, as the
  * bench's RateMeter counts.
  *
- * <pre>java -cp LIBS/*:CLASSES StateBench BOOTSTRAP TOPIC COUNT count|window STATE_DIR APP_ID</pre>
+ * <p>For bench/state_restore.py, {@code restore}: the count's store (its changelog
+ * APP_ID-counts-changelog filled by the bench, PARTITIONS partitions) restored into an empty
+ * state folder; prints {"records": N, "seconds": S}, from the first partition's restore start
+ * to the last one's end (a restore listener's).
+ *
+ * <pre>java -cp LIBS/*:CLASSES StateBench BOOTSTRAP TOPIC COUNT count|window|restore STATE_DIR APP_ID [PARTITIONS]</pre>
  */
 public final class StateBench {
     public static void main(String[] args) throws Exception {
@@ -32,6 +39,10 @@ public final class StateBench {
         settings.put(StreamsConfig.APPLICATION_ID_CONFIG, args[5]);
         settings.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         settings.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
+        if (variant.equals("restore")) {
+            restore(topic, Integer.parseInt(args[6]), settings);
+            return;
+        }
 
         long threshold = Math.max(1, total / 10);
         AtomicLong seen = new AtomicLong();
@@ -66,6 +77,50 @@ public final class StateBench {
             }
             double rate = (total - threshold) / ((marks[1] - marks[0]) / 1e9);
             System.out.println("{\"rate\": " + rate + "}");
+        } finally {
+            streams.close(Duration.ofSeconds(30));
+        }
+    }
+
+    private static void restore(String topic, int partitions, Properties settings)
+            throws Exception {
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.stream(topic, Consumed.with(Serdes.String(), Serdes.ByteArray()))
+            .groupByKey(Grouped.with(Serdes.String(), Serdes.ByteArray()))
+            .count(Materialized.as("counts"));
+        AtomicLong records = new AtomicLong();
+        long[] times = {Long.MAX_VALUE, 0};
+        CountDownLatch restored = new CountDownLatch(partitions);
+        KafkaStreams streams = new KafkaStreams(builder.build(), settings);
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            @Override
+            public synchronized void onRestoreStart(
+                    TopicPartition partition, String store, long start, long end) {
+                times[0] = Math.min(times[0], System.nanoTime());
+            }
+
+            @Override
+            public void onBatchRestored(
+                    TopicPartition partition, String store, long end, long count) {
+                records.addAndGet(count);
+            }
+
+            @Override
+            public synchronized void onRestoreEnd(
+                    TopicPartition partition, String store, long total) {
+                times[1] = System.nanoTime();
+                restored.countDown();
+            }
+        });
+        streams.start();
+        try {
+            if (!restored.await(900, TimeUnit.SECONDS)) {
+                System.err.println("Kafka Streams restored " + records.get() + " records");
+                System.exit(1);
+            }
+            double seconds = (times[1] - times[0]) / 1e9;  // the latch orders the writes
+            System.out.println(
+                "{\"records\": " + records.get() + ", \"seconds\": " + seconds + "}");
         } finally {
             streams.close(Duration.ofSeconds(30));
         }
