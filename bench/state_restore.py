@@ -18,6 +18,9 @@ Figures:
   start to last end). Conveyor's seconds run likewise from its first partition's restore
   start to its last one's end. Targets: >= 500,000 records/s, >= 10x Quix Streams, >= 0.8x
   Kafka Streams; the bare loop beside them.
+* RSS growth of an app that restored ``--records`` over 64 store partitions (a topic of 64
+  partitions and its changelog): the process's resident memory after every partition was
+  restored and processed a message, less before the app was built. Target <= 300 MB at 1 GB.
 * restart after SIGKILL to the first processed message, seconds from the process's start
   (Python, imports, the group's join with static membership, the restore of the partition
   first processed): warm (the local store kept, only the delta replayed; target <= 7 s) and
@@ -65,7 +68,12 @@ READER = {  # Conveyor's restore reader (conveyor.state.space)
 
 
 def fill_changelog(
-    bootstrap: str, topic: str, records: int, console: Any, headers: Any = None
+    bootstrap: str,
+    topic: str,
+    records: int,
+    console: Any,
+    headers: Any = None,
+    partitions: int = PARTITIONS,
 ) -> None:
     """``records`` keys once each, round-robin over the partitions (setup, not measured)."""
     producer = KafkaProducer(
@@ -76,7 +84,7 @@ def fill_changelog(
         while True:
             try:
                 producer.produce(
-                    topic, VALUE, key=f"k-{index}", partition=index % PARTITIONS, headers=headers
+                    topic, VALUE, key=f"k-{index}", partition=index % partitions, headers=headers
                 )
                 break
             except BufferError:
@@ -168,6 +176,31 @@ def quix_restore(bootstrap: str, topic: str, group: str, folder: Path) -> float:
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"Quix Streams failed: {done.stderr[-2000:]}")
     return float(json.loads(lines[-1])["seconds"])
+
+
+def conveyor_rss(bench: Bench, records: int, folder: Path) -> float:
+    """An app (``_state_rss.py``, a process of its own) restores ``records`` over 64 store
+    partitions, and each partition processes a message: its resident memory's growth, MB."""
+    partitions = 64
+    topic = bench.create_topic(partitions)
+    group = f"bench-rss-{uuid.uuid4().hex[:8]}"
+    changelog = bench.create_topic(
+        partitions, {"cleanup.policy": "compact"}, name=changelog_topic(group, topic, "default")
+    )
+    fill_changelog(bench.bootstrap, changelog, records, bench.console, partitions=partitions)
+    producer = KafkaProducer({"bootstrap.servers": bench.bootstrap})
+    for partition in range(partitions):
+        producer.produce(topic, b"1", key=b"rss", partition=partition)
+    producer.flush(30)
+    done = subprocess.run(
+        [sys.executable, str(HERE / "_state_rss.py"), bench.bootstrap, topic, group,
+         str(folder), str(partitions)],
+        capture_output=True, text=True, timeout=1200, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the RSS app failed: {done.stderr[-2000:]}")
+    return float(json.loads(lines[-1])["mb"])
 
 
 class Restarts:
@@ -270,6 +303,7 @@ def main() -> None:
                 + ", ".join(f"{side} {rate[-1]:,.0f}" for side, rate in rates.items())
                 + f" records/s; restart warm {warm[-1]:.2f} s, cold {cold[-1]:.2f} s"
             )
+        growth = [] if bench.args.no_rss else [conveyor_rss(bench, records, scratch / "rss")]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     note = f"{records:,} x 100 B, {PARTITIONS} partitions"
@@ -285,6 +319,12 @@ def main() -> None:
         if side in rates and (against is None or against in rates):
             baseline = rates[against] if against else []
             bench.record(Figure(bench.name, title, "records/s", rates[side], baseline, note=note))
+    if growth:
+        bench.record(
+            Figure(bench.name, "RSS growth, 64 store partitions (target <= 300 MB at 1 GB)",
+                   "MB", growth, higher_is_better=False,
+                   note=f"{records:,} x 100 B, 64 partitions, one run")
+        )  # fmt: skip
     bench.record(
         Figure(bench.name, "restart after SIGKILL to the first processed message, warm"
                " (target <= 7 s)", "s", warm, higher_is_better=False, note=note)
