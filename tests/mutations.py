@@ -2056,7 +2056,9 @@ MUTATIONS = (
         "state: a job whose backlog ran dry flushes at once (the interval ignored)",
         "conveyor/processing/store_flush.py",
         (("        if held or left <= 0:", "        if True:"),),
-        ("tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",),
+        (
+            "tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",
+        ),
     ),
     Mutation(
         "state: no timer flushes what an idle partition kept",
@@ -2067,13 +2069,17 @@ MUTATIONS = (
                 "            pass",
             ),
         ),
-        ("tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",),
+        (
+            "tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",
+        ),
     ),
     Mutation(
         "state: a stopping app drops what its idle partitions kept",
         "conveyor/processing/partition_core.py",
         (("        self.flush_idle()\n", ""),),
-        ("tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",),
+        (
+            "tests/integration/state/test_stores.py::test_a_partition_whose_backlog_runs_dry_flushes_once_per_interval_and_as_the_app_stops",
+        ),
     ),
     Mutation(
         "state: a revoked partition commits without flushing what it kept",

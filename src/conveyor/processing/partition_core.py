@@ -307,11 +307,11 @@ class PartitionCore(ABC):
         self.flush_idle()
         self._call("shutdown", ev.CONSUMER_SHUTDOWN)
 
+    @abstractmethod
     def flush_idle(self) -> None:
         """Before the offsets of a revoked partition or a stopping app are committed: flush
         the store writes kept for the next flush, and mark their offset, when no job runs (a
-        running job's are its own to flush or drop). Nothing to do without stores."""
-        return
+        running job's are its own to flush or drop)."""
 
     def _report_dispatch_failure(self, offset: int, error: Exception) -> None:
         _copy_failed.log(

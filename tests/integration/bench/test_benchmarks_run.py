@@ -23,7 +23,7 @@ BENCH = Path(__file__).parents[3] / "bench"
         ("produce_sync", ["--calls", "20", "--seconds", "0.5", "--sleep-calls", "3"]),
         ("consume_throughput", ["--messages", "3000"]),
         ("stateful", ["--messages", "3000", "--no-peers"]),
-        ("state_restore", ["--records", "20000"]),
+        ("state_restore", ["--records", "20000", "--no-peers"]),
         ("typed_consume", ["--messages", "3000", "--no-peers"]),
         ("jobs", ["--jobs", "2000", "--seconds", "0.5", "--sides", "conveyor,bare"]),
         ("web_reporting", ["--messages", "3000"]),

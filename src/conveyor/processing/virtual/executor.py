@@ -170,6 +170,9 @@ class VirtualPartitionExecutor(PartitionCore):
                 for lane in self.lanes
             ]
 
+    def flush_idle(self) -> None:
+        """Nothing is kept: stores and virtual partitions do not go together."""
+
     def first_waiting(self) -> Any | None:
         with self.lock:
             outstanding = self.tracker.outstanding()
