@@ -237,6 +237,7 @@ class Restarts:
 def _arguments(parser: Any) -> None:
     parser.add_argument("--records", type=int, default=9_000_000)
     parser.add_argument("--no-peers", action="store_true", help="Conveyor and the bare loop only")
+    parser.add_argument("--no-rss", action="store_true", help="skip the 64 partitions' RSS")
 
 
 def main() -> None:
