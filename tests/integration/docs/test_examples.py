@@ -58,9 +58,15 @@ PAGE_TOPICS = _page_topics()
 
 
 def _delete_topics_of(page: Path, admin: Admin) -> None:
-    """The pages name their topics plainly ("orders"): each page starts without the topics an
-    earlier page made (left by an earlier run, or by `make run`); nothing else is touched."""
+    """The pages name their topics and apps plainly ("orders"): each page starts without the
+    topics an earlier page made and without the consumer groups of its apps (a group is named
+    after its app's client_id), left by an earlier run on the development broker's folder or by
+    `make run`: offsets committed there would start the page's steps in the middle. Nothing
+    else is touched."""
     made = [t for t in admin.list_topics() if t in PAGE_TOPICS]
+    for group in admin.list_consumer_groups():
+        if group in PAGE_TOPICS:
+            admin.delete_consumer_group(group)
     for name in made:
         admin.delete_topic(name)
     pause = threading.Event()
