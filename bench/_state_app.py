@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 
 from conveyor import App, Consumer
 from conveyor.state import Store
@@ -24,7 +25,7 @@ def main() -> None:
                 counts[message.key] = counts.get(message.key, 0) + 1
             if not first.is_set():
                 first.set()
-                print(json.dumps({"first": __import__("time").time()}), flush=True)
+                print(json.dumps({"first": time.time()}), flush=True)
 
     app = App(
         client_id="bench-restart",

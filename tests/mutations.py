@@ -799,14 +799,14 @@ MUTATIONS = (
         "exactly once: a transaction whose mark was refused commits without its offset",
         "conveyor/consumer.py",
         (
-            ("if executor.revoked or scope.refused:", "if executor.revoked:"),
+            ("if self._executor.revoked or scope.refused:", "if self._executor.revoked:"),
             (
                 "        if scope.next_offset is None:\n            raise",
                 "        if False:\n            raise",
             ),
             (
-                "        executor.offsets_in_transactions()\n",
-                "        if scope.next_offset is None:\n            return\n        executor.offsets_in_transactions()\n",
+                "        next_offset = self._check_marked(scope)\n        executor.offsets_in_transactions()\n",
+                "        next_offset = self._check_marked(scope)\n        if next_offset is None:\n            return\n        executor.offsets_in_transactions()\n",
             ),
         ),
         (
@@ -2094,8 +2094,8 @@ MUTATIONS = (
         "conveyor/processing/store_flush.py",
         (
             (
-                "        due = time.monotonic() - self._flushed_at >= self.interval",
-                "        due = True",
+                "        if self._left() <= 0 or stores.kept >= KEPT_MAX:",
+                "        if True:",
             ),
         ),
         (
@@ -2251,8 +2251,8 @@ MUTATIONS = (
         "conveyor/state/windows.py",
         (
             (
-                "        self.late = []\n        add = ",
-                "        self.late = []\n        stream = -1\n        add = ",
+                "        self.late = []\n        window = self._window\n",
+                "        self.late = []\n        stream = -1\n        window = self._window\n",
             ),
         ),
         ("tests/unit/state/test_windows.py::test_the_grace_boundary_and_late_messages",),
@@ -2285,6 +2285,67 @@ MUTATIONS = (
         (("            if start > high:", "            if False:"),),
         (
             "tests/integration/state/test_stores.py::test_a_changelog_recreated_under_a_warm_store_stops_its_partition_or_rebuilds_it",
+        ),
+    ),
+    Mutation(
+        "state: a sliding window forgets the window left as a message drops out",
+        "conveyor/state/windows.py",
+        (
+            (
+                "            if later < len(times) and times[later] <= moment + size + 1:",
+                "            if False:",
+            ),
+        ),
+        (
+            "tests/unit/state/test_windows.py::test_sliding_windows_are_kafka_streams_five_windows_of_its_example",
+        ),
+    ),
+    Mutation(
+        "transactions: an aborted joint transaction leaves the other partitions where they are",
+        "conveyor/processing/joint_transaction.py",
+        (
+            (
+                "                if not member.revoked:\n                    self._rewinds[member] = share.first",
+                "                if False:\n                    self._rewinds[member] = share.first",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_joint_transaction.py::test_a_failing_block_aborts_and_every_partition_with_earlier_batches_runs_them_again",
+            "tests/integration/processing/test_exactly_once.py::test_a_failure_inside_the_transaction_aborts_it_and_the_retry_commits_once",
+        ),
+    ),
+    Mutation(
+        "transactions: a failed partition's retry joins the others' open transaction",
+        "conveyor/processing/joint_transaction.py",
+        (
+            (
+                "                if key in self._solo and any(other is not member for other in self._shares):",
+                "                if False:",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_joint_transaction.py::test_a_partition_that_failed_commits_alone_until_past_the_batch_that_failed",
+        ),
+    ),
+    Mutation(
+        "transactions: a revocation leaves the joint transaction open (it aborts later)",
+        "conveyor/processing/executor.py",
+        (("            self.joint_seat.settle()", "            pass"),),
+        (
+            "tests/integration/processing/test_exactly_once.py::test_a_rebalance_under_a_transaction_interval_commits_and_copies_nothing_twice",
+        ),
+    ),
+    Mutation(
+        "transactions: a batch in the joint transaction marked at its end, before the commit",
+        "conveyor/processing/executor.py",
+        (
+            (
+                "        deferred = joint is not None and joint.holds()  # its commit writes them and marks",
+                "        deferred = False",
+            ),
+        ),
+        (
+            "tests/integration/state/test_exactly_once_state.py::test_counts_are_exact_through_repeated_sigkills_under_exactly_once",
         ),
     ),
 )

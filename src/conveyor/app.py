@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from conveyor.liveness import Liveness
     from conveyor.metrics import Metrics
     from conveyor.processing import ProcessingContext, Runner
+    from conveyor.processing.joint_transaction import JointTransaction
     from conveyor.processing.snapshot import Snapshot
     from conveyor.producer import Producer
     from conveyor.routing.topic import Topic
@@ -107,6 +108,9 @@ class App:
         state_flush_interval: seconds a partition's store writes may wait, with its offsets,
             before they go to the changelogs and the local stores together (default 1.0; 0
             writes each batch's at its end); see the state guide.
+        transaction_interval: seconds one Kafka transaction stays open for the consumers'
+            ``with self.transaction():`` blocks to join, committed together when it is over
+            (default 0: each block commits at its end); see "Exactly once".
 
     Raises:
         ConfigurationError: an unknown setting, a wrong type or an impossible value (named).
@@ -139,6 +143,7 @@ class App:
         event_loop_blocked_after: float | None = DEFAULT,
         state_dir: str | os.PathLike[str] = DEFAULT,
         state_flush_interval: float = DEFAULT,
+        transaction_interval: float = DEFAULT,
         **unknown: Any,
     ) -> None:
         self.settings = settings_from_environment(
@@ -158,6 +163,7 @@ class App:
                 "event_loop_blocked_after": event_loop_blocked_after,
                 "state_dir": state_dir,
                 "state_flush_interval": state_flush_interval,
+                "transaction_interval": transaction_interval,
             },
             kafka,
             oauth_token_provider=oauth_token_provider,
@@ -637,7 +643,19 @@ class App:
             tracing=self.tracing,
             latency=self.latency,
             stores=self._state_space(routes),
+            joint_transaction=self._joint_transaction(),
         )
+
+    def _joint_transaction(self) -> JointTransaction | None:
+        """The transaction consumers' blocks join (``transaction_interval``), if set."""
+        interval = self.settings.transaction_interval
+        if not interval:
+            return None
+        from conveyor.processing.joint_transaction import JointTransaction
+        from conveyor.processing.timers import Timers
+
+        timers = Timers(f"{self.settings.client_id}-transactions")
+        return JointTransaction(lambda: self.transactional_producer, interval, timers)
 
     def _state_space(self, routes: list[Topic]) -> StateSpace | None:
         """The stores of the routes this process runs, when one declares any (closed at

@@ -25,6 +25,7 @@ from conveyor.validation import check_aware
 if TYPE_CHECKING:
     from conveyor.host import Host
     from conveyor.partition import PartitionHandle
+    from conveyor.processing.joint_transaction import Seat
     from conveyor.producer.transactions import Transactions
     from conveyor.routing.topic import Topic
     from conveyor.state.view import State
@@ -258,13 +259,11 @@ class Consumer(Generic[PayloadT, KeyT]):
         assert scope.next_offset is not None
         self._executor.mark(scope.next_offset, False, scope.metadata)
 
-    def _send_offsets(self, scope: _TransactionScope, transactions: Transactions) -> None:
-        """The block ended without an error: send the offset it marked with the transaction
-        (blocking: the broker's answer)."""
-        executor = self._executor
+    def _check_marked(self, scope: _TransactionScope) -> int:
+        """The block ended without an error: the offset it marked, to commit with it."""
         # The invariant: a transaction commits with its input's offset or not at all;
         # outputs without it would be produced again by whoever reads the partition next.
-        if executor.revoked or scope.refused:
+        if self._executor.revoked or scope.refused:
             raise TransactionError(
                 f"{self.topic}/{self.partition} was revoked during the transaction: "
                 "aborted, its offset not committed"
@@ -275,18 +274,80 @@ class Consumer(Generic[PayloadT, KeyT]):
                 "call mark_as_consumed inside the block (aborted: its outputs would "
                 "commit without their input's offset, and be produced again)"
             )
+        return scope.next_offset
+
+    def _batch_span(self) -> tuple[int, int]:
+        """The batch's first offset and the one after its last (a joint transaction's)."""
+        messages = self.messages
+        if not messages:
+            raise TransactionError(
+                "a transaction that others join (transaction_interval) needs a batch: "
+                "open it in consume()"
+            )
+        return messages.first.offset, messages.last.offset + 1
+
+    @contextmanager
+    def _joint_in_thread(self, seat: Seat) -> Iterator[Producer]:
+        """The block joins the app's open transaction (``transaction_interval``): see
+        :mod:`conveyor.processing.joint_transaction`."""
+        producer, scope = self._open_transaction()
+        first, through = self._batch_span()
+        seat.enter(first)
+        transactions = producer.transactions
+        joined = transactions.join_shared()
+        self._transaction = scope
+        try:
+            yield producer
+            next_offset = self._check_marked(scope)
+        except BaseException as exc:
+            self._transaction = None
+            transactions.leave_shared(joined)
+            seat.fail(exc, first, through)
+            raise
+        self._transaction = None
+        transactions.leave_shared(joined)
+        if seat.leave(next_offset, scope.metadata):
+            seat.close()
+
+    @asynccontextmanager
+    async def _joint_on_loop(self, seat: Seat) -> AsyncIterator[Producer]:
+        producer, scope = self._open_transaction()
+        first, through = self._batch_span()
+        try:
+            await off_the_loop(seat.enter, first)
+        except asyncio.CancelledError:  # it entered all the same (a thread finished it)
+            await off_the_loop(seat.fail, asyncio.CancelledError(), first, through)
+            raise
+        transactions = producer.transactions
+        joined = transactions.join_shared()
+        self._transaction = scope
+        try:
+            yield producer
+            next_offset = self._check_marked(scope)
+        except BaseException as exc:
+            self._transaction = None
+            transactions.leave_shared(joined)
+            await off_the_loop(seat.fail, exc, first, through)
+            raise
+        self._transaction = None
+        transactions.leave_shared(joined)
+        if seat.leave(next_offset, scope.metadata):
+            await off_the_loop(seat.close)
+
+    def _send_offsets(self, scope: _TransactionScope, transactions: Transactions) -> None:
+        """The block ended without an error: send the offset it marked with the transaction
+        (blocking: the broker's answer)."""
+        executor = self._executor
+        next_offset = self._check_marked(scope)
         executor.offsets_in_transactions()
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug(
-                "transaction of %s/%s sends offset %d",
-                self.topic,
-                self.partition,
-                scope.next_offset,
+                "transaction of %s/%s sends offset %d", self.topic, self.partition, next_offset
             )
         metadata = scope.metadata if scope.metadata is not None else executor.offset_metadata
         try:
             transactions.send_offsets(
-                [(self.topic, self.partition, scope.next_offset)],
+                [(self.topic, self.partition, next_offset)],
                 executor.group_metadata(),
                 metadata=None if metadata is None else {(self.topic, self.partition): metadata},
             )
@@ -510,7 +571,11 @@ class TransactionBlock:
                 "`async with self.transaction():`",
                 "transaction",
             )
-        self._in_thread = self._consumer._transaction_in_thread()
+        consumer = self._consumer
+        seat = consumer._executor.joint_seat
+        self._in_thread = (
+            consumer._transaction_in_thread() if seat is None else consumer._joint_in_thread(seat)
+        )
         return self._in_thread.__enter__()
 
     def __exit__(
@@ -520,7 +585,11 @@ class TransactionBlock:
         return self._in_thread.__exit__(kind, error, traceback)
 
     async def __aenter__(self) -> Producer:
-        self._on_loop = self._consumer._transaction_on_loop()
+        consumer = self._consumer
+        seat = consumer._executor.joint_seat
+        self._on_loop = (
+            consumer._transaction_on_loop() if seat is None else consumer._joint_on_loop(seat)
+        )
         return await self._on_loop.__aenter__()
 
     async def __aexit__(

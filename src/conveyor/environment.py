@@ -116,6 +116,7 @@ APP_VARIABLES: tuple[Variable, ...] = (
              "seconds, or none", _or_none(_seconds)),
     Variable("CONVEYOR_STATE_DIR", "state_dir", "a folder (the state stores' files)"),
     Variable("CONVEYOR_STATE_FLUSH_INTERVAL", "state_flush_interval", "seconds", _seconds),
+    Variable("CONVEYOR_TRANSACTION_INTERVAL", "transaction_interval", "seconds", _seconds),
 )  # fmt: skip
 """The ``App`` settings an environment variable can set (when the code does not)."""
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from conveyor.driver.handles import DeliveryHandle
     from conveyor.messages import Message
+    from conveyor.processing.joint_transaction import Seat
     from conveyor.producer.producer import Producer
     from conveyor.state.view import State
     from conveyor.tracing.latency import PollTimes
@@ -70,6 +71,11 @@ class PartitionHandle(Protocol):
     @property
     def polls(self) -> PollTimes:
         """When each fetch came (for the spans of the batch's messages)."""
+
+    @property
+    def joint_seat(self) -> Seat | None:
+        """Its way into the app's joint transaction (``transaction_interval``), or ``None``:
+        each transaction block commits on its own."""
 
     def producer(self) -> Producer:
         """The app's producer."""

@@ -80,6 +80,10 @@ class AppSettings:
     the changelogs and the local stores, and the batches' offsets marked (also when the
     partition has nothing more to run); 0 flushes each batch at its end. A key written by
     many batches in between costs one changelog record."""
+    transaction_interval: float = 0.0
+    """Seconds one Kafka transaction stays open for the consumers' ``with self.transaction():``
+    blocks to join (see :mod:`conveyor.processing.joint_transaction`): their outputs, offsets
+    and store writes commit together when it is over; 0 commits each block at its end."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Where each setting came from: ``argument``, ``$VARIABLE`` (the environment) or
     ``default``; librdkafka's as ``kafka: <name>`` (see :mod:`conveyor.environment`)."""
@@ -112,6 +116,7 @@ _DEFAULTS = {
         "event_loop_blocked_after",
         "state_dir",
         "state_flush_interval",
+        "transaction_interval",
     )
 }
 
@@ -182,6 +187,7 @@ def build_app_settings(
     event_loop_blocked_after: Any = AppSettings.event_loop_blocked_after,
     state_dir: Any = AppSettings.state_dir,
     state_flush_interval: Any = AppSettings.state_flush_interval,
+    transaction_interval: Any = AppSettings.transaction_interval,
     unknown: Mapping[str, Any] | None = None,
 ) -> AppSettings:
     """Check every setting and return them frozen (the defaults are :class:`AppSettings`'s,
@@ -229,6 +235,8 @@ def build_app_settings(
         check_seconds("event_loop_blocked_after", event_loop_blocked_after)
     _check_instance_id(instance_id)
     state_dir, state_flush_interval = _state_settings(state_dir, state_flush_interval)
+    if isinstance(transaction_interval, bool) or transaction_interval != 0:
+        check_seconds("transaction_interval", transaction_interval)
     kafka = dict(kafka)
     check_group_protocol(kafka)
     if oauth_token_provider is not None:
@@ -257,6 +265,7 @@ def build_app_settings(
         ),
         state_dir=state_dir,
         state_flush_interval=state_flush_interval,
+        transaction_interval=float(transaction_interval),
     )
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from conveyor.consumer import Consumer
     from conveyor.instrumentation import Monitor
+    from conveyor.processing.joint_transaction import JointTransaction
     from conveyor.producer import Producer
     from conveyor.settings import AppSettings
     from conveyor.state.space import StateSpace
@@ -46,4 +47,7 @@ class ProcessingContext:
     latency: Latency | None = None
     """Per-stage latency histograms while ``latency.active``."""
     stores: StateSpace | None = None
+    joint_transaction: JointTransaction | None = None
+    """The transaction that consumers' blocks join (``transaction_interval``; ``None``: a
+    transaction per block)."""
     """The routes' state stores in this process (``None``: no route declares one)."""

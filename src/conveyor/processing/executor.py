@@ -237,7 +237,7 @@ class PartitionExecutor(PartitionCore):
                             self.backpressure = False
                             resume_fetching = True
                 if flush:
-                    self._flush_kept()
+                    self._end_work()
                     continue
                 if drained:
                     listener.drained(self)
@@ -271,7 +271,8 @@ class PartitionExecutor(PartitionCore):
         self.listener.job_started()
         try:  # a partition idle since its assignment meets its consumer here
             ticked = self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
-            self._flush_tick(ticked)
+            if self._flushes is not None:
+                self._flushes.after_tick(ticked)
         finally:
             self._side_job_ended()
 
@@ -282,18 +283,27 @@ class PartitionExecutor(PartitionCore):
         assert flushes is not None
         with self.lock:
             flushes.timer_ran()
+        self.side_work_due()
+
+    def side_work_due(self) -> None:
+        with self.lock:
             if self.scheduled or self.revoked or self.stopped:
                 return
             self.scheduled = True
-        self.listener.submit(self._run_flush)
+        self.listener.submit(self._run_side_work)
 
-    def _run_flush(self) -> None:
+    def _run_side_work(self) -> None:
         self.listener.job_started()
         try:
-            if self._kept_writes() and not self.revoked:
-                self._flush_kept()
+            self._end_work()
         finally:
             self._side_job_ended()
+
+    def _end_work(self) -> None:
+        """What a job does before it ends: a rewind an aborted joint transaction left, else
+        the flush of the store writes kept."""
+        if not self._take_rewind() and self._kept_writes() and not self.revoked:
+            self._flush_kept()
 
     def _side_job_ended(self) -> None:
         """A tick or a flush ran as the partition's job: what was fetched meanwhile runs now;
@@ -363,7 +373,7 @@ class PartitionExecutor(PartitionCore):
         if consumer is None:
             consumer = self._instance()
         self.running = RunningBatch(batch)
-        self._abort_batch = False
+        self._abort_batch = self.rewound = False
         try:
             started = self.hooks.consume(
                 consumer, batch, self._failed, self.pending.put_back, payloads=payloads
@@ -372,8 +382,9 @@ class PartitionExecutor(PartitionCore):
             self.running = None
         if started is None:
             return
-        deferred = False
-        if stores is not None:
+        joint = self.joint_seat
+        deferred = joint is not None and joint.holds()  # its commit writes them and marks
+        if stores is not None and not deferred:
             flushes = self._flushes
             assert flushes is not None
             deferred = (
@@ -403,7 +414,7 @@ class PartitionExecutor(PartitionCore):
         """Under the lock, as the job ends: whether the writes kept are flushed now (else a
         timer asks for it when the flush interval is over)."""
         flushes = self._flushes
-        return (
+        return self._rewind_asked or (
             flushes is not None
             and flushes.waiting
             and not self.revoked
@@ -411,6 +422,8 @@ class PartitionExecutor(PartitionCore):
         )
 
     def flush_idle(self) -> None:
+        if self.joint_seat is not None:
+            self.joint_seat.settle()
         flushes = self._flushes
         with self.lock:
             if flushes is None or self.scheduled or self.revoked or not flushes.waiting:
@@ -421,26 +434,6 @@ class PartitionExecutor(PartitionCore):
         finally:
             with self.lock:
                 self.scheduled = False
-
-    def _flush_tick(self, ticked: bool) -> None:
-        """What ``tick()`` wrote to the stores (windows it closed) is written now, as a
-        batch's is; when it raised or the write fails, it is dropped (the windows close again
-        later)."""
-        stores = self.stores
-        if stores is None or not stores.opened or not stores.dirty:
-            return
-        if not ticked or self.revoked:
-            stores.discard()
-            return
-        if self._kept_writes():  # with the batches' writes before it
-            self._flush_kept()
-            return
-        failure = self._write_stores(stores)
-        if failure is not None:
-            _log.error(
-                "%s/%s: what tick() wrote to the stores was dropped: %r",
-                *(self.topic, self.partition, failure),
-            )
 
     def _restore_first(self, stores: PartitionStores, batch: list[Any]) -> None:
         """The partition's stores are not open: its batch waits and its fetching pauses while
@@ -547,6 +540,9 @@ class PartitionExecutor(PartitionCore):
             self.stores.discard()  # what the failed batch wrote is gone with it
             if self._kept_writes() and not self._flush_kept():
                 return  # the batches before it run again, and it with them
+        if self.rewound:  # aborted with the batches before it in a joint transaction: the same
+            self.rewound = False
+            return
         marked = self.marked
         first_unmarked = marked if marked is not None else batch[0].offset()
         verdict = self.policy.failed(

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from conveyor.driver.handles import DeliveryHandle
     from conveyor.messages import Message
     from conveyor.processing.context import ProcessingContext
+    from conveyor.processing.joint_transaction import Seat
     from conveyor.processing.listener_actions import ListenerActions
     from conveyor.processing.snapshot import LaneState
     from conveyor.processing.strategies import FailurePolicy
@@ -134,6 +135,11 @@ class PartitionCore(ABC):
             else None
         )
         """The route's state stores of this partition (opened before its first batch)."""
+        joint = context.joint_transaction
+        self.joint_seat: Seat | None = None if joint is None else joint.seat(self)
+        """Its way into the app's joint transaction (``transaction_interval``), or ``None``."""
+        self.rewound = False  # its running batch was rewound with a joint transaction: not failed
+        self._rewind_asked = False  # an aborted joint transaction left it a rewind to run
 
     # -- how batches run: each executor's own -------------------------------------------------
 
@@ -379,6 +385,44 @@ class PartitionCore(ABC):
             return None
         staged = stores.stage(producer)
         return lambda: stores.apply(staged)
+
+    def keep_state(self) -> None:
+        """A block in the joint transaction ended well: its stores' writes wait for the
+        transaction's commit (:meth:`stage_state` sends them then)."""
+        if self.stores is not None and self.stores.opened:
+            self.stores.keep()
+
+    def rewind(self, first: int, in_batch: bool) -> None:
+        """On this partition's own thread: the joint transaction with its batches from
+        ``first`` on was aborted; their store writes go and they are read again (``in_batch``:
+        the running batch is one of them, and its failure is not the route's to retry)."""
+        if self.stores is not None:
+            self.stores.discard_all()
+        self.rewound = in_batch
+        self.request_pause(first, 0.0)
+
+    def rewind_due(self) -> None:
+        """From the thread that aborted a joint transaction: a job of this partition's own
+        runs the rewind (a running job takes it at its next block or as it ends)."""
+        with self.lock:
+            self._rewind_asked = True
+        self.side_work_due()
+
+    def _take_rewind(self) -> bool:
+        """In the partition's job: run the rewind an aborted joint transaction left, if any."""
+        if not self._rewind_asked:
+            return False
+        self._rewind_asked = False
+        seat = self.joint_seat
+        first = None if seat is None else seat.take_rewind()
+        if first is not None and not self.revoked:
+            self.rewind(first, in_batch=False)
+        return True
+
+    @abstractmethod
+    def side_work_due(self) -> None:
+        """Work waits that a job of the partition's own does (a flush, a rewind): start one
+        unless one runs (it does it as it ends)."""
 
     def close_stores(self) -> None:
         """The partition is over here: let go of its stores (their files stay)."""

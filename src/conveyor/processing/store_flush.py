@@ -97,8 +97,7 @@ class StoreFlush:
         if self._first is None:
             self._first = first
         self._through = through
-        due = time.monotonic() - self._flushed_at >= self.interval
-        if due or stores.kept >= KEPT_MAX:
+        if self._left() <= 0 or stores.kept >= KEPT_MAX:
             self.flush()
         return True
 
@@ -107,16 +106,42 @@ class StoreFlush:
         they are to be flushed now (``held``: the partition is held or the app stops; or the
         interval is over). Otherwise a timer calls the owner's ``flush_due`` once it is over.
         Called under the owner's lock."""
-        left = self._flushed_at + self.interval - time.monotonic()
+        left = self._left()
         if held or left <= 0:
             return True
         if self._timer is None:
             self._timer = self._timers.call_later(left, self._owner.flush_due)
         return False
 
+    def _left(self) -> float:
+        """Seconds until the flush interval since the last flush is over."""
+        return self._flushed_at + self.interval - time.monotonic()
+
     def timer_ran(self) -> None:
         """The timer asked for its flush (called under the owner's lock)."""
         self._timer = None
+
+    def after_tick(self, ticked: bool) -> None:
+        """What ``tick()`` wrote to the stores (windows it closed) is written now, as a
+        batch's is (with the batches' kept before it); when it raised or the write fails, it
+        is dropped (the windows close again later)."""
+        owner, stores = self._owner, self._stores
+        if not stores.opened or not stores.dirty:
+            return
+        if not ticked or owner.revoked:
+            stores.discard()
+            return
+        if self.waiting:
+            self.flush()
+            return
+        try:
+            stores.flush(owner.producer())
+        except Exception as exc:
+            stores.discard()
+            _log.error(
+                "%s/%s: what tick() wrote to the stores was dropped: %r",
+                *(owner.topic, owner.partition, exc),
+            )
 
     def flush(self, again: bool = True) -> bool:
         """Flush the kept writes and mark their batches' offset. When that fails, their writes

@@ -86,6 +86,7 @@ class Transactions:
         )  # the token, in the context (thread or task) that opened it
         self._holding_loop: asyncio.AbstractEventLoop | None = None  # of an open async block
         self._initialized_for: object = None
+        self._shared_started = 0.0  # when the open shared transaction began (perf_counter)
         self.on_first_begin: Callable[[], None] | None = None
         """Called once, when the first transaction begins (the app records it in its slot)."""
 
@@ -162,6 +163,56 @@ class Transactions:
             await self._finish(loop, inside, self._abort, client, started, exc)
             raise
         await self._finish(loop, inside, self._commit, client, started)
+
+    # -- one transaction that many blocks join (a consumer's ``transaction_interval``) -------
+
+    def open_shared(self) -> None:
+        """Begin a transaction that blocks in other threads and tasks join
+        (:meth:`join_shared`) until :meth:`close_shared` commits or aborts it. It holds the
+        producer's lock all that time: ``transaction()`` elsewhere waits for it to end."""
+        if not self.enabled:
+            raise TransactionError(
+                'this producer is not transactional: set kafka["transactional.id"] to use transactions'
+            )
+        self._lock.acquire()
+        try:
+            self._open = object()
+            self._shared_started = time.perf_counter()
+            self._in_use = self._begin()
+        except BaseException:
+            self._leave(None)
+            self._release()
+            raise
+
+    def join_shared(self) -> contextvars.Token[object | None]:
+        """The caller (its thread, or its task) produces in the open shared transaction until
+        :meth:`leave_shared` with the token returned."""
+        token = self._open
+        if token is None or self._in_use is None:
+            raise TransactionError("no shared transaction is open to join")
+        _blocks.set((*_still_open(), weakref.ref(self)))
+        return self._inside.set(token)
+
+    def leave_shared(self, joined: contextvars.Token[object | None]) -> None:
+        """The caller no longer produces in the shared transaction."""
+        self._forget_token(joined)
+
+    def close_shared(self, commit: bool, cause: BaseException | None = None) -> None:
+        """Commit (``commit``) or abort the shared transaction, then let go of the lock.
+
+        Raises:
+            TransactionError: the commit was refused (the transaction was aborted).
+        """
+        client = self._in_use
+        try:
+            if client is not None:
+                if commit:
+                    self._commit(client, self._shared_started)
+                else:
+                    self._abort(client, self._shared_started, cause or TransactionError("aborted"))
+        finally:
+            self._leave(None)
+            self._release()
 
     def _check_can_open(self) -> None:
         if not self.enabled:

@@ -36,7 +36,14 @@ from conveyor.state.errors import ChangelogMismatchError, StateError, StoreCodec
 from conveyor.state.partition_stores import Restored
 from conveyor.state.store import Codec, Store
 from conveyor.state.view import State
-from conveyor.state.windows import Hopping, Session, Tumbling, Windowed, WindowResult
+from conveyor.state.windows import (
+    Hopping,
+    Session,
+    Sliding,
+    Tumbling,
+    Windowed,
+    WindowResult,
+)
 
 __all__ = [
     "Aggregation",
@@ -52,6 +59,7 @@ __all__ = [
     "Reduce",
     "Restored",
     "Session",
+    "Sliding",
     "State",
     "StateError",
     "Store",

@@ -23,13 +23,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.state.backends import Backend, RocksDBBackend, open_backend
 from conveyor.state.changelogs import changelog_topic
 from conveyor.state.errors import ChangelogMismatchError, StoreCodecMismatchError
 from conveyor.state.store import Store
 from conveyor.state.view import State
+
+if TYPE_CHECKING:
+    from conveyor.driver.handles import BatchDeliveryHandle
 
 __all__ = ["OpenStores", "PartitionStores", "Restored"]
 
@@ -42,7 +45,7 @@ _RESTORE_BATCH_BYTES = 4 << 20
 holds the GIL, so the app's other threads wait for each."""
 _RESTORE_POLL = 10_000
 
-Staged = list[tuple[str, dict[bytes, bytes | None], Any]]
+Staged = list[tuple[str, dict[bytes, bytes | None], "BatchDeliveryHandle | None"]]
 """What :meth:`PartitionStores.stage` sent: per store, its changes and the delivery handle of
 its changelog records (``None``: a store without a changelog)."""
 

@@ -21,7 +21,9 @@ windows closed already is late: it is left out, listed in ``late`` and, on a rou
 ``late_to``. ``tick()`` closes windows by the wall clock, for a partition that falls silent.
 
 Kinds: :class:`Tumbling` (fixed, back to back), :class:`Hopping` (fixed, overlapping by
-``step``), :class:`Session` (per key, grows while messages come within ``gap`` of each other).
+``step``), :class:`Sliding` (per key, one ending at each message and one starting after each,
+as Kafka Streams' sliding windows), :class:`Session` (per key, grows while messages come within
+``gap`` of each other).
 """
 
 from __future__ import annotations
@@ -50,10 +52,12 @@ class _WithStores(Protocol):
     def stores(self) -> Mapping[str, State]: ...
 
 
-__all__ = ["Hopping", "Session", "Tumbling", "Window", "WindowResult", "Windowed"]
+__all__ = ["Hopping", "Session", "Sliding", "Tumbling", "Window", "WindowResult", "Windowed"]
 
 _STREAM_TIME = "stream-time"
-"""The store's key of the partition's stream time (window entries are lists)."""
+"""The store's key of the partition's stream time (window entries are tuples)."""
+_RECORDS = "records"
+"""A sliding window's entry of one key's recent messages: ``(_RECORDS, key)``."""
 
 
 def _milliseconds(name: str, value: Any, minimum: int = 1) -> int:
@@ -130,6 +134,22 @@ class Hopping(Window):
             start -= self.step
         found.reverse()
         return found
+
+
+class Sliding(Window):
+    """Windows of ``size`` that slide with the messages, per key (Kafka Streams' sliding
+    windows): one ends at each message's timestamp (the messages of the ``size`` before it,
+    both ends included), and one starts just after each message that a later message of the
+    key came within ``size`` of (what is left when that message drops out). So every distinct
+    set of messages no more than ``size`` apart is one window; ``end`` in its result is the
+    last included millisecond plus one."""
+
+    def __init__(self, size: float | timedelta, *, grace: float | timedelta = 0) -> None:
+        self.size = _milliseconds("size", size)
+        self.grace = _milliseconds("grace", grace, minimum=0)
+
+    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+        return [(timestamp - self.size, timestamp + 1)]
 
 
 class Session(Window):
@@ -241,7 +261,14 @@ class PartitionWindow:
         stream = int(state.get(_STREAM_TIME, -1))
         results: list[WindowResult] = []
         self.late = []
-        add = self._add_to_session if isinstance(self._window, Session) else self._add
+        window = self._window
+        add = (
+            self._add_to_session
+            if isinstance(window, Session)
+            else self._slide
+            if isinstance(window, Sliding)
+            else self._add
+        )
         for message in messages:
             timestamp = _timestamp(message)
             stream = max(stream, timestamp)
@@ -287,6 +314,85 @@ class PartitionWindow:
             changed.append(self._result(entry, accumulators, final=False))
         return changed or None
 
+    # -- sliding windows -------------------------------------------------------------------
+    # A key's messages no older than its oldest open window are kept (``(_RECORDS, key)``:
+    # ``[timestamp, [each aggregation's read value]]`` in time order); a window's aggregations
+    # are folded from them when it is emitted.
+
+    def _slide(
+        self, state: State, message: Message, timestamp: int, stream: int
+    ) -> list[WindowResult] | None:
+        window = self._window
+        assert isinstance(window, Sliding)
+        size, grace = window.size, window.grace
+        if timestamp + size + 1 + grace <= stream:
+            return None  # every window it could be in closed already
+        key = message.key
+        records = list(state.get((_RECORDS, key), ()))
+        values = [aggregation.read(message) for _, aggregation in self._aggregations]
+        at = len(records)
+        while at and records[at - 1][0] > timestamp:
+            at -= 1
+        records.insert(at, [timestamp, values])
+        state[(_RECORDS, key)] = records
+        opened = self._sliding_windows(records, key, stream, around=timestamp)
+        for entry in opened:
+            self._track(entry[1] + grace, entry)
+        if self.declared.emit != "update":
+            return []
+        return [
+            self._result(entry, self._fold(records, entry), final=False)
+            for entry in sorted(opened, key=_order)
+            if entry[0] <= timestamp < entry[1]
+        ]
+
+    def _sliding_windows(
+        self, records: list[Any], key: Any, stream: int, around: int | None = None
+    ) -> set[tuple[int, int, Any]]:
+        """The key's open windows (``around``: only those that may contain that time)."""
+        window = self._window
+        assert isinstance(window, Sliding)
+        size, grace = window.size, window.grace
+        found = set()
+        times = [record[0] for record in records]
+        for i, moment in enumerate(times):
+            if around is not None and not moment - size <= around <= moment + size + 1:
+                continue
+            left = (moment - size, moment + 1, key)  # ends at the message
+            if left[1] + grace > stream:
+                found.add(left)
+            later = i + 1
+            while later < len(times) and times[later] == moment:
+                later += 1
+            if later < len(times) and times[later] <= moment + size + 1:
+                right = (moment + 1, moment + size + 2, key)  # what is left as it drops out
+                if right[1] + grace > stream:
+                    found.add(right)
+        return found
+
+    def _fold(self, records: list[Any], entry: tuple[int, int, Any]) -> list[Any]:
+        start, end, _ = entry
+        accumulators = [aggregation.start() for _, aggregation in self._aggregations]
+        for timestamp, values in records:
+            if start <= timestamp < end:
+                for i, (_, aggregation) in enumerate(self._aggregations):
+                    accumulators[i] = aggregation.add(accumulators[i], values[i], timestamp)
+        return accumulators
+
+    def _forget_old(self, state: State, keys: set[Any], stream: int) -> None:
+        """After sliding windows closed: each key's messages no open window holds any more
+        are dropped (the key's entry with the last of them)."""
+        window = self._window
+        assert isinstance(window, Sliding)
+        horizon = window.size + 2 + window.grace  # until the window after it closed too
+        for key in keys:
+            records = state.get((_RECORDS, key), ())
+            kept = [record for record in records if record[0] + horizon > stream]
+            if not kept:
+                del state[(_RECORDS, key)]
+            elif len(kept) != len(records):
+                state[(_RECORDS, key)] = kept
+
     # -- sessions ----------------------------------------------------------------------------
 
     def _add_to_session(
@@ -328,9 +434,16 @@ class PartitionWindow:
         closed = []
         index = self._index
         assert index is not None
+        sliding = isinstance(self._window, Sliding)
+        slid: set[Any] = set()  # keys whose sliding windows closed
         while index and index[0] <= stream:
             at = heapq.heappop(index)
             for entry in sorted(self._closing.pop(at, ()), key=_order):
+                if sliding:
+                    records = state.get((_RECORDS, entry[2]), ())
+                    closed.append(self._result(entry, self._fold(records, entry), final=True))
+                    slid.add(entry[2])
+                    continue
                 accumulators = state.get(entry)
                 if accumulators is None:
                     continue
@@ -343,6 +456,8 @@ class PartitionWindow:
                         self._sessions[key] = left
                     else:
                         del self._sessions[key]
+        if slid:
+            self._forget_old(state, slid, stream)
         return closed
 
     def _track(self, closes_at: int, entry: tuple[int, int, Any]) -> None:
@@ -368,9 +483,15 @@ class PartitionWindow:
         self._generation = state.generation
         window = self._window
         extra = window.gap if isinstance(window, Session) else 0
+        stream = int(state.get(_STREAM_TIME, -1))
         for entry in state:
             if not isinstance(entry, tuple):
                 continue  # the stream time
+            if isinstance(window, Sliding):
+                _, key = entry
+                for opened in self._sliding_windows(state[entry], key, stream):
+                    self._track(opened[1] + window.grace, opened)
+                continue
             start, end, key = entry
             self._track(end + extra + window.grace, (start, end, key))
             if isinstance(window, Session):

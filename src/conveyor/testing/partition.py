@@ -141,6 +141,10 @@ class TestPartition:
         return False
 
     @property
+    def joint_seat(self) -> None:
+        return None  # transactions are not run here
+
+    @property
     def in_lane(self) -> bool:
         return False
 

@@ -121,13 +121,26 @@ class FailsOnceInsideOnTheLoop(Consumer):
             self.mark_as_consumed(self.messages.last)
 
 
-@pytest.mark.parametrize("consumer_class", [FailsOnceInside, FailsOnceInsideOnTheLoop])
+@pytest.mark.parametrize(
+    ("consumer_class", "joint"),
+    [
+        (FailsOnceInside, False),
+        (FailsOnceInsideOnTheLoop, False),
+        (FailsOnceInside, True),
+        (FailsOnceInsideOnTheLoop, True),
+    ],
+    ids=["thread", "loop", "thread-joint", "loop-joint"],
+)
 def test_a_failure_inside_the_transaction_aborts_it_and_the_retry_commits_once(
     kafka_bootstrap: str,
     new_topic,
     kafka_admin: Admin,
     consumer_class: type[FailsOnceInside] | type[FailsOnceInsideOnTheLoop],
+    joint: bool,
 ) -> None:
+    """``joint``: the blocks of both partitions' batches of 2 messages join one transaction
+    (``transaction_interval``), so that the failing batch comes after earlier batches of its
+    own partition and of the other in the transaction it aborts: all of them run again."""
     inputs, outputs = new_topic(partitions=2), new_topic(partitions=2)
     produce_inputs(kafka_bootstrap, inputs, 40, 2)
     consumer_class.failed.clear()
@@ -138,6 +151,7 @@ def test_a_failure_inside_the_transaction_aborts_it_and_the_retry_commits_once(
         kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group},
         max_wait_time=0.2,
         pause_timeout=0.2,
+        **({"transaction_interval": 0.5, "max_messages": 2} if joint else {}),
     )
     app.routes.topic(inputs, consumer_class)
     with running(app):
@@ -252,3 +266,66 @@ def _assigned_some(line: str) -> bool:
 def _a_batch_or_the_end(lines: list[str]) -> bool:
     """A transaction ended: committed (a batch line), or cut by the injected kill."""
     return any(line.startswith(("batch", "killed")) for line in lines) or "<eof>" in lines
+
+
+class ProducesTwo(Consumer):
+    """Two outputs per input, in the app's joint transaction (``transaction_interval``)."""
+
+    output = ""
+    pause = threading.Event()  # never set: a short wait per message, without a sleep loop
+
+    def consume(self) -> None:
+        with self.transaction():
+            for message in self.messages:
+                where = f"{message.partition}:{message.offset}".encode()
+                for kind in (b"a", b"b"):
+                    self.produce_async(topic=self.output, payload=kind, headers=[("input", where)])
+                self.pause.wait(0.004)  # the stream outlasts the second member's arrival
+            self.mark_as_consumed(self.messages.last)
+
+
+def test_a_rebalance_under_a_transaction_interval_commits_and_copies_nothing_twice(
+    kafka_bootstrap: str, new_topic, kafka_admin: Admin
+) -> None:
+    """A second app joins the group while the first's joint transaction holds batches of
+    partitions it is about to lose: the revocation commits it first, so the new owner starts
+    after them; a read_committed reader sees every input's outputs once."""
+    count, partitions = 2_000, 4  # 8 s of work at 2 workers: 4 s for the first member alone
+    inputs, outputs = new_topic(partitions=partitions), new_topic(partitions=partitions)
+    produce_inputs(kafka_bootstrap, inputs, count, partitions)
+    ProducesTwo.output = outputs
+    group = f"eos-joint-{uuid.uuid4().hex[:8]}"
+
+    aborted: list[Any] = []
+
+    def member(name: str) -> App:
+        app = App(
+            client_id="eos-joint",
+            kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group},
+            instance_id=name,  # two transactional producers in one process: two ids
+            max_wait_time=0.2,
+            max_messages=20,
+            concurrency=2,
+            transaction_interval=0.5,
+        )
+        app.routes.topic(inputs, ProducesTwo)
+        app.monitor.subscribe("transaction.aborted", aborted.append)
+        return app
+
+    def committed() -> int:
+        return sum(lag.committed or 0 for lag in kafka_admin.read_lags([group]))
+
+    with running(member("one")):
+        deadline = time.monotonic() + 60
+        while committed() == 0:
+            assert time.monotonic() < deadline, "the first member committed nothing"
+            threading.Event().wait(0.1)  # committed by transactions: the broker is the witness
+        assert committed() < count, "the input ran out before the second member came"
+        with running(member("two")):
+            deadline = time.monotonic() + 120
+            while committed() < count:
+                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
+                threading.Event().wait(0.1)
+    found = committed_outputs(kafka_bootstrap, outputs, 2 * count)
+    assert_exactly_once(found, [f"{n % partitions}:{n // partitions}" for n in range(count)])
+    assert aborted == [], "the revocation committed the open transaction (nothing was redone)"

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conveyor import Admin, Producer
 from conveyor.state import changelog_topic
 from helpers import ServerProcess, conveyor_argv, read_to_end
@@ -37,9 +39,12 @@ def server(
     state_dir: Path,
     app: str = "counts_app:app",
     slow: float = 0.002,
+    **settings: str,
 ) -> ServerProcess:
+    """``settings``: more of the environment (``CONVEYOR_TRANSACTION_INTERVAL``, say)."""
     env = dict(
         os.environ,
+        **settings,
         TOPIC=topic,
         OUTPUT=output,
         GROUP=group,
@@ -98,9 +103,11 @@ def committed_counts(bootstrap: str, topic: str, expected: int) -> dict[str, lis
     return counts
 
 
+@pytest.mark.parametrize("interval", ["0", "0.3"], ids=["per-block", "joint"])
 def test_counts_are_exact_through_repeated_sigkills_under_exactly_once(
-    kafka_bootstrap: str, new_topic: Any, kafka_admin: Admin, tmp_path: Path
+    kafka_bootstrap: str, new_topic: Any, kafka_admin: Admin, tmp_path: Path, interval: str
 ) -> None:
+    """``joint``: every block joins the app's transaction, committed every 0.3 s."""
     count, partitions = 3_000, 2
     inputs, outputs = new_topic(partitions=partitions), new_topic(partitions=partitions)
     with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
@@ -110,13 +117,14 @@ def test_counts_are_exact_through_repeated_sigkills_under_exactly_once(
     group = f"counts-{uuid.uuid4().hex[:8]}"
     changelog = changelog_topic(group, inputs, "default")
     rng = random.Random(58)
+    env = {"CONVEYOR_TRANSACTION_INTERVAL": interval}
     try:
         killed = kill_repeatedly(
-            lambda: server(inputs, outputs, group, kafka_bootstrap, tmp_path / "state"),
+            lambda: server(inputs, outputs, group, kafka_bootstrap, tmp_path / "state", **env),
             lambda: committed(kafka_admin, group) >= count,
             rng,
         )
-        final = server(inputs, outputs, group, kafka_bootstrap, tmp_path / "state")
+        final = server(inputs, outputs, group, kafka_bootstrap, tmp_path / "state", **env)
         try:
             deadline = time.monotonic() + 120
             while committed(kafka_admin, group) < count:

@@ -1,5 +1,5 @@
-"""Windows without a broker, through ``conveyor.testing``: tumbling, hopping and session
-windows close by the partition's stream time (not per key), the grace boundary, late
+"""Windows without a broker, through ``conveyor.testing``: tumbling, hopping, sliding and
+session windows close by the partition's stream time (not per key), the grace boundary, late
 messages, every aggregation, ``emit="update"``, ``tick()`` and the route option's consumer."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from conveyor.state import (
     Min,
     Reduce,
     Session,
+    Sliding,
     Sum,
     Tumbling,
 )
@@ -108,6 +109,73 @@ def test_sessions_grow_merge_and_close_after_their_gap() -> None:
     assert as_tuples(closed) == [
         ("a", t, end, {"start": t, "end": end, "count": 4, "seen": [1, 2, 3, 4]}, True)
     ]
+
+
+def test_sliding_windows_are_kafka_streams_five_windows_of_its_example() -> None:
+    # SlidingWindows' javadoc: a 5 s time difference, A's values 1, 2, 3 at 8 s, 9.2 s, 12.4 s
+    consumer = consumer_with(Sliding(5).agg(seen=Collect("v")))
+    first = feed(consumer, ("A", 8_000, {"v": 1}), ("A", 9_200, {"v": 2}), ("A", 12_400, {"v": 3}))
+    # stream time 12.4 s is past the ends of the first two
+    closed = first + feed(consumer, ("B", 100_000, {"v": 9}))  # B's time closes A's others
+    assert [(r.key, r.start, r.end - 1, r.value["seen"], r.final) for r in closed] == [
+        ("A", 3_000, 8_000, [1], True),  # the first value enters
+        ("A", 4_200, 9_200, [1, 2], True),
+        ("A", 7_400, 12_400, [1, 2, 3], True),
+        ("A", 8_001, 13_001, [2, 3], True),  # the first drops out
+        ("A", 9_201, 14_201, [3], True),  # the second drops out
+    ]
+    assert consumer.stores["window"].get(("records", "A")) is None, "A's messages are gone"
+
+
+def test_a_sliding_window_takes_late_and_out_of_order_messages_by_its_grace() -> None:
+    consumer = consumer_with(Sliding(10, grace=5).count().updates())
+    t = 1_000_000
+    assert as_tuples(feed(consumer, ("a", t + 30_000, {}))) == [
+        ("a", t + 20_000, t + 30_001, {"start": t + 20_000, "end": t + 30_001, "count": 1}, False)
+    ]
+    # 25 s is out of order but inside the window ending at 30 s: that window changes, and one
+    # ends at 25 s; 14 s is too old for any window still open (it would close by 29 s + grace)
+    changed = feed(consumer, ("a", t + 25_000, {}), ("a", t + 14_000, {}))
+    assert [(r.start - t, r.end - 1 - t, r.value["count"]) for r in changed] == [
+        (15_000, 25_000, 1),
+        (20_000, 30_000, 2),
+    ]
+    assert [m.timestamp.timestamp() * 1000 - t for m in consumer.window.late] == [14_000]
+    closed = feed(consumer, ("a", t + 60_000, {}))
+    assert [(r.start - t, r.end - 1 - t, r.value["count"], r.final) for r in closed if r.final] == [
+        (15_000, 25_000, 1, True),
+        (20_000, 30_000, 2, True),
+        (25_001, 35_001, 1, True),  # after 25 s drops out: 30 s alone
+    ]
+
+
+def test_a_failed_batch_leaves_the_sliding_windows_as_the_store_held_them() -> None:
+    class FailsOnce(Consumer):
+        window = Sliding(5).count()
+        failures = 0
+
+        def consume(self) -> None:
+            self.emitted = self.window.update(self.messages)
+            if FailsOnce.failures:
+                FailsOnce.failures -= 1
+                raise RuntimeError("boom")
+
+    under_test = app()
+    under_test.routes.topic("clicks", FailsOnce)
+    testing.capture(under_test)
+    consumer = testing.consumer_for(under_test, "clicks")
+    feed(consumer, ("a", 8_000, {}), ("a", 9_000, {}))
+    FailsOnce.failures = 1  # the windows are reloaded from the store after this
+    testing.produce(consumer, {}, key="a", timestamp=9_500)
+    with pytest.raises(RuntimeError):
+        testing.consume(consumer)
+    closed = feed(consumer, ("b", 50_000, {}))  # with the 9.5 s message's retry
+    assert [(r.start, r.end - 1, r.value["count"]) for r in closed] == [
+        (4_000, 9_000, 2),  # (the one ending at 8 s closed with the first batch)
+        (4_500, 9_500, 3),
+        (8_001, 13_001, 2),  # the window after 8 s, known again from the store
+        (9_001, 14_001, 1),
+    ], "the failed batch's message is counted once: its attempt left nothing"
 
 
 def test_every_aggregation() -> None:

@@ -173,6 +173,10 @@ class VirtualPartitionExecutor(PartitionCore):
     def flush_idle(self) -> None:
         """Nothing is kept: stores and virtual partitions do not go together."""
 
+    def side_work_due(self) -> None:
+        """None comes: no store flush (see :meth:`flush_idle`), no joint transaction (lanes
+        refuse transactions)."""
+
     def first_waiting(self) -> Any | None:
         with self.lock:
             outstanding = self.tracker.outstanding()

@@ -157,6 +157,10 @@ class Lane:
         return self.executor.partition
 
     @property
+    def joint_seat(self) -> None:
+        return None  # transactions are not run here
+
+    @property
     def in_lane(self) -> bool:
         return True
 

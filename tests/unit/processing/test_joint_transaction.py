@@ -1,0 +1,225 @@
+"""The joint transaction's bookkeeping (``transaction_interval``), with a recording stand-in
+for the producer's transaction calls: when it commits, what it commits, and who runs their
+batches again after an abort. The Kafka side is tested against the broker in
+``tests/integration/processing/test_exactly_once.py`` and ``tests/integration/state``."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from conveyor.errors import TransactionError
+from conveyor.processing.joint_transaction import JointTransaction
+from conveyor.processing.timers import Timers
+
+
+class Transactions:
+    """Records the calls a joint transaction makes (``begin``, ``offsets``, ``commit``,
+    ``abort``)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.refuse_commit = False
+        self.ended = threading.Event()
+
+    def open_shared(self) -> None:
+        self.calls.append(("begin",))
+
+    def join_shared(self) -> object:
+        return object()
+
+    def leave_shared(self, joined: object) -> None:
+        pass
+
+    def send_offsets(self, offsets: Any, group_metadata: Any, *, metadata: Any = None) -> None:
+        self.calls.append(("offsets", sorted(offsets), metadata))
+
+    def close_shared(self, commit: bool, cause: BaseException | None = None) -> None:
+        if commit and self.refuse_commit:
+            self.calls.append(("abort",))
+            self.ended.set()
+            raise TransactionError("refused")
+        self.calls.append(("commit",) if commit else ("abort",))
+        self.ended.set()
+
+
+class Producer:
+    def __init__(self) -> None:
+        self.transactions = Transactions()
+
+
+class Member:
+    """A partition that joins: records its marks, rewinds and stores' applies."""
+
+    def __init__(self, partition: int, topic: str = "t") -> None:
+        self.topic = topic
+        self.partition = partition
+        self.revoked = False
+        self.offset_metadata: str | None = None
+        self.group_id = "g"
+        self.marks: list[int] = []
+        self.rewinds: list[tuple[int, bool]] = []
+        self.applied = 0
+        self.kept = 0
+        self.rewind_asked = 0
+        self.marked = threading.Event()
+
+    def group_metadata(self) -> str:
+        return "generation-1"
+
+    def forget_group_metadata(self) -> None:
+        pass
+
+    def offsets_in_transactions(self) -> None:
+        pass
+
+    def keep_state(self) -> None:
+        self.kept += 1
+
+    def stage_state(self, producer: Any) -> Any:
+        def apply() -> None:
+            self.applied += 1
+
+        return apply
+
+    def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool:
+        self.marks.append(next_offset)
+        self.marked.set()
+        return True
+
+    def rewind(self, first: int, in_batch: bool) -> None:
+        self.rewinds.append((first, in_batch))
+
+    def rewind_due(self) -> None:
+        self.rewind_asked += 1
+
+
+@pytest.fixture
+def joint() -> Any:
+    timers = Timers("joint-test")
+    producer = Producer()
+    made = JointTransaction(lambda: producer, 3600.0, timers)  # commits when told, in these
+    made.test_producer = producer  # type: ignore[attr-defined]
+    yield made
+    timers.stop()
+
+
+def calls(joint: Any) -> list[tuple[Any, ...]]:
+    return joint.test_producer.transactions.calls
+
+
+def test_blocks_of_two_partitions_commit_together_once_the_interval_is_over(joint: Any) -> None:
+    a, b = Member(0), Member(1)
+    joint.enter(a, 0)
+    assert not joint.leave(a, 10, None)
+    joint.enter(b, 0)
+    assert not joint.leave(b, 7, "m")
+    joint.enter(a, 10)
+    assert not joint.leave(a, 20, None), "the interval is not over: the transaction stays open"
+    assert calls(joint) == [("begin",)]
+    assert a.marks == b.marks == []
+    assert a.applied == b.applied == 0
+    joint.interval = 0.0  # over now
+    joint.enter(b, 7)
+    assert joint.leave(b, 9, None), "the last block out commits"
+    joint.close()
+    assert calls(joint) == [
+        ("begin",),
+        ("offsets", [("t", 0, 20), ("t", 1, 9)], {("t", 1): "m"}),
+        ("commit",),
+    ]
+    assert (a.marks, b.marks) == ([20], [9]), "marked here only after the commit"
+    assert (a.applied, b.applied) == (1, 1), "the stores written after the commit, once"
+    assert (a.kept, b.kept) == (2, 2), "each block's store writes kept for the commit"
+
+
+def test_the_timer_commits_what_idle_partitions_left_in_the_transaction(joint: Any) -> None:
+    a = Member(0)
+    joint.interval = 0.05
+    joint.enter(a, 0)
+    joint.interval = 3600.0  # the block's own end does not commit it
+    assert not joint.leave(a, 5, None)
+    assert a.marked.wait(10), "the timer committed it"
+    assert calls(joint)[-1] == ("commit",)
+    assert a.marks == [5]
+
+
+def test_a_failing_block_aborts_and_every_partition_with_earlier_batches_runs_them_again(
+    joint: Any,
+) -> None:
+    a, b, c = Member(0), Member(1), Member(2)
+    joint.enter(a, 0)
+    joint.leave(a, 10, None)
+    joint.enter(b, 100)
+    joint.leave(b, 110, None)
+    joint.enter(c, 50)  # its first batch in the transaction fails
+    assert joint.fail(c, RuntimeError("boom"), 50, 60) is False
+    assert calls(joint) == [("begin",), ("abort",)]
+    assert c.rewinds == [], "its own failure path retries its batch"
+    assert (a.rewind_asked, b.rewind_asked) == (1, 1)
+    assert joint.take_rewind(a) == 0
+    assert joint.take_rewind(b) == 100
+    assert a.marks == b.marks == []
+    assert a.applied == b.applied == 0
+    # a partition whose earlier batch is in the transaction is rewound by its own failure
+    joint.enter(a, 0)
+    joint.leave(a, 10, None)
+    joint.enter(a, 10)
+    assert joint.fail(a, RuntimeError("boom"), 10, 20) is True
+    assert a.rewinds == [(0, True)], "back to its first offset in the aborted transaction"
+
+
+def test_a_partition_that_failed_commits_alone_until_past_the_batch_that_failed(
+    joint: Any,
+) -> None:
+    a, b = Member(0), Member(1)
+    joint.enter(a, 0)
+    joint.fail(a, RuntimeError("boom"), 0, 10)
+    joint.enter(b, 0)
+    joint.leave(b, 5, None)
+    joint.enter(a, 0)  # its retry: b's work is committed first, so that a failure spares it
+    assert calls(joint)[-3:] == [("offsets", [("t", 1, 5)], None), ("commit",), ("begin",)]
+    assert b.marks == [5]
+    assert joint.leave(a, 4, None), "alone: it commits at once"
+    joint.close()
+    assert a.marks == [4]
+    joint.enter(a, 4)
+    assert joint.leave(a, 10, None)
+    joint.close()
+    joint.enter(a, 10)
+    assert not joint.leave(a, 20, None), "past the batch that failed: it joins again"
+
+
+def test_a_refused_commit_rewinds_every_partition_and_a_revoked_one_aborts(joint: Any) -> None:
+    a, b = Member(0), Member(1)
+    joint.test_producer.transactions.refuse_commit = True
+    joint.enter(a, 0)
+    joint.leave(a, 3, None)
+    joint.settle(a)  # (a revocation, say)
+    assert a.marks == []
+    assert joint.take_rewind(a) == 0
+    joint.test_producer.transactions.refuse_commit = False
+    joint.enter(a, 0)
+    joint.leave(a, 3, None)
+    joint.enter(b, 0)
+    joint.leave(b, 3, None)
+    a.revoked = True  # lost before the commit: its offset would be refused
+    joint.settle(b)
+    assert calls(joint)[-1] == ("abort",)
+    assert joint.take_rewind(b) == 0
+    assert joint.take_rewind(a) is None
+    with pytest.raises(TransactionError, match="revoked"):
+        joint.enter(a, 3)
+
+
+def test_a_rewound_partition_refuses_the_batch_that_came_before_its_rewind(joint: Any) -> None:
+    a, b = Member(0), Member(1)
+    joint.enter(a, 0)
+    joint.leave(a, 10, None)
+    joint.enter(b, 0)
+    joint.fail(b, RuntimeError("boom"), 0, 5)
+    with pytest.raises(TransactionError, match="run again from offset 0"):
+        joint.enter(a, 10)  # fetched before the seek back: not processed
+    assert a.rewinds == [(0, True)]
