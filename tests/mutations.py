@@ -2288,6 +2288,45 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "tables: a partition's table is not read before its first batch",
+        "conveyor/state/partition_stores.py",
+        (
+            (
+                "                if store.changelog:\n                    try:",
+                "                if store.changelog and store.source is None:\n                    try:",
+            ),
+        ),
+        (
+            "tests/integration/state/test_tables.py::test_lookups_see_the_whole_table_from_the_first_batch_and_its_changes_after",
+        ),
+    ),
+    Mutation(
+        "tables: a table stops following its topic after its first read",
+        "conveyor/state/tables.py",
+        (
+            (
+                "            followed.write(followed.backend, written, ends[where])",
+                "            pass",
+            ),
+        ),
+        (
+            "tests/integration/state/test_tables.py::test_lookups_see_the_whole_table_from_the_first_batch_and_its_changes_after",
+        ),
+    ),
+    Mutation(
+        "tables: a table partitioned otherwise than its stream is not refused",
+        "conveyor/state/changelogs.py",
+        (
+            (
+                "    routes = list(routes)\n    check_co_partitioned(routes, counts)",
+                "    routes = list(routes)",
+            ),
+        ),
+        (
+            "tests/integration/state/test_tables.py::test_a_table_partitioned_otherwise_than_its_stream_stops_the_app_at_start",
+        ),
+    ),
+    Mutation(
         "state: a sliding window forgets the window left as a message drops out",
         "conveyor/state/windows.py",
         (

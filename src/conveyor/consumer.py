@@ -373,7 +373,17 @@ class Consumer(Generic[PayloadT, KeyT]):
         before the partition's first batch. What a batch writes is kept with the batch: it
         becomes durable (changelog, then the local store) when the batch ends well, and is
         dropped when it fails."""
-        return self._executor.state_views()
+        views = self._executor.state_views()
+        if not self.route.state_has_tables:
+            return views
+        return {name: view for name, view in views.items() if not view.read_only}
+
+    @property
+    def tables(self) -> Mapping[str, State]:
+        """The tables the route looks up (``tables=[...]``) by name: this partition's part
+        of each, read-only, as full as its topic was when the partition's first batch began
+        and following it since (see ``app.routes.table``)."""
+        return {name: view for name, view in self._executor.state_views().items() if view.read_only}
 
     @property
     def state(self) -> State:

@@ -158,6 +158,9 @@ class TopicOptions(DeclaredTopicOptions, PatternOptions, total=False):
     window: Windowed | None
     """A window with its output (``Tumbling(60).count().to("counts")``), run with no consumer
     class: its results go to its topic, its late messages to ``late_to``."""
+    tables: Sequence[str] | None
+    """Tables (``app.routes.table``) the consumer looks up as ``self.tables[name]``: the
+    table partition of each message's partition number (co-partitioned)."""
 
 
 class SinkOptions(DeclaredTopicOptions, total=False):

@@ -46,6 +46,7 @@ _OPTIONS = frozenset(
         "filters",
         "state",
         "window",
+        "tables",
     }
 )
 _NOT_PER_ROUTE = {
@@ -77,6 +78,7 @@ class Routes:
         """The sinks of ``sink`` routes (the app opens them at start, closes them at stop)."""
         self._group: str | None = None
         self._subscription: str | None = None
+        self._tables: dict[str, Any] = {}  # name: its Store (conveyor.state's: loaded by table())
 
     def topic(
         self,
@@ -157,13 +159,90 @@ class Routes:
             kafka=_kafka(name, options.get("kafka"), options.get("dead_letter_queue")),
             filters=_filters(name, options.get("filters"), options.get("virtual_partitions")),
             subscription_group_declared=self._subscription is not None,
-            state=_stores(
-                name, options.get("state"), options.get("virtual_partitions"), consumer_class
+            state=self._with_tables(
+                name,
+                _stores(
+                    name, options.get("state"), options.get("virtual_partitions"), consumer_class
+                ),
+                options.get("tables"),
+                options.get("virtual_partitions"),
             ),
             window=options.get("window"),
         )
         self._topics.append(topic)
         return topic
+
+    def table(
+        self,
+        topic: str,
+        *,
+        name: str | None = None,
+        keys: str = "str",
+        values: Any = "json",
+        backend: str | None = None,
+    ) -> Any:
+        """Declare ``topic`` (compacted, keyed) as a table that routes look up
+        (``app.routes.topic("orders", Enrich, tables=["customers"])``, then
+        ``self.tables["customers"]`` in ``Enrich``). The topic is the table's changelog: each
+        partition that looks it up reads its table partition into a local store before its
+        first batch and follows the topic after. ``keys``, ``values`` and ``backend`` are a
+        :class:`~conveyor.state.Store`'s; ``name`` defaults to the topic's. The topic is
+        declared compacted for ``conveyor topics plan`` unless a route names it already.
+
+        Raises:
+            ConfigurationError: a bad name or store option, or a table declared twice.
+        """
+        from conveyor.state.store import STORE_NAME, Store  # noqa: PLC0415 - tables need it
+
+        if not isinstance(topic, str) or not topic:
+            raise ConfigurationError(f"routes.table needs a topic name, got {topic!r}", "topic")
+        name = topic if name is None else name
+        if not isinstance(name, str) or not STORE_NAME.fullmatch(name):
+            raise ConfigurationError(
+                f"routes.table({topic!r}): name must be letters, digits, '.', '_' or '-', "
+                f"got {name!r}",
+                "name",
+            )
+        if name in self._tables:
+            raise ConfigurationError(f"the table {name!r} is declared twice", "name")
+        store = Store(backend=backend, keys=keys, values=values, source=topic)  # type: ignore[arg-type]
+        self._tables[name] = store
+        if not any(t.name == topic for t in self._topics):
+            self.topic(topic, None, active=False, config={"cleanup.policy": "compact"})
+        return store
+
+    def _with_tables(
+        self, route: str, stores: dict[str, Any], tables: Any, virtual_partitions: Any
+    ) -> dict[str, Any]:
+        """The route's stores with the tables it looks up (each under its name)."""
+        if tables is None:
+            return stores
+        if isinstance(tables, str) or not all(isinstance(t, str) for t in tables):
+            raise ConfigurationError(
+                f"routes.topic({route!r}): tables must be a list of table names, got {tables!r}",
+                "tables",
+            )
+        if virtual_partitions:
+            raise ConfigurationError(
+                f"routes.topic({route!r}): tables and virtual_partitions do not go together yet",
+                "tables",
+            )
+        found = dict(stores)
+        for name in tables:
+            store = self._tables.get(name)
+            if store is None:
+                raise ConfigurationError(
+                    f"routes.topic({route!r}): no table {name!r}: declare it first with "
+                    f"app.routes.table(...) (declared: {', '.join(self._tables) or 'none'})",
+                    "tables",
+                )
+            if name in found:
+                raise ConfigurationError(
+                    f"routes.topic({route!r}): the table {name!r} and a store have one name",
+                    "tables",
+                )
+            found[name] = store
+        return found
 
     def pattern(
         self,

@@ -95,6 +95,11 @@ class Topic:
         return topic == self.name if self.pattern is None else bool(self.pattern.match(topic))
 
     @property
+    def state_has_tables(self) -> bool:
+        """Whether the route looks up tables (stores read from a topic of their own)."""
+        return any(store.source is not None for store in self.state.values())
+
+    @property
     def direct(self) -> bool:
         """Whether this topic is read by direct assignment rather than a group subscription."""
         return self.assign is not None

@@ -19,7 +19,13 @@ if TYPE_CHECKING:
     from conveyor.admin.admin import Admin
     from conveyor.routing.topic import Topic
 
-__all__ = ["CHANGELOG_CONFIG", "changelog_routes", "changelog_topic", "ensure_changelogs"]
+__all__ = [
+    "CHANGELOG_CONFIG",
+    "changelog_routes",
+    "changelog_topic",
+    "check_co_partitioned",
+    "ensure_changelogs",
+]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -42,8 +48,8 @@ def changelog_routes(routes: Iterable[Topic], partition_counts: dict[str, int]) 
             continue
         partitions = route.partitions or partition_counts.get(route.name) or 1
         for name, store in route.state.items():
-            if not store.changelog:
-                continue
+            if not store.changelog or store.source is not None:
+                continue  # (a table's topic is its changelog)
             found.append(
                 replace(
                     route,
@@ -58,6 +64,36 @@ def changelog_routes(routes: Iterable[Topic], partition_counts: dict[str, int]) 
     return found
 
 
+def check_co_partitioned(routes: Iterable[Topic], counts: dict[str, int]) -> None:
+    """Each table a route looks up has as many partitions as the route's topic: partition
+    ``p`` of the table holds the keys of partition ``p`` of the stream.
+
+    Raises:
+        ConfigurationError: a table's topic is missing, or its partition count differs.
+    """
+    for route in routes:
+        if route.pattern is not None:
+            continue
+        for name, store in route.state.items():
+            if store.source is None:
+                continue
+            have, wanted = counts.get(store.source), counts.get(route.name, route.partitions)
+            if have is None:
+                raise ConfigurationError(
+                    f"routes.topic({route.name!r}) looks up the table {name!r}, whose topic "
+                    f"{store.source} does not exist: create it (conveyor topics migrate)",
+                    "tables",
+                )
+            if wanted is not None and have != wanted:
+                raise ConfigurationError(
+                    f"routes.topic({route.name!r}) has {wanted} partitions and the table "
+                    f"{name!r} ({store.source}) {have}: a lookup reads the table partition of "
+                    "the message's partition number, so both must be keyed alike with as many "
+                    "partitions (co-partitioned). Repartition one of them.",
+                    "tables",
+                )
+
+
 def ensure_changelogs(admin: Admin, routes: Iterable[Topic]) -> list[str]:
     """Create the changelogs that do not exist yet; returns their names.
 
@@ -67,6 +103,8 @@ def ensure_changelogs(admin: Admin, routes: Iterable[Topic]) -> list[str]:
         KafkaError: the cluster refused a creation (e.g. no permission to create topics).
     """
     counts = admin.partition_counts()
+    routes = list(routes)
+    check_co_partitioned(routes, counts)
     created: list[str] = []
     for changelog in changelog_routes(routes, counts):
         wanted = changelog.partitions or 1

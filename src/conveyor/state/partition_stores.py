@@ -29,12 +29,13 @@ from conveyor.state.backends import Backend, RocksDBBackend, open_backend
 from conveyor.state.changelogs import changelog_topic
 from conveyor.state.errors import ChangelogMismatchError, StoreCodecMismatchError
 from conveyor.state.store import Store
-from conveyor.state.view import State
+from conveyor.state.view import State, TableView
 
 if TYPE_CHECKING:
     from conveyor.driver.handles import BatchDeliveryHandle
+    from conveyor.state.tables import TableFollower
 
-__all__ = ["OpenStores", "PartitionStores", "Restored"]
+__all__ = ["OpenStores", "PartitionStores", "Restored", "write_with_offset"]
 
 _log = logging.getLogger("conveyor.state")
 
@@ -124,8 +125,10 @@ class PartitionStores:
         cancelled: Callable[[], bool] = lambda: False,
         on_restored: Callable[[str, int, Restored], None] | None = None,
         on_progress: Callable[[PartitionStores, str, int, int, int, int], None] | None = None,
+        follower: TableFollower | None = None,
     ) -> None:
         self.declared = dict(declared)
+        self._follower = follower
         self.group = group
         self.topic = topic
         self.partition = partition
@@ -168,6 +171,7 @@ class PartitionStores:
                 self._check_codec(name, store, backend, folder)
                 raw = backend.meta(_CHANGELOG_OFFSET)
                 offset = int(raw) if raw else 0
+                restored = None
                 if store.changelog:
                     try:
                         restored = self._restore(name, backend, offset, folder)
@@ -184,7 +188,10 @@ class PartitionStores:
                 gone = self._gone()
                 if not gone:
                     self._held[name] = (folder, backend)
-                    self.views[name] = State(name, store, backend)
+                    view = State if store.source is None else TableView
+                    self.views[name] = view(name, store, backend)
+                    if store.source is not None and self._follower and restored is not None:
+                        self._follower.follow(store.source, self.partition, backend, restored.end)
             if gone:  # revoked or closed mid-restore: the progress written is kept
                 self._registry.release(folder)
                 break
@@ -219,8 +226,9 @@ class PartitionStores:
             )
 
     def _restore(self, name: str, backend: Backend, start: int, folder: Path) -> Restored:
-        """Replay the changelog partition from ``start`` to its end (read committed)."""
-        topic = changelog_topic(self.group, self.topic, name)
+        """Replay the changelog partition (a table's: its topic) from ``start`` to its end
+        (read committed)."""
+        topic = self.declared[name].source or changelog_topic(self.group, self.topic, name)
         began = time.monotonic()
         reader = self._reader()
         try:
@@ -272,7 +280,10 @@ class PartitionStores:
                         break
                     continue
                 value = raw.value()
-                changes[raw.key()] = value
+                key = raw.key()
+                if key is None:
+                    continue  # (a table's topic may hold records without a key: no row)
+                changes[key] = value
                 records += 1
                 pending += len(value) if value else 0
                 end = raw.offset() + 1
@@ -371,11 +382,21 @@ class PartitionStores:
         with self._lock:
             self._closed = True
             held, self._held = self._held, {}
+            if self._follower is not None:
+                for name, (_folder, backend) in held.items():
+                    source = self.declared[name].source
+                    if source is not None:
+                        self._follower.unfollow(source, self.partition, backend)
             for view in self.views.values():
                 view.discard_all()
             self.views.clear()
         for folder, _backend in held.values():
             self._registry.release(folder)
+
+
+def write_with_offset(backend: Backend, changes: dict[bytes, bytes | None], end: int) -> None:
+    """Write ``changes`` and the changelog offset they reach (a table's follower's writes)."""
+    _write(backend.write, changes, end)
 
 
 def _write(write: Callable[..., None], changes: dict[bytes, bytes | None], end: int) -> None:

@@ -19,8 +19,14 @@ from conveyor.driver.consumers import ConsumerClient
 from conveyor.instrumentation import events as ev
 from conveyor.iterator.scan import reader_settings
 from conveyor.slots import slot
-from conveyor.state.partition_stores import OpenStores, PartitionStores, Restored
+from conveyor.state.partition_stores import (
+    OpenStores,
+    PartitionStores,
+    Restored,
+    write_with_offset,
+)
 from conveyor.state.restorer import Restorer
+from conveyor.state.tables import TableFollower
 
 if TYPE_CHECKING:
     from conveyor.instrumentation import Monitor
@@ -49,6 +55,9 @@ class StateSpace:
         self.restorer = Restorer()
         """Opens the partitions' stores, off the workers."""
         self._slots: dict[str, Path] = {}
+        self.tables = TableFollower(self._reader, write_with_offset)
+        """Keeps the open table partitions up to date with their topics (started when the
+        first opens)."""
 
     def folder(self, group: str) -> Path:
         """This process's folder for ``group``'s stores (its slot taken on first use)."""
@@ -75,6 +84,7 @@ class StateSpace:
             cancelled=cancelled,
             on_restored=self._restored,
             on_progress=self._restoring,
+            follower=self.tables,
         )
 
     def _restoring(
@@ -125,4 +135,5 @@ class StateSpace:
     def close(self) -> None:
         """The app stops: close every store partition still open (files stay)."""
         self.restorer.close()
+        self.tables.close()
         self.open_stores.close_all()

@@ -156,6 +156,9 @@ class Store:
             or recreated, or lost the records they stop at) and rebuilds the store from what
             the changelog holds, with a warning; ``False`` (the default) stops the partition
             with :class:`~conveyor.state.ChangelogMismatchError`, naming the folder.
+        source: the topic this store reads as a table (``app.routes.table``): that topic is
+            its changelog, read into each partition's store before its first batch and
+            followed after; the consumer only reads it.
     """
 
     backend: BackendName | None = None
@@ -163,6 +166,7 @@ class Store:
     values: str | Codec = "json"
     changelog: bool = True
     rebuild: bool = False
+    source: str | None = None
     codec: Codec = field(init=False, repr=False, compare=False)
     key_codec: KeyCodec = field(init=False, repr=False, compare=False)
 
@@ -200,6 +204,8 @@ class Store:
             raise ConfigurationError("Store(changelog=...) must be True or False", "changelog")
         if not isinstance(self.rebuild, bool):
             raise ConfigurationError("Store(rebuild=...) must be True or False", "rebuild")
+        if self.source is not None and (not isinstance(self.source, str) or not self.source):
+            raise ConfigurationError("Store(source=...) must be a topic name", "source")
         codec = _VALUE_CODECS[self.values] if isinstance(self.values, str) else self.values
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "key_codec", KeyCodec(self.keys))

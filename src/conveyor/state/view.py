@@ -13,13 +13,13 @@ A value read and changed in place (``state["k"].append(1)``) is not written: ass
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 from conveyor.state.backends import Backend
 from conveyor.state.store import Store
 
-__all__ = ["State"]
+__all__ = ["State", "TableView"]
 
 
 class _Deleted:
@@ -69,6 +69,9 @@ class State(MutableMapping[Any, Any]):
         self._decode = store.codec.decode
         self._encode_key = store.key_codec.encode
         self._decode_key = store.key_codec.decode
+
+    read_only = False
+    """Whether it is a table's (``self.tables``), written by its topic only."""
 
     # -- the mapping ----------------------------------------------------------------------------
 
@@ -190,3 +193,35 @@ class State(MutableMapping[Any, Any]):
         if self._writes or self._kept:
             self.generation += 1
         self.applied()
+
+
+class TableView(State):
+    """A table's partition (``self.tables[name]``): read like a store, kept by its topic.
+
+    It holds what its topic held when the partition's first batch began, and follows the
+    topic after that (a moment behind it). Writing it raises: produce to the topic instead.
+    """
+
+    __slots__ = ()
+    read_only = True
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError(
+            f"table {self.name!r} is read-only: it follows its topic (produce to it to change it)"
+        )
+
+    def __delitem__(self, key: Any) -> None:
+        raise TypeError(
+            f"table {self.name!r} is read-only: it follows its topic (produce a tombstone to it)"
+        )
+
+    def put_from_topic(self, rows: Mapping[Any, Any]) -> None:
+        """Write ``rows`` as records of the table's topic would (``None`` deletes): for
+        ``conveyor.testing``, where no topic feeds it."""
+        self._backend.write(
+            {
+                self._encode_key(key): None if value is None else self._encode(value)
+                for key, value in rows.items()
+            },
+            {},
+        )

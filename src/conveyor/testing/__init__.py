@@ -34,6 +34,7 @@ from conveyor.testing.partition import (
     consume,
     consumer_for,
     produce,
+    put_table,
     recorded,
     revoke,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "consumer_for",
     "produce",
     "produced",
+    "put_table",
     "recorded",
     "revoke",
 ]

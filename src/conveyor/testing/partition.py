@@ -27,7 +27,7 @@ from conveyor.producer.messages import (
     encode_timestamp,
 )
 from conveyor.state.backends import MemoryBackend
-from conveyor.state.view import State
+from conveyor.state.view import State, TableView
 from conveyor.testing.capture import capture
 from conveyor.testing.records import Record, as_bytes, raw_headers
 from conveyor.tracing.latency import PollTimes
@@ -261,7 +261,7 @@ class TestPartition:
         views = self._views
         if views is None:
             views = self._views = {
-                name: State(name, store, MemoryBackend())
+                name: (State if store.source is None else TableView)(name, store, MemoryBackend())
                 for name, store in self.route.state.items()
             }
         return views
@@ -496,6 +496,18 @@ def _run(awaitable: Any) -> None:
         "testing.consume() runs its own event loop: in an async test, await consumer.consume()",
         "consume",
     )
+
+
+def put_table(consumer: Consumer, table: str, rows: Mapping[Any, Any]) -> None:
+    """Give ``consumer``'s partition of ``table`` (a table its route looks up) these rows, as
+    its topic would (a ``None`` value deletes the key)."""
+    executor = _partition_of(consumer)
+    view = executor.state_views().get(table)
+    if not isinstance(view, TableView):
+        raise ConfigurationError(
+            f"{consumer.topic}: its route looks up no table {table!r} (tables=[...])", "table"
+        )
+    view.put_from_topic(rows)
 
 
 def revoke(consumer: Consumer) -> None:

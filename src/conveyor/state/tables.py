@@ -1,0 +1,132 @@
+"""Tables: a compacted topic read into the stores of the partitions that look it up.
+
+``app.routes.table("customers")`` declares a topic as a table; a route that names it
+(``app.routes.topic("orders", Enrich, tables=["customers"])``) reads it in its consumer as
+``self.tables["customers"]``: partition ``p`` of the table for partition ``p`` of the stream
+(co-partitioned: both topics keyed alike, with as many partitions, checked at start). The
+table's own topic is its changelog: nothing is copied. A table partition is opened like a
+store partition, before the stream partition's first batch (restored from its topic to the
+end, on the restore thread, so a lookup never reads a table still restoring), and from then
+on :class:`TableFollower` keeps it up to date with its topic, a moment behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conveyor.driver.consumers import ConsumerClient
+    from conveyor.state.backends import Backend
+
+__all__ = ["TableFollower"]
+
+_log = logging.getLogger("conveyor.state")
+
+_POLL = 0.2
+"""Seconds one poll of the follower waits for records (it checks for new partitions between)."""
+_BATCH = 10_000
+
+
+class _Followed:
+    __slots__ = ("backend", "next_offset", "write")
+
+    def __init__(self, backend: Backend, next_offset: int, write: Callable[..., None]) -> None:
+        self.backend = backend
+        self.next_offset = next_offset
+        self.write = write
+
+
+class TableFollower:
+    """One thread with a reader of its own that writes each followed table partition's new
+    records into its store (see the module). Started on the first :meth:`follow`."""
+
+    def __init__(
+        self,
+        reader: Callable[[], ConsumerClient],
+        write: Callable[[Backend, dict[bytes, bytes | None], int], None],
+        name: str = "conveyor-tables",
+    ) -> None:
+        """``write(backend, changes, next_offset)`` writes records and where they reached."""
+        self._reader = reader
+        self._write = write
+        self._name = name
+        self._changed = threading.Condition()
+        self._followed: dict[tuple[str, int], _Followed] = {}
+        self._reassign = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def follow(self, topic: str, partition: int, backend: Backend, next_offset: int) -> None:
+        """Keep ``backend`` up to date with ``topic``/``partition`` from ``next_offset`` on."""
+        with self._changed:
+            if self._closed:
+                return
+            self._followed[(topic, partition)] = _Followed(backend, next_offset, self._write)
+            self._reassign = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    def unfollow(self, topic: str, partition: int, backend: Backend) -> None:
+        """Stop writing ``backend`` (its partition is closed here)."""
+        with self._changed:
+            followed = self._followed.get((topic, partition))
+            if followed is not None and followed.backend is backend:
+                del self._followed[(topic, partition)]
+                self._reassign = True
+
+    def close(self, timeout: float = 10.0) -> None:
+        with self._changed:
+            self._closed = True
+            self._followed.clear()
+            self._changed.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        client: ConsumerClient | None = None
+        try:
+            while True:
+                with self._changed:
+                    self._changed.wait_for(lambda: self._followed or self._closed)
+                    if self._closed:
+                        return
+                    positions = None
+                    if self._reassign:
+                        self._reassign = False
+                        positions = [(t, p, f.next_offset) for (t, p), f in self._followed.items()]
+                if client is None:
+                    client = self._reader()
+                if positions is not None:
+                    client.assign(positions)
+                self._apply(client.poll_batch(_POLL, _BATCH))
+        except Exception:
+            _log.exception("the tables' follower stopped; tables no longer follow their topics")
+        finally:
+            if client is not None:
+                client.close()
+
+    def _apply(self, batch: list[Any]) -> None:
+        if not batch:
+            return
+        changes: dict[tuple[str, int], dict[bytes, bytes | None]] = {}
+        ends: dict[tuple[str, int], int] = {}
+        for raw in batch:
+            if raw.error() is not None or raw.key() is None:
+                continue  # the end of a partition; a record without a key is no table row
+            where = (raw.topic(), raw.partition())
+            changes.setdefault(where, {})[raw.key()] = raw.value()
+            ends[where] = raw.offset() + 1
+        with self._changed:
+            targets = {where: self._followed.get(where) for where in changes}
+        for where, written in changes.items():
+            followed = targets[where]
+            if followed is None or ends[where] <= followed.next_offset:
+                continue  # let go meanwhile, or read again after a reassignment
+            followed.write(followed.backend, written, ends[where])
+            followed.next_offset = ends[where]
