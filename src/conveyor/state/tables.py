@@ -122,11 +122,17 @@ class TableFollower:
             where = (raw.topic(), raw.partition())
             changes.setdefault(where, {})[raw.key()] = raw.value()
             ends[where] = raw.offset() + 1
+        # under the lock: a partition let go (unfollow) is never written after, so its store
+        # can be closed at once
         with self._changed:
-            targets = {where: self._followed.get(where) for where in changes}
-        for where, written in changes.items():
-            followed = targets[where]
-            if followed is None or ends[where] <= followed.next_offset:
-                continue  # let go meanwhile, or read again after a reassignment
-            followed.write(followed.backend, written, ends[where])
-            followed.next_offset = ends[where]
+            for where, written in changes.items():
+                followed = self._followed.get(where)
+                if followed is None or ends[where] <= followed.next_offset:
+                    continue  # let go meanwhile, or read again after a reassignment
+                try:
+                    followed.write(followed.backend, written, ends[where])
+                except Exception:
+                    _log.exception("table %s/%s: its new records could not be written", *where)
+                    self._reassign = True  # read them again, from where it stands
+                    continue
+                followed.next_offset = ends[where]
