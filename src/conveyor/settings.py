@@ -237,6 +237,13 @@ def build_app_settings(
     state_dir, state_flush_interval = _state_settings(state_dir, state_flush_interval)
     if isinstance(transaction_interval, bool) or transaction_interval != 0:
         check_seconds("transaction_interval", transaction_interval)
+        timeout = float(dict(kafka or {}).get("transaction.timeout.ms", 60_000)) / 1000
+        if transaction_interval >= timeout / 2:
+            raise ConfigurationError(
+                f"transaction_interval ({transaction_interval} s) must be well under the "
+                f"transaction timeout (transaction.timeout.ms, {timeout:g} s): under half of it",
+                "transaction_interval",
+            )
     kafka = dict(kafka)
     check_group_protocol(kafka)
     if oauth_token_provider is not None:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from conveyor.errors import TransactionError
+from conveyor import App
+from conveyor.errors import ConfigurationError, TransactionError
 from conveyor.processing.joint_transaction import JointTransaction
 from conveyor.processing.timers import Timers
 
@@ -223,3 +224,27 @@ def test_a_rewound_partition_refuses_the_batch_that_came_before_its_rewind(joint
     with pytest.raises(TransactionError, match="run again from offset 0"):
         joint.enter(a, 10)  # fetched before the seek back: not processed
     assert a.rewinds == [(0, True)]
+
+
+@pytest.mark.parametrize(
+    ("value", "kafka", "text"),
+    [
+        (-1, {}, "transaction_interval"),
+        ("1", {}, "transaction_interval"),
+        (True, {}, "transaction_interval"),
+        (30, {}, "under half"),
+        (5, {"transaction.timeout.ms": 8000}, "under half"),
+    ],
+)
+def test_a_malformed_transaction_interval_is_refused_naming_it(
+    value: Any, kafka: dict[str, Any], text: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=text) as refused:
+        App(
+            client_id="t",
+            kafka={"bootstrap.servers": "127.0.0.1:9", **kafka},
+            transaction_interval=value,
+        )
+    assert refused.value.setting == "transaction_interval"
+    app = App(client_id="t", kafka={"bootstrap.servers": "127.0.0.1:9"}, transaction_interval=1)
+    assert app.settings.transaction_interval == 1.0
