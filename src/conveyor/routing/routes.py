@@ -180,6 +180,7 @@ class Routes:
         keys: str = "str",
         values: Any = "json",
         backend: str | None = None,
+        global_table: bool = False,
     ) -> Any:
         """Declare ``topic`` (compacted, keyed) as a table that routes look up
         (``app.routes.topic("orders", Enrich, tables=["customers"])``, then
@@ -188,6 +189,9 @@ class Routes:
         first batch and follows the topic after. ``keys``, ``values`` and ``backend`` are a
         :class:`~conveyor.state.Store`'s; ``name`` defaults to the topic's. The topic is
         declared compacted for ``conveyor topics plan`` unless a route names it already.
+        ``global_table=True``: every partition of the topic is read into one store per
+        process, which every partition looks up whatever its number (small reference data;
+        no co-partitioning asked).
 
         Raises:
             ConfigurationError: a bad name or store option, or a table declared twice.
@@ -205,7 +209,13 @@ class Routes:
             )
         if name in self._tables:
             raise ConfigurationError(f"the table {name!r} is declared twice", "name")
-        store = Store(backend=backend, keys=keys, values=values, source=topic)  # type: ignore[arg-type]
+        store = Store(
+            backend=backend,  # type: ignore[arg-type]
+            keys=keys,  # type: ignore[arg-type]
+            values=values,
+            source=topic,
+            global_table=global_table,
+        )
         self._tables[name] = store
         if not any(t.name == topic for t in self._topics):
             self.topic(topic, None, active=False, config={"cleanup.policy": "compact"})

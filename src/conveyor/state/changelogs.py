@@ -84,7 +84,7 @@ def check_co_partitioned(routes: Iterable[Topic], counts: dict[str, int]) -> Non
                     f"{store.source} does not exist: create it (conveyor topics migrate)",
                     "tables",
                 )
-            if wanted is not None and have != wanted:
+            if wanted is not None and have != wanted and not store.global_table:
                 raise ConfigurationError(
                     f"routes.topic({route.name!r}) has {wanted} partitions and the table "
                     f"{name!r} ({store.source}) {have}: a lookup reads the table partition of "

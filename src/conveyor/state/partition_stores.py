@@ -33,6 +33,7 @@ from conveyor.state.view import State, TableView
 
 if TYPE_CHECKING:
     from conveyor.driver.handles import BatchDeliveryHandle
+    from conveyor.state.global_tables import GlobalTables
     from conveyor.state.tables import TableFollower
 
 __all__ = ["OpenStores", "PartitionStores", "Restored", "write_with_offset"]
@@ -126,9 +127,11 @@ class PartitionStores:
         on_restored: Callable[[str, int, Restored], None] | None = None,
         on_progress: Callable[[PartitionStores, str, int, int, int, int], None] | None = None,
         follower: TableFollower | None = None,
+        global_tables: GlobalTables | None = None,
     ) -> None:
         self.declared = dict(declared)
         self._follower = follower
+        self._global_tables = global_tables
         self.group = group
         self.topic = topic
         self.partition = partition
@@ -164,6 +167,14 @@ class PartitionStores:
         done: list[Restored] = []
         for name, store in self.declared.items():
             if name in self.views:
+                continue
+            if store.global_table:  # the process's one copy: open until the app stops
+                assert self._global_tables is not None
+                shared = self._global_tables.open(store, self.folder.parent / "_global" / name)
+                with self._lock:
+                    if self._gone():
+                        break
+                    self.views[name] = TableView(name, store, shared)
                 continue
             folder = self.folder / name / str(self.partition)
             backend = self._registry.acquire(store.backend_name, folder)

@@ -19,6 +19,7 @@ from conveyor.driver.consumers import ConsumerClient
 from conveyor.instrumentation import events as ev
 from conveyor.iterator.scan import reader_settings
 from conveyor.slots import slot
+from conveyor.state.global_tables import GlobalTables
 from conveyor.state.partition_stores import (
     OpenStores,
     PartitionStores,
@@ -58,6 +59,7 @@ class StateSpace:
         self.tables = TableFollower(self._reader, write_with_offset)
         """Keeps the open table partitions up to date with their topics (started when the
         first opens)."""
+        self.global_tables = GlobalTables(self.open_stores, self._reader, self.tables)
 
     def folder(self, group: str) -> Path:
         """This process's folder for ``group``'s stores (its slot taken on first use)."""
@@ -85,6 +87,7 @@ class StateSpace:
             on_restored=self._restored,
             on_progress=self._restoring,
             follower=self.tables,
+            global_tables=self.global_tables,
         )
 
     def _restoring(

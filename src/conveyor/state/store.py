@@ -159,6 +159,8 @@ class Store:
         source: the topic this store reads as a table (``app.routes.table``): that topic is
             its changelog, read into each partition's store before its first batch and
             followed after; the consumer only reads it.
+        global_table: with ``source``: every partition of the topic read into one store per
+            process, which every partition that looks it up reads (a small reference table).
     """
 
     backend: BackendName | None = None
@@ -167,6 +169,7 @@ class Store:
     changelog: bool = True
     rebuild: bool = False
     source: str | None = None
+    global_table: bool = False
     codec: Codec = field(init=False, repr=False, compare=False)
     key_codec: KeyCodec = field(init=False, repr=False, compare=False)
 
@@ -206,6 +209,11 @@ class Store:
             raise ConfigurationError("Store(rebuild=...) must be True or False", "rebuild")
         if self.source is not None and (not isinstance(self.source, str) or not self.source):
             raise ConfigurationError("Store(source=...) must be a topic name", "source")
+        if not isinstance(self.global_table, bool) or (self.global_table and not self.source):
+            raise ConfigurationError(
+                "Store(global_table=...) must be True or False, and True only with a source",
+                "global_table",
+            )
         codec = _VALUE_CODECS[self.values] if isinstance(self.values, str) else self.values
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "key_codec", KeyCodec(self.keys))

@@ -41,7 +41,8 @@ class _Followed:
 
 class TableFollower:
     """One thread with a reader of its own that writes each followed table partition's new
-    records into its store (see the module). Started on the first :meth:`follow`."""
+    records into its stores (see the module). Started on the first :meth:`follow`. One topic
+    partition may feed several stores (two routes looking up one table, a global table)."""
 
     def __init__(
         self,
@@ -54,17 +55,26 @@ class TableFollower:
         self._write = write
         self._name = name
         self._changed = threading.Condition()
-        self._followed: dict[tuple[str, int], _Followed] = {}
+        self._followed: dict[tuple[str, int], list[_Followed]] = {}
         self._reassign = False
         self._closed = False
         self._thread: threading.Thread | None = None
 
-    def follow(self, topic: str, partition: int, backend: Backend, next_offset: int) -> None:
-        """Keep ``backend`` up to date with ``topic``/``partition`` from ``next_offset`` on."""
+    def follow(
+        self,
+        topic: str,
+        partition: int,
+        backend: Backend,
+        next_offset: int,
+        write: Callable[[Backend, dict[bytes, bytes | None], int], None] | None = None,
+    ) -> None:
+        """Keep ``backend`` up to date with ``topic``/``partition`` from ``next_offset`` on
+        (``write``: how, when not the follower's own way)."""
         with self._changed:
             if self._closed:
                 return
-            self._followed[(topic, partition)] = _Followed(backend, next_offset, self._write)
+            targets = self._followed.setdefault((topic, partition), [])
+            targets.append(_Followed(backend, next_offset, write or self._write))
             self._reassign = True
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -72,12 +82,16 @@ class TableFollower:
             self._changed.notify_all()
 
     def unfollow(self, topic: str, partition: int, backend: Backend) -> None:
-        """Stop writing ``backend`` (its partition is closed here)."""
+        """Stop writing ``backend`` (its partition is closed here): never written after."""
         with self._changed:
-            followed = self._followed.get((topic, partition))
-            if followed is not None and followed.backend is backend:
-                del self._followed[(topic, partition)]
+            targets = self._followed.get((topic, partition), [])
+            kept = [target for target in targets if target.backend is not backend]
+            if len(kept) != len(targets):
                 self._reassign = True
+                if kept:
+                    self._followed[(topic, partition)] = kept
+                else:
+                    del self._followed[(topic, partition)]
 
     def close(self, timeout: float = 10.0) -> None:
         with self._changed:
@@ -99,7 +113,10 @@ class TableFollower:
                     positions = None
                     if self._reassign:
                         self._reassign = False
-                        positions = [(t, p, f.next_offset) for (t, p), f in self._followed.items()]
+                        positions = [
+                            (topic, partition, min(t.next_offset for t in targets))
+                            for (topic, partition), targets in self._followed.items()
+                        ]
                 if client is None:
                     client = self._reader()
                 if positions is not None:
@@ -114,25 +131,29 @@ class TableFollower:
     def _apply(self, batch: list[Any]) -> None:
         if not batch:
             return
-        changes: dict[tuple[str, int], dict[bytes, bytes | None]] = {}
-        ends: dict[tuple[str, int], int] = {}
+        records: dict[tuple[str, int], list[tuple[int, bytes, bytes | None]]] = {}
         for raw in batch:
             if raw.error() is not None or raw.key() is None:
                 continue  # the end of a partition; a record without a key is no table row
-            where = (raw.topic(), raw.partition())
-            changes.setdefault(where, {})[raw.key()] = raw.value()
-            ends[where] = raw.offset() + 1
-        # under the lock: a partition let go (unfollow) is never written after, so its store
-        # can be closed at once
+            records.setdefault((raw.topic(), raw.partition()), []).append(
+                (raw.offset(), raw.key(), raw.value())
+            )
+        # under the lock: a store let go (unfollow) is never written after, so it can be
+        # closed at once
         with self._changed:
-            for where, written in changes.items():
-                followed = self._followed.get(where)
-                if followed is None or ends[where] <= followed.next_offset:
-                    continue  # let go meanwhile, or read again after a reassignment
-                try:
-                    followed.write(followed.backend, written, ends[where])
-                except Exception:
-                    _log.exception("table %s/%s: its new records could not be written", *where)
-                    self._reassign = True  # read them again, from where it stands
-                    continue
-                followed.next_offset = ends[where]
+            for where, found in records.items():
+                for target in self._followed.get(where, ()):
+                    # each store from where it stands (the read starts at the lowest of them)
+                    changes = {
+                        key: value for offset, key, value in found if offset >= target.next_offset
+                    }
+                    if not changes:
+                        continue
+                    end = found[-1][0] + 1
+                    try:
+                        target.write(target.backend, changes, end)
+                    except Exception:
+                        _log.exception("table %s/%s: its new records could not be written", *where)
+                        self._reassign = True  # read them again, from where it stands
+                        continue
+                    target.next_offset = end

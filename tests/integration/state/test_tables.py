@@ -84,3 +84,49 @@ def test_a_table_partitioned_otherwise_than_its_stream_stops_the_app_at_start(
     with pytest.raises(ConfigurationError, match="co-partitioned"):
         app.start()
     app.stop_and_wait()
+
+
+def test_a_global_table_is_read_whole_by_every_partition_and_followed(
+    kafka_bootstrap: str, new_topic: Any, tmp_path: Path
+) -> None:
+    countries = new_topic(partitions=3, config={"cleanup.policy": "compact"})
+    orders = new_topic(partitions=2)  # not co-partitioned: a global table does not ask it
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": countries, "key": f"k{n}", "payload": {"country": n}} for n in range(60)]
+            + [{"topic": orders, "key": f"o{n}", "payload": {"country": f"k{n}"}}
+               for n in range(60)]
+        )  # fmt: skip
+    seen: dict[str, Any] = {}
+    changed = threading.Event()
+
+    class Looks(Consumer):
+        def consume(self) -> None:
+            table = self.tables["countries"]
+            for message in self.messages:
+                seen[message.key] = table.get(message.payload["country"])
+                if seen[message.key] == {"country": "changed"}:
+                    changed.set()
+
+    app = App(
+        client_id="tables",
+        kafka={"bootstrap.servers": kafka_bootstrap, "group.id": f"t-{uuid.uuid4().hex[:8]}",
+               "auto.offset.reset": "earliest"},
+        max_wait_time=0.2, state_dir=str(tmp_path / "state"),
+    )  # fmt: skip
+    app.routes.table(countries, name="countries", global_table=True)
+    app.routes.topic(orders, Looks, tables=["countries"])
+    with running(app), Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        deadline = time.monotonic() + 60
+        while len(seen) < 60:
+            assert time.monotonic() < deadline, f"{len(seen)} of 60 orders looked up"
+            threading.Event().wait(0.05)  # the app's workers fill seen: nothing to wait on
+        assert {key: row["country"] for key, row in seen.items()} == {
+            f"o{n}": n for n in range(60)
+        }, "every partition found rows of every partition of the table"
+        producer.produce_sync(topic=countries, key="k5", payload={"country": "changed"})
+        for attempt in range(100):  # the table follows its topic a moment behind
+            producer.produce_sync(topic=orders, key=f"again-{attempt}", payload={"country": "k5"})
+            if changed.wait(0.1):
+                break
+        assert changed.is_set(), "the global table follows its topic"

@@ -96,3 +96,18 @@ def test_a_table_with_another_partition_count_than_its_stream_is_refused() -> No
         check_co_partitioned([route], {"orders": 4, "customers": 2})
     with pytest.raises(ConfigurationError, match="does not exist"):
         check_co_partitioned([route], {"orders": 4})
+
+
+def test_a_global_table_asks_no_co_partitioning_and_needs_a_source() -> None:
+    route = Topic(
+        name="orders", consumer_class=Enrich, consumer_group="g", subscription_group="g",
+        state={"countries": Store(source="countries", global_table=True)},
+    )  # fmt: skip
+    check_co_partitioned([route], {"orders": 4, "countries": 1})
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        check_co_partitioned([route], {"orders": 4})
+    with pytest.raises(ConfigurationError, match="only with a source"):
+        Store(global_table=True)
+    under_test = app()
+    store = under_test.routes.table("countries", global_table=True)
+    assert store.global_table
