@@ -80,6 +80,9 @@ class GlobalTables:
             except BaseException:
                 self._registry.release(folder)
                 raise
+            flush = getattr(backend, "flush", None)
+            if flush is not None:  # read without the write-ahead log: on disk before it is used
+                flush()
             for partition, end in ends.items():
                 self._follower.follow(
                     source, partition, backend, end, write=partial(_write, _meta(partition))
@@ -119,7 +122,7 @@ class GlobalTables:
                 end = message.offset() + 1
             if reached:  # past the transactions' markers after the last record
                 end = max(end, reader.position(topic, partition) or 0)
-            _write(_meta(partition), backend, changes, end)
+            backend.write(changes, {_meta(partition): str(end).encode()}, wal=False)
             if reached:
                 return end
 
@@ -129,4 +132,6 @@ def _meta(partition: int) -> str:
 
 
 def _write(meta: str, backend: Backend, changes: dict[bytes, bytes | None], end: int) -> None:
-    backend.write(changes, {meta: str(end).encode()}, wal=False)
+    """A followed partition's new records, with the write-ahead log (a killed process keeps
+    them)."""
+    backend.write(changes, {meta: str(end).encode()})

@@ -406,8 +406,9 @@ class PartitionStores:
 
 
 def write_with_offset(backend: Backend, changes: dict[bytes, bytes | None], end: int) -> None:
-    """Write ``changes`` and the changelog offset they reach (a table's follower's writes)."""
-    _write(backend.write, changes, end)
+    """Write ``changes`` and the changelog offset they reach (a table's follower's writes:
+    with the write-ahead log, so a process killed keeps what it followed)."""
+    backend.write(changes, {_CHANGELOG_OFFSET: str(end).encode()})
 
 
 def _write(write: Callable[..., None], changes: dict[bytes, bytes | None], end: int) -> None:
