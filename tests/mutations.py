@@ -2288,6 +2288,19 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "state: a batch's local writes skip the write-ahead log (a killed process loses them)",
+        "conveyor/state/partition_stores.py",
+        (
+            (
+                "            self._held[name][1].write(changes, meta)",
+                "            self._held[name][1].write(changes, meta, wal=False)",
+            ),
+        ),
+        (
+            "tests/integration/state/test_exactly_once_state.py::test_at_least_once_no_update_is_lost_through_sigkills_and_a_warm_store_replays_little",
+        ),
+    ),
+    Mutation(
         "tables: a partition's table is not read before its first batch",
         "conveyor/state/partition_stores.py",
         (
