@@ -2318,8 +2318,8 @@ MUTATIONS = (
         "conveyor/state/tables.py",
         (
             (
-                "            followed.write(followed.backend, written, ends[where])",
-                "            pass",
+                "                        target.write(target.backend, changes, end)",
+                "                        pass",
             ),
         ),
         (
