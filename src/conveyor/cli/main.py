@@ -20,6 +20,7 @@ from conveyor.cli.jobs import jobs
 from conveyor.cli.output import error_console
 from conveyor.cli.schemas import schemas
 from conveyor.cli.server import info, server
+from conveyor.cli.state import state
 from conveyor.cli.swarm import swarm
 from conveyor.cli.web import web
 from conveyor.errors import ConveyorError
@@ -56,6 +57,7 @@ cli.add_command(ctl)
 cli.add_command(asyncapi)
 cli.add_command(schemas)
 cli.add_command(jobs)
+cli.add_command(state)
 for _group in (topics, groups, configs, cluster, dlq, acls):
     cli.add_command(_group)
 
