@@ -101,6 +101,8 @@ class Metrics:
             (ev.DEAD_LETTER_QUEUE_DISPATCHED, self._dispatched),
             (ev.ERROR_OCCURRED, self._error),
             (ev.STATISTICS_EMITTED, self._statistics_emitted),
+            (ev.STATE_RESTORING, self._restoring),
+            (ev.STATE_RESTORED, self._restored),
         ):
             self._unsubscribe.append(monitor.subscribe(name, listener))
         self.enabled = True
@@ -169,6 +171,31 @@ class Metrics:
             "conveyor_errors",
             "Every error.occurred event, by type.",
             ["type"],
+            registry=registry,
+        )
+        self.restored_records = counter(
+            "conveyor_state_restored_records",
+            "Changelog records the state stores' restores replayed (0 for a warm store).",
+            ["topic", "store"],
+            registry=registry,
+        )
+        self.restored_bytes = counter(
+            "conveyor_state_restored_bytes",
+            "Bytes of changelog records the state stores' restores replayed.",
+            ["topic", "store"],
+            registry=registry,
+        )
+        self.restore_duration = histogram(
+            "conveyor_state_restore_duration_seconds",
+            "Duration of a store partition's opening, its restore included.",
+            ["topic", "store"],
+            buckets=_DURATIONS,
+            registry=registry,
+        )
+        self.restore_remaining = client.Gauge(
+            "conveyor_state_restore_remaining_records",
+            "Changelog offsets a restoring store partition has still to read (0 once open).",
+            ["topic", "partition", "store"],
             registry=registry,
         )
 
@@ -253,6 +280,19 @@ class Metrics:
                 self.process_duration.labels("kafka", topic, group, error).observe(duration)
             if event.get("action") == "retry":
                 self.retries.labels(topic).inc()
+
+    def _restoring(self, event: Event) -> None:
+        remaining = max(0, int(event["end"]) - int(event["offset"]))
+        self.restore_remaining.labels(
+            event["topic"], str(event["partition"]), event["store"]
+        ).set(remaining)
+
+    def _restored(self, event: Event) -> None:
+        topic, store = event["topic"], event["store"]
+        self.restored_records.labels(topic, store).inc(event["records"])
+        self.restored_bytes.labels(topic, store).inc(event["bytes"])
+        self.restore_duration.labels(topic, store).observe(event["seconds"])
+        self.restore_remaining.labels(topic, str(event["partition"]), store).set(0)
 
     def _statistics_emitted(self, event: Event) -> None:
         client = str(event.get("producer_id") or event.get("listener") or "client")
