@@ -204,8 +204,9 @@ def state_get(
         reader.close()
     decoded = None if value is None else store.codec.decode(value)
     if as_json:
-        click.echo(json.dumps({"store": store_name, "key": key, "found": found and value is not None,
-                               "value": decoded, "partition": partition}, default=repr))  # fmt: skip
+        found_value = found and value is not None
+        answer = {"store": store_name, "key": key, "found": found_value, "value": decoded}
+        click.echo(json.dumps({**answer, "partition": partition}, default=repr))
         return
     if not found or value is None:
         console.print(f"{key!r} is not in {store_name} (partition {partition})")

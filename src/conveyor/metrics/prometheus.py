@@ -283,9 +283,9 @@ class Metrics:
 
     def _restoring(self, event: Event) -> None:
         remaining = max(0, int(event["end"]) - int(event["offset"]))
-        self.restore_remaining.labels(
-            event["topic"], str(event["partition"]), event["store"]
-        ).set(remaining)
+        self.restore_remaining.labels(event["topic"], str(event["partition"]), event["store"]).set(
+            remaining
+        )
 
     def _restored(self, event: Event) -> None:
         topic, store = event["topic"], event["store"]

@@ -34,6 +34,7 @@ class _Registry(Protocol):
 
     def release(self, folder: Path) -> bool: ...
 
+
 _OFFSET = "changelog-offset"
 _POLL = 10_000
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import heapq
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Message, record_of
 from conveyor.state.aggregations import Aggregation, Count
+from conveyor.state.clock import wall_clock
 from conveyor.state.store import Store
 
 if TYPE_CHECKING:
@@ -286,7 +286,7 @@ class PartitionWindow:
         partition whose messages stopped coming. Treats the wall clock as stream time."""
         state = self._state
         self._load(state)
-        stream = max(int(state.get(_STREAM_TIME, -1)), round((now or time.time()) * 1000))
+        stream = max(int(state.get(_STREAM_TIME, -1)), round((now or wall_clock()) * 1000))
         state[_STREAM_TIME] = stream
         return self._close(state, stream)
 
@@ -516,4 +516,4 @@ def _order(entry: tuple[int, int, Any]) -> tuple[int, str]:
 def _timestamp(message: Message) -> int:
     """The message's timestamp in milliseconds (the wall clock when it has none)."""
     kind, milliseconds = record_of(message).timestamp()
-    return int(milliseconds) if kind else round(time.time() * 1000)
+    return int(milliseconds) if kind else round(wall_clock() * 1000)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from conveyor.testing.capture import Captured, CapturingProducer, capture, produced
+from conveyor.testing.clock import StreamClock, stream_clock
 from conveyor.testing.partition import (
     DeadLetter,
     Mark,
@@ -51,6 +52,7 @@ __all__ = [
     "Pause",
     "Record",
     "Recorded",
+    "StreamClock",
     "capture",
     "clear",
     "consume",
@@ -60,6 +62,7 @@ __all__ = [
     "put_table",
     "recorded",
     "revoke",
+    "stream_clock",
 ]
 
 

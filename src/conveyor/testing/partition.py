@@ -27,6 +27,7 @@ from conveyor.producer.messages import (
     encode_timestamp,
 )
 from conveyor.state.backends import MemoryBackend
+from conveyor.state.clock import wall_clock
 from conveyor.state.view import State, TableView
 from conveyor.testing.capture import capture
 from conveyor.testing.records import Record, as_bytes, raw_headers
@@ -408,7 +409,7 @@ def _record(
     offset: int | None,
 ) -> Record:
     checked = encode_headers(headers) if headers is not None else None
-    milliseconds = encode_timestamp(timestamp) or None
+    milliseconds = encode_timestamp(timestamp) or round(wall_clock() * 1000)
     return Record(
         executor.topic,
         executor.partition,

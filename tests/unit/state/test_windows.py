@@ -4,6 +4,7 @@ messages, every aggregation, ``emit="update"``, ``tick()`` and the route option'
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -306,3 +307,21 @@ def test_a_route_window_needs_its_output_and_no_consumer_class() -> None:
         app().routes.topic("clicks", window=Tumbling(60).count())
     with pytest.raises(ConfigurationError, match="drop the consumer class"):
         app().routes.topic("clicks", Noop, window=Tumbling(60).count().to("out"))
+
+
+def test_a_stream_clock_stamps_messages_and_closes_windows_by_tick() -> None:
+    consumer = consumer_with(Tumbling(60).count())
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    with testing.stream_clock(start) as clock:
+        feed(consumer, ("a", None, {}))  # stamped with the clock's time
+        clock.advance(59)
+        assert consumer.window.tick() == [], "59 s in: the minute is still open"
+        clock.advance(1)
+        [closed] = consumer.window.tick()
+    begin = int(start.timestamp() * 1000)
+    assert (closed.key, closed.start, closed.value["count"]) == ("a", begin, 1)
+    with (
+        pytest.raises(ConfigurationError, match="aware"),
+        testing.stream_clock(datetime(2026, 1, 1)),
+    ):
+        pass
