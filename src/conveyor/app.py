@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from conveyor.routing.topic import Topic
     from conveyor.schedules.dispatcher import Schedules
     from conveyor.schedules.recurring import RecurringTasks
+    from conveyor.state.queries import StoreQueries
     from conveyor.state.space import StateSpace
     from conveyor.tracing import Latency, Tracing
     from conveyor.web import Web
@@ -184,6 +185,7 @@ class App:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._runner: Runner | None = None
+        self._space: StateSpace | None = None  # the stores of the run, while it runs
         self._started_at: float | None = None
         self.crash: BaseException | None = None
         self.state = "idle"
@@ -241,6 +243,13 @@ class App:
         from conveyor.jobs import Jobs
 
         return self._feature("jobs", lambda: Jobs(self))
+
+    @cached_property
+    def stores(self) -> StoreQueries:
+        """Interactive queries: ``app.stores.get(store, key)``, here or where it is."""
+        from conveyor.state.queries import StoreQueries
+
+        return self._feature("stores", lambda: StoreQueries(self, lambda: self._space))
 
     @cached_property
     def liveness(self) -> Liveness:
@@ -673,6 +682,7 @@ class App:
             self.settings.state_dir, self.settings.kafka, self.settings.client_id, self.monitor
         )
         self.add_closing_hook(space.close)
+        self._space = space
         return space
 
     def _prepare_consumer(self, consumer: Consumer) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from conveyor.admin.admin import Admin
@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from conveyor.tracing.tracer import Tracing
 
 __all__ = ["Host"]
+
+
+class StoreAnswers(Protocol):
+    """What a process answers a ``lookup`` command with (``app.stores``)."""
+
+    def answer(
+        self, topic: str, partition: int, store: str, key: Any, group: str | None = None
+    ) -> dict[str, Any]:
+        """The key's raw value in this process's copy of the partition's store."""
 
 
 class Host(Protocol):
@@ -55,6 +64,10 @@ class Host(Protocol):
     @property
     def admin(self) -> Admin:
         """The app's admin client (made at first use)."""
+
+    @property
+    def stores(self) -> StoreAnswers:
+        """Reads of the state stores' keys (``lookup`` commands answer from it)."""
 
     def snapshot(self) -> Snapshot:
         """A read-only picture of the running engine."""

@@ -152,6 +152,19 @@ class PartitionStores:
         return self._closed or self._cancelled()
 
     @property
+    def closed(self) -> bool:
+        """Whether the partition went from here (its stores let go)."""
+        return self._closed
+
+    def flushed(self, name: str, raw_key: bytes) -> bytes | None:
+        """What the local copy of store ``name`` holds for ``raw_key`` (flushed or committed:
+        not a running batch's writes), raw; ``None``: nothing."""
+        view = self.views.get(name)
+        if view is None:
+            raise KeyError(name)
+        return view.stored(raw_key)
+
+    @property
     def opened(self) -> bool:
         return len(self.views) == len(self.declared)
 

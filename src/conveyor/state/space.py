@@ -56,6 +56,7 @@ class StateSpace:
         self.restorer = Restorer()
         """Opens the partitions' stores, off the workers."""
         self._slots: dict[str, Path] = {}
+        self._partitions: dict[tuple[str, str, int], PartitionStores] = {}  # made, by place
         self.tables = TableFollower(self._reader, write_with_offset)
         """Keeps the open table partitions up to date with their topics (started when the
         first opens)."""
@@ -75,7 +76,7 @@ class StateSpace:
     ) -> PartitionStores:
         """The stores of ``route`` for ``topic``/``partition`` (not open yet)."""
         group = route.consumer_group
-        return PartitionStores(
+        made = PartitionStores(
             route.state,
             group=group,
             topic=topic,
@@ -89,6 +90,18 @@ class StateSpace:
             follower=self.tables,
             global_tables=self.global_tables,
         )
+        self._partitions[(group, topic, partition)] = made  # the newest: a revoked one's successor
+        return made
+
+    def find(self, topic: str, partition: int, group: str | None = None) -> PartitionStores | None:
+        """The open stores of ``topic``/``partition`` in this process (of ``group``, when
+        given), or ``None`` when it does not have them open."""
+        for (of_group, of_topic, of_partition), stores in list(self._partitions.items()):
+            if (of_topic, of_partition) != (topic, partition) or group not in (None, of_group):
+                continue
+            if stores.opened and not stores.closed:
+                return stores
+        return None
 
     def _restoring(
         self, stores: PartitionStores, store: str, records: int, size: int, at: int, end: int

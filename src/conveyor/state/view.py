@@ -97,6 +97,11 @@ class State(MutableMapping[Any, Any]):
                 return default if raw is None else self._decode(raw)
         return default if value is _DELETED else value
 
+    def stored(self, raw_key: bytes) -> bytes | None:
+        """What the backend holds for ``raw_key`` (an encoded key), without the writes that
+        wait for the next flush: what other processes' queries see."""
+        return self._backend.get(raw_key)
+
     def __setitem__(self, key: Any, value: Any) -> None:
         if key not in self._writes:  # a key of the wrong type fails here, not at the batch's end
             raw = self._kept_raw_keys.get(key)

@@ -43,6 +43,7 @@ __all__ = [
     "COMMANDS",
     "FLEET_COMMANDS",
     "PARTITION_COMMANDS",
+    "QUERY_COMMANDS",
     "CommandResult",
     "Commander",
     "FleetResult",
@@ -62,6 +63,9 @@ _log = logging.getLogger("conveyor.web.commands")
 PROCESS_COMMANDS = ("quiet", "stop", "probe")
 PARTITION_COMMANDS = ("pause", "resume", "seek")
 COMMANDS = PROCESS_COMMANDS + PARTITION_COMMANDS
+QUERY_COMMANDS = ("lookup",)
+"""Reads the process with a partition answers: ``lookup``, a key of one of its stores
+(``app.stores.get``). Not actions of the web UI."""
 FLEET_COMMANDS = ("quiet", "stop")
 """The process commands that may go to every process at once (``process: "*"``)."""
 ANY_PROCESS = "*"
@@ -175,7 +179,7 @@ def _checked_group(args: Mapping[str, Any]) -> dict[str, Any]:
 
 def check_command(command: str, process: str | None, args: Mapping[str, Any]) -> dict[str, Any]:
     """The command's arguments as sent, or a ConfigurationError naming what is wrong."""
-    if command not in COMMANDS:
+    if command not in COMMANDS and command not in QUERY_COMMANDS:
         raise ConfigurationError(
             f"unknown command {command!r}; commands: {', '.join(COMMANDS)}", "command"
         )
@@ -194,6 +198,11 @@ def check_command(command: str, process: str | None, args: Mapping[str, Any]) ->
             f"{command} needs a partition >= 0, not {partition!r}", "partition"
         )
     checked: dict[str, Any] = {"topic": topic, "partition": partition, **_checked_group(args)}
+    if command == "lookup":
+        store = args.get("store")
+        if not isinstance(store, str) or not store or "key" not in args:
+            raise ConfigurationError("lookup needs a store name and a key", "store")
+        checked.update(store=store, key=args["key"])
     if command == "pause" and args.get("until") is not None:
         checked["until"] = parse_command_time(args["until"], "until").isoformat()
     if command == "seek":

@@ -17,6 +17,7 @@ from conveyor.web.commands import (
     ANY_PROCESS,
     FLEET_COMMANDS,
     PARTITION_COMMANDS,
+    QUERY_COMMANDS,
     Received,
     check_command,
     encode_signed,
@@ -123,7 +124,7 @@ class CommandHandler:
             return True
         if target != ANY_PROCESS:
             return False
-        if command in PARTITION_COMMANDS:
+        if command in PARTITION_COMMANDS or command in QUERY_COMMANDS:
             return True
         if command not in FLEET_COMMANDS:
             return False
@@ -194,7 +195,9 @@ class CommandHandler:
         try:
             return "done", "", self._carry_out(command, target, args)
         except NotAssignedError as error:
-            if target == ANY_PROCESS and command in PARTITION_COMMANDS:
+            if target == ANY_PROCESS and (
+                command in PARTITION_COMMANDS or command in QUERY_COMMANDS
+            ):
                 return None
             return "refused", str(error), {}
         except ConveyorError as error:  # a bad argument, a listener that did not get to it
@@ -227,6 +230,8 @@ class CommandHandler:
         if command == "probe":
             return {"threads": thread_stacks()}
         topic, partition, group = checked["topic"], checked["partition"], checked.get("group")
+        if command == "lookup":
+            return app.stores.answer(topic, partition, checked["store"], checked["key"], group)
         if command == "pause":
             until = checked.get("until")
             app.pause(
