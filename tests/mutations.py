@@ -2301,6 +2301,17 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "queries: a key whose partition is elsewhere is not asked of its owner",
+        "conveyor/state/queries.py",
+        (
+            (
+                "            raw = self._ask(route, partition, store, key, timeout)",
+                "            raw = None",
+            ),
+        ),
+        ("tests/integration/state/test_queries.py::test_a_key_is_read_where_its_partition_is",),
+    ),
+    Mutation(
         "tables: a partition's table is not read before its first batch",
         "conveyor/state/partition_stores.py",
         (
