@@ -32,6 +32,21 @@ class StoreAnswers(Protocol):
     ) -> dict[str, Any]:
         """The key's raw value in this process's copy of the partition's store."""
 
+    def reports(self) -> list[dict[str, Any]]:
+        """This process's store partitions (the web UI's reports carry them)."""
+
+    def get(
+        self,
+        store: str,
+        key: Any,
+        default: Any = None,
+        *,
+        topic: str | None = None,
+        group: str | None = None,
+        timeout: float = 5.0,
+    ) -> Any:
+        """``key``'s value in ``store``, wherever its partition is."""
+
 
 class Host(Protocol):
     """What runs consumers and features: the app's settings, event bus, clients, state and

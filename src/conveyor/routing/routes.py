@@ -168,6 +168,7 @@ class Routes:
                 options.get("virtual_partitions"),
             ),
             window=options.get("window"),
+            tables=tuple(options.get("tables") or ()),
         )
         self._topics.append(topic)
         return topic

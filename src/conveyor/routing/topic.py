@@ -89,6 +89,9 @@ class Topic:
     window: Windowed | None = None
     """A window run with no consumer class (``Tumbling(60).count().to("counts")``): its
     results go to its topic, its late messages to its ``late_to``."""
+    tables: tuple[str, ...] = ()
+    """Tables (``app.routes.table``) the consumer looks up as ``self.tables[name]``: the
+    table partition of the message's partition (co-partitioned), or a global table whole."""
 
     def matches(self, topic: str) -> bool:
         """Whether this route reads ``topic`` (its name, or a match of its pattern)."""

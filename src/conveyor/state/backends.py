@@ -54,6 +54,9 @@ class Backend(Protocol):
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every key and value, in key order for RocksDB."""
 
+    def size(self) -> tuple[int, int | None]:
+        """Its keys (RocksDB's estimate) and bytes on disk (``None``: in memory)."""
+
     def close(self) -> None:
         """Release it (files stay: a later open finds the data)."""
 
@@ -88,6 +91,9 @@ class MemoryBackend:
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(list(self._data.items()))
+
+    def size(self) -> tuple[int, int | None]:
+        return len(self._data), None
 
     def close(self) -> None:
         pass
@@ -152,6 +158,12 @@ class RocksDBBackend:
     def flush(self) -> None:
         """Write the memtables to files (after a restore written without the WAL)."""
         self._db.flush()
+
+    def size(self) -> tuple[int, int | None]:
+        db = self._db
+        keys = int(db.property_int_value("rocksdb.estimate-num-keys") or 0) if db else 0
+        on_disk = sum(f.stat().st_size for f in self.path.glob("*") if f.is_file())
+        return keys, on_disk
 
     def close(self) -> None:
         db = self._db

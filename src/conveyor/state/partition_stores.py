@@ -156,6 +156,14 @@ class PartitionStores:
         """Whether the partition went from here (its stores let go)."""
         return self._closed
 
+    def offset(self, name: str) -> int | None:
+        """The changelog offset store ``name``'s local copy reached (``None``: not open)."""
+        held = self._held.get(name)
+        if held is None:
+            return None
+        raw = held[1].meta(_CHANGELOG_OFFSET)
+        return int(raw) if raw else 0
+
     def flushed(self, name: str, raw_key: bytes) -> bytes | None:
         """What the local copy of store ``name`` holds for ``raw_key`` (flushed or committed:
         not a running batch's writes), raw; ``None``: nothing."""

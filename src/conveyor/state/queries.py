@@ -132,6 +132,11 @@ class StoreQueries:
             "raw": None if raw is None else base64.b64encode(raw).decode(),
         }
 
+    def reports(self) -> list[dict[str, Any]]:
+        """This process's store partitions, as the web UI's reports carry them."""
+        space = self._space()
+        return [] if space is None else space.reports()
+
     def _route(self, store: str, topic: str | None, group: str | None) -> tuple[Topic, Store]:
         found = [
             (route, route.state[store])

@@ -57,6 +57,8 @@ class StateSpace:
         """Opens the partitions' stores, off the workers."""
         self._slots: dict[str, Path] = {}
         self._partitions: dict[tuple[str, str, int], PartitionStores] = {}  # made, by place
+        self._progress: dict[tuple[str, int, str], dict[str, int]] = {}  # restores under way
+        self._last_restore: dict[tuple[str, int, str], Restored] = {}
         self.tables = TableFollower(self._reader, write_with_offset)
         """Keeps the open table partitions up to date with their topics (started when the
         first opens)."""
@@ -106,6 +108,8 @@ class StateSpace:
     def _restoring(
         self, stores: PartitionStores, store: str, records: int, size: int, at: int, end: int
     ) -> None:
+        progress = {"records": records, "offset": at, "end": end}
+        self._progress[(stores.topic, stores.partition, store)] = progress
         monitor = self._monitor
         if monitor is not None and ev.STATE_RESTORING in monitor.subscribed:
             monitor.instrument(
@@ -120,6 +124,8 @@ class StateSpace:
             )
 
     def _restored(self, topic: str, partition: int, restored: Restored) -> None:
+        self._progress.pop((topic, partition, restored.store), None)
+        self._last_restore[(topic, partition, restored.store)] = restored
         monitor = self._monitor
         if monitor is not None and ev.STATE_RESTORED in monitor.subscribed:
             monitor.instrument(
@@ -133,6 +139,37 @@ class StateSpace:
                 start=restored.start,
                 end=restored.end,
             )
+
+    def reports(self) -> list[dict[str, Any]]:
+        """Each store partition of this process (open, or restoring): what the web UI's
+        Stores page shows of it."""
+        found = []
+        for (group, topic, partition), stores in list(self._partitions.items()):
+            if stores.closed:
+                continue
+            for name, store in stores.declared.items():
+                key = (topic, partition, name)
+                view = stores.views.get(name)
+                if view is None and key not in self._progress:
+                    continue
+                keys, on_disk = view.size() if view is not None else (None, None)
+                last = self._last_restore.get(key)
+                kind = "table" if store.source is not None else "store"
+                found.append(
+                    {
+                        "group": group,
+                        "topic": topic,
+                        "partition": partition,
+                        "store": name,
+                        "kind": f"global {kind}" if store.global_table else kind,
+                        "keys": keys,
+                        "bytes": on_disk,
+                        "offset": stores.offset(name),
+                        "restoring": self._progress.get(key),
+                        "last_restore": None if last is None else _restore_report(last),
+                    }
+                )
+        return found
 
     def _reader(self) -> ConsumerClient:
         """A client that reads changelogs by assignment: committed records only, to the end."""
@@ -153,3 +190,11 @@ class StateSpace:
         self.restorer.close()
         self.tables.close()
         self.open_stores.close_all()
+
+
+def _restore_report(restored: Restored) -> dict[str, Any]:
+    return {
+        "records": restored.records,
+        "bytes": restored.bytes,
+        "seconds": round(restored.seconds, 3),
+    }

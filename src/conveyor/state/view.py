@@ -97,6 +97,10 @@ class State(MutableMapping[Any, Any]):
                 return default if raw is None else self._decode(raw)
         return default if value is _DELETED else value
 
+    def size(self) -> tuple[int, int | None]:
+        """The store partition's keys (an estimate for RocksDB) and bytes on disk."""
+        return self._backend.size()
+
     def stored(self, raw_key: bytes) -> bytes | None:
         """What the backend holds for ``raw_key`` (an encoded key), without the writes that
         wait for the next flush: what other processes' queries see."""

@@ -68,7 +68,7 @@ def test_the_typed_options_are_the_options_a_route_takes() -> None:
 
     assert _keys(TopicOptions) == set(table._OPTIONS)
     declarative = {"assign", "partitions", "replication_factor", "config"}
-    named_topics_only = {"state", "window"}  # a store's changelog is made for a topic named ahead
+    named_topics_only = {"state", "window", "tables"}  # changelogs, tables: for a topic named ahead
     assert _keys(PatternOptions) == set(table._OPTIONS) - declarative - named_topics_only
     assert _keys(DeclaredTopicOptions) == _keys(RouteOptions) | declarative
     set_by_a_sink = {"max_messages", "virtual_partitions", "dead_letter_queue", "filters"}

@@ -146,6 +146,7 @@ class Aggregate:
             "slowest": _slowest(previous, report.get("slowest", ()), at),
             "latency": dict(report.get("latency") or {}),
             "job_queues": _job_queues(report.get("job_queues")),
+            "stores": list(report.get("stores", ())),
         }
         self.states[pid] = state
         self.changed.add(pid)

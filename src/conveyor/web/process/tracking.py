@@ -249,6 +249,9 @@ class Tracker:
             report["process"]["state"] = state
         if job_queues:
             report["job_queues"] = job_queues
+        stores = self.app.stores.reports()
+        if stores:  # the Stores page's
+            report["stores"] = stores
         latency = self.latency
         if latency is not None and latency.active:  # per-stage latency, when the app measures it
             report["latency"] = {

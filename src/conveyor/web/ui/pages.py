@@ -30,6 +30,7 @@ class Pages:
     def __init__(self, ui: Ui) -> None:
         self.views = ui.views
         self.schedules_views = ui.schedules
+        self.store_views = ui.stores
 
     def dashboard(self, request: Request) -> Page:
         return self.views.dashboard(request.query_params.get("range", "1h"))
@@ -56,6 +57,10 @@ class Pages:
     def schedules(self, request: Request) -> Page:
         query = request.query_params
         return self.schedules_views.page(query.get("topic") or None, number(request, "page"))
+
+    def stores(self, request: Request) -> Page:
+        query = request.query_params
+        return self.store_views.page(query.get("store") or None, query.get("key"))
 
     def routing(self, request: Request) -> Page:
         return self.views.routing()

@@ -23,6 +23,7 @@ from conveyor.web.ui.charts import bar_chart, line_chart
 from conveyor.web.ui.explorer_views import ExplorerViews
 from conveyor.web.ui.guard import CSRF_FIELD, Guard
 from conveyor.web.ui.schedule_views import ScheduleViews
+from conveyor.web.ui.store_views import StoreViews
 from conveyor.web.ui.views import NotFound, Page, Views
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ NAVIGATION = (
     ("batches", "Batches", "/batches"),
     ("background_jobs", "Background jobs", "/background-jobs"),
     ("schedules", "Schedules", "/schedules"),
+    ("stores", "Stores", "/stores"),
     ("routing", "Routing", "/routing"),
     ("lags", "Lags", "/lags"),
     ("errors", "Errors", "/errors"),
@@ -62,6 +64,7 @@ class Ui:
             self.app, lambda: views.admin, Explorer(self.app.settings.kafka)
         )
         self.schedules = ScheduleViews(self.app)
+        self.stores = StoreViews(self.app, data, lambda: views.admin)
         self.environment = environment()
         self.guard = Guard(access or Access())
 

@@ -40,6 +40,7 @@ def routes(ui: Ui) -> list[BaseRoute]:
         *page("background_jobs", "background_jobs.html", pages.background_jobs),
         *(Route(old, pages.moved) for old in MOVED),
         *page("schedules", "schedules.html", pages.schedules),
+        *page("stores", "stores.html", pages.stores),
         *page("routing", "routing.html", pages.routing),
         Route("/asyncapi", lambda request: ui.html(request, "asyncapi.html", pages.asyncapi(request), "routing"), name="asyncapi"),
         Route("/api/asyncapi", pages.asyncapi_document, name="api_asyncapi"),

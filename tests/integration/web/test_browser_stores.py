@@ -1,0 +1,90 @@
+"""The Stores page in headless Chromium with real data: a `conveyor server` counting per key
+in a RocksDB store reports its store partitions, and `conveyor web` (a process without any
+partition) shows them and looks a key up, which the server answers over the command
+channel."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conveyor import Producer
+from conveyor.web import WebTopics
+from helpers import free_port
+from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, get_json
+
+HERE = Path(__file__).parent
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+
+def test_the_stores_page_lists_store_partitions_and_looks_a_key_up(
+    kafka_bootstrap: str, new_topic: Callable[..., str], web_topics: WebTopics, tmp_path: Path
+) -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM} (make test installs it)")
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
+
+    topic = new_topic(partitions=2)
+    port = free_port()
+    env = dict(
+        os.environ, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap, TOPIC=topic, GROUP=f"g-{topic}",
+        WEB_PREFIX=web_topics.reports.removesuffix("_consumers_reports"),
+        STATE_DIR=str(tmp_path / "state"),
+        PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]),
+    )  # fmt: skip
+    quiet = {"cwd": HERE, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "server", "--app", "stores_web_app:app"], **quiet
+    )  # type: ignore[call-overload]
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "conveyor", "web", "--app", "stores_web_app:app",
+         "--port", str(port)], **quiet,
+    )  # type: ignore[call-overload]  # fmt: skip
+    site = f"http://127.0.0.1:{port}"
+    try:
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            producer.produce_many_sync(
+                [{"topic": topic, "key": f"user-{n % 4}", "payload": {"n": n}} for n in range(40)]
+            )
+        assert eventually(
+            lambda: len([p for p in get_json(f"{site}/api/stores")["partitions"]
+                         if p["keys"]]) == 2, 90
+        ), get_json(f"{site}/api/stores")  # fmt: skip
+        ARTIFACTS.mkdir(exist_ok=True)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                response = page.goto(f"{site}/stores")
+                assert response is not None
+                assert response.status == 200
+                page.wait_for_selector("body[data-ready='1']")
+                assert page.title().startswith("Stores")
+                assert page.locator("#stores tbody tr[data-store='default']").count() == 1
+                assert page.locator("#store-partitions tbody tr[data-store]").count() == 2
+                page.fill("#store-lookup input[name='key']", "user-3")
+                page.click("#store-lookup button[type='submit']")
+                page.wait_for_selector("#lookup-result")
+                shown = page.locator("#lookup-result pre.payload")
+                assert shown.count() == 1, page.locator("#lookup-result").inner_text()
+                assert shown.inner_text().strip() == "10", "the server counted user-3 ten times"
+                page.screenshot(path=str(ARTIFACTS / "web-stores-1280.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        for process in (server, ui):
+            process.send_signal(signal.SIGTERM)
+        for process in (server, ui):
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
