@@ -305,7 +305,7 @@ class JointTransaction:
             return
         try:
             transactions.close_shared(commit=True)
-        except TransactionError as refused:  # aborted by the producer already
+        except Exception as refused:  # aborted by the producer already (a TransactionError)
             self._aborted(shares, refused, by_block=False)
             return
         for apply in applies:

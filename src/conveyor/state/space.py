@@ -152,7 +152,13 @@ class StateSpace:
                 view = stores.views.get(name)
                 if view is None and key not in self._progress:
                     continue
-                keys, on_disk = view.size() if view is not None else (None, None)
+                keys: int | None = None
+                on_disk: int | None = None
+                if view is not None:
+                    try:
+                        keys, on_disk = view.size()
+                    except Exception:  # closed meanwhile (revoked): nothing to say of it
+                        continue
                 last = self._last_restore.get(key)
                 kind = "table" if store.source is not None else "store"
                 found.append(
