@@ -144,13 +144,15 @@ class Assignments:
 
     def _lose(self, partitions: list[Partition], commit: bool) -> None:
         self.partitions.difference_update(partitions)
-        self.group_metadata = None  # the generation moves on
         executors = self._executors
         if commit:  # what was processed until now, the store writes kept for a flush with it
+            # (a transaction committed now, in the revocation, is still the generation's: its
+            # offsets carry the metadata cached at the assignment)
             for partition in partitions:
                 if partition in executors:
                     executors[partition].flush_idle()
             self._commits.marked(executors, sync=True, only=set(partitions))
+        self.group_metadata = None  # the generation moves on
         lost = [executors.pop(partition) for partition in partitions if partition in executors]
         for executor in lost:
             if executor.scheduled:  # revoked mid-batch; may come back at once (eager rebalance)

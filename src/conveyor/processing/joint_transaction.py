@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -105,6 +106,7 @@ class JointTransaction:
         self._solo: dict[tuple[str, int], int] = {}  # partitions whose block raised: until where
         self._rewinds: dict[JointMember, int] = {}  # aborted partitions: where they start again
         self._closed = 0  # transactions ended so far (a failed block waits for its abort)
+        self._leaving: weakref.WeakSet[JointMember] = weakref.WeakSet()  # revoked or stopping
         self._timer: Timer | None = None
 
     def seat(self, member: JointMember) -> Seat:
@@ -126,8 +128,16 @@ class JointTransaction:
             raise TransactionError(
                 f"{member.topic}/{member.partition} was revoked: its batch is not processed here"
             )
+        # Before the block counts: the first time, this commits what the listener holds
+        # (a call to its thread), which a revocation's settle (on that thread) must not wait for.
+        member.offsets_in_transactions()
         with self._cond:
             while True:
+                if member in self._leaving:  # its revocation committed what it had: no more
+                    raise TransactionError(
+                        f"{member.topic}/{member.partition} was revoked: its batch is not "
+                        "processed here"
+                    )
                 rewind = self._rewinds.pop(member, None)
                 if rewind is not None:
                     break
@@ -163,7 +173,6 @@ class JointTransaction:
         """The block ended well, marking ``next_offset``: its offset and store writes wait for
         the commit. True when the caller must now :meth:`close` the transaction (the commit is
         due and no other block runs)."""
-        member.offsets_in_transactions()
         member.keep_state()
         with self._cond:
             share = self._shares[member]
@@ -224,6 +233,7 @@ class JointTransaction:
         batches again."""
         deadline = None if wait is None else time.monotonic() + wait
         with self._cond:
+            self._leaving.add(member)
             if member not in self._shares or not self._open:
                 return
             if not self._closing and not self._active:

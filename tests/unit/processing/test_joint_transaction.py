@@ -194,19 +194,23 @@ def test_a_partition_that_failed_commits_alone_until_past_the_batch_that_failed(
 
 
 def test_a_refused_commit_rewinds_every_partition_and_a_revoked_one_aborts(joint: Any) -> None:
-    a, b = Member(0), Member(1)
+    a, b, c = Member(0), Member(1), Member(2)
     joint.test_producer.transactions.refuse_commit = True
     joint.enter(a, 0)
     joint.leave(a, 3, None)
-    joint.settle(a)  # (a revocation, say)
+    joint.enter(c, 0)
+    joint.leave(c, 3, None)
+    joint.settle(c)  # (c's revocation commits what the transaction holds: refused here)
     assert a.marks == []
     assert joint.take_rewind(a) == 0
+    with pytest.raises(TransactionError, match="revoked"):
+        joint.enter(c, 3)  # its revocation is under way: no more blocks of it here
     joint.test_producer.transactions.refuse_commit = False
     joint.enter(a, 0)
     joint.leave(a, 3, None)
     joint.enter(b, 0)
     joint.leave(b, 3, None)
-    a.revoked = True  # lost before the commit: its offset would be refused
+    a.revoked = True  # lost before the commit (no revocation): its offset would be refused
     joint.settle(b)
     assert calls(joint)[-1] == ("abort",)
     assert joint.take_rewind(b) == 0
