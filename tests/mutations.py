@@ -2368,8 +2368,8 @@ MUTATIONS = (
         "conveyor/processing/joint_transaction.py",
         (
             (
-                "                if not member.revoked:\n                    self._rewinds[member] = share.first",
-                "                if False:\n                    self._rewinds[member] = share.first",
+                "            for member in staying:\n                self._rewinds[member] = shares[member].first",
+                "            for member in ():\n                self._rewinds[member] = shares[member].first",
             ),
         ),
         (

@@ -379,12 +379,11 @@ class JointTransaction:
             error,
         )
         with self._cond:
-            for member, share in shares.items():
-                if not member.revoked:
-                    self._rewinds[member] = share.first
-        for member in shares:
-            if not member.revoked:
-                member.rewind_due()
+            staying = [m for m in shares if not m.revoked and m not in self._leaving]
+            for member in staying:
+                self._rewinds[member] = shares[member].first
+        for member in staying:
+            member.rewind_due()
 
 
 class Seat:
