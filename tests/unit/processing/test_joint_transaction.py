@@ -210,11 +210,15 @@ def test_a_refused_commit_rewinds_every_partition_and_a_revoked_one_aborts(joint
     joint.leave(a, 3, None)
     joint.enter(b, 0)
     joint.leave(b, 3, None)
+    d = Member(3)
+    joint.enter(d, 0)
+    joint.leave(d, 3, None)
     a.revoked = True  # lost before the commit (no revocation): its offset would be refused
-    joint.settle(b)
+    joint.settle(d)  # d's revocation commits: refused for a's sake
     assert calls(joint)[-1] == ("abort",)
-    assert joint.take_rewind(b) == 0
-    assert joint.take_rewind(a) is None
+    assert joint.take_rewind(b) == 0, "b stays here: it reads its batches again"
+    assert joint.take_rewind(a) is None, "lost: its next owner reads them"
+    assert joint.take_rewind(d) is None, "being revoked: its next owner reads them"
     with pytest.raises(TransactionError, match="revoked"):
         joint.enter(a, 3)
 
