@@ -235,15 +235,7 @@ def build_app_settings(
         check_seconds("event_loop_blocked_after", event_loop_blocked_after)
     _check_instance_id(instance_id)
     state_dir, state_flush_interval = _state_settings(state_dir, state_flush_interval)
-    if isinstance(transaction_interval, bool) or transaction_interval != 0:
-        check_seconds("transaction_interval", transaction_interval)
-        timeout = float(dict(kafka or {}).get("transaction.timeout.ms", 60_000)) / 1000
-        if transaction_interval >= timeout / 2:
-            raise ConfigurationError(
-                f"transaction_interval ({transaction_interval} s) must be well under the "
-                f"transaction timeout (transaction.timeout.ms, {timeout:g} s): under half of it",
-                "transaction_interval",
-            )
+    _check_transaction_interval(transaction_interval, kafka)
     kafka = dict(kafka)
     check_group_protocol(kafka)
     if oauth_token_provider is not None:
@@ -284,6 +276,20 @@ def _check_instance_id(instance_id: Any) -> None:
             "instance_id must be None or a string of 1-200 letters, digits, '.', '_' or '-' "
             f"(a pod's name, say), got {instance_id!r}",
             "instance_id",
+        )
+
+
+def _check_transaction_interval(interval: Any, kafka: Any) -> None:
+    """Seconds (0: a transaction per block), under half the transaction timeout."""
+    if not isinstance(interval, bool) and interval == 0:
+        return
+    check_seconds("transaction_interval", interval)
+    timeout = float(dict(kafka or {}).get("transaction.timeout.ms", 60_000)) / 1000
+    if interval >= timeout / 2:
+        raise ConfigurationError(
+            f"transaction_interval ({interval} s) must be well under the transaction timeout "
+            f"(transaction.timeout.ms, {timeout:g} s): under half of it",
+            "transaction_interval",
         )
 
 

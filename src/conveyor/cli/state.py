@@ -17,6 +17,7 @@ from rich.progress import Progress
 
 from conveyor.cli.loading import app_option, json_option, load_app
 from conveyor.cli.output import confirm, console, table
+from conveyor.driver.consumers import ConsumerClient
 from conveyor.errors import ConfigurationError, ConveyorError
 from conveyor.iterator.scan import reader_settings
 from conveyor.producer.partitioners import partitioner_for
@@ -117,6 +118,37 @@ def state_list(app_spec: str | None, as_json: bool) -> None:
     )
 
 
+def _read_last(
+    app: Any, changelog: str, partition: int, raw_key: bytes
+) -> tuple[bytes | None, bool]:
+    """The last value of ``raw_key`` in ``changelog``/``partition`` (read committed, with
+    progress), and whether the key was there at all."""
+    low, high = app.admin.read_watermark_offsets(changelog, partition)
+    settings = reader_settings(app.settings.kafka, f"{app.settings.client_id}-state-get")
+    settings.update({"isolation.level": "read_committed", "enable.partition.eof": True})
+    reader = ConsumerClient(settings)
+    value: bytes | None = None
+    found = False
+    try:
+        reader.assign([(changelog, partition, low)])
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task(f"reading {changelog}/{partition}", total=max(1, high - low))
+            done = low >= high
+            while not done:
+                for message in reader.poll_batch(1.0, 10_000):
+                    if message.error() is not None:
+                        done = done or reader.fetch_error(message)
+                        continue
+                    if message.key() == raw_key:
+                        value, found = message.value(), True
+                    reached = (message.offset() or 0) + 1
+                    progress.update(task, completed=reached - low)
+                    done = done or reached >= high
+    finally:
+        reader.close()
+    return value, found
+
+
 def _find(app: Any, name: str, topic: str | None) -> tuple[Any, Any]:
     found = [
         (route, store)
@@ -156,9 +188,6 @@ def state_get(
     """KEY's value in STORE, as its changelog holds it (what the owning process flushed or
     committed last): read from the changelog partition of the key's partition, no running
     app needed. Keys are given as text (stores with ``keys="str"``)."""
-    from confluent_kafka import Consumer as KafkaConsumer  # noqa: PLC0415
-    from confluent_kafka import TopicPartition  # noqa: PLC0415
-
     app = load_app(app_spec)
     route, store = _find(app, store_name, topic)
     if store.keys != "str":
@@ -179,29 +208,7 @@ def state_get(
         raise ConfigurationError(
             f"--partition {partition}: {changelog} has partitions 0-{partitions - 1}", "partition"
         )
-    low, high = app.admin.read_watermark_offsets(changelog, partition)
-    settings = reader_settings(app.settings.kafka, f"{app.settings.client_id}-state-get")
-    settings.update({"isolation.level": "read_committed", "enable.partition.eof": True})
-    reader = KafkaConsumer(settings)
-    value: bytes | None = None
-    found = False
-    try:
-        reader.assign([TopicPartition(changelog, partition, low)])
-        with Progress(console=console, transient=True) as progress:
-            task = progress.add_task(f"reading {changelog}/{partition}", total=max(1, high - low))
-            done = low >= high
-            while not done:
-                for message in reader.consume(10_000, 1.0):
-                    if message.error() is not None:
-                        done = True
-                        continue
-                    if message.key() == raw_key:
-                        value, found = message.value(), True
-                    reached = (message.offset() or 0) + 1
-                    progress.update(task, completed=reached - low)
-                    done = done or reached >= high
-    finally:
-        reader.close()
+    value, found = _read_last(app, changelog, partition, raw_key)
     decoded = None if value is None else store.codec.decode(value)
     if as_json:
         found_value = found and value is not None
