@@ -54,9 +54,10 @@ def test_the_stores_page_lists_store_partitions_and_looks_a_key_up(
                 [{"topic": topic, "key": f"user-{n % 4}", "payload": {"n": n}} for n in range(40)]
             )
 
-        def counted() -> bool:  # both partitions reported, the 4 keys counted (flushed)
+        def counted() -> bool:  # both partitions reported, the 4 keys there (flushed)
             rows = get_json(f"{site}/api/stores")["partitions"]
-            return len(rows) == 2 and sum(row["keys"] or 0 for row in rows) == 4
+            # RocksDB's estimate counts a key written by two flushes twice until compaction
+            return len(rows) == 2 and sum(row["keys"] or 0 for row in rows) >= 4
 
         assert eventually(counted, 90), get_json(f"{site}/api/stores")["partitions"]
         ARTIFACTS.mkdir(exist_ok=True)
