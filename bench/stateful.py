@@ -216,6 +216,10 @@ def quix(bootstrap: str, topic: str, count: int, variant: str, folder: Path) -> 
     return float(json.loads(lines[-1])["rate"])
 
 
+SIDES = ("bare", "conveyor", "per-batch", "eos", "eos-per-batch", "quix", "kstreams", "window",
+         "quix-window", "kstreams-window")  # fmt: skip
+
+
 def _measure(bench: Bench, side: str, topic: str, count: int, folder: Path) -> float:
     bootstrap = bench.bootstrap
     if side == "bare":
@@ -239,6 +243,10 @@ def _arguments(parser: Any) -> None:
     parser.add_argument(
         "--no-peers", action="store_true", help="Conveyor and the bare loop only (no Quix Streams)"
     )
+    parser.add_argument(
+        "--sides",
+        help="measure only these sides, comma-separated (of: " + ", ".join(SIDES) + ")",
+    )
 
 
 def main() -> None:
@@ -249,8 +257,9 @@ def main() -> None:
     )
     count: int = bench.args.messages
     scratch = Path(tempfile.mkdtemp(prefix="conveyor-bench-state-"))
-    sides = ["bare", "conveyor", "per-batch", "eos", "eos-per-batch", "quix", "kstreams", "window",
-             "quix-window", "kstreams-window"]  # fmt: skip
+    sides = list(SIDES)
+    if bench.args.sides:
+        sides = [side for side in sides if side in bench.args.sides.split(",")]
     if bench.args.no_peers:
         sides = [side for side in sides if not side.startswith(("quix", "kstreams"))]
     runs: dict[str, list[float]] = {side: [] for side in sides}

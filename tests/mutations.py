@@ -2262,11 +2262,24 @@ MUTATIONS = (
         "conveyor/state/windows.py",
         (
             (
-                "            if end + grace <= stream:\n                continue  # closed already",
-                "            if end <= stream:\n                continue  # closed already",
+                "                if end + grace <= stream:\n                    continue  # closed already",
+                "                if end <= stream:\n                    continue  # closed already",
             ),
         ),
         ("tests/unit/state/test_windows.py::test_the_grace_boundary_and_late_messages",),
+    ),
+    Mutation(
+        "state: a batch adds to the open window's accumulators in place, not to a copy",
+        "conveyor/state/windows.py",
+        (
+            (
+                "                        accumulators = [a.copy(held[i]) for i, a in enumerate(aggregations)]",
+                "                        accumulators = held",
+            ),
+        ),
+        (
+            "tests/unit/state/test_windows.py::test_a_failed_batch_leaves_the_kept_batches_windows_unchanged",
+        ),
     ),
     Mutation(
         "state: session windows a message bridges are not merged",

@@ -46,6 +46,25 @@ def json_dumps(value: Any) -> bytes:
     ).encode()
 
 
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def canonical_json(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON with sorted object keys, the same bytes whether orjson
+    is installed or not (a store's keys: what one process writes, another must find). orjson
+    writes the scalars other than floats and the tuples of them as the standard library does:
+    those go through it, the rest through the standard library."""
+    if _orjson is not None and (
+        type(value) in _SCALARS
+        or (type(value) is tuple and all(type(item) in _SCALARS for item in value))
+    ):
+        try:
+            return bytes(_orjson.dumps(value))
+        except TypeError:
+            pass  # integers past 64 bits
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+
+
 def _json_loads(raw: bytes | str) -> Any:
     """Decode JSON bytes (or text)."""
     return json.loads(raw)

@@ -12,11 +12,14 @@ an attribute of a model), the payload itself without one, or what ``value(messag
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Message
+
+_IMMUTABLE = frozenset({int, float, str, bool, bytes, type(None)})
 
 __all__ = ["Aggregation", "Collect", "Count", "Latest", "Max", "Mean", "Min", "Reduce", "Sum"]
 
@@ -57,6 +60,12 @@ class Aggregation:
         raise NotImplementedError
 
     def result(self, accumulator: Any) -> Any:
+        return accumulator
+
+    def copy(self, accumulator: Any) -> Any:
+        """An accumulator :meth:`add` may change without changing ``accumulator`` (a batch's
+        first message in a window starts from a copy: a batch that fails leaves the window as
+        it was). Immutable ones are their own copy."""
         return accumulator
 
 
@@ -163,6 +172,12 @@ class Collect(Aggregation):
     def merge(self, first: Any, second: Any) -> Any:
         return first + second
 
+    def copy(self, accumulator: Any) -> Any:
+        return list(accumulator)
+
+    def result(self, accumulator: Any) -> Any:
+        return list(accumulator)  # the window's own list goes on growing
+
 
 class Reduce(Aggregation):
     """Your own fold: ``reducer(accumulator, value) -> accumulator``, starting from
@@ -186,10 +201,14 @@ class Reduce(Aggregation):
         self._merge = merge
 
     def start(self) -> Any:
-        return self._initial
+        return self.copy(self._initial)
 
     def add(self, accumulator: Any, value: Any, timestamp: int) -> Any:
         return self._reducer(accumulator, value)
+
+    def copy(self, accumulator: Any) -> Any:
+        # a reducer may change its accumulator in place (``acc.append(v) or acc``)
+        return accumulator if type(accumulator) in _IMMUTABLE else copy.deepcopy(accumulator)
 
     def merge(self, first: Any, second: Any) -> Any:
         if self._merge is not None:

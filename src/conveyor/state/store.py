@@ -9,7 +9,6 @@ garbage.
 from __future__ import annotations
 
 import importlib.util
-import json
 import pickle
 import re
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from conveyor.errors import ConfigurationError
-from conveyor.serialization import json_dumps, json_loads
+from conveyor.serialization import canonical_json, json_dumps, json_loads
 
 __all__ = [
     "DEFAULT_STORE",
@@ -120,8 +119,7 @@ def _encode_bytes(key: Any) -> bytes:
     return bytes(key)
 
 
-def _encode_json(key: Any) -> bytes:
-    return json.dumps(key, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+_encode_json = canonical_json
 
 
 def _decode_json(raw: bytes) -> Any:

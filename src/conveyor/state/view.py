@@ -117,6 +117,23 @@ class State(MutableMapping[Any, Any]):
             raise KeyError(key)
         self[key] = _DELETED
 
+    def update(self, other: Any = (), /, **more: Any) -> None:
+        """Write each of ``other``'s keys (a mapping or pairs) and ``more``'s: as ``[]=`` does
+        one by one, in one call (a window writes its batch's windows so)."""
+        rows = other if isinstance(other, dict) and not more else dict(other, **more)
+        raws, kept_raws, encode = self._raw_keys, self._kept_raw_keys, self._encode_key
+        writes = self._writes
+        for key in rows:
+            if key not in writes:  # a key of the wrong type fails here, not at the batch's end
+                raw = kept_raws.get(key)
+                raws[key] = encode(key) if raw is None else raw
+        writes.update(rows)
+
+    def remove(self, key: Any) -> None:
+        """Delete ``key`` without reading it first (``del`` raises for a key that is not
+        there, and reads the disk to find out): for a key you know is there."""
+        self[key] = _DELETED
+
     def __contains__(self, key: object) -> bool:
         writes = self._writes
         if key in writes:
@@ -223,6 +240,9 @@ class TableView(State):
         raise TypeError(
             f"table {self.name!r} is read-only: it follows its topic (produce a tombstone to it)"
         )
+
+    def update(self, other: Any = (), /, **more: Any) -> None:
+        self.__setitem__(None, None)  # read-only: raises as a write does
 
     def put_from_topic(self, rows: Mapping[Any, Any]) -> None:
         """Write ``rows`` as records of the table's topic would (``None`` deletes): for

@@ -240,6 +240,10 @@ class PartitionWindow:
         self._index: list[int] | None = None  # a heap of the times windows close at
         self._generation = -1  # the store's generation the index was loaded at
         self._closing: dict[int, set[tuple[int, int, Any]]] = {}
+        # the open windows' accumulators as the store holds them (fixed windows, sessions):
+        # read here, not from the store (see _first_in_batch)
+        self._open: dict[tuple[int, int, Any], list[Any]] = {}
+        self._updates = declared.emit == "update"
         self._sessions: dict[Any, list[tuple[int, int]]] = {}
         self.late: list[Message] = []
         """The messages of the last :meth:`update` whose windows had closed already."""
@@ -262,21 +266,18 @@ class PartitionWindow:
         results: list[WindowResult] = []
         self.late = []
         window = self._window
-        add = (
-            self._add_to_session
-            if isinstance(window, Session)
-            else self._slide
-            if isinstance(window, Sliding)
-            else self._add
-        )
-        for message in messages:
-            timestamp = _timestamp(message)
-            stream = max(stream, timestamp)
-            changed = add(state, message, timestamp, stream)
-            if changed is None:
-                self.late.append(message)
-            elif self.declared.emit == "update":
-                results.extend(changed)
+        if isinstance(window, Session | Sliding):
+            add = self._add_to_session if isinstance(window, Session) else self._slide
+            for message in messages:
+                timestamp = _timestamp(message)
+                stream = max(stream, timestamp)
+                changed = add(state, message, timestamp, stream)
+                if changed is None:
+                    self.late.append(message)
+                elif changed:
+                    results.extend(changed)
+        else:
+            stream = self._add_fixed(state, messages, stream, results)
         state[_STREAM_TIME] = stream
         results.extend(self._close(state, stream))
         return results
@@ -291,28 +292,69 @@ class PartitionWindow:
         return self._close(state, stream)
 
     # -- fixed windows ----------------------------------------------------------------------
+    # The hot path of windows: one loop over the batch, no call per message but the
+    # aggregations' own (a tumbling window's span computed here, not by ``windows_for``).
 
-    def _add(
-        self, state: State, message: Message, timestamp: int, stream: int
-    ) -> list[WindowResult] | None:
-        grace = self._window.grace
-        changed = []
-        key = message.key
-        for start, end in self._window.windows_for(timestamp):
-            if end + grace <= stream:
-                continue  # closed already
-            entry = (start, end, key)
-            accumulators = state.get(entry)
-            if accumulators is None:
-                accumulators = [aggregation.start() for _, aggregation in self._aggregations]
-                self._track(end + grace, entry)
-            for i, (_, aggregation) in enumerate(self._aggregations):
-                accumulators[i] = aggregation.add(
-                    accumulators[i], aggregation.read(message), timestamp
-                )
-            state[entry] = accumulators
-            changed.append(self._result(entry, accumulators, final=False))
-        return changed or None
+    def _add_fixed(
+        self, state: State, messages: Iterable[Message], stream: int, changed: list[WindowResult]
+    ) -> int:
+        """Fold ``messages`` into their tumbling or hopping windows (``changed``: each window
+        a message changed, for ``emit="update"``); the stream time after them.
+
+        A batch's first message in a window adds to new accumulators or to a copy of the open
+        window's: what the store keeps from earlier batches never changes in place, so a
+        batch that fails leaves the windows as they were. Its windows are written to the
+        store once, at its end."""
+        window = self._window
+        grace = window.grace
+        size = window.size if type(window) is Tumbling else 0
+        aggregations = [aggregation for _, aggregation in self._aggregations]
+        counting = len(aggregations) == 1 and type(aggregations[0]) is Count
+        folds = [
+            (i, aggregation.add, None if type(aggregation) is Count else aggregation.read)
+            for i, aggregation in enumerate(aggregations)
+        ]
+        opened = self._open
+        written: dict[tuple[int, int, Any], list[Any]] = {}  # by this batch
+        late, updates = self.late, self._updates
+        for message in messages:
+            timestamp = _timestamp(message)
+            stream = max(stream, timestamp)
+            if size:
+                start = timestamp - timestamp % size
+                spans: Iterable[tuple[int, int]] = ((start, start + size),)
+            else:
+                spans = window.windows_for(timestamp)
+            added = False
+            for start, end in spans:
+                if end + grace <= stream:
+                    continue  # closed already
+                entry = (start, end, message.key)
+                accumulators = written.get(entry)
+                if accumulators is None:
+                    held = opened.get(entry)
+                    if held is None:
+                        accumulators = [aggregation.start() for aggregation in aggregations]
+                        self._track(end + grace, entry)
+                    elif counting:
+                        accumulators = [held[0]]
+                    else:
+                        accumulators = [a.copy(held[i]) for i, a in enumerate(aggregations)]
+                    written[entry] = accumulators
+                if counting:
+                    accumulators[0] += 1
+                else:
+                    for i, add, read in folds:
+                        value = None if read is None else read(message)
+                        accumulators[i] = add(accumulators[i], value, timestamp)
+                added = True
+                if updates:
+                    changed.append(self._result(entry, accumulators, final=False))
+            if not added:
+                late.append(message)
+        opened.update(written)
+        state.update(written)
+        return stream
 
     # -- sliding windows -------------------------------------------------------------------
     # A key's messages no older than its oldest open window are kept (``(_RECORDS, key)``:
@@ -410,8 +452,8 @@ class PartitionWindow:
             return None  # its session closed already
         accumulators = [aggregation.start() for _, aggregation in self._aggregations]
         for s, e in touching:
-            merged = state.get((s, e, key))
-            del state[(s, e, key)]
+            merged = self._open.pop((s, e, key), None)
+            state.remove((s, e, key))
             self._untrack(e + gap + grace, (s, e, key))
             if merged is not None:
                 accumulators = [
@@ -421,12 +463,12 @@ class PartitionWindow:
         for i, (_, aggregation) in enumerate(self._aggregations):
             accumulators[i] = aggregation.add(accumulators[i], aggregation.read(message), timestamp)
         entry = (start, end, key)
-        state[entry] = accumulators
+        self._open[entry] = state[entry] = accumulators
         self._sessions[key] = [(s, e) for s, e in sessions if (s, e) not in touching] + [
             (start, end)
         ]
         self._track(end + gap + grace, entry)
-        return [self._result(entry, accumulators, final=False)]
+        return [self._result(entry, accumulators, final=False)] if self._updates else []
 
     # -- closing -----------------------------------------------------------------------------
 
@@ -444,10 +486,10 @@ class PartitionWindow:
                     closed.append(self._result(entry, self._fold(records, entry), final=True))
                     slid.add(entry[2])
                     continue
-                accumulators = state.get(entry)
+                accumulators = self._open.pop(entry, None)
                 if accumulators is None:
                     continue
-                del state[entry]
+                state.remove(entry)
                 closed.append(self._result(entry, accumulators, final=True))
                 start, end, key = entry
                 if key in self._sessions:
@@ -479,7 +521,7 @@ class PartitionWindow:
         dropped (a failed batch may have closed windows its retry must close again)."""
         if self._index is not None and self._generation == state.generation:
             return
-        self._index, self._closing, self._sessions = [], {}, {}
+        self._index, self._closing, self._sessions, self._open = [], {}, {}, {}
         self._generation = state.generation
         window = self._window
         extra = window.gap if isinstance(window, Session) else 0
@@ -493,6 +535,7 @@ class PartitionWindow:
                     self._track(opened[1] + window.grace, opened)
                 continue
             start, end, key = entry
+            self._open[entry] = state[entry]
             self._track(end + extra + window.grace, (start, end, key))
             if isinstance(window, Session):
                 self._sessions.setdefault(key, []).append((start, end))

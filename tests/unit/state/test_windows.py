@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from conveyor import App, ConfigurationError, Consumer, testing
+from conveyor.messages import Deserializers, Message
+from conveyor.serialization import json_dumps
 from conveyor.state import (
     Collect,
     Count,
@@ -21,9 +23,14 @@ from conveyor.state import (
     Reduce,
     Session,
     Sliding,
+    Store,
     Sum,
     Tumbling,
 )
+from conveyor.state.backends import MemoryBackend
+from conveyor.state.view import State
+from conveyor.state.windows import PartitionWindow
+from conveyor.testing import Record
 
 MINUTE = 60_000
 
@@ -325,3 +332,43 @@ def test_a_stream_clock_stamps_messages_and_closes_windows_by_tick() -> None:
         testing.stream_clock(datetime(2026, 1, 1)),
     ):
         pass
+
+
+class _Partition:
+    """A consumer as its windows see it: one store, written the way the engine does (a batch
+    that ends well is kept until the next flush; a failed one is discarded)."""
+
+    def __init__(self, store_name: str = "window") -> None:
+        self.stores = {store_name: State(store_name, Store(keys="json"), MemoryBackend())}
+
+
+def _messages(*fed: tuple[str, int, Any]) -> list[Message]:
+    return [
+        Message(Record("clicks", 0, offset, json_dumps(payload), key.encode(), None, at),
+                Deserializers())
+        for offset, (key, at, payload) in enumerate(fed)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "windowed",
+    [Tumbling(60).agg(count=Count(), all=Collect()), Hopping(60, 30).agg(all=Collect())],
+    ids=["tumbling", "hopping"],
+)
+def test_a_failed_batch_leaves_the_kept_batches_windows_unchanged(windowed: Any) -> None:
+    """Between two flushes a window's accumulators sit in the store's kept layer as objects:
+    a batch that fails after adding to them must not have changed them in place, or its retry
+    counts its messages twice."""
+    partition = _Partition()
+    window = PartitionWindow(windowed, partition)
+    state = partition.stores["window"]
+    window.update(_messages(("a", 31_000, 1)))
+    state.keep()  # batch 1 ended well, not flushed yet
+    window.update(_messages(("a", 32_000, 2)))
+    state.discard()  # batch 2 failed
+    window.update(_messages(("a", 32_000, 2)))  # its retry
+    state.keep()
+    closed = window.update(_messages(("b", 200_000, 3)))
+    assert [r.value["all"] for r in closed if r.key == "a"] == [[1, 2]] * len(
+        windowed.window.windows_for(31_000)
+    ), "each message once in each of its windows"
