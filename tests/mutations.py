@@ -2282,6 +2282,14 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "state: a restore's flush leaves the changelog offset's column family in memory",
+        "conveyor/state/backends.py",
+        (("        self._meta_view.flush()\n", ""),),
+        (
+            "tests/unit/state/test_store.py::test_a_restore_written_without_the_wal_and_flushed_survives_a_sigkill",
+        ),
+    ),
+    Mutation(
         "state: session windows a message bridges are not merged",
         "conveyor/state/windows.py",
         (

@@ -156,8 +156,10 @@ class RocksDBBackend:
         return iter(self._db.items())
 
     def flush(self) -> None:
-        """Write the memtables to files (after a restore written without the WAL)."""
+        """Write the memtables to files (after a restore written without the WAL): the data's
+        and the changelog offset's (a column family of its own, flushed on its own)."""
         self._db.flush()
+        self._meta_view.flush()
 
     def size(self) -> tuple[int, int | None]:
         db = self._db

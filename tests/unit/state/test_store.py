@@ -4,6 +4,9 @@ the changelog's name and ``conveyor.testing``'s stores."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +220,26 @@ def test_conveyor_testing_keeps_a_batch_s_writes_only_when_consume_returns() -> 
     with pytest.raises(RuntimeError):
         testing.consume(consumer)
     assert consumer.state["u1"] == 2, "the failed batch's count was dropped"
+
+
+def test_a_restore_written_without_the_wal_and_flushed_survives_a_sigkill(tmp_path: Path) -> None:
+    """A restore writes its batches without RocksDB's write-ahead log and flushes at its end:
+    the flush must take the changelog offset (kept in a column family of its own) to disk
+    too, or a process killed after it restores the whole changelog again on restart."""
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from conveyor.state.backends import RocksDBBackend\n"
+        "backend = RocksDBBackend(Path(sys.argv[1]))\n"
+        "backend.write({b'k': b'1'}, {'changelog-offset': b'500'}, wal=False)\n"
+        "backend.flush()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script, str(tmp_path / "db")], check=False)
+    assert killed.returncode == -signal.SIGKILL
+    backend = RocksDBBackend(tmp_path / "db")
+    try:
+        assert backend.get(b"k") == b"1"
+        assert backend.meta("changelog-offset") == b"500", "the restore's offset was lost"
+    finally:
+        backend.close()
