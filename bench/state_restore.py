@@ -63,6 +63,7 @@ READER = {  # Conveyor's restore reader (conveyor.state.space)
     "auto.offset.reset": "earliest",
     "fetch.max.bytes": 64 << 20,
     "max.partition.fetch.bytes": 16 << 20,
+    "fetch.queue.backoff.ms": 10,
     "enable.auto.commit": False,
 }
 

@@ -304,6 +304,7 @@ class PartitionStores:
         end = start
         write = backend.write
         reached = False
+        last = None  # the last record read: the offset reached is its own plus one
         while not reached and not self._gone():  # revoked: what was written is kept
             for raw in reader.poll_batch(1.0, _RESTORE_POLL):
                 if raw.error() is not None:
@@ -311,15 +312,16 @@ class PartitionStores:
                         reached = True
                         break
                     continue
-                value = raw.value()
                 key = raw.key()
                 if key is None:
                     continue  # (a table's topic may hold records without a key: no row)
-                changes[key] = value
+                changes[key] = value = raw.value()
                 records += 1
-                pending += len(value) if value else 0
-                end = raw.offset() + 1
+                if value:
+                    pending += len(value)
+                last = raw
                 if pending >= _RESTORE_BATCH_BYTES:
+                    end = last.offset() + 1
                     _write(write, changes, end)
                     size += pending
                     changes, pending = {}, 0
@@ -327,6 +329,8 @@ class PartitionStores:
                         self._on_progress(self, name, records, size, end, high)
                     if self._gone():
                         break
+        if last is not None:
+            end = max(end, last.offset() + 1)
         if reached:  # past the transactions' markers after the last record
             end = max(end, reader.position(topic, self.partition) or 0)
         _write(write, changes, end)
