@@ -2290,6 +2290,51 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "joins: a right record that arrives does not look for its left partners",
+        "conveyor/state/joins.py",
+        (
+            (
+                "            for at, left_offset, left_value in self._left.get(key, ()):",
+                "            for at, left_offset, left_value in ():",
+            ),
+        ),
+        ("tests/unit/state/test_joins.py::test_a_pair_is_found_once_whichever_side_comes_first", "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart"),
+    ),
+    Mutation(
+        "joins: the right records looked at are not counted with the batch",
+        "conveyor/state/joins.py",
+        (("        left_state[_PROBED] = str(self._probed).encode()\n", ""),),
+        ("tests/unit/state/test_joins.py::test_after_a_restart_only_the_right_records_not_yet_paired_are_paired", "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart"),
+    ),
+    Mutation(
+        "joins: a left message pairs with right records however far apart",
+        "conveyor/state/joins.py",
+        (
+            (
+                "            for at, offset, value in self._right.get(key, ()):\n                if abs(at - timestamp) <= within:",
+                "            for at, offset, value in self._right.get(key, ()):\n                if True:",
+            ),
+        ),
+        ("tests/unit/state/test_joins.py::test_the_window_s_bounds_are_inclusive_and_keys_must_match", "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart"),
+    ),
+    Mutation(
+        "joins: nothing is forgotten however old",
+        "conveyor/state/joins.py",
+        (("        while expiry and expiry[0][0] < oldest:", "        while False:"),),
+        ("tests/unit/state/test_joins.py::test_what_is_too_old_to_pair_is_forgotten_on_both_sides",),
+    ),
+    Mutation(
+        "joins: a joined stream restored as a table (by key, its records' times lost)",
+        "conveyor/state/partition_stores.py",
+        (
+            (
+                "        rows = stream_row if self.declared[name].stream else None  # a joined stream's records",
+                "        rows = None",
+            ),
+        ),
+        ("tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart",),
+    ),
+    Mutation(
         "state: session windows a message bridges are not merged",
         "conveyor/state/windows.py",
         (

@@ -376,14 +376,15 @@ class Consumer(Generic[PayloadT, KeyT]):
         views = self._executor.state_views()
         if not self.route.state_has_tables:
             return views
-        return {name: view for name, view in views.items() if not view.read_only}
+        return {name: view for name, view in views.items() if view.kind != "table"}
 
     @property
     def tables(self) -> Mapping[str, State]:
         """The tables the route looks up (``tables=[...]``) by name: this partition's part
         of each, read-only, as full as its topic was when the partition's first batch began
         and following it since (see ``app.routes.table``)."""
-        return {name: view for name, view in self._executor.state_views().items() if view.read_only}
+        views = self._executor.state_views()
+        return {name: view for name, view in views.items() if view.kind == "table"}
 
     @property
     def state(self) -> State:

@@ -33,6 +33,7 @@ from conveyor.state.aggregations import (
 )
 from conveyor.state.changelogs import changelog_topic
 from conveyor.state.errors import ChangelogMismatchError, StateError, StoreCodecMismatchError
+from conveyor.state.joins import Join, Joined
 from conveyor.state.partition_stores import Restored
 from conveyor.state.store import Codec, Store
 from conveyor.state.view import State
@@ -52,6 +53,8 @@ __all__ = [
     "Collect",
     "Count",
     "Hopping",
+    "Join",
+    "Joined",
     "Latest",
     "Max",
     "Mean",

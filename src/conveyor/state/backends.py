@@ -54,6 +54,9 @@ class Backend(Protocol):
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every key and value, in key order for RocksDB."""
 
+    def items_from(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The keys from ``start`` on and their values, in key order."""
+
     def size(self) -> tuple[int, int | None]:
         """Its keys (RocksDB's estimate) and bytes on disk (``None``: in memory)."""
 
@@ -91,6 +94,9 @@ class MemoryBackend:
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(list(self._data.items()))
+
+    def items_from(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return iter(sorted(item for item in list(self._data.items()) if item[0] >= start))
 
     def size(self) -> tuple[int, int | None]:
         return len(self._data), None
@@ -154,6 +160,9 @@ class RocksDBBackend:
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(self._db.items())
+
+    def items_from(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return iter(self._db.items(from_key=start))
 
     def flush(self) -> None:
         """Write the memtables to files (after a restore written without the WAL): the data's

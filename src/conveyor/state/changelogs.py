@@ -78,19 +78,22 @@ def check_co_partitioned(routes: Iterable[Topic], counts: dict[str, int]) -> Non
             if store.source is None:
                 continue
             have, wanted = counts.get(store.source), counts.get(route.name, route.partitions)
+            what, option = (
+                ("joins the stream", "join") if store.stream else ("looks up the table", "tables")
+            )
             if have is None:
                 raise ConfigurationError(
-                    f"routes.topic({route.name!r}) looks up the table {name!r}, whose topic "
-                    f"{store.source} does not exist: create it (conveyor topics migrate)",
-                    "tables",
+                    f"routes.topic({route.name!r}) {what} {store.source!r} ({name}), which does "
+                    "not exist: create it (conveyor topics migrate)",
+                    option,
                 )
             if wanted is not None and have != wanted and not store.global_table:
                 raise ConfigurationError(
-                    f"routes.topic({route.name!r}) has {wanted} partitions and the table "
-                    f"{name!r} ({store.source}) {have}: a lookup reads the table partition of "
-                    "the message's partition number, so both must be keyed alike with as many "
-                    "partitions (co-partitioned). Repartition one of them.",
-                    "tables",
+                    f"routes.topic({route.name!r}) has {wanted} partitions and {store.source!r} "
+                    f"({name}) {have}: it {what} partition by partition (partition p with "
+                    "partition p), so both must be keyed alike with as many partitions "
+                    "(co-partitioned). Repartition one of them.",
+                    option,
                 )
 
 

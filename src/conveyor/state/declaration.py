@@ -8,6 +8,7 @@ from typing import Any
 
 from conveyor.consumer import Consumer
 from conveyor.errors import ConfigurationError
+from conveyor.state.joins import Join
 from conveyor.state.store import DEFAULT_STORE, STORE_NAME, Store
 from conveyor.state.windows import Windowed, WindowResult
 
@@ -21,15 +22,21 @@ def route_stores(
     class; or a :class:`ConfigurationError` naming what is wrong."""
     stores = _declared(route, state)
     for attribute in dir(consumer_class) if consumer_class is not None else ():
-        windowed = getattr(consumer_class, attribute, None)
-        if isinstance(windowed, Windowed):
-            if windowed.name in stores:
+        declared = getattr(consumer_class, attribute, None)
+        if isinstance(declared, Windowed):
+            own = {declared.name: declared.store()}
+        elif isinstance(declared, Join):
+            own = declared.stores()
+        else:
+            continue
+        for name, store in own.items():
+            if name in stores:
                 raise ConfigurationError(
-                    f"routes.topic({route!r}): the window {windowed.name!r} and a store of "
-                    "state= have one name",
+                    f"routes.topic({route!r}): the {type(declared).__name__.lower()} "
+                    f"{attribute!r} needs a store named {name!r}, and state= has one",
                     "state",
                 )
-            stores[windowed.name] = windowed.store()
+            stores[name] = store
     if stores and virtual_partitions:
         raise ConfigurationError(
             f"routes.topic({route!r}): state stores and virtual_partitions do not go together "

@@ -28,15 +28,16 @@ from typing import TYPE_CHECKING, Any
 from conveyor.state.backends import Backend, RocksDBBackend, open_backend
 from conveyor.state.changelogs import changelog_topic
 from conveyor.state.errors import ChangelogMismatchError, StoreCodecMismatchError
+from conveyor.state.joins import stream_row
 from conveyor.state.store import Store
-from conveyor.state.view import State, TableView
+from conveyor.state.view import State, StreamBuffer, TableView
 
 if TYPE_CHECKING:
     from conveyor.driver.handles import BatchDeliveryHandle
     from conveyor.state.global_tables import GlobalTables
     from conveyor.state.tables import TableFollower
 
-__all__ = ["OpenStores", "PartitionStores", "Restored", "write_with_offset"]
+__all__ = ["OpenStores", "PartitionStores", "Restored", "view_class", "write_with_offset"]
 
 _log = logging.getLogger("conveyor.state")
 
@@ -220,10 +221,13 @@ class PartitionStores:
                 gone = self._gone()
                 if not gone:
                     self._held[name] = (folder, backend)
-                    view = State if store.source is None else TableView
+                    view = view_class(store)
                     self.views[name] = view(name, store, backend)
                     if store.source is not None and self._follower and restored is not None:
-                        self._follower.follow(store.source, self.partition, backend, restored.end)
+                        rows = stream_row if store.stream else None
+                        self._follower.follow(
+                            store.source, self.partition, backend, restored.end, rows=rows
+                        )
             if gone:  # revoked or closed mid-restore: the progress written is kept
                 self._registry.release(folder)
                 break
@@ -284,6 +288,7 @@ class PartitionStores:
             if start == high:
                 return Restored(name, 0, 0, time.monotonic() - began, start, start)
             records, size, end = self._replay(reader, topic, backend, start, high, name)
+
         finally:
             reader.close()
         if isinstance(backend, RocksDBBackend):
@@ -299,6 +304,7 @@ class PartitionStores:
         self, reader: Any, topic: str, backend: Backend, start: int, high: int, name: str
     ) -> tuple[int, int, int]:
         reader.assign([(topic, self.partition, start)])
+        rows = stream_row if self.declared[name].stream else None  # a joined stream's records
         changes: dict[bytes, bytes | None] = {}
         pending = records = size = 0
         end = start
@@ -315,7 +321,11 @@ class PartitionStores:
                 key = raw.key()
                 if key is None:
                     continue  # (a table's topic may hold records without a key: no row)
-                changes[key] = value = raw.value()
+                if rows is None:
+                    changes[key] = value = raw.value()
+                else:
+                    key, value = rows(raw)
+                    changes[key] = value
                 records += 1
                 if value:
                     pending += len(value)
@@ -428,6 +438,13 @@ class PartitionStores:
             self.views.clear()
         for folder, _backend in held.values():
             self._registry.release(folder)
+
+
+def view_class(store: Store) -> type[State]:
+    """How a consumer sees a partition of ``store``: a store, a table or a joined stream."""
+    if store.source is None:
+        return State
+    return StreamBuffer if store.stream else TableView
 
 
 def write_with_offset(backend: Backend, changes: dict[bytes, bytes | None], end: int) -> None:

@@ -159,6 +159,8 @@ class Store:
             followed after; the consumer only reads it.
         global_table: with ``source``: every partition of the topic read into one store per
             process, which every partition that looks it up reads (a small reference table).
+        stream: with ``source``: the topic's records kept by offset, not as a table (the
+            other side of a :class:`~conveyor.state.Join`, which declares it).
     """
 
     backend: BackendName | None = None
@@ -168,6 +170,7 @@ class Store:
     rebuild: bool = False
     source: str | None = None
     global_table: bool = False
+    stream: bool = False
     codec: Codec = field(init=False, repr=False, compare=False)
     key_codec: KeyCodec = field(init=False, repr=False, compare=False)
 
@@ -211,6 +214,10 @@ class Store:
             raise ConfigurationError(
                 "Store(global_table=...) must be True or False, and True only with a source",
                 "global_table",
+            )
+        if not isinstance(self.stream, bool) or (self.stream and not self.source):
+            raise ConfigurationError(
+                "Store(stream=...) must be True or False, and True only with a source", "stream"
             )
         codec = _VALUE_CODECS[self.values] if isinstance(self.values, str) else self.values
         object.__setattr__(self, "codec", codec)

@@ -31,12 +31,19 @@ _BATCH = 10_000
 
 
 class _Followed:
-    __slots__ = ("backend", "next_offset", "write")
+    __slots__ = ("backend", "next_offset", "rows", "write")
 
-    def __init__(self, backend: Backend, next_offset: int, write: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        next_offset: int,
+        write: Callable[..., None],
+        rows: Callable[[Any], tuple[bytes, bytes]] | None,
+    ) -> None:
         self.backend = backend
         self.next_offset = next_offset
         self.write = write
+        self.rows = rows
 
 
 class TableFollower:
@@ -67,14 +74,16 @@ class TableFollower:
         backend: Backend,
         next_offset: int,
         write: Callable[[Backend, dict[bytes, bytes | None], int], None] | None = None,
+        rows: Callable[[Any], tuple[bytes, bytes]] | None = None,
     ) -> None:
         """Keep ``backend`` up to date with ``topic``/``partition`` from ``next_offset`` on
-        (``write``: how, when not the follower's own way)."""
+        (``write``: how, when not the follower's own way; ``rows``: the key and value a
+        record is kept under, when not its own: a joined stream's)."""
         with self._changed:
             if self._closed:
                 return
             targets = self._followed.setdefault((topic, partition), [])
-            targets.append(_Followed(backend, next_offset, write or self._write))
+            targets.append(_Followed(backend, next_offset, write or self._write, rows))
             self._reassign = True
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -131,25 +140,27 @@ class TableFollower:
     def _apply(self, batch: list[Any]) -> None:
         if not batch:
             return
-        records: dict[tuple[str, int], list[tuple[int, bytes, bytes | None]]] = {}
+        records: dict[tuple[str, int], list[Any]] = {}
         for raw in batch:
             if raw.error() is not None or raw.key() is None:
                 continue  # the end of a partition; a record without a key is no table row
-            records.setdefault((raw.topic(), raw.partition()), []).append(
-                (raw.offset(), raw.key(), raw.value())
-            )
+            records.setdefault((raw.topic(), raw.partition()), []).append(raw)
         # under the lock: a store let go (unfollow) is never written after, so it can be
         # closed at once
         with self._changed:
             for where, found in records.items():
                 for target in self._followed.get(where, ()):
                     # each store from where it stands (the read starts at the lowest of them)
-                    changes = {
-                        key: value for offset, key, value in found if offset >= target.next_offset
-                    }
-                    if not changes:
+                    new = [raw for raw in found if raw.offset() >= target.next_offset]
+                    if not new:
                         continue
-                    end = found[-1][0] + 1
+                    rows = target.rows
+                    changes: dict[bytes, bytes | None] = (
+                        {raw.key(): raw.value() for raw in new}
+                        if rows is None
+                        else dict(rows(raw) for raw in new)
+                    )
+                    end = found[-1].offset() + 1
                     try:
                         target.write(target.backend, changes, end)
                     except Exception:

@@ -19,7 +19,7 @@ from typing import Any
 from conveyor.state.backends import Backend
 from conveyor.state.store import Store
 
-__all__ = ["State", "TableView"]
+__all__ = ["State", "StreamBuffer", "TableView"]
 
 
 class _Deleted:
@@ -72,6 +72,8 @@ class State(MutableMapping[Any, Any]):
 
     read_only = False
     """Whether it is a table's (``self.tables``), written by its topic only."""
+    kind = "store"
+    """``"store"``, ``"table"`` (``self.tables``) or ``"stream"`` (a join's other side)."""
 
     # -- the mapping ----------------------------------------------------------------------------
 
@@ -230,6 +232,7 @@ class TableView(State):
 
     __slots__ = ()
     read_only = True
+    kind = "table"
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise TypeError(
@@ -254,3 +257,24 @@ class TableView(State):
             },
             {},
         )
+
+
+class StreamBuffer(TableView):
+    """A joined stream's records as a join keeps them (:class:`~conveyor.state.Join`): by
+    offset, fed by the stream's topic; the join reads the ones that came since a given offset
+    and forgets the ones too old to pair."""
+
+    __slots__ = ()
+    kind = "stream"
+
+    def rows_from(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The kept records from the (encoded) offset ``start`` on, in offset order."""
+        return self._backend.items_from(start)
+
+    def forget(self, raw_keys: list[bytes]) -> None:
+        """Delete these kept records (the follower only adds later ones)."""
+        self._backend.write(dict.fromkeys(raw_keys), {})
+
+    def put_from_topic(self, rows: Mapping[Any, Any]) -> None:
+        """Keep ``rows`` (encoded offset to kept record) as the follower would."""
+        self._backend.write(dict(rows), {})

@@ -28,6 +28,7 @@ from conveyor.producer.messages import (
 )
 from conveyor.state.backends import MemoryBackend
 from conveyor.state.clock import wall_clock
+from conveyor.state.partition_stores import view_class
 from conveyor.state.view import State, TableView
 from conveyor.testing.capture import capture
 from conveyor.testing.records import Record, as_bytes, raw_headers
@@ -262,7 +263,7 @@ class TestPartition:
         views = self._views
         if views is None:
             views = self._views = {
-                name: (State if store.source is None else TableView)(name, store, MemoryBackend())
+                name: view_class(store)(name, store, MemoryBackend())
                 for name, store in self.route.state.items()
             }
         return views
@@ -504,7 +505,7 @@ def put_table(consumer: Consumer, table: str, rows: Mapping[Any, Any]) -> None:
     its topic would (a ``None`` value deletes the key)."""
     executor = _partition_of(consumer)
     view = executor.state_views().get(table)
-    if not isinstance(view, TableView):
+    if not isinstance(view, TableView) or view.kind != "table":
         raise ConfigurationError(
             f"{consumer.topic}: its route looks up no table {table!r} (tables=[...])", "table"
         )
