@@ -2298,13 +2298,32 @@ MUTATIONS = (
                 "            for at, left_offset, left_value in ():",
             ),
         ),
-        ("tests/unit/state/test_joins.py::test_a_pair_is_found_once_whichever_side_comes_first", "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart"),
+        (
+            "tests/unit/state/test_joins.py::test_a_pair_is_found_once_whichever_side_comes_first",
+            "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart",
+        ),
     ),
     Mutation(
         "joins: the right records looked at are not counted with the batch",
         "conveyor/state/joins.py",
         (("        left_state[_PROBED] = str(self._probed).encode()\n", ""),),
-        ("tests/unit/state/test_joins.py::test_after_a_restart_only_the_right_records_not_yet_paired_are_paired", "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart"),
+        (
+            "tests/unit/state/test_joins.py::test_after_a_restart_only_the_right_records_not_yet_paired_are_paired",
+            "tests/integration/state/test_exactly_once_state.py::test_each_pair_of_a_join_is_emitted_exactly_once_through_repeated_sigkills",
+        ),
+    ),
+    Mutation(
+        "joins: a failed batch's pairs not found again (the sides not reloaded after it)",
+        "conveyor/state/joins.py",
+        (
+            (
+                "        if self._generation == left_state.generation:",
+                "        if self._generation != -1:",
+            ),
+        ),
+        (
+            "tests/unit/state/test_joins.py::test_a_failed_batch_is_paired_again_from_what_the_stores_held",
+        ),
     ),
     Mutation(
         "joins: a left message pairs with right records however far apart",
@@ -2315,13 +2334,18 @@ MUTATIONS = (
                 "            for at, offset, value in self._right.get(key, ()):\n                if True:",
             ),
         ),
-        ("tests/unit/state/test_joins.py::test_the_window_s_bounds_are_inclusive_and_keys_must_match", "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart"),
+        (
+            "tests/unit/state/test_joins.py::test_the_window_s_bounds_are_inclusive_and_keys_must_match",
+            "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart",
+        ),
     ),
     Mutation(
         "joins: nothing is forgotten however old",
         "conveyor/state/joins.py",
         (("        while expiry and expiry[0][0] < oldest:", "        while False:"),),
-        ("tests/unit/state/test_joins.py::test_what_is_too_old_to_pair_is_forgotten_on_both_sides",),
+        (
+            "tests/unit/state/test_joins.py::test_what_is_too_old_to_pair_is_forgotten_on_both_sides",
+        ),
     ),
     Mutation(
         "joins: a joined stream restored as a table (by key, its records' times lost)",
@@ -2332,7 +2356,9 @@ MUTATIONS = (
                 "        rows = None",
             ),
         ),
-        ("tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart",),
+        (
+            "tests/integration/state/test_joins.py::test_orders_pair_with_payments_once_each_whichever_came_first_and_after_a_restart",
+        ),
     ),
     Mutation(
         "state: session windows a message bridges are not merged",

@@ -268,3 +268,69 @@ def test_at_least_once_no_update_is_lost_through_sigkills_and_a_warm_store_repla
     finally:
         if changelog in kafka_admin.list_topics():
             kafka_admin.delete_topic(changelog)
+
+
+def test_each_pair_of_a_join_is_emitted_exactly_once_through_repeated_sigkills(
+    kafka_bootstrap: str, new_topic: Any, kafka_admin: Admin, tmp_path: Path
+) -> None:
+    """Orders joined with payments in transactions (``joins_app.py``) while half the payments
+    come during the kills, after their orders: read committed, each key's pair once."""
+    keys, partitions = 200, 2
+    orders, payments = new_topic(partitions=partitions), new_topic(partitions=partitions)
+    outputs = new_topic(partitions=partitions)
+    base = (int(time.time()) - 600) * 1000  # the messages' own time: 5 s per key
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        producer.produce_many_sync(
+            [{"topic": payments, "key": f"k{k}", "payload": {}, "timestamp": base + k * 5_000}
+             for k in range(0, keys, 2)]  # the even keys' payments before their orders
+            + [{"topic": orders, "key": f"k{k}", "payload": {}, "timestamp": base + k * 5_000 + 1}
+               for k in range(keys)]
+        )  # fmt: skip
+    group = f"joins-{uuid.uuid4().hex[:8]}"
+    rng = random.Random(58)
+    late_payments = [
+        {"topic": payments, "key": f"k{k}", "payload": {}, "timestamp": base + k * 5_000 + 2}
+        for k in range(1, keys, 2)
+    ]
+    stop = threading.Event()
+
+    def pay_during_the_kills() -> None:
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+            for message in late_payments:
+                producer.produce_sync(**message)
+                stop.wait(0.02)
+
+    def start() -> ServerProcess:
+        return server(
+            orders, outputs, group, kafka_bootstrap, tmp_path / "state", "joins_app:app",
+            slow=0.05, RIGHT=payments,
+        )  # fmt: skip
+
+    payer = threading.Thread(target=pay_during_the_kills, daemon=True)
+    payer.start()
+    try:
+        killed = kill_repeatedly(start, lambda: committed(kafka_admin, group) >= keys, rng)
+        payer.join(60)
+        assert not payer.is_alive(), "the payments were not all produced"
+        with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:  # an order per
+            producer.produce_many_sync(  # partition after every payment: the last pairs' batch
+                [{"topic": orders, "key": f"end{n}", "payload": {},
+                  "timestamp": base + keys * 5_000 + n} for n in range(8)]
+            )  # fmt: skip
+        final = start()
+        try:
+            deadline = time.monotonic() + 120
+            while committed(kafka_admin, group) < keys + 8:
+                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
+                assert final.process.poll() is None, final.lines[-20:]
+                threading.Event().wait(0.2)
+        finally:
+            assert final.stop(signal.SIGTERM) == 0
+        assert killed >= 2, f"only {killed} kills landed before the input ran out"
+        paired = sorted(message.key().decode() for message in read_to_end(kafka_bootstrap, outputs))
+        assert paired == sorted(f"k{k}" for k in range(keys)), "each key's pair once"
+    finally:
+        stop.set()
+        for name in kafka_admin.list_topics():
+            if name.startswith(group):  # the join's changelog, if the app got that far
+                kafka_admin.delete_topic(name)
