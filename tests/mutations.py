@@ -2361,6 +2361,27 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "virtual partitions: a lane's store writes not flushed before its offsets finish",
+        "conveyor/processing/virtual/executor.py",
+        (("            stores.flush_lane(views, self.producer())", "            pass"),),
+        (
+            "tests/integration/state/test_stores.py::test_virtual_partitions_count_each_key_exactly_through_a_failed_lane_and_a_restart",
+        ),
+    ),
+    Mutation(
+        "virtual partitions: a failed lane batch's store writes kept",
+        "conveyor/processing/virtual/executor.py",
+        (
+            (
+                "                view.discard()  # what the failed batch wrote is gone with it",
+                "                pass",
+            ),
+        ),
+        (
+            "tests/integration/state/test_stores.py::test_virtual_partitions_count_each_key_exactly_through_a_failed_lane_and_a_restart",
+        ),
+    ),
+    Mutation(
         "state: session windows a message bridges are not merged",
         "conveyor/state/windows.py",
         (

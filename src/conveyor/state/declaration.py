@@ -3,6 +3,7 @@ class holds), and the consumer a route's ``window=`` option runs."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,12 +39,31 @@ def route_stores(
                 )
             stores[name] = store
     if stores and virtual_partitions:
-        raise ConfigurationError(
-            f"routes.topic({route!r}): state stores and virtual_partitions do not go together "
-            "yet: a partition's store is written by one consumer at a time",
-            "state",
-        )
+        _check_lanes(route, consumer_class)
     return stores
+
+
+def _check_lanes(route: str, consumer_class: type | None) -> None:
+    """Stores with virtual partitions: at least once, each key written by one lane; windows,
+    joins and ``async def consume()`` are refused (see the state guide)."""
+    for attribute in dir(consumer_class) if consumer_class is not None else ():
+        declared = getattr(consumer_class, attribute, None)
+        if isinstance(declared, Windowed | Join):
+            kind = "window" if isinstance(declared, Windowed) else "join"
+            raise ConfigurationError(
+                f"routes.topic({route!r}): the {kind} {attribute!r} and virtual_partitions "
+                "do not go together: it keeps the "
+                "partition's stream time, which its lanes would share. Drop the virtual "
+                "partitions, or keep the window's state yourself in a store per key",
+                "virtual_partitions",
+            )
+    if inspect.iscoroutinefunction(getattr(consumer_class, "consume", None)):
+        raise ConfigurationError(
+            f"routes.topic({route!r}): state stores with virtual_partitions need a "
+            "consume() that is not async def (a lane's store writes are flushed on its "
+            "worker thread)",
+            "virtual_partitions",
+        )
 
 
 def _declared(route: str, state: Any) -> dict[str, Store]:

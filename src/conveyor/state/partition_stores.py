@@ -148,6 +148,10 @@ class PartitionStores:
         # opened after close() is let go at once
         self._lock = threading.Lock()
         self._closed = False
+        # virtual partitions: each lane's write sets, and one lane's flush at a time (the
+        # changelog offset a flush writes must not pass what another lane has not written)
+        self._lanes: dict[int, dict[str, State]] = {}
+        self._flushing = threading.Lock()
 
     def _gone(self) -> bool:
         return self._closed or self._cancelled()
@@ -373,13 +377,38 @@ class PartitionStores:
         """
         self.apply(self.stage(producer))
 
-    def stage(self, producer: Any) -> Staged:
+    def lane_views(self, lane: int) -> dict[str, State]:
+        """Lane ``lane``'s views of the stores (virtual partitions): a write set of its own
+        over each store partition (what one lane wrote is not seen by the others before its
+        batch's flush), the tables shared."""
+        with self._lock:
+            views = self._lanes.get(lane)
+            if views is None:
+                views = self._lanes[lane] = {
+                    name: State(name, self.declared[name], self._held[name][1])
+                    if view.kind == "store"
+                    else view
+                    for name, view in self.views.items()
+                }
+        return views
+
+    def flush_lane(self, views: Mapping[str, State], producer: Any) -> None:
+        """A lane's batch ended well: its writes to the changelogs and then the stores, one
+        lane at a time (as :meth:`flush`).
+
+        Raises:
+            DeliveryError: a changelog record was not delivered (nothing is written locally).
+        """
+        with self._flushing:
+            self.apply(self.stage(producer, views), views)
+
+    def stage(self, producer: Any, views: Mapping[str, State] | None = None) -> Staged:
         """Produce each store's writes since the last flush to its changelog with ``producer``
         (inside its transaction, for exactly-once) without waiting: :meth:`apply` waits for
         the acknowledgements (a transaction's commit has them all) and then writes the
         backends. The writes stay meanwhile."""
         staged: Staged = []
-        for name, view in self.views.items():
+        for name, view in (self.views if views is None else views).items():
             if not view.dirty:
                 continue
             changes = view.changes()
@@ -395,7 +424,7 @@ class PartitionStores:
             staged.append((name, changes, sent))
         return staged
 
-    def apply(self, staged: Staged) -> None:
+    def apply(self, staged: Staged, views: Mapping[str, State] | None = None) -> None:
         """Once every changelog record :meth:`stage` sent is acknowledged, write the changes
         to the backends (with the changelog offset each reached): reads go there.
 
@@ -411,7 +440,7 @@ class PartitionStores:
             written.append((name, changes, meta))
         for name, changes, meta in written:
             self._held[name][1].write(changes, meta)
-            self.views[name].applied()
+            (self.views if views is None else views)[name].applied()
 
     def discard(self) -> None:
         """The batch failed: drop what each store's batch wrote (not the batches' before it)."""
@@ -433,9 +462,11 @@ class PartitionStores:
                     source = self.declared[name].source
                     if source is not None:
                         self._follower.unfollow(source, self.partition, backend)
-            for view in self.views.values():
+            lanes = [view for views in self._lanes.values() for view in views.values()]
+            for view in [*self.views.values(), *lanes]:
                 view.discard_all()
             self.views.clear()
+            self._lanes.clear()
         for folder, _backend in held.values():
             self._registry.release(folder)
 

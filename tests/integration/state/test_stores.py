@@ -373,3 +373,51 @@ def test_a_changelog_recreated_under_a_warm_store_stops_its_partition_or_rebuild
     finally:
         with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
             admin.delete_topic(changelog)
+
+
+def test_virtual_partitions_count_each_key_exactly_through_a_failed_lane_and_a_restart(
+    kafka_bootstrap: str, new_topic: Any, kafka_admin: Admin, tmp_path: Path
+) -> None:
+    """Four lanes write one partition's store, each key from one lane (the lane's key is the
+    message's): a lane's writes reach the changelog and the store before its offsets count
+    as done, a failed lane batch writes nothing, and a restart goes on from the store."""
+    topic = new_topic(partitions=1)
+    group = f"lanes-{uuid.uuid4().hex[:8]}"
+    fail_once = {37, 101}
+
+    class LaneCounts(Consumer):
+        def consume(self) -> None:
+            counts = self.state
+            for message in self.messages:
+                counts[message.key] = counts.get(message.key, 0) + 1
+                if message.offset in fail_once:  # after the write: the retry must not count it
+                    fail_once.discard(message.offset)
+                    raise RuntimeError(f"failing once at offset {message.offset}")
+
+    def run_until_committed() -> None:
+        app = App(
+            client_id="lanes",
+            kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group,
+                   "auto.offset.reset": "earliest"},
+            state_dir=tmp_path / "state", max_wait_time=0.05, concurrency=4, max_messages=10,
+        )  # fmt: skip
+        app.routes.topic(topic, LaneCounts, state=Store(), virtual_partitions={"max_partitions": 4})
+        end = ends(kafka_bootstrap, topic)[0]
+        with running(app):
+            deadline = time.monotonic() + 60
+            while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < end:
+                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
+                threading.Event().wait(0.1)  # commits are the lanes': nothing to wait on
+
+    changelog = changelog_topic(group, topic, "default")
+    try:
+        expected = produce(kafka_bootstrap, topic, 20)
+        run_until_committed()
+        assert not fail_once, "both failures happened"
+        assert changelog_values(kafka_bootstrap, changelog) == expected
+        expected += produce(kafka_bootstrap, topic, 5)
+        run_until_committed()
+        assert changelog_values(kafka_bootstrap, changelog) == expected, "on from the store"
+    finally:
+        if changelog in kafka_admin.list_topics():
+            kafka_admin.delete_topic(changelog)

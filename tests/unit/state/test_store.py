@@ -64,9 +64,25 @@ def test_a_route_s_state_option_is_checked_when_declared(state: Any, text: str) 
     assert refused.value.setting == "state"
 
 
-def test_stores_and_virtual_partitions_are_refused_together() -> None:
-    with pytest.raises(ConfigurationError, match="virtual_partitions"):
-        app().routes.topic("clicks", Counts, state=Store(), virtual_partitions=True)
+def test_stores_go_with_virtual_partitions_but_windows_joins_and_async_lanes_do_not() -> None:
+    from conveyor.state import Join, Tumbling  # noqa: PLC0415 - this test's only
+
+    class Windows(Consumer):
+        window = Tumbling(60).count()
+
+    class Joins(Consumer):
+        join = Join("payments", within=60)
+
+    class Async(Consumer):
+        async def consume(self) -> None:
+            pass
+
+    routes = app().routes
+    assert routes.topic("clicks", Counts, state=Store(), virtual_partitions=True).state
+    for consumer, text in ((Windows, "the window"), (Joins, "the join"), (Async, "async def")):
+        with pytest.raises(ConfigurationError, match=text) as refused:
+            routes.topic("other", consumer, state=Store(), virtual_partitions=True)
+        assert refused.value.setting == "virtual_partitions"
 
 
 def test_one_store_is_named_default_and_several_keep_their_names() -> None:

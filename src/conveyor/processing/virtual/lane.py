@@ -49,6 +49,9 @@ class LaneOwner(PartitionHandle, Protocol):
         """``offsets`` finished; with ``sync``, commit the partition's committable offset now.
         False when the partition was revoked (or the commit failed)."""
 
+    def lane_views(self, lane: Lane) -> Mapping[str, State]:
+        """``lane``'s views of the partition's stores (a write set of its own)."""
+
 
 class Lane:
     """One virtual partition: its queue, its consumer instance, the batch it runs.
@@ -195,7 +198,7 @@ class Lane:
         self.executor.forget_group_metadata()
 
     def state_views(self) -> Mapping[str, State]:
-        return {}  # a route with virtual partitions declares no store (refused at declaration)
+        return self.executor.lane_views(self)
 
     def stage_state(self, producer: Producer) -> Callable[[], None] | None:
         return None
