@@ -2107,8 +2107,8 @@ MUTATIONS = (
         "conveyor/processing/executor.py",
         (
             (
-                "                    flush = ending and self._flush_at_end()",
-                "                    flush = False",
+                "                    flush = (ending and self._flush_at_end()) or self._rebuild_asked is not None",
+                "                    flush = self._rebuild_asked is not None",
             ),
         ),
         (
@@ -2362,8 +2362,8 @@ MUTATIONS = (
     ),
     Mutation(
         "virtual partitions: a lane's store writes not flushed before its offsets finish",
-        "conveyor/processing/virtual/executor.py",
-        (("            stores.flush_lane(views, self.producer())", "            pass"),),
+        "conveyor/processing/virtual/lane_stores.py",
+        (("            stores.flush_lane(views, self._owner.producer())", "            pass"),),
         (
             "tests/integration/state/test_stores.py::test_virtual_partitions_count_each_key_exactly_through_a_failed_lane_and_a_restart",
         ),
@@ -2373,12 +2373,28 @@ MUTATIONS = (
         "conveyor/processing/virtual/executor.py",
         (
             (
-                "                view.discard()  # what the failed batch wrote is gone with it",
-                "                pass",
+                "            self.lane_stores.discard(lane)  # what the failed batch wrote is gone with it",
+                "            pass",
             ),
         ),
         (
             "tests/integration/state/test_stores.py::test_virtual_partitions_count_each_key_exactly_through_a_failed_lane_and_a_restart",
+        ),
+    ),
+    Mutation(
+        "state: a rebuild keeps the local copy's files (restores over them)",
+        "conveyor/state/partition_stores.py",
+        (("                shutil.rmtree(held[0], ignore_errors=True)\n", ""),),
+        (
+            "tests/integration/state/test_stores.py::test_a_partition_s_store_is_rebuilt_from_its_changelog_while_the_app_runs",
+        ),
+    ),
+    Mutation(
+        "state: a rebuild asked is never taken by the partition's job",
+        "conveyor/processing/partition_core.py",
+        (("            self.stores.rebuild(names)\n", "            pass\n"),),
+        (
+            "tests/integration/state/test_stores.py::test_a_partition_s_store_is_rebuilt_from_its_changelog_while_the_app_runs",
         ),
     ),
     Mutation(

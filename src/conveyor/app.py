@@ -249,7 +249,9 @@ class App:
         """Interactive queries: ``app.stores.get(store, key)``, here or where it is."""
         from conveyor.state.queries import StoreQueries
 
-        return self._feature("stores", lambda: StoreQueries(self, lambda: self._space))
+        return self._feature(
+            "stores", lambda: StoreQueries(self, lambda: self._space, self._partition_command)
+        )
 
     @cached_property
     def liveness(self) -> Liveness:

@@ -35,6 +35,11 @@ class StoreAnswers(Protocol):
     def reports(self) -> list[dict[str, Any]]:
         """This process's store partitions (the web UI's reports carry them)."""
 
+    def rebuild(
+        self, topic: str, partition: int, *, store: str | None = None, group: str | None = None
+    ) -> dict[str, Any]:
+        """Rebuild this process's copy of the partition's stores from their changelogs."""
+
     def get(
         self,
         store: str,

@@ -393,3 +393,34 @@ def seek(
         time=when,
         group=group,
     )
+
+
+@ctl.command()
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(min=0))
+@click.option("--store", default=None, help="Rebuild this store only (default: all of them).")
+@_process_option
+@_group_option
+@_app_option
+@_timeout_option
+def rebuild(
+    topic: str,
+    partition: int,
+    store: str | None,
+    process: str | None,
+    group: str | None,
+    app_spec: str | None,
+    timeout: float,
+) -> None:
+    """Rebuild a partition's state stores from their changelogs in the process that has it
+    (its local copy deleted and restored; the partition's batches wait meanwhile)."""
+    _send(
+        app_spec,
+        "rebuild",
+        timeout,
+        process=process,
+        topic=topic,
+        partition=partition,
+        store=store,
+        group=group,
+    )

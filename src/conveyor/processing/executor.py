@@ -215,8 +215,9 @@ class PartitionExecutor(PartitionCore):
                     ending = (
                         self.revoked or self.stopped or self.held or not (pending.size or self.eof)
                     )
-                    # the job ends: what its batches wrote is flushed first (or by a timer)
-                    flush = ending and self._flush_at_end()
+                    # the job ends: what its batches wrote is flushed first (or by a timer); a
+                    # rebuild asked runs between two batches
+                    flush = (ending and self._flush_at_end()) or self._rebuild_asked is not None
                     if ending and not flush:
                         self.scheduled = False
                         successor, self.successor = self.successor, None
@@ -304,6 +305,7 @@ class PartitionExecutor(PartitionCore):
         the flush of the store writes kept."""
         if not self._take_rewind() and self._kept_writes() and not self.revoked:
             self._flush_kept()
+        self._take_rebuild()
 
     def _side_job_ended(self) -> None:
         """A tick or a flush ran as the partition's job: what was fetched meanwhile runs now;
@@ -414,11 +416,15 @@ class PartitionExecutor(PartitionCore):
         """Under the lock, as the job ends: whether the writes kept are flushed now (else a
         timer asks for it when the flush interval is over)."""
         flushes = self._flushes
-        return self._rewind_asked or (
-            flushes is not None
-            and flushes.waiting
-            and not self.revoked
-            and flushes.at_job_end(self.held or self.stopped)
+        return (
+            self._rewind_asked
+            or self._rebuild_asked is not None
+            or (
+                flushes is not None
+                and flushes.waiting
+                and not self.revoked
+                and flushes.at_job_end(self.held or self.stopped)
+            )
         )
 
     def flush_idle(self) -> None:

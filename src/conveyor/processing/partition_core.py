@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from conveyor.errors import NotAssignedError
+from conveyor.errors import ConfigurationError, NotAssignedError
 from conveyor.instrumentation import events as ev
 from conveyor.instrumentation.rate_limit import RateLimitedLog
 from conveyor.processing.backlog import Backlog
@@ -140,6 +140,7 @@ class PartitionCore(ABC):
         """Its way into the app's joint transaction (``transaction_interval``), or ``None``."""
         self.rewound = False  # its running batch was rewound with a joint transaction: not failed
         self._rewind_asked = False  # an aborted joint transaction left it a rewind to run
+        self._rebuild_asked: list[str] | None = None  # stores to rebuild from their changelogs
 
     # -- how batches run: each executor's own -------------------------------------------------
 
@@ -418,6 +419,34 @@ class PartitionCore(ABC):
         if first is not None and not self.revoked:
             self.rewind(first, in_batch=False)
         return True
+
+    def request_rebuild(self, names: list[str]) -> None:
+        """On the listener's thread: a job of the partition's own deletes the local copies of
+        stores ``names`` and restores them from their changelogs, between batches (the
+        batches wait; the partition stays assigned)."""
+        if self.route.virtual_partitions is not None:
+            raise ConfigurationError(
+                f"{self.topic}/{self.partition}: virtual partitions' stores are not rebuilt "
+                "while the app runs (a restart without their folders rebuilds them)",
+                "virtual_partitions",
+            )
+        with self.lock:
+            self._rebuild_asked = names
+        self.side_work_due()
+
+    def _take_rebuild(self) -> None:
+        """In the partition's job, its kept writes flushed: the rebuild asked, if any (a
+        store left closed by a failure is opened again before the next batch)."""
+        with self.lock:
+            names, self._rebuild_asked = self._rebuild_asked, None
+        if names is None or self.revoked or self.stores is None:
+            return
+        try:
+            self.stores.rebuild(names)
+        except Exception as exc:
+            logging.getLogger("conveyor.state").error(
+                "%s/%s: rebuilding %s failed: %r", self.topic, self.partition, names, exc
+            )
 
     @abstractmethod
     def side_work_due(self) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.state.backends import Backend, RocksDBBackend, open_backend
 from conveyor.state.changelogs import changelog_topic
-from conveyor.state.errors import ChangelogMismatchError, StoreCodecMismatchError
+from conveyor.state.errors import ChangelogMismatchError, StateError, StoreCodecMismatchError
 from conveyor.state.joins import stream_row
 from conveyor.state.store import Store
 from conveyor.state.view import State, StreamBuffer, TableView
@@ -89,6 +89,12 @@ class OpenStores:
             made = open_backend(backend, folder)
             self._open[folder] = _Opened(made)
             return made
+
+    def shared(self, folder: Path) -> bool:
+        """Whether more than one holds ``folder``'s store partition open."""
+        with self._lock:
+            opened = self._open.get(folder)
+            return opened is not None and opened.holders > 1
 
     def release(self, folder: Path) -> bool:
         """Let go of ``folder``'s store partition; whether that closed it (no holder left)."""
@@ -238,6 +244,56 @@ class PartitionStores:
         if self._on_restored is not None:
             for restored in done:
                 self._on_restored(self.topic, self.partition, restored)
+        return done
+
+    def rebuild(self, names: list[str]) -> list[Restored]:
+        """Delete the local copies of stores ``names`` and restore each from its changelog, as
+        :meth:`open` restores a store with no local copy. The partition's own job runs it,
+        between batches (the writes kept for a flush flushed first): nothing writes them
+        meanwhile; a lookup meanwhile finds nothing here.
+
+        Raises:
+            StateError: a store has no changelog or is a global table (nothing of this
+                partition's own to rebuild), or is open for another holder still (the
+                partition's previous owner's last batch: try again).
+        """
+        for name in names:
+            store = self.declared[name]
+            if store.global_table or not store.changelog:
+                why = (
+                    "is a global table: the process's one copy, rebuilt by a restart without "
+                    "its folder"
+                    if store.global_table
+                    else "has no changelog to rebuild it from"
+                )
+                raise StateError(f"store {name!r} of {self.topic}/{self.partition} {why}")
+            held = self._held.get(name)
+            if held is not None and self._registry.shared(held[0]):
+                raise StateError(
+                    f"store {name!r} of {self.topic}/{self.partition} is still open for the "
+                    "partition's previous owner here: try again in a moment"
+                )
+        generations: dict[str, int] = {}
+        for name in names:
+            with self._lock:
+                if self._closed:
+                    return []
+                held = self._held.pop(name, None)
+                view = self.views.pop(name, None)
+                if view is not None:
+                    view.discard_all()
+                    generations[name] = view.generation + 1  # what readers built is stale
+                source = self.declared[name].source
+                if held is not None and source is not None and self._follower is not None:
+                    self._follower.unfollow(source, self.partition, held[1])
+            if held is not None:
+                self._registry.release(held[0])
+                shutil.rmtree(held[0], ignore_errors=True)
+        done = self.open()
+        for name, generation in generations.items():
+            view = self.views.get(name)
+            if view is not None:
+                view.generation = generation
         return done
 
     def _emptied(

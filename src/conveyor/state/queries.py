@@ -82,10 +82,18 @@ class QueryHost(Protocol):
 class StoreQueries:
     """``app.stores`` (see the module)."""
 
-    def __init__(self, app: QueryHost, space: Callable[[], StateSpace | None]) -> None:
-        """``space()``: the stores of the app's run, while it runs."""
+    def __init__(
+        self,
+        app: QueryHost,
+        space: Callable[[], StateSpace | None],
+        on_partition: Callable[..., Any] | None = None,
+    ) -> None:
+        """``space()``: the stores of the app's run, while it runs; ``on_partition(topic,
+        partition, action, group)``: ``action(executor, listener)`` on the partition's
+        listener thread (the app's)."""
         self._app = app
         self._space = space
+        self._on_partition = on_partition
         self._partitions: dict[str, int] = {}  # partition counts, by topic
 
     def get(
@@ -131,6 +139,47 @@ class StoreQueries:
             "found": raw is not None,
             "raw": None if raw is None else base64.b64encode(raw).decode(),
         }
+
+    def rebuild(
+        self, topic: str, partition: int, *, store: str | None = None, group: str | None = None
+    ) -> dict[str, Any]:
+        """Delete this process's local copy of ``topic``/``partition``'s stores (``store``:
+        that one only) and restore them from their changelogs, while the partition stays
+        assigned: its batches wait meanwhile (the Stores page shows the restore's progress).
+        Returns at once; the partition's own job does it between two batches. For a copy
+        gone wrong on disk, or to take back space a store's deleted keys hold.
+
+        Raises:
+            NotAssignedError: this process does not have the partition.
+            ConfigurationError: no route of ``topic`` declares ``store`` (or a store).
+        """
+        routes = [
+            route
+            for route in self._app.routes
+            if route.name == topic
+            and route.state
+            and (group is None or route.consumer_group == group)
+        ]
+        if not routes:
+            raise ConfigurationError(f"no route of {topic} declares a store", "topic")
+        declared = routes[0].state
+        if store is not None and store not in declared:
+            raise ConfigurationError(
+                f"no store {store!r} on {topic} (its stores: {', '.join(declared)})", "store"
+            )
+        rebuilt = [name for name, found in declared.items() if found.changelog]
+        names = (
+            [store] if store is not None else [n for n in rebuilt if not declared[n].global_table]
+        )
+        if self._on_partition is None:
+            raise NotAssignedError(f"{topic}/{partition}: the app is not running")
+        self._on_partition(
+            topic,
+            partition,
+            lambda executor, _listener: executor.request_rebuild(names),
+            routes[0].consumer_group,
+        )
+        return {"topic": topic, "partition": partition, "stores": names}
 
     def reports(self) -> list[dict[str, Any]]:
         """This process's store partitions, as the web UI's reports carry them."""

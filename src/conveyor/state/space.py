@@ -160,7 +160,7 @@ class StateSpace:
                     except Exception:  # closed meanwhile (revoked): nothing to say of it
                         continue
                 last = self._last_restore.get(key)
-                kind = "table" if store.source is not None else "store"
+                kind = "store" if store.source is None else "stream" if store.stream else "table"
                 found.append(
                     {
                         "group": group,

@@ -42,6 +42,7 @@ ACTIONS = (
     "pause",
     "resume",
     "seek",
+    "rebuild",
     "cancel",
     "run",
     "disable",

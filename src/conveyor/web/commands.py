@@ -1,5 +1,6 @@
 """Commands to running processes over ``conveyor_consumers_commands``: ``quiet``, ``stop``,
-``probe`` (every thread's stack), and per partition ``pause``, ``resume`` and ``seek``.
+``probe`` (every thread's stack), and per partition ``pause``, ``resume``, ``seek`` and
+``rebuild`` (its state stores, from their changelogs).
 
 Both ways go over the one topic, as JSON: a request (``"type": "command"``) names the process
 it is for (its web UI id, or ``"*"``) and the issuer's ``id`` for it; the process answers
@@ -61,7 +62,7 @@ __all__ = [
 _log = logging.getLogger("conveyor.web.commands")
 
 PROCESS_COMMANDS = ("quiet", "stop", "probe")
-PARTITION_COMMANDS = ("pause", "resume", "seek")
+PARTITION_COMMANDS = ("pause", "resume", "seek", "rebuild")
 COMMANDS = PROCESS_COMMANDS + PARTITION_COMMANDS
 QUERY_COMMANDS = ("lookup",)
 """Reads the process with a partition answers: ``lookup``, a key of one of its stores
@@ -203,6 +204,13 @@ def check_command(command: str, process: str | None, args: Mapping[str, Any]) ->
         if not isinstance(store, str) or not store or "key" not in args:
             raise ConfigurationError("lookup needs a store name and a key", "store")
         checked.update(store=store, key=args["key"])
+    if command == "rebuild" and args.get("store") is not None:
+        store = args["store"]
+        if not isinstance(store, str) or not store:
+            raise ConfigurationError(
+                f"rebuild: store must be a store's name, not {store!r}", "store"
+            )
+        checked["store"] = store
     if command == "pause" and args.get("until") is not None:
         checked["until"] = parse_command_time(args["until"], "until").isoformat()
     if command == "seek":

@@ -421,3 +421,48 @@ def test_virtual_partitions_count_each_key_exactly_through_a_failed_lane_and_a_r
     finally:
         if changelog in kafka_admin.list_topics():
             kafka_admin.delete_topic(changelog)
+
+
+def test_a_partition_s_store_is_rebuilt_from_its_changelog_while_the_app_runs(
+    kafka_bootstrap: str, new_topic: Any, tmp_path: Path
+) -> None:
+    """``app.stores.rebuild``: the local copy is deleted (a key only it held is gone) and
+    restored from the changelog (every key back), the partition staying with the process,
+    and the counts go on from there."""
+    topic = new_topic(partitions=1)
+    group = f"rebuild-{uuid.uuid4().hex[:8]}"
+    changelog = changelog_topic(group, topic, "default")
+    state_dir = tmp_path / "state"
+    expected = produce(kafka_bootstrap, topic, 5)
+    try:
+        count_until_processed(
+            kafka_bootstrap, group, topic, state_dir, Store(backend="rocksdb"), set()
+        )
+        [folder] = state_dir.glob(f"{group}/*/{topic}/default/0")
+        local = partition_stores.RocksDBBackend(folder)  # a key the changelog never had
+        local.write({b"ghost": b"1"}, {})
+        local.close()
+        app, restored, progress, reached = counting_app(
+            kafka_bootstrap, group, topic, state_dir, Store(backend="rocksdb"), set()
+        )
+        with running(app):
+            wait_processed(progress, reached, {0: 0})
+            deadline = time.monotonic() + 30
+            while not restored:
+                assert time.monotonic() < deadline, "the partition's stores never opened"
+                threading.Event().wait(0.05)
+            assert app.stores.get("default", "ghost") == 1, "the local copy holds the ghost"
+            assert app.stores.rebuild(topic, 0) == {"topic": topic, "partition": 0,
+                                                     "stores": ["default"]}  # fmt: skip
+            while len(restored) < 2:
+                assert time.monotonic() < deadline, "no restore after the rebuild"
+                threading.Event().wait(0.05)
+            assert restored[-1]["start"] == 0, restored[-1]
+            assert restored[-1]["records"] == len(KEYS), "every key from the changelog"
+            assert app.stores.get("default", "ghost") is None, "the local copy was deleted"
+            expected += produce(kafka_bootstrap, topic, 2)
+            wait_processed(progress, reached, ends(kafka_bootstrap, topic))
+        assert changelog_values(kafka_bootstrap, changelog) == expected, "counts went on"
+    finally:
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+            admin.delete_topic(changelog)

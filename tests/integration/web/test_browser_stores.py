@@ -1,7 +1,7 @@
 """The Stores page in headless Chromium with real data: a `conveyor server` counting per key
 in a RocksDB store reports its store partitions, and `conveyor web` (a process without any
-partition) shows them and looks a key up, which the server answers over the command
-channel."""
+partition) shows them, looks a key up, which the server answers over the command channel,
+and rebuilds a partition's copy from its changelog, which the server does."""
 
 from __future__ import annotations
 
@@ -81,6 +81,21 @@ def test_the_stores_page_lists_store_partitions_and_looks_a_key_up(
                 assert shown.count() == 1, page.locator("#lookup-result").inner_text()
                 assert shown.inner_text().strip() == "10", "the server counted user-3 ten times"
                 page.screenshot(path=str(ARTIFACTS / "web-stores-1280.png"), full_page=True)
+                # rebuild one partition's copy from its changelog: the server does it and the
+                # next report shows the restore (every key of the partition came back)
+                row = page.locator("#store-partitions tbody tr[data-partition='0']")
+                before = get_json(f"{site}/api/stores")["partitions"]
+                row.locator("button.command-rebuild").click()
+                page.wait_for_load_state()
+                assert "rebuild: done" in page.content(), page.locator("main").inner_text()
+
+                def rebuilt() -> bool:
+                    rows = get_json(f"{site}/api/stores")["partitions"]
+                    return [r["last_restore"] for r in rows if r["partition"] == 0] != [
+                        r["last_restore"] for r in before if r["partition"] == 0
+                    ]
+
+                assert eventually(rebuilt, 30), get_json(f"{site}/api/stores")["partitions"]
             finally:
                 browser.close()
     finally:

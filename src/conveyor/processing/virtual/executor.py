@@ -32,13 +32,11 @@ The executor owns its collaborators: its lanes (each a
 from __future__ import annotations
 
 import inspect
-import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from conveyor.consumer import attach_partition_handle
-from conveyor.errors import NotAssignedError
 from conveyor.instrumentation import events as ev
 from conveyor.messages import Message
 from conveyor.processing.model_check import check_models
@@ -47,6 +45,7 @@ from conveyor.processing.snapshot import LaneState
 from conveyor.processing.strategies import RETRY
 from conveyor.processing.virtual.collapse import Collapse, Failure
 from conveyor.processing.virtual.lane import Lane, queued
+from conveyor.processing.virtual.lane_stores import LaneStores
 from conveyor.processing.virtual.lanes import LaneAssigner
 from conveyor.processing.virtual.linger import Linger
 from conveyor.processing.virtual.reports import LaneReports
@@ -63,8 +62,6 @@ if TYPE_CHECKING:
     from conveyor.state.view import State
 
 __all__ = ["VirtualPartitionExecutor"]
-
-_log = logging.getLogger("conveyor.processing")
 
 
 class VirtualPartitionExecutor(PartitionCore):
@@ -110,10 +107,11 @@ class VirtualPartitionExecutor(PartitionCore):
         """What the lanes report when something goes wrong."""
         self._ticking = False
         self._after_lock: list[Callable[[], None]] = []  # run by _start, once the lock is let go
-        self._restore_failures = 0
-        if self.stores is not None:  # its stores open (restored) before anything is handed out
+        self.lane_stores = None if self.stores is None else LaneStores(self, self.stores)
+        """Its lanes' writes over the partition's stores (a route with ``state=``)."""
+        if self.lane_stores is not None:  # opened (restored) before anything is handed out
             self.held = True
-            self._open_stores()
+            self.lane_stores.open()
 
     # -- the listener's calls -----------------------------------------------------------------
 
@@ -359,7 +357,7 @@ class VirtualPartitionExecutor(PartitionCore):
                     )
                 finally:
                     lane.running = None
-                if started is not None and self._lane_flushed(lane, batch, started):
+                if started is not None and self._flushed(lane, batch, started):
                     self._lane_returned(lane, consumer, batch, started, extra)
         finally:
             self.listener.job_finished()
@@ -382,7 +380,7 @@ class VirtualPartitionExecutor(PartitionCore):
                     )
                 finally:
                     lane.running = None
-                if started is not None:
+                if started is not None and self._flushed(lane, batch, started):
                     self._lane_returned(lane, consumer, batch, started, extra)
         finally:
             self.listener.job_finished()
@@ -469,67 +467,21 @@ class VirtualPartitionExecutor(PartitionCore):
         lane.running = RunningBatch(batch)
         return consumer, {"virtual_partition": lane.index}
 
-    # -- state stores -------------------------------------------------------------------------
-    # Each lane writes a write set of its own over the partition's stores, flushed (to the
-    # changelogs, then the stores) when its batch ends well, before its offsets finish: so
-    # the committed offset never passes a write not flushed. A key must be written by one
-    # lane only (the state's key the lane's key): lanes do not see each other's writes
-    # before their flushes.
-
-    def _open_stores(self) -> None:
-        space = self.context.stores
-        assert space is not None
-        assert self.stores is not None
-        space.restorer.submit(self.stores, self._stores_opened)
-
-    def _stores_opened(self, error: BaseException | None) -> None:
-        """On the restore thread: the stores are open (the lanes run now), or ``error`` (the
-        restore runs again after the route's back-off)."""
-        if self.revoked or self.stopped:
-            return
-        if error is None:
-            self._restore_failures = 0
-            self._release()
-            return
-        self._restore_failures += 1
-        delay = self.policy.backoff.delay(self._restore_failures)
-        _log.error(
-            "%s/%s: its stores could not be opened; trying again in %.1f s: %r",
-            *(self.topic, self.partition, delay, error),
-        )
-        self._timers.call_later(delay, self._open_stores)
+    # -- state stores (see LaneStores) --------------------------------------------------------
 
     def lane_views(self, lane: Lane) -> Mapping[str, State]:
-        stores = self.stores
-        if stores is None:
-            return {}
-        if not stores.opened:
-            raise NotAssignedError(
-                f"{self.topic}/{self.partition}: its stores are not open (being restored, or "
-                "the partition was revoked)"
-            )
-        return stores.lane_views(lane.index)
+        return {} if self.lane_stores is None else self.lane_stores.views(lane)
 
-    def _lane_flushed(self, lane: Lane, batch: list[Any], started: float) -> bool:
-        """The lane's store writes, to the changelogs and then the stores, before its offsets
-        finish: False when that failed (the lane's batch failed). A partition revoked
-        meanwhile writes nothing: its next owner runs the batch again."""
-        stores = self.stores
-        if stores is None:
-            return True
-        views = stores.lane_views(lane.index) if stores.opened else {}
-        if self.revoked or lane.abort:
-            for view in views.values():
-                view.discard()
-            return True
-        try:
-            stores.flush_lane(views, self.producer())
-        except Exception as exc:
-            for view in views.values():
-                view.discard()
-            lane.failed(batch, exc, started)
-            return False
-        return True
+    def release(self) -> None:
+        """The stores are open: hand out what waits (:class:`LaneStores`)."""
+        self._release()
+
+    @property
+    def timers(self) -> Timers:
+        return self._timers
+
+    def _flushed(self, lane: Lane, batch: list[Any], started: float) -> bool:
+        return self.lane_stores is None or self.lane_stores.flushed(lane, batch, started)
 
     def _lane_returned(
         self,
@@ -589,9 +541,8 @@ class VirtualPartitionExecutor(PartitionCore):
         """``lane``'s ``consume()`` of ``batch`` raised ``error``: collapsed already, the lane
         retries it after the back-off (or gives the first message up); else the partition
         collapses once its running lanes finish."""
-        if self.stores is not None and self.stores.opened:
-            for view in self.stores.lane_views(lane.index).values():
-                view.discard()  # what the failed batch wrote is gone with it
+        if self.lane_stores is not None:
+            self.lane_stores.discard(lane)  # what the failed batch wrote is gone with it
         marked = self.marked
         verdict = self.policy.failed(
             error, self.attempt, progressed=marked is not None and marked > self._marked_at_failure

@@ -232,6 +232,8 @@ class CommandHandler:
         topic, partition, group = checked["topic"], checked["partition"], checked.get("group")
         if command == "lookup":
             return app.stores.answer(topic, partition, checked["store"], checked["key"], group)
+        if command == "rebuild":
+            return app.stores.rebuild(topic, partition, store=checked.get("store"), group=group)
         if command == "pause":
             until = checked.get("until")
             app.pause(

@@ -254,7 +254,7 @@ def _arguments(
     to = str(fields.pop("to", "") or "").strip()  # the page's one seek field
     if name == "seek" and to:
         fields["offset" if to.isdigit() else "time"] = to
-    for option in ("until", "offset", "time", "group"):
+    for option in ("until", "offset", "time", "group", "store"):
         value = fields.get(option)
         if value in (None, ""):
             continue

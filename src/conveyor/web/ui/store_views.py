@@ -73,7 +73,7 @@ class StoreViews:
                     changelog = changelog_topic(route.consumer_group, route.name, name)
                 else:
                     changelog = None
-                kind = "store" if store.source is None else "table"
+                kind = "store" if store.source is None else "stream" if store.stream else "table"
                 found.append(
                     {
                         "group": route.consumer_group,

@@ -73,6 +73,8 @@ def test_each_live_store_partition_with_what_its_copy_lacks_and_a_restore_under_
     assert rows[1]["progress"] == 300 / 900, "300 read, 600 left"
     html = _render(page)
     assert "restoring: 300 records (33 %)" in html
+    assert html.count('class="command-rebuild"') == 2, "each partition's copy can be rebuilt"
+    assert 'name="command" value="rebuild"' in html
     assert "7 records in" in html
 
 
@@ -102,4 +104,5 @@ def _render(page: Page) -> str:
     return template.render(
         **page.data, title=page.title, active="stores", base="", client_id="t",
         request=None, csrf_field="csrf", csrf_token="x", user=None, read_only=False,
+        can=lambda action, target="": True,
     )  # fmt: skip
