@@ -255,6 +255,7 @@ class PartitionJoin:
         left_state.update(written)
         left_state[_STREAM_TIME] = str(self._stream).encode()
         left_state[_PROBED] = str(self._probed).encode()
+        left_state.late += len(self.late)
         return joined
 
     def tick(self) -> list[Joined]:

@@ -154,6 +154,7 @@ class StateSpace:
                     continue
                 keys: int | None = None
                 on_disk: int | None = None
+                late = None if view is None else view.late
                 if view is not None:
                     try:
                         keys, on_disk = view.size()
@@ -172,6 +173,7 @@ class StateSpace:
                         "bytes": on_disk,
                         "offset": stores.offset(name),
                         "restoring": self._progress.get(key),
+                        "late": late,
                         "last_restore": None if last is None else _restore_report(last),
                     }
                 )

@@ -52,6 +52,7 @@ class State(MutableMapping[Any, Any]):
         "_raw_keys",
         "_writes",
         "generation",
+        "late",
         "name",
     )
 
@@ -65,6 +66,9 @@ class State(MutableMapping[Any, Any]):
         self.generation = 0
         """Counts the times writes were dropped: what a reader built from this store's
         contents in memory (a window's index of closing times) is stale when it changed."""
+        self.late = 0
+        """The messages its window or join left out as late, since the partition came here
+        (the Stores page shows them)."""
         self._encode = store.codec.encode
         self._decode = store.codec.decode
         self._encode_key = store.key_codec.encode

@@ -279,6 +279,7 @@ class PartitionWindow:
         else:
             stream = self._add_fixed(state, messages, stream, results)
         state[_STREAM_TIME] = stream
+        state.late += len(self.late)
         results.extend(self._close(state, stream))
         return results
 

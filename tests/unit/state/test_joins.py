@@ -97,6 +97,7 @@ def test_a_message_older_than_stream_time_less_within_and_grace_is_late() -> Non
     p.right(("b", 86 * SECOND, "pay-b"))
     assert p.join.update(p.left(("b", 85 * SECOND, "on time"), ("b", 84 * SECOND, "late"), first=1))
     assert [m.payload for m in p.join.late] == ["late"]
+    assert p.stores["join"].late == 1, "counted for the Stores page"
 
 
 def test_a_failed_batch_is_paired_again_from_what_the_stores_held() -> None:

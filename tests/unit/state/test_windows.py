@@ -89,6 +89,7 @@ def test_the_grace_boundary_and_late_messages() -> None:
     assert feed(consumer, ("a", 20_000, {})) == []
     assert [m.timestamp.timestamp() * 1000 for m in consumer.window.late] == [20_000]
     assert consumer.stores["window"].get((0, MINUTE, "a")) is None
+    assert consumer.stores["window"].late == 2, "counted for the Stores page"
 
 
 def test_a_hopping_window_counts_a_message_in_each_window_it_falls_in() -> None:

@@ -44,7 +44,8 @@ class FakeAdmin:
 def _row(partition: int, **extra: Any) -> dict[str, Any]:
     return {"group": "g", "topic": "clicks", "partition": partition, "store": "default",
             "kind": "store", "keys": 40, "bytes": 4096, "offset": 90, "restoring": None,
-            "last_restore": {"records": 7, "bytes": 70, "seconds": 0.25}, **extra}  # fmt: skip
+            "last_restore": {"records": 7, "bytes": 70, "seconds": 0.25}, "late": 3,
+            **extra}  # fmt: skip
 
 
 def _app() -> Any:
