@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Deserializers, Message, record_of
+from conveyor.records import Record
 from conveyor.state.clock import wall_clock
+from conveyor.state.per_partition import PerPartition
 from conveyor.state.store import Store
 from conveyor.state.windows import _milliseconds
 
@@ -81,46 +83,18 @@ def _timestamp_of(raw: Any) -> int:
     return int(milliseconds) if kind else round(wall_clock() * 1000)
 
 
+def _kept(
+    topic: str, partition: int, offset: int, entry: tuple[int, bytes, bytes | None]
+) -> Record:
+    """A kept record as a message of its topic (it keeps no headers)."""
+    timestamp, key, value = entry
+    return Record(topic, partition, offset, value, key, None, timestamp)
+
+
 def stream_row(raw: Any) -> tuple[bytes, bytes]:
     """How a record of a joined stream is kept in its buffer: by offset, with its timestamp,
     key and value (a restore's and the follower's writes)."""
     return offset_key(raw.offset()), _pack(_timestamp_of(raw), raw.key(), raw.value())
-
-
-class _Buffered:
-    """A kept record behind librdkafka's accessor methods, for :class:`Message`."""
-
-    __slots__ = ("_key", "_offset", "_partition", "_timestamp", "_topic", "_value")
-
-    def __init__(
-        self, topic: str, partition: int, offset: int, entry: tuple[int, bytes, bytes | None]
-    ) -> None:
-        self._topic, self._partition, self._offset = topic, partition, offset
-        self._timestamp, self._key, self._value = entry
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return self._key
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, self._timestamp  # (librdkafka's "create time")
-
-    def headers(self) -> None:
-        return None  # a kept record keeps no headers
-
-    def error(self) -> None:
-        return None
 
 
 @dataclass(frozen=True)
@@ -150,7 +124,7 @@ class _WithStores(Protocol):
     def route(self) -> Topic: ...
 
 
-class Join:
+class Join(PerPartition):
     """A stream-stream join with ``topic`` (see the module): a class attribute of a consumer.
 
     Args:
@@ -191,17 +165,8 @@ class Join:
             self.right_store: Store(keys="bytes", values="bytes", source=self.topic, stream=True),
         }
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, consumer: _WithStores | None, owner: type | None = None) -> Any:
-        if consumer is None:
-            return self
-        cache = consumer.__dict__
-        bound = cache.get(f"_conveyor_join_{self.name}")
-        if bound is None:
-            bound = cache[f"_conveyor_join_{self.name}"] = PartitionJoin(self, consumer)
-        return bound
+    def bind(self, consumer: _WithStores) -> PartitionJoin:
+        return PartitionJoin(self, consumer)
 
 
 _Side = dict[bytes, list[tuple[int, int, bytes | None]]]  # key -> [(timestamp, offset, value)]
@@ -287,11 +252,11 @@ class PartitionJoin:
         return joined
 
     def _right_message(self, offset: int, entry: tuple[int, bytes, bytes | None]) -> Message:
-        record = _Buffered(self.declared.topic, self._consumer.partition, offset, entry)
+        record = _kept(self.declared.topic, self._consumer.partition, offset, entry)
         return Message(record, self.declared.deserializers)
 
     def _left_message(self, offset: int, entry: tuple[int, bytes, bytes | None]) -> Message:
-        record = _Buffered(self._consumer.topic, self._consumer.partition, offset, entry)
+        record = _kept(self._consumer.topic, self._consumer.partition, offset, entry)
         return Message(record, self._consumer.route.deserializers)
 
     # -- both sides' buffers ----------------------------------------------------------------

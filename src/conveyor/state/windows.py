@@ -39,6 +39,7 @@ from conveyor.errors import ConfigurationError
 from conveyor.messages import Message, record_of
 from conveyor.state.aggregations import Aggregation, Count
 from conveyor.state.clock import wall_clock
+from conveyor.state.per_partition import PerPartition
 from conveyor.state.store import Store
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ class Session(Window):
         return [(timestamp, timestamp)]
 
 
-class Windowed:
+class Windowed(PerPartition):
     """A window and its aggregations: a class attribute of a consumer (``self.window``), or a
     route's ``window=`` option once :meth:`to` says where results go."""
 
@@ -215,17 +216,8 @@ class Windowed:
         """The store the window keeps its open windows in."""
         return Store(keys="json", values="json")
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, consumer: _WithStores | None, owner: type | None = None) -> Any:
-        if consumer is None:
-            return self
-        cache = consumer.__dict__
-        bound = cache.get(f"_conveyor_window_{self.name}")
-        if bound is None:
-            bound = cache[f"_conveyor_window_{self.name}"] = PartitionWindow(self, consumer)
-        return bound
+    def bind(self, consumer: _WithStores) -> PartitionWindow:
+        return PartitionWindow(self, consumer)
 
 
 class PartitionWindow:

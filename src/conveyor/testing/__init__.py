@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from conveyor.records import Record
 from conveyor.testing.capture import Captured, CapturingProducer, capture, produced
 from conveyor.testing.clock import StreamClock, stream_clock
 from conveyor.testing.partition import (
@@ -39,7 +40,6 @@ from conveyor.testing.partition import (
     recorded,
     revoke,
 )
-from conveyor.testing.records import Record
 
 if TYPE_CHECKING:
     from conveyor.testing.host import AppUnderTest

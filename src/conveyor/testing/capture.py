@@ -21,7 +21,7 @@ from conveyor.errors import ConveyorError, DeliveryError
 from conveyor.messages import Deserializers, Message
 from conveyor.producer import Producer
 from conveyor.producer.partitioners import Partitioner, partitioner_for
-from conveyor.testing.records import Record, as_bytes, raw_headers
+from conveyor.records import Record, as_bytes, raw_headers
 
 if TYPE_CHECKING:
     from conveyor.testing.host import AppUnderTest

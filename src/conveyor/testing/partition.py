@@ -26,12 +26,12 @@ from conveyor.producer.messages import (
     encode_payload,
     encode_timestamp,
 )
+from conveyor.records import Record, as_bytes, raw_headers
 from conveyor.state.backends import MemoryBackend
 from conveyor.state.clock import wall_clock
 from conveyor.state.partition_stores import view_class
 from conveyor.state.view import State, TableView
 from conveyor.testing.capture import capture
-from conveyor.testing.records import Record, as_bytes, raw_headers
 from conveyor.tracing.latency import PollTimes
 
 if TYPE_CHECKING:

@@ -1,5 +1,6 @@
 """A message as librdkafka hands it over, made in memory: what :class:`~conveyor.Message`
-wraps when a test feeds a consumer or reads what was produced."""
+wraps when a test feeds a consumer or reads what was produced (``conveyor.testing``), or when
+a join hands back a message it kept."""
 
 from __future__ import annotations
 
