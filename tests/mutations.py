@@ -2426,6 +2426,7 @@ MUTATIONS = (
             ),
         ),
         (
+            "tests/unit/state/test_store.py::test_a_flushed_batch_s_local_writes_survive_a_sigkill",
             "tests/integration/state/test_exactly_once_state.py::test_at_least_once_no_update_is_lost_through_sigkills_and_a_warm_store_replays_little",
         ),
     ),

@@ -119,7 +119,9 @@ def test_counts_are_exact_through_repeated_sigkills_under_exactly_once(
     group = f"counts-{uuid.uuid4().hex[:8]}"
     changelog = changelog_topic(group, inputs, "default")
     rng = random.Random(58)
-    env = {"CONVEYOR_TRANSACTION_INTERVAL": interval}
+    # the stores' flush interval shorter than the transaction's: the transaction, not the
+    # flush, writes what its blocks wrote
+    env = {"CONVEYOR_TRANSACTION_INTERVAL": interval, "CONVEYOR_STATE_FLUSH_INTERVAL": "0.05"}
     try:
         killed = kill_repeatedly(
             lambda: server(inputs, outputs, group, kafka_bootstrap, tmp_path / "state", **env),

@@ -259,3 +259,28 @@ def test_a_restore_written_without_the_wal_and_flushed_survives_a_sigkill(tmp_pa
         assert backend.meta("changelog-offset") == b"500", "the restore's offset was lost"
     finally:
         backend.close()
+
+
+def test_a_flushed_batch_s_local_writes_survive_a_sigkill(tmp_path: Path) -> None:
+    """A flush writes the local store with RocksDB's write-ahead log: a process killed right
+    after keeps what it flushed (else its restart replays the changelog from further back)."""
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from conveyor.state import Store\n"
+        "from conveyor.state.partition_stores import OpenStores, PartitionStores\n"
+        "stores = PartitionStores({'s': Store(backend='rocksdb', changelog=False)}, group='g',\n"
+        "    topic='t', partition=0, folder=Path(sys.argv[1]), registry=OpenStores(),\n"
+        "    reader=lambda: None)\n"
+        "stores.open()\n"
+        "stores.views['s']['k'] = 7\n"
+        "stores.flush(None)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False)
+    assert killed.returncode == -signal.SIGKILL
+    backend = RocksDBBackend(tmp_path / "s" / "0")
+    try:
+        assert backend.get(b"k") == b"7", "the flushed write was lost with the process"
+    finally:
+        backend.close()
