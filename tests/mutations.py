@@ -2538,6 +2538,7 @@ MUTATIONS = (
             ),
         ),
         (
+            "tests/integration/state/test_stores.py::test_an_aborted_joint_transaction_leaves_the_store_as_its_last_commit_left_it",
             "tests/integration/state/test_exactly_once_state.py::test_counts_are_exact_through_repeated_sigkills_under_exactly_once",
         ),
     ),

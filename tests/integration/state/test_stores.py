@@ -466,3 +466,53 @@ def test_a_partition_s_store_is_rebuilt_from_its_changelog_while_the_app_runs(
     finally:
         with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
             admin.delete_topic(changelog)
+
+
+def test_an_aborted_joint_transaction_leaves_the_store_as_its_last_commit_left_it(
+    kafka_bootstrap: str, new_topic: Any, kafka_admin: Admin, tmp_path: Path
+) -> None:
+    """Blocks of batches of 2 join one transaction (``transaction_interval``) while the stores'
+    flush interval is far shorter: their writes wait for the transaction, not the flush, so
+    when a later block fails and the transaction aborts, its earlier batches run again
+    against the store as the last commit left it and count each message once."""
+    topic, outputs = new_topic(partitions=1), new_topic(partitions=1)
+    group = f"joint-{uuid.uuid4().hex[:8]}"
+    failed = threading.Event()
+
+    class CountsInTransactions(Consumer):
+        def consume(self) -> None:
+            with self.transaction():
+                counts = self.state
+                for message in self.messages:
+                    counts[message.key] = counts.get(message.key, 0) + 1
+                    self.produce_async(topic=outputs, key=message.key, payload=counts[message.key])
+                    if message.offset == 9 and not failed.is_set():
+                        failed.set()  # after the batches before it joined the transaction
+                        raise RuntimeError("failing once inside the transaction")
+                self.mark_as_consumed(self.messages.last)
+
+    app = App(
+        client_id="joint",
+        kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group,
+               "auto.offset.reset": "earliest"},
+        state_dir=tmp_path / "state", max_wait_time=0.05, pause_timeout=0.1, max_messages=2,
+        transaction_interval=2.0, state_flush_interval=0.01,
+    )  # fmt: skip
+    app.routes.topic(topic, CountsInTransactions, state=Store(backend="rocksdb"))
+    changelog = changelog_topic(group, topic, "default")
+    try:
+        expected = produce(kafka_bootstrap, topic, 2)  # offsets 0-23: every key twice
+        with running(app):
+            deadline = time.monotonic() + 60
+            while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < 24:
+                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
+                threading.Event().wait(0.1)  # committed by transactions: the broker is the witness
+        assert failed.is_set()
+        counts: dict[str, list[int]] = {}
+        for message in read_to_end(kafka_bootstrap, outputs):
+            counts.setdefault(message.key().decode(), []).append(int(message.value()))
+        assert counts == {key: [1, 2] for key in KEYS}, "each message counted once"
+        assert changelog_values(kafka_bootstrap, changelog) == expected
+    finally:
+        if changelog in kafka_admin.list_topics():
+            kafka_admin.delete_topic(changelog)
