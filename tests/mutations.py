@@ -2340,6 +2340,19 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "joins: a right record deleted from its store as soon as memory forgot it",
+        "conveyor/state/joins.py",
+        (
+            (
+                "        durable = left_state.stored(_STREAM_TIME)",
+                "        durable = str(self._stream).encode()",
+            ),
+        ),
+        (
+            "tests/unit/state/test_joins.py::test_a_failed_batch_that_forgot_a_right_record_finds_it_again_on_its_retry",
+        ),
+    ),
+    Mutation(
         "joins: nothing is forgotten however old",
         "conveyor/state/joins.py",
         (("        while expiry and expiry[0][0] < oldest:", "        while False:"),),

@@ -272,8 +272,9 @@ class PartitionExecutor(PartitionCore):
         self.listener.job_started()
         try:  # a partition idle since its assignment meets its consumer here
             ticked = self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
-            if self._flushes is not None:
-                self._flushes.after_tick(ticked)
+            seat = self.joint_seat
+            if self._flushes is not None and not (seat is not None and seat.holds()):
+                self._flushes.after_tick(ticked)  # (an open joint transaction commits them)
         finally:
             self._side_job_ended()
 

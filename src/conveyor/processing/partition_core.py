@@ -430,6 +430,12 @@ class PartitionCore(ABC):
                 "while the app runs (a restart without their folders rebuilds them)",
                 "virtual_partitions",
             )
+        stores = self.stores
+        if stores is None or not stores.opened:
+            raise NotAssignedError(
+                f"{self.topic}/{self.partition}: its stores are not open here (being restored: "
+                "a restore starts from what the changelog holds anyway)"
+            )
         with self.lock:
             self._rebuild_asked = names
         self.side_work_due()
@@ -439,8 +445,10 @@ class PartitionCore(ABC):
         store left closed by a failure is opened again before the next batch)."""
         with self.lock:
             names, self._rebuild_asked = self._rebuild_asked, None
-        if names is None or self.revoked or self.stores is None:
+        if names is None or self.revoked or self.stores is None or not self.stores.opened:
             return
+        if self.joint_seat is not None:
+            self.joint_seat.settle()  # the open transaction's writes committed first
         try:
             self.stores.rebuild(names)
         except Exception as exc:

@@ -183,6 +183,7 @@ class PartitionJoin:
         self._left: _Side = {}
         self._right: _Side = {}
         self._expiry: list[tuple[int, bool, int, bytes]] = []  # (timestamp, right, offset, key)
+        self._on_disk: list[tuple[int, int]] = []  # right records forgotten: (timestamp, offset)
         self._stream = -1
         self._probed = 0
         self.late: list[Message] = []
@@ -271,10 +272,9 @@ class PartitionJoin:
         """Forget what no message on time could pair with any more: older than the stream
         time less twice ``within`` and ``grace``."""
         oldest = self._stream - 2 * self.declared.within - self.declared.grace
-        gone: list[bytes] = []
         expiry = self._expiry
         while expiry and expiry[0][0] < oldest:
-            _, is_right, offset, key = heapq.heappop(expiry)
+            at, is_right, offset, key = heapq.heappop(expiry)
             side = self._right if is_right else self._left
             kept = [entry for entry in side.get(key, ()) if entry[1] != offset]
             if kept:
@@ -282,11 +282,24 @@ class PartitionJoin:
             else:
                 side.pop(key, None)
             if is_right:
-                gone.append(offset_key(offset))
+                heapq.heappush(self._on_disk, (at, offset))
             else:
                 left_key = _LEFT + offset_key(offset)
                 if written.pop(left_key, None) is None:  # (not a message of this batch)
                     left_state.remove(left_key)
+        self._forget_on_disk(left_state, right)
+
+    def _forget_on_disk(self, left_state: State, right: StreamBuffer) -> None:
+        """Delete the right records forgotten in memory from the right store once the stream
+        time that forgot them is durable (flushed, or committed): a batch that fails runs
+        again from the stores as they were, and may need them."""
+        durable = left_state.stored(_STREAM_TIME)
+        if durable is None:
+            return
+        oldest = int(durable) - 2 * self.declared.within - self.declared.grace
+        on_disk, gone = self._on_disk, []
+        while on_disk and on_disk[0][0] < oldest:
+            gone.append(offset_key(heapq.heappop(on_disk)[1]))
         if gone:
             right.forget(gone)
 
@@ -299,7 +312,7 @@ class PartitionJoin:
         if self._generation == left_state.generation:
             return left_state, right
         self._generation = left_state.generation
-        self._left, self._right, self._expiry = {}, {}, []
+        self._left, self._right, self._expiry, self._on_disk = {}, {}, [], []
         self._stream = int(left_state.get(_STREAM_TIME, b"-1"))
         self._probed = int(left_state.get(_PROBED, b"0"))
         for raw_key in left_state:

@@ -345,8 +345,8 @@ class PartitionWindow:
                     changed.append(self._result(entry, accumulators, final=False))
             if not added:
                 late.append(message)
+        state.update(written)  # first: a key the store refuses leaves the windows as they were
         opened.update(written)
-        state.update(written)
         return stream
 
     # -- sliding windows -------------------------------------------------------------------
@@ -456,7 +456,8 @@ class PartitionWindow:
         for i, (_, aggregation) in enumerate(self._aggregations):
             accumulators[i] = aggregation.add(accumulators[i], aggregation.read(message), timestamp)
         entry = (start, end, key)
-        self._open[entry] = state[entry] = accumulators
+        state[entry] = accumulators
+        self._open[entry] = accumulators
         self._sessions[key] = [(s, e) for s, e in sessions if (s, e) not in touching] + [
             (start, end)
         ]

@@ -111,6 +111,21 @@ def test_a_failed_batch_is_paired_again_from_what_the_stores_held() -> None:
     assert first == again == [("a", "order-1", "pay"), ("a", "order-2", "pay")]
 
 
+def test_a_failed_batch_that_forgot_a_right_record_finds_it_again_on_its_retry() -> None:
+    """A batch whose later message makes a right record too old to pair, after an earlier
+    message of it paired with that record, fails: its retry pairs the earlier message again
+    (the record stays in the right store until a durable stream time forgot it)."""
+    p = Partition(Join("payments", within=10))
+    p.right(("a", 100 * SECOND, "pay"))
+    assert p.join.tick() == []
+    p.ended_well()
+    p.flushed()
+    batch = [("a", 105 * SECOND, "order"), ("z", 125 * SECOND, "later")]
+    assert pairs(p.join.update(p.left(*batch))) == [("a", "order", "pay")]
+    p.stores["join"].discard()  # the batch failed
+    assert pairs(p.join.update(p.left(*batch))) == [("a", "order", "pay")], "found again"
+
+
 def test_after_a_restart_only_the_right_records_not_yet_paired_are_paired() -> None:
     join = Join("payments", within=10)
     p = Partition(join)
@@ -133,6 +148,10 @@ def test_what_is_too_old_to_pair_is_forgotten_on_both_sides() -> None:
     p.ended_well()
     assert len(list(p.backends["join.right"].items())) == 1
     p.join.update(p.left(("z", 27 * SECOND, "later"), first=1))  # 27 - 2 * 10 - 5 > 1
+    p.ended_well()
+    assert len(list(p.backends["join.right"].items())) == 1, "until the stream time is durable"
+    p.flushed()
+    p.join.tick()
     p.ended_well()
     assert list(p.backends["join.right"].items()) == []
     assert sorted(p.stores["join"]) == [b"o" + (1).to_bytes(8, "big"), b"probed", b"stream-time"]

@@ -440,6 +440,8 @@ class VirtualPartitionExecutor(PartitionCore):
             successor, self.successor = self.successor, None
             if successor is not None:
                 successor._release()
+            if self.revoked or self.stopped:
+                self.close_stores()  # the files stay; a successor reopens them
         return starts
 
     def new_consumer(self, lane: Lane) -> Consumer:

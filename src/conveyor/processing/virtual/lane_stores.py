@@ -46,6 +46,9 @@ class StoresOwner(Protocol):
 
     def producer(self) -> Producer: ...
 
+    def waits_for_predecessor(self) -> bool:
+        """Whether the revoked predecessor's last batch still runs (it releases this one)."""
+
     def release(self) -> None:
         """The stores are open: hand out what waits."""
 
@@ -72,7 +75,8 @@ class LaneStores:
             return
         if error is None:
             self._failures = 0
-            owner.release()
+            if not owner.waits_for_predecessor():  # else its last batch releases the owner
+                owner.release()
             return
         self._failures += 1
         delay = owner.policy.backoff.delay(self._failures)
