@@ -4,10 +4,13 @@ server`` or ``conveyor swarm``) build from the environment, in one place."""
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from conveyor import App
+from conveyor.instrumentation import events
 
 
 def app_from_env(client_id: str, *, kafka: Mapping[str, Any] | None = None, **settings: Any) -> App:
@@ -25,3 +28,18 @@ def app_from_env(client_id: str, *, kafka: Mapping[str, Any] | None = None, **se
         name: value for name, value in {**defaults, **(kafka or {})}.items() if value is not None
     }
     return App(client_id=client_id, kafka=merged, **{"max_wait_time": 0.2, **settings})
+
+
+def report_batches(app: App) -> None:
+    """Print ``batch <partition>`` after each batch of ``app`` and then wait ``$SLOW`` seconds
+    (so that an input lasts long enough for a test's kills to land mid-stream)."""
+    slow = float(os.environ.get("SLOW", "0"))
+    pause = threading.Event()  # never set: waits of SLOW seconds without a sleep loop
+
+    def batch(event: Any) -> None:
+        sys.stdout.write(f"batch {event['partition']}\n")
+        sys.stdout.flush()
+        if slow:
+            pause.wait(slow)
+
+    app.monitor.subscribe(events.CONSUMER_CONSUMED, batch)

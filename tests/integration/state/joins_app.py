@@ -10,13 +10,9 @@ kills). Prints ``batch <partition>`` after each batch.
 from __future__ import annotations
 
 import os
-import sys
-import threading
-from typing import Any
 
-from app_env import app_from_env
+from app_env import app_from_env, report_batches
 from conveyor import Consumer
-from conveyor.instrumentation import events
 from conveyor.state import Join
 
 OUTPUT = os.environ["OUTPUT"]
@@ -47,16 +43,4 @@ app = app_from_env(
 )
 app.routes.topic(os.environ["TOPIC"], Paid)
 
-
-SLOW = float(os.environ.get("SLOW", "0"))
-_pause = threading.Event()  # never set: waits of SLOW seconds without a sleep loop
-
-
-def _batch(event: Any) -> None:
-    sys.stdout.write(f"batch {event['partition']}\n")
-    sys.stdout.flush()
-    if SLOW:
-        _pause.wait(SLOW)
-
-
-app.monitor.subscribe(events.CONSUMER_CONSUMED, _batch)
+report_batches(app)

@@ -11,12 +11,8 @@ Prints ``batch <partition>`` after each batch.
 from __future__ import annotations
 
 import os
-import sys
-import threading
-from typing import Any
 
-from app_env import app_from_env
-from conveyor.instrumentation import events
+from app_env import app_from_env, report_batches
 from conveyor.state import Tumbling
 
 app = app_from_env(
@@ -31,16 +27,4 @@ app.routes.topic(
     os.environ["TOPIC"], window=Tumbling(1).count().to(os.environ["OUTPUT"], exactly_once=True)
 )
 
-
-SLOW = float(os.environ.get("SLOW", "0"))
-_pause = threading.Event()  # never set: waits of SLOW seconds without a sleep loop
-
-
-def _batch(event: Any) -> None:
-    sys.stdout.write(f"batch {event['partition']}\n")
-    sys.stdout.flush()
-    if SLOW:
-        _pause.wait(SLOW)
-
-
-app.monitor.subscribe(events.CONSUMER_CONSUMED, _batch)
+report_batches(app)
