@@ -417,15 +417,11 @@ class PartitionExecutor(PartitionCore):
         """Under the lock, as the job ends: whether the writes kept are flushed now (else a
         timer asks for it when the flush interval is over)."""
         flushes = self._flushes
-        return (
-            self._rewind_asked
-            or self._rebuild_asked is not None
-            or (
-                flushes is not None
-                and flushes.waiting
-                and not self.revoked
-                and flushes.at_job_end(self.held or self.stopped)
-            )
+        return self._rewind_asked or (
+            flushes is not None
+            and flushes.waiting
+            and not self.revoked
+            and flushes.at_job_end(self.held or self.stopped)
         )
 
     def flush_idle(self) -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["use_clock", "wall_clock"]
+__all__ = ["record_time", "use_clock", "wall_clock"]
 
 _source: Callable[[], float] = time.time
 
@@ -15,6 +16,13 @@ _source: Callable[[], float] = time.time
 def wall_clock() -> float:
     """Seconds since the epoch, as the clock in use tells them (``time.time`` by default)."""
     return _source()
+
+
+def record_time(raw: Any) -> int:
+    """A record's timestamp in milliseconds (librdkafka's ``timestamp()``), the wall clock
+    when it has none: the time windows and joins go by."""
+    kind, milliseconds = raw.timestamp()
+    return int(milliseconds) if kind else round(_source() * 1000)
 
 
 def use_clock(source: Callable[[], float] | None) -> Callable[[], float]:

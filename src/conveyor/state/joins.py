@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Deserializers, Message, record_of
 from conveyor.records import Record
-from conveyor.state.clock import wall_clock
+from conveyor.state.clock import record_time
 from conveyor.state.per_partition import PerPartition
 from conveyor.state.store import Store
 from conveyor.state.windows import _milliseconds
@@ -78,11 +78,6 @@ def offset_key(offset: int) -> bytes:
     return offset.to_bytes(8, "big")
 
 
-def _timestamp_of(raw: Any) -> int:
-    kind, milliseconds = raw.timestamp()
-    return int(milliseconds) if kind else round(wall_clock() * 1000)
-
-
 def _kept(
     topic: str, partition: int, offset: int, entry: tuple[int, bytes, bytes | None]
 ) -> Record:
@@ -94,7 +89,7 @@ def _kept(
 def stream_row(raw: Any) -> tuple[bytes, bytes]:
     """How a record of a joined stream is kept in its buffer: by offset, with its timestamp,
     key and value (a restore's and the follower's writes)."""
-    return offset_key(raw.offset()), _pack(_timestamp_of(raw), raw.key(), raw.value())
+    return offset_key(raw.offset()), _pack(record_time(raw), raw.key(), raw.value())
 
 
 @dataclass(frozen=True)
@@ -204,7 +199,7 @@ class PartitionJoin:
         written: dict[bytes, bytes] = {}
         for message in messages:
             raw = record_of(message)
-            timestamp, key = _timestamp_of(raw), raw.key()
+            timestamp, key = record_time(raw), raw.key()
             self._stream = max(self._stream, timestamp)
             if key is None or timestamp < self._stream - horizon:
                 self.late.append(message)

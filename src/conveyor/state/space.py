@@ -161,14 +161,13 @@ class StateSpace:
                     except Exception:  # closed meanwhile (revoked): nothing to say of it
                         continue
                 last = self._last_restore.get(key)
-                kind = "store" if store.source is None else "stream" if store.stream else "table"
                 found.append(
                     {
                         "group": group,
                         "topic": topic,
                         "partition": partition,
                         "store": name,
-                        "kind": f"global {kind}" if store.global_table else kind,
+                        "kind": store.kind,
                         "keys": keys,
                         "bytes": on_disk,
                         "offset": stores.offset(name),

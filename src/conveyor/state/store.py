@@ -224,6 +224,13 @@ class Store:
         object.__setattr__(self, "key_codec", KeyCodec(self.keys))
 
     @property
+    def kind(self) -> str:
+        """``"store"``, ``"table"`` (``source``) or ``"stream"`` (a join's other side), with
+        ``global `` before a global table's: what the Stores page calls it."""
+        kind = "store" if self.source is None else "stream" if self.stream else "table"
+        return f"global {kind}" if self.global_table else kind
+
+    @property
     def backend_name(self) -> BackendName:
         """The backend this store uses: the declared one, else rocksdb when installed."""
         if self.backend is not None:

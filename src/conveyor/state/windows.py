@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from conveyor.errors import ConfigurationError
 from conveyor.messages import Message, record_of
 from conveyor.state.aggregations import Aggregation, Count
-from conveyor.state.clock import wall_clock
+from conveyor.state.clock import record_time, wall_clock
 from conveyor.state.per_partition import PerPartition
 from conveyor.state.store import Store
 
@@ -552,5 +552,4 @@ def _order(entry: tuple[int, int, Any]) -> tuple[int, str]:
 
 def _timestamp(message: Message) -> int:
     """The message's timestamp in milliseconds (the wall clock when it has none)."""
-    kind, milliseconds = record_of(message).timestamp()
-    return int(milliseconds) if kind else round(wall_clock() * 1000)
+    return record_time(record_of(message))

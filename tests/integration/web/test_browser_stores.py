@@ -81,6 +81,8 @@ def test_the_stores_page_lists_store_partitions_and_looks_a_key_up(
                 assert shown.count() == 1, page.locator("#lookup-result").inner_text()
                 assert shown.inner_text().strip() == "10", "the server counted user-3 ten times"
                 page.screenshot(path=str(ARTIFACTS / "web-stores-1280.png"), full_page=True)
+                page.set_viewport_size({"width": 1920, "height": 1000})
+                page.screenshot(path=str(ARTIFACTS / "web-stores-1920.png"), full_page=True)
                 # rebuild one partition's copy from its changelog: the server does it and the
                 # next report shows the restore (every key of the partition came back)
                 row = page.locator("#store-partitions tbody tr[data-partition='0']")

@@ -73,13 +73,12 @@ class StoreViews:
                     changelog = changelog_topic(route.consumer_group, route.name, name)
                 else:
                     changelog = None
-                kind = "store" if store.source is None else "stream" if store.stream else "table"
                 found.append(
                     {
                         "group": route.consumer_group,
                         "topic": route.name,
                         "store": name,
-                        "kind": f"global {kind}" if store.global_table else kind,
+                        "kind": store.kind,
                         "backend": store.backend_name,
                         "changelog": changelog,
                     }
