@@ -2247,6 +2247,40 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "state: a tumbling count's column-wise fold counts a late message",
+        "conveyor/state/windows.py",
+        (
+            (
+                "            if any(map(operator.le, ends, accumulate(times, max, initial=stream))):",
+                "            if False:",
+            ),
+        ),
+        (
+            "tests/unit/state/test_windows.py::test_a_tumbling_count_counted_column_wise_agrees_with_message_by_message",
+        ),
+    ),
+    Mutation(
+        "state: a tumbling count's column-wise fold takes a message without a timestamp",
+        "conveyor/state/windows.py",
+        (("        if not stamps or min(stamps)[0] == 0:", "        if not stamps:"),),
+        (
+            "tests/unit/state/test_windows.py::test_a_tumbling_count_counted_column_wise_agrees_with_message_by_message",
+        ),
+    ),
+    Mutation(
+        "state: a tumbling count's column-wise fold forgets the earlier batches' counts",
+        "conveyor/state/windows.py",
+        (
+            (
+                "                written[entry] = [held[0] + count]",
+                "                written[entry] = [count]",
+            ),
+        ),
+        (
+            "tests/unit/state/test_windows.py::test_a_tumbling_count_counted_column_wise_agrees_with_message_by_message",
+        ),
+    ),
+    Mutation(
         "state: a partition's stream time forgotten between batches",
         "conveyor/state/windows.py",
         (

@@ -248,7 +248,7 @@ class Message(Generic[PayloadT, KeyT]):
 class Messages(Sequence[Message[PayloadT, KeyT]]):
     """The batch handed to ``consume()``: messages of ONE partition, in offset order.
 
-    Iterable, with ``len``, indexing, ``first``, ``last``, ``payloads``, ``raw_payloads``,
+    Iterable, with ``len``, indexing, ``first``, ``last``, ``payloads``, ``keys``, ``raw_payloads``,
     and metadata: ``topic``, ``partition``, ``created_at`` (timestamp of the newest),
     ``processed_at`` (when the batch was handed over), ``consumer_lag`` (how many messages
     the partition held after this batch's last one, as of the latest fetch; ``None`` if unknown). Message objects are made on
@@ -334,6 +334,25 @@ class Messages(Sequence[Message[PayloadT, KeyT]]):
         return decoded
 
     @property
+    def keys(self) -> list[KeyT]:
+        """Every key, decoded by the topic's key deserializer once per distinct key in the
+        batch, without a :class:`Message` per message (a message without a key: ``None``).
+
+        Raises:
+            DeserializationError: a key could not be decoded (the message names which).
+        """
+        raw_keys = [raw.key() for raw in self._raws]
+        decode = self._deserializers.key
+        try:
+            decoded: dict[Any, Any] = {raw: decode(raw) for raw in set(raw_keys) if raw is not None}
+        except Exception:
+            for raw in self._raws:  # the one that fails raises, naming itself
+                Message(raw, self._deserializers).key  # noqa: B018
+            raise
+        keys: list[Any] = list(map(decoded.get, raw_keys))
+        return keys
+
+    @property
     def raw_payloads(self) -> list[bytes | None]:
         return [raw.value() for raw in self._raws]
 
@@ -355,6 +374,8 @@ def record_of(message: Message) -> Any:
 
 def records_of(messages: Iterable[Message]) -> list[Any]:
     """The driver's records under ``messages``, in order (see :func:`record_of`)."""
+    if type(messages) is Messages:
+        return list(messages._raws)
     return [message._raw for message in messages]
 
 

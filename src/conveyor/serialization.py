@@ -55,8 +55,7 @@ def canonical_json(value: Any) -> bytes:
     writes the scalars other than floats and the tuples of them as the standard library does:
     those go through it, the rest through the standard library."""
     if _orjson is not None and (
-        type(value) in _SCALARS
-        or (type(value) is tuple and all(type(item) in _SCALARS for item in value))
+        type(value) in _SCALARS or (type(value) is tuple and _SCALARS.issuperset(map(type, value)))
     ):
         try:
             return bytes(_orjson.dumps(value))

@@ -148,3 +148,29 @@ def test_a_batch_payload_that_cannot_be_decoded_names_its_message() -> None:
     assert failed.value.offset == 8
     assert "orders/1@8" in str(failed.value)
     assert [m.offset for m in batch] == [7, 8], "the batch itself is unchanged"
+
+
+def test_a_batch_s_keys_decode_once_per_distinct_key() -> None:
+    calls: list[bytes] = []
+
+    def decode(value: bytes) -> str:
+        calls.append(value)
+        return value.decode().upper()
+
+    batch = Messages(
+        [raw(1, key=b"a"), raw(2, key=None), raw(3, key=b"b"), raw(4, key=b"a")],
+        Deserializers(key=decode), "t", 1,
+    )  # fmt: skip
+    assert batch.keys == ["A", None, "B", "A"], "a message without a key: None"
+    assert sorted(calls) == [b"a", b"b"], "each distinct key decoded once"
+    assert [m.key for m in batch] == ["A", None, "B", "A"]
+
+
+def test_a_batch_key_that_cannot_be_decoded_names_its_message() -> None:
+    def decode(value: bytes) -> int:
+        return int(value)
+
+    batch = Messages([raw(7, key=b"1"), raw(8, key=b"x")], Deserializers(key=decode), "t", 1)
+    with pytest.raises(DeserializationError) as failed:
+        batch.keys  # noqa: B018
+    assert failed.value.offset == 8

@@ -4,13 +4,15 @@ messages, every aggregation, ``emit="update"``, ``tick()`` and the route option'
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from confluent_kafka import Message as KafkaMessage
 
 from conveyor import App, ConfigurationError, Consumer, testing
-from conveyor.messages import Deserializers, Message
+from conveyor.messages import Deserializers, Message, Messages
 from conveyor.serialization import json_dumps
 from conveyor.state import (
     Collect,
@@ -28,6 +30,7 @@ from conveyor.state import (
     Tumbling,
 )
 from conveyor.state.backends import MemoryBackend
+from conveyor.state.clock import use_clock
 from conveyor.state.view import State
 from conveyor.state.windows import PartitionWindow
 from conveyor.testing import Record
@@ -75,8 +78,13 @@ def test_a_tumbling_window_closes_by_the_partition_s_stream_time_not_per_key() -
     assert consumer.stores["window"].get((0, MINUTE, "a")) is None, "a closed window is deleted"
 
 
-def test_the_grace_boundary_and_late_messages() -> None:
-    consumer = consumer_with(Tumbling(60, grace=10).count())
+@pytest.mark.parametrize(
+    "windowed",
+    [Tumbling(60, grace=10).count(), Tumbling(60, grace=10).agg(count=Count(), last=Latest())],
+    ids=["count column-wise", "message by message"],
+)
+def test_the_grace_boundary_and_late_messages(windowed: Any) -> None:
+    consumer = consumer_with(windowed)
     feed(consumer, ("a", 1_000, {}))
     # at 65 s the first minute is over, but 30 s is within its grace: it is counted
     assert feed(consumer, ("a", 65_000, {}), ("a", 30_000, {})) == []
@@ -373,3 +381,46 @@ def test_a_failed_batch_leaves_the_kept_batches_windows_unchanged(windowed: Any)
     assert [r.value["all"] for r in closed if r.key == "a"] == [[1, 2]] * len(
         windowed.window.windows_for(31_000)
     ), "each message once in each of its windows"
+
+
+@pytest.mark.parametrize("grace", [0, 2_000])
+def test_a_tumbling_count_counted_column_wise_agrees_with_message_by_message(grace: int) -> None:
+    """A tumbling window's lone count folds a batch column-wise; a count beside another
+    aggregation goes message by message. Out-of-order and late messages, messages without a
+    timestamp and windows closing mid-batch: both emit the same, and call the same late."""
+    rng = random.Random(7)
+
+    def bound(windowed: Any) -> PartitionWindow:
+        holder = type("Holder", (), {})()
+        holder.stores = {"window": State("window", windowed.store(), MemoryBackend())}
+        return windowed.bind(holder)  # type: ignore[no-any-return]
+
+    column = bound(Tumbling(5, grace=grace / 1000).count())
+    by_message = bound(Tumbling(5, grace=grace / 1000).agg(count=Count(), last=Latest()))
+    moment, offset, emitted = 0, 0, 0
+    previous = use_clock(lambda: 30.0)  # the time of a message without a timestamp
+    try:
+        for _batch in range(80):
+            records = []
+            for _ in range(rng.randint(1, 40)):
+                moment += rng.randint(0, 300)
+                late = moment - 9_000 if rng.random() < 0.05 and _batch else moment
+                untimed = rng.random() < 0.01 or offset == 0
+                stamp = (0, -1) if untimed else (1, late)
+                records.append(
+                    KafkaMessage(
+                        topic="clicks", partition=0, offset=offset, value=b"{}",
+                        key=f"k{rng.randint(0, 6)}".encode(), timestamp=stamp,
+                    )
+                )  # fmt: skip
+                offset += 1
+            results = []
+            for window in (column, by_message):
+                closed = window.update(Messages(records, Deserializers(), "clicks", 0))
+                late_ones = [m.offset for m in window.late]
+                results.append(([(r.key, r.start, r.value["count"]) for r in closed], late_ones))
+            assert results[0] == results[1]
+            emitted += len(results[0][0])
+    finally:
+        use_clock(previous)
+    assert emitted > 100, "windows closed along the way"
