@@ -1,15 +1,21 @@
-"""``conveyor connect``: the app's sink routes (``list``) and running its broadcast sinks
-(``broadcast``)."""
+"""``conveyor connect``: the app's sink routes (``list``), running its broadcast sinks
+(``broadcast``), and connect workers configured over Kafka Connect's REST API (``worker``)."""
 
 from __future__ import annotations
 
+import signal
+import threading
+
 import click
 
+from conveyor.app import App
 from conveyor.cli.loading import app_option, load_app
 from conveyor.cli.logs import Say, configure_logging, log_options
 from conveyor.cli.output import console, table
 from conveyor.cli.server import run_until_signalled
 from conveyor.connect.sinks import Broadcast
+from conveyor.environment import kafka_from_environment
+from conveyor.errors import ConfigurationError
 
 __all__ = ["connect"]
 
@@ -78,3 +84,95 @@ def broadcast(app_spec: str | None, port: int | None, log_level: str, log_format
         event="broadcast.starting",
     )
     run_until_signalled(app, topics=topics, say=say)
+
+
+@connect.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Serve the REST API here.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8083,
+    show_default=True,
+    help="The REST API's port (Kafka Connect's default).",
+)
+@click.option(
+    "--group",
+    default="conveyor-connect",
+    show_default=True,
+    help="The connect cluster: workers of one group share connectors and spread their tasks; "
+    "its topics are <group>-configs, -status, -offsets and -slots.",
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(1),
+    default=None,
+    help="Replicas of the topics the worker creates (default: the cluster's).",
+)
+@log_options()
+def worker(
+    host: str,
+    port: int,
+    group: str,
+    replication_factor: int | None,
+    log_level: str,
+    log_format: str,
+) -> None:
+    """Run a connect worker: Kafka Connect's REST API on HOST:PORT, the connectors its
+    cluster's config topic holds, the tasks Kafka's group assignment gives it. Kafka from
+    $KAFKA_BOOTSTRAP_SERVERS (and $CONVEYOR_KAFKA_*)."""
+    try:
+        import uvicorn  # noqa: PLC0415 - the connect extra, needed only to serve
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"conveyor connect worker needs the connect extra: pip install 'conveyor[connect]' "
+            f"({exc})",
+            "connect",
+        ) from exc
+    from conveyor.connect.runtime import Worker, WorkerSettings  # noqa: PLC0415
+    from conveyor.connect.runtime.rest import create_rest_app  # noqa: PLC0415
+
+    configure_logging(log_level, log_format)
+    say = Say(log_format)
+    kafka = {name: value for name, (value, _variable) in kafka_from_environment().items()}
+    if not kafka.get("bootstrap.servers"):
+        raise ConfigurationError(
+            "set KAFKA_BOOTSTRAP_SERVERS: the Kafka the connect worker runs on", "bootstrap.servers"
+        )
+    settings = WorkerSettings(
+        kafka=kafka, worker_id=f"{host}:{port}", group=group, replication_factor=replication_factor
+    )
+    running = Worker(settings, make_app=App)
+    running.start()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_rest_app(running),
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            access_log=False,
+            log_config=None,
+        )
+    )
+    stop = threading.Event()
+
+    def serve() -> None:
+        try:
+            server.run()  # off the main thread: the signals below stay this command's
+        finally:
+            stop.set()
+
+    for signalled in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signalled, lambda *_: stop.set())
+    serving = threading.Thread(target=serve, name="connect-rest", daemon=True)
+    serving.start()
+    say(
+        f"connect worker {settings.worker_id} of {group}: REST API on http://{host}:{port}",
+        event="connect.worker.started",
+    )
+    stop.wait()
+    server.should_exit = True
+    serving.join(30)
+    running.stop()
+    say("connect worker stopped", event="connect.worker.stopped")
+    if not server.started:
+        raise click.ClickException(f"the REST API could not listen on {host}:{port}")

@@ -1,4 +1,6 @@
-"""Sink connectors: push a topic into another system (``app.routes.sink(topic, sink)``).
+"""Connectors: sinks that push a topic into another system (``app.routes.sink(topic, sink)``),
+and workers that run connectors configured while they run (``conveyor connect worker``,
+:mod:`conveyor.connect.runtime`).
 
 A sink runs on the consumer engine: its records are spread over lanes (virtual partitions)
 by key, so order per key holds and the committed offset never passes an undelivered record;

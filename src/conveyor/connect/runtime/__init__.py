@@ -1,0 +1,32 @@
+"""Connectors configured while they run: Kafka Connect's REST API over Conveyor's workers
+(``conveyor connect worker``), configurations and statuses in compacted topics, tasks spread
+over the workers by Kafka's group assignment, plugins found through entry points.
+
+Write a plugin by deriving from :class:`SinkConnector` (make a sink) or
+:class:`SourceConnector` (make a :class:`SourceTask`), declaring its :class:`Field`\\ s, and
+registering it under the ``conveyor.connectors`` entry point group.
+"""
+
+from conveyor.connect.runtime.definitions import Field
+from conveyor.connect.runtime.plugins import (
+    Connector,
+    Plugins,
+    SinkConnector,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+)
+from conveyor.connect.runtime.worker import ConnectError, Worker, WorkerSettings
+
+__all__ = [
+    "ConnectError",
+    "Connector",
+    "Field",
+    "Plugins",
+    "SinkConnector",
+    "SourceConnector",
+    "SourceRecord",
+    "SourceTask",
+    "Worker",
+    "WorkerSettings",
+]

@@ -1,0 +1,197 @@
+"""Kafka Connect's REST API over a :class:`~conveyor.connect.runtime.worker.Worker`, with
+Connect's paths, JSON shapes and status codes, so its clients (``curl`` scripts, Python
+packages, Terraform providers) drive Conveyor's workers unchanged. An error answers
+``{"error_code": <status>, "message": ...}`` as Connect's do."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from conveyor._version import __version__
+from conveyor.connect.runtime.worker import ConnectError, Worker
+
+__all__ = ["create_rest_app"]
+
+_log = logging.getLogger("conveyor.connect")
+Handler = Callable[[Request], Response]
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error_code": status, "message": message}, status_code=status)
+
+
+def _body(request: Request, raw: bytes) -> Any:
+    try:
+        return json.loads(raw or b"null")
+    except ValueError as error:
+        raise ConnectError(400, f"Cannot deserialize the request body: {error}") from None
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() == "true"
+
+
+class _Api:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def root(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "version": __version__,
+                "commit": "conveyor",
+                "kafka_cluster_id": self.worker.settings.group,
+            }
+        )
+
+    def connectors(self, request: Request, body: Any = None) -> Response:
+        worker = self.worker
+        if request.method == "POST":
+            if not isinstance(body, dict) or not isinstance(body.get("config"), dict):
+                raise ConnectError(400, 'The request body must be {"name": ..., "config": {...}}')
+            name = body.get("name") or body["config"].get("name")
+            if not isinstance(name, str) or not name:
+                raise ConnectError(400, "Connector name must not be empty")
+            worker.create(name, body["config"], str(body.get("initial_state", "RUNNING")))
+            return JSONResponse(worker.info(name), status_code=201)
+        names = worker.connector_names()
+        expand = request.query_params.getlist("expand")
+        if not expand:
+            return JSONResponse(names)
+        expanded: dict[str, Any] = {}
+        for name in names:
+            one: dict[str, Any] = {}
+            if "status" in expand:
+                one["status"] = worker.status(name)
+            if "info" in expand:
+                one["info"] = worker.info(name)
+            expanded[name] = one
+        return JSONResponse(expanded)
+
+    def connector(self, request: Request, body: Any = None) -> Response:
+        name = request.path_params["name"]
+        if request.method == "DELETE":
+            self.worker.delete(name)
+            return Response(status_code=204)
+        return JSONResponse(self.worker.info(name))
+
+    def config(self, request: Request, body: Any = None) -> Response:
+        name = request.path_params["name"]
+        if request.method == "PUT":
+            if not isinstance(body, dict):
+                raise ConnectError(400, "The request body must be the connector's configuration")
+            created = self.worker.put(name, body)
+            return JSONResponse(self.worker.info(name), status_code=201 if created else 200)
+        return JSONResponse(self.worker.config(name))
+
+    def status(self, request: Request) -> Response:
+        return JSONResponse(self.worker.status(request.path_params["name"]))
+
+    def pause(self, request: Request) -> Response:
+        self.worker.set_target(request.path_params["name"], "PAUSED")
+        return Response(status_code=202)
+
+    def resume(self, request: Request) -> Response:
+        self.worker.set_target(request.path_params["name"], "STARTED")
+        return Response(status_code=202)
+
+    def stop(self, request: Request) -> Response:
+        self.worker.set_target(request.path_params["name"], "STOPPED")
+        return Response(status_code=204)
+
+    def restart(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        include_tasks, only_failed = _flag(request, "includeTasks"), _flag(request, "onlyFailed")
+        self.worker.restart(name, include_tasks=include_tasks, only_failed=only_failed)
+        if not include_tasks and not only_failed:
+            return Response(status_code=204)
+        status = self.worker.status(name)
+        for task in status["tasks"]:
+            if not only_failed or task["state"] == "FAILED":
+                task["state"] = "RESTARTING"
+        return JSONResponse(status, status_code=202)
+
+    def tasks(self, request: Request) -> Response:
+        return JSONResponse(self.worker.task_configs(request.path_params["name"]))
+
+    def task_status(self, request: Request) -> Response:
+        params = request.path_params
+        return JSONResponse(self.worker.task_status(params["name"], params["task"]))
+
+    def task_restart(self, request: Request) -> Response:
+        params = request.path_params
+        self.worker.restart_task(params["name"], params["task"])
+        return Response(status_code=204)
+
+    def topics(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        config = self.worker.config(name)
+        topics = [t.strip() for t in config.get("topics", config.get("topic", "")).split(",")]
+        return JSONResponse({name: {"topics": [t for t in topics if t]}})
+
+    def plugins(self, request: Request) -> Response:
+        return JSONResponse(self.worker.plugin_list())
+
+    def validate(self, request: Request, body: Any = None) -> Response:
+        if not isinstance(body, dict):
+            raise ConnectError(400, "The request body must be the connector's configuration")
+        return JSONResponse(self.worker.validate(request.path_params["plugin"], body))
+
+
+def _endpoint(handler: Callable[..., Response], reads_body: bool = False) -> Any:
+    async def endpoint(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool  # noqa: PLC0415
+
+        try:
+            if reads_body and request.method in ("POST", "PUT"):
+                body = _body(request, await request.body())
+                return await run_in_threadpool(handler, request, body)
+            return await run_in_threadpool(handler, request)
+        except ConnectError as error:
+            return _error(error.status, error.message)
+        except Exception as error:
+            _log.exception("connect REST: %s %s failed", request.method, request.url.path)
+            return _error(500, f"{type(error).__name__}: {error}")
+
+    return endpoint
+
+
+def create_rest_app(worker: Worker) -> Starlette:
+    """The REST API of ``worker`` as an ASGI app (serve it with uvicorn)."""
+    api = _Api(worker)
+    name = "/connectors/{name}"
+    routes = [
+        Route("/", _endpoint(api.root), methods=["GET"]),
+        Route("/connectors", _endpoint(api.connectors, True), methods=["GET", "POST"]),
+        Route(name, _endpoint(api.connector), methods=["GET", "DELETE"]),
+        Route(f"{name}/config", _endpoint(api.config, True), methods=["GET", "PUT"]),
+        Route(f"{name}/status", _endpoint(api.status), methods=["GET"]),
+        Route(f"{name}/pause", _endpoint(api.pause), methods=["PUT"]),
+        Route(f"{name}/resume", _endpoint(api.resume), methods=["PUT"]),
+        Route(f"{name}/stop", _endpoint(api.stop), methods=["PUT"]),
+        Route(f"{name}/restart", _endpoint(api.restart), methods=["POST"]),
+        Route(f"{name}/tasks", _endpoint(api.tasks), methods=["GET"]),
+        Route(f"{name}/tasks/{{task:int}}/status", _endpoint(api.task_status), methods=["GET"]),
+        Route(f"{name}/tasks/{{task:int}}/restart", _endpoint(api.task_restart), methods=["POST"]),
+        Route(f"{name}/topics", _endpoint(api.topics), methods=["GET"]),
+        Route("/connector-plugins", _endpoint(api.plugins), methods=["GET"]),
+        Route(
+            "/connector-plugins/{plugin}/config/validate",
+            _endpoint(api.validate, True),
+            methods=["PUT"],
+        ),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        return _error(status, getattr(exc, "detail", "") or f"{request.url.path} not found")
+
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -1,0 +1,440 @@
+"""A connect worker: one of the processes of a connect cluster (the workers sharing one
+``group``). It reads the connectors' configurations from the config topic, holds the slots
+the group gave it (:mod:`~conveyor.connect.runtime.membership`), runs the tasks in them and
+writes their statuses to the status topic. Any worker answers any REST call: a change is a
+record of the config topic that every worker reads, so no request is forwarded.
+
+The worker acts on a thread of its own (:meth:`_reconcile`): woken by a configuration read,
+a change of slots, a task's crash or a restart asked for, it compares the tasks it should run
+with the ones it runs, stops what should not run and starts what should."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from conveyor.connect.runtime.cluster import TARGETS, Configs, Restart, Statuses, keys
+from conveyor.connect.runtime.definitions import config_infos, parse_config
+from conveyor.connect.runtime.membership import Membership, slot_of
+from conveyor.connect.runtime.plugins import Connector, Plugins, SinkConnector, class_path
+from conveyor.connect.runtime.tasks import MakeApp, RunningTask, start_sink_task
+from conveyor.connect.runtime.topic_log import TopicLog
+from conveyor.errors import ConfigurationError, ConveyorError
+
+__all__ = ["ConnectError", "Worker", "WorkerSettings"]
+
+_log = logging.getLogger("conveyor.connect")
+
+
+class ConnectError(ConveyorError):
+    """A REST call that cannot be done: ``status`` is its HTTP status (404 unknown connector,
+    409 conflict, 400 invalid configuration)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """A worker's settings: the Kafka it runs on, its cluster (``group``), its name in
+    statuses (``worker_id``: host:port of its REST API), the slots tasks spread over and the
+    replication factor of the topics it creates (``None``: the cluster's default)."""
+
+    kafka: Mapping[str, Any]
+    worker_id: str
+    group: str = "conveyor-connect"
+    slots: int = 24
+    replication_factor: int | None = None
+    session_timeout: float = 10.0
+    topics: dict[str, str] = field(default_factory=dict)
+
+    def topic(self, role: str) -> str:
+        """The topic of ``role`` (``configs``, ``status``, ``offsets``, ``slots``)."""
+        return self.topics.get(role) or f"{self.group}-{role}"
+
+
+@dataclass
+class _Wanted:
+    plugin: Connector
+    config: dict[str, Any]
+
+
+class Worker:
+    """One connect worker (see the module). ``make_app`` makes the app a sink task runs in
+    (``conveyor.App``)."""
+
+    def __init__(
+        self, settings: WorkerSettings, make_app: MakeApp, plugins: Plugins | None = None
+    ) -> None:
+        self.settings = settings
+        self.plugins = plugins or Plugins()
+        self._make_app = make_app
+        self.configs = Configs()
+        self.statuses = Statuses()
+        kafka, replicas = settings.kafka, settings.replication_factor
+        self._config_log = TopicLog(
+            kafka, settings.topic("configs"), self._config_read, replication_factor=replicas
+        )
+        self._status_log = TopicLog(
+            kafka, settings.topic("status"), self.statuses.apply, replication_factor=replicas
+        )
+        self.membership = Membership(
+            kafka,
+            settings.group,
+            settings.topic("slots"),
+            settings.slots,
+            self._poke,
+            replication_factor=replicas,
+            session_timeout=settings.session_timeout,
+        )
+        self._changed = threading.Condition()
+        self._dirty = False
+        self._stopping = False
+        self._running: dict[tuple[str, int], RunningTask] = {}
+        # task -> the configuration it failed with, until restarted or reconfigured
+        self._failed: dict[tuple[str, int], dict[str, Any]] = {}
+        self._reported: dict[str, Any] = {}  # status key -> what this worker wrote there
+        self._report_keys: dict[str, tuple[str, int]] = {}  # status key -> its connector, slot
+        self._thread: threading.Thread | None = None
+
+    # -- running ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Read the cluster's topics, join its group and start acting on them."""
+        self._status_log.start()
+        self._config_log.start()
+        self.configs.take_restarts()  # asked before this worker was here: nothing of it runs
+        self._thread = threading.Thread(target=self._reconcile, name="connect-worker", daemon=True)
+        self._thread.start()
+        self.membership.start()
+        self._poke()
+
+    def stop(self) -> None:
+        """Leave the group, stop every task (their offsets committed), close the topics."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(120)
+        self.membership.stop()
+        for running in list(self._running.values()):
+            running.stop()
+        self._running.clear()
+        self._config_log.stop()
+        self._status_log.stop()
+
+    def _config_read(self, key: str, value: Any) -> None:
+        self.configs.apply(key, value)
+        self._poke()
+
+    def _poke(self) -> None:
+        with self._changed:
+            self._dirty = True
+            self._changed.notify_all()
+
+    def _reconcile(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._dirty or self._stopping)
+                if self._stopping:
+                    return
+                self._dirty = False
+            try:
+                self._act()
+            except Exception:
+                _log.exception("connect worker: acting on the cluster's state failed")
+
+    def _act(self) -> None:
+        held = self.membership.slots
+        slots = self.membership.count
+        wanted: dict[tuple[str, int], _Wanted] = {}
+        names = self.configs.names()
+        self._forget_reports(names, held, slots)
+        for name in names:
+            home = slot_of(name, 0, slots) in held
+            target = self.configs.target(name)
+            try:
+                plugin, task_configs = self._task_configs(name)
+            except Exception as error:
+                if home:
+                    self._report_connector(name, "FAILED", trace=_trace(error))
+                continue
+            if home:
+                self._report_connector(name, "RUNNING" if target == "STARTED" else target)
+            for task, config in enumerate(task_configs):
+                if slot_of(name, task, slots) in held:
+                    if target == "STARTED":
+                        wanted[(name, task)] = _Wanted(plugin, config)
+                    elif (name, task) not in self._running:
+                        self._report_task(name, task, target)
+        self._restart(self.configs.take_restarts())
+        for key, running in list(self._running.items()):
+            trace = running.trace
+            if trace is not None:
+                self._stop_task(key, report=None)
+                self._failed[key] = running.config
+                self._report_task(*key, "FAILED", trace=trace)
+            elif key not in wanted or wanted[key].config != running.config:
+                stays = self.configs.config(key[0]) is not None and _held(key, held, slots)
+                state = self.configs.target(key[0]) if stays and key not in wanted else None
+                self._stop_task(key, report=state if state in ("PAUSED", "STOPPED") else None)
+        for key, want in wanted.items():
+            if self._failed.get(key, want.config) != want.config:
+                del self._failed[key]  # reconfigured: tried again
+            if key not in self._running and key not in self._failed:
+                self._start_task(key, want)
+        for key in [key for key in self._failed if key not in wanted]:
+            del self._failed[key]
+
+    def _forget_reports(self, names: list[str], held: frozenset[int], slots: int) -> None:
+        """Statuses of connectors deleted, and of slots held no more, are written anew."""
+        present = set(names)
+        for key, (name, task) in list(self._report_keys.items()):
+            if name not in present or not _held((name, task), held, slots):
+                self._reported.pop(key, None)
+                del self._report_keys[key]
+
+    def _task_configs(self, name: str) -> tuple[Connector, list[dict[str, Any]]]:
+        """The connector's plugin and each task's parsed configuration."""
+        plugin, raw = self._plugin_and_tasks(name)
+        return plugin, [parse_config(plugin.all_fields(), one) for one in raw]
+
+    def _plugin_and_tasks(self, name: str) -> tuple[Connector, list[dict[str, str]]]:
+        raw = self._config(name)
+        plugin = self.plugins.find(raw["connector.class"])()
+        count = parse_config(plugin.all_fields(), raw)["tasks.max"]
+        tasks = [{k: str(v) for k, v in one.items()} for one in plugin.task_configs(raw, count)]
+        return plugin, tasks
+
+    def _restart(self, restarts: list[Restart]) -> None:
+        for restart in restarts:
+            name = restart.name
+            if restart.task is None and not restart.include_tasks:
+                self._reported.pop(keys.connector_status(name), None)  # written again
+                continue
+            for key in [k for k in {*self._running, *self._failed} if k[0] == name]:
+                if restart.task is not None and key[1] != restart.task:
+                    continue
+                if restart.only_failed and key not in self._failed:
+                    continue
+                self._report_task(*key, "RESTARTING")
+                self._stop_task(key, report=None)
+                self._failed.pop(key, None)
+
+    def _start_task(self, key: tuple[str, int], want: _Wanted) -> None:
+        name, task = key
+        plugin = want.plugin
+        try:
+            if not isinstance(plugin, SinkConnector):
+                raise ConfigurationError(
+                    f"{class_path(type(plugin))} is a {plugin.type} connector: sources are "
+                    "not run by this worker yet",
+                    "connector.class",
+                )
+            running = start_sink_task(
+                self._make_app, self.settings.kafka, plugin, name, task, want.config, self._poke
+            )
+        except Exception as error:
+            trace = _trace(error)
+            _log.error("connector %s task %d failed to start: %r", name, task, error)
+            self._failed[key] = want.config
+            self._report_task(name, task, "FAILED", trace=trace)
+            return
+        self._running[key] = running
+        self._report_task(name, task, "RUNNING")
+
+    def _stop_task(self, key: tuple[str, int], report: str | None) -> None:
+        running = self._running.pop(key, None)
+        if running is not None:
+            running.stop()
+        self._failed.pop(key, None)
+        if report is not None:
+            self._report_task(*key, report)
+
+    def _report_connector(self, name: str, state: str, trace: str | None = None) -> None:
+        self._write_status(keys.connector_status(name), (name, 0), state, trace)
+
+    def _report_task(self, name: str, task: int, state: str, trace: str | None = None) -> None:
+        self._write_status(keys.task_status(name, task), (name, task), state, trace)
+
+    def _write_status(
+        self, key: str, owner: tuple[str, int], state: str, trace: str | None
+    ) -> None:
+        """Write a status unless this worker wrote the same one there last."""
+        if self.configs.config(owner[0]) is None:
+            return  # deleted meanwhile: its statuses were deleted with it
+        status: dict[str, Any] = {"state": state, "worker_id": self.settings.worker_id}
+        if trace is not None:
+            status["trace"] = trace
+        if self._reported.get(key) == status:
+            return
+        try:
+            self._status_log.write(key, status)
+        except Exception:
+            _log.exception("connect worker: the status of %s could not be written", owner[0])
+            return
+        self._reported[key] = status
+        self._report_keys[key] = owner
+
+    # -- what the REST API asks ---------------------------------------------------------------
+
+    def connector_names(self) -> list[str]:
+        return self.configs.names()
+
+    def info(self, name: str) -> dict[str, Any]:
+        """Kafka Connect's ``ConnectorInfo``: name, configuration, tasks and type."""
+        config = self._config(name)
+        try:
+            plugin, task_configs = self._task_configs(name)
+            kind, count = plugin.type, len(task_configs)
+        except Exception:
+            kind, count = "unknown", 0
+        return {
+            "name": name,
+            "config": config,
+            "tasks": [{"connector": name, "task": task} for task in range(count)],
+            "type": kind,
+        }
+
+    def config(self, name: str) -> dict[str, str]:
+        return self._config(name)
+
+    def _config(self, name: str) -> dict[str, str]:
+        config = self.configs.config(name)
+        if config is None:
+            raise ConnectError(404, f"Connector {name} not found")
+        return config
+
+    def status(self, name: str) -> dict[str, Any]:
+        """Kafka Connect's ``ConnectorStateInfo``: the connector's state and each task's."""
+        info = self.info(name)
+        connector = self.statuses.connector(name) or {"state": "UNASSIGNED", "worker_id": ""}
+        reported = self.statuses.tasks(name)
+        tasks = []
+        for task in range(len(info["tasks"])):
+            one = reported.get(task) or {"state": "UNASSIGNED", "worker_id": ""}
+            tasks.append({"id": task, **one})
+        return {"name": name, "connector": connector, "tasks": tasks, "type": info["type"]}
+
+    def task_status(self, name: str, task: int) -> dict[str, Any]:
+        tasks = self.status(name)["tasks"]
+        if not 0 <= task < len(tasks):
+            raise ConnectError(404, f"Task {name}-{task} not found")
+        return dict(tasks[task])
+
+    def task_configs(self, name: str) -> list[dict[str, Any]]:
+        """Kafka Connect's ``TaskInfo`` list: each task's id and configuration."""
+        _, tasks = self._plugin_and_tasks(name)
+        return [
+            {"id": {"connector": name, "task": task}, "config": config}
+            for task, config in enumerate(tasks)
+        ]
+
+    def validate(self, plugin_name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Kafka Connect's ``ConfigInfos`` for ``config`` given to plugin ``plugin_name``."""
+        try:
+            plugin = self.plugins.find(plugin_name)
+        except ConfigurationError as error:
+            raise ConnectError(404, str(error)) from None
+        config = {k: str(v) for k, v in config.items()}
+        return config_infos(class_path(plugin), plugin.all_fields(), config, plugin.errors(config))
+
+    def put(self, name: str, config: Mapping[str, Any], initial_state: str = "STARTED") -> bool:
+        """Create or replace connector ``name``'s configuration; whether it was created.
+
+        Raises:
+            ConnectError: 400 for an invalid configuration (every field's errors named).
+        """
+        config = {k: str(v) for k, v in config.items()}
+        config.setdefault("name", name)
+        if config["name"] != name:
+            raise ConnectError(
+                400,
+                "Connector name configuration ({}) doesn't match connector "
+                "name in the URL ({})".format(config["name"], name),
+            )
+        class_name = config.get("connector.class")
+        if not class_name:
+            raise ConnectError(400, f"Connector config {config} contains no connector type")
+        try:
+            plugin = self.plugins.find(class_name)
+        except ConfigurationError as error:
+            raise ConnectError(400, str(error)) from None
+        errors = plugin.errors(config)
+        if errors:
+            listed = "\n".join(
+                f"{field_name}: {message}"
+                for field_name, messages in errors.items()
+                for message in messages
+            )
+            count = sum(len(messages) for messages in errors.values())
+            raise ConnectError(
+                400,
+                f"Connector configuration is invalid and contains the following {count} "
+                f"error(s):\n{listed}\nYou can also find the above list of errors at the "
+                f"endpoint `/connector-plugins/{class_path(plugin)}/config/validate`",
+            )
+        created = self.configs.config(name) is None
+        if created:
+            self._config_log.write(keys.target(name), {"state": _target(initial_state)})
+        self._config_log.write(keys.connector(name), {"properties": config})
+        return created
+
+    def create(self, name: str, config: Mapping[str, Any], initial_state: str = "STARTED") -> None:
+        """``POST /connectors``: like :meth:`put`, refused (409) for a name in use."""
+        if self.configs.config(name) is not None:
+            raise ConnectError(409, f"Connector {name} already exists")
+        self.put(name, config, initial_state)
+
+    def delete(self, name: str) -> None:
+        statuses = self.status(name)
+        self._config_log.write(keys.connector(name), None)
+        self._config_log.write(keys.target(name), None)
+        self._status_log.write(keys.connector_status(name), None)
+        for task in statuses["tasks"]:
+            self._status_log.write(keys.task_status(name, task["id"]), None)
+
+    def set_target(self, name: str, state: str) -> None:
+        self._config(name)
+        self._config_log.write(keys.target(name), {"state": _target(state)})
+
+    def restart(self, name: str, *, include_tasks: bool = False, only_failed: bool = False) -> None:
+        self._config(name)
+        self._config_log.write(
+            keys.restart_connector(name),
+            {"include-tasks": include_tasks, "only-failed": only_failed, "id": uuid.uuid4().hex},
+        )
+
+    def restart_task(self, name: str, task: int) -> None:
+        self.task_status(name, task)
+        self._config_log.write(keys.restart_task(name, task), {"id": uuid.uuid4().hex})
+
+    def plugin_list(self) -> list[dict[str, str]]:
+        return [
+            {"class": class_path(plugin), "type": plugin.type, "version": plugin.version}
+            for plugin in self.plugins.classes()
+        ]
+
+
+def _target(state: str) -> str:
+    state = {"RUNNING": "STARTED"}.get(state.upper(), state.upper())
+    if state not in TARGETS:
+        raise ConnectError(
+            400, f"Invalid initial state {state}: must be RUNNING, PAUSED or STOPPED"
+        )
+    return state
+
+
+def _held(key: tuple[str, int], held: frozenset[int], slots: int) -> bool:
+    return slot_of(key[0], key[1], slots) in held
+
+
+def _trace(error: BaseException) -> str:
+    return "".join(traceback.format_exception(error))
