@@ -2272,8 +2272,8 @@ MUTATIONS = (
         "conveyor/state/windows.py",
         (
             (
-                "                written[entry] = [held[0] + count]",
-                "                written[entry] = [count]",
+                "            [count] if was is None else [was[0] + count]",
+                "            [count] if was is None else [count]",
             ),
         ),
         (
@@ -2587,6 +2587,83 @@ MUTATIONS = (
         (
             "tests/integration/state/test_stores.py::test_an_aborted_joint_transaction_leaves_the_store_as_its_last_commit_left_it",
             "tests/integration/state/test_exactly_once_state.py::test_counts_are_exact_through_repeated_sigkills_under_exactly_once",
+        ),
+    ),
+    Mutation(
+        "connect: a source's poll and its offsets written without a transaction",
+        "conveyor/connect/runtime/worker.py",
+        (
+            (
+                '        exactly_once = config["exactly.once.support"] != "none"',
+                "        exactly_once = False",
+            ),
+        ),
+        (
+            "tests/integration/connect/test_connect_sources.py::test_a_poll_that_fails_midway_writes_none_of_its_records_and_is_read_again",
+        ),
+    ),
+    Mutation(
+        "connect: a source task starts from no offsets, not the committed ones",
+        "conveyor/connect/runtime/sources.py",
+        (("        self._task.start(offsets)", "        self._task.start(SourceOffsets())"),),
+        (
+            "tests/integration/connect/test_connect_sources.py::test_a_file_source_writes_each_line_once_through_a_restart",
+        ),
+    ),
+    Mutation(
+        "connect: a paused connector's tasks keep running",
+        "conveyor/connect/runtime/worker.py",
+        (
+            (
+                '                    if target == "STARTED":',
+                '                    if target != "STOPPED":',
+            ),
+        ),
+        (
+            "tests/integration/connect/test_connect_rest.py::test_a_kafka_connect_client_runs_a_conveyor_connector_through_its_life",
+        ),
+    ),
+    Mutation(
+        "connect: a deleted connector's tasks keep running",
+        "conveyor/connect/runtime/worker.py",
+        (
+            (
+                "            elif key not in wanted or wanted[key].config != running.config:",
+                "            elif key in wanted and wanted[key].config != running.config:",
+            ),
+        ),
+        (
+            "tests/integration/connect/test_connect_rest.py::test_a_kafka_connect_client_runs_a_conveyor_connector_through_its_life",
+        ),
+    ),
+    Mutation(
+        "connect: a reconfigured failed task is not tried again",
+        "conveyor/connect/runtime/worker.py",
+        (
+            (
+                "                del self._failed[key]  # reconfigured: tried again",
+                "                pass",
+            ),
+        ),
+        (
+            "tests/integration/connect/test_connect_rest.py::test_a_failing_task_shows_its_trace_and_runs_once_reconfigured",
+        ),
+    ),
+    Mutation(
+        "connect: a killed worker's slots are not handed to the others",
+        "conveyor/connect/runtime/membership.py",
+        (
+            (
+                "            self._held.difference_update(partition for _, partition in partitions)",
+                "            pass",
+            ),
+            (
+                "            self._held.update(partition for _, partition in partitions)",
+                "            self._held.update(partition for _, partition in partitions if not self._held)",
+            ),
+        ),
+        (
+            "tests/integration/connect/test_connect_sources.py::test_a_killed_worker_s_source_task_moves_to_the_other_with_each_line_once",
         ),
     ),
 )

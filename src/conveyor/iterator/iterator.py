@@ -180,6 +180,12 @@ class Iterator:
             messages.append(Message(raw, self._deserializers))
         return messages
 
+    def position(self, topic: str, partition: int) -> int | None:
+        """The offset the next read of ``topic``'s ``partition`` starts at (``None`` before
+        the first fetch): past the messages read, and past transaction markers, so a reader
+        of a transactional topic knows it reached the end when it passes the high watermark."""
+        return self._client.position(topic, partition)
+
     def _on_fetch_error(self, error: KafkaError) -> None:
         if ev.ERROR_OCCURRED in self.monitor.subscribed:
             self.monitor.instrument(ev.ERROR_OCCURRED, type="iterator.fetch.error", error=error)

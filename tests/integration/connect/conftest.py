@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL cluster for the PostgreSQL sink's tests (Debian's ``postgresql``;
+"""A connect worker of a cluster of its own (``worker``), and a throwaway PostgreSQL cluster
+for the PostgreSQL sink's tests (Debian's ``postgresql``;
 ``make test`` installs it when missing): initdb in a temporary folder, on a free port, trust
 authentication on 127.0.0.1, stopped and removed after the session."""
 
@@ -9,10 +10,12 @@ import os
 import pwd
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from connect_workers import Worker, delete_cluster_topics
 
 from helpers import free_port
 
@@ -80,3 +83,15 @@ def tempfile_root() -> str:
     import tempfile  # noqa: PLC0415
 
     return tempfile.gettempdir()
+
+
+@pytest.fixture
+def worker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Worker]:
+    """One worker of a connect cluster of its own, stopped (cleanly) after the test."""
+    group = f"connect-{uuid.uuid4().hex[:8]}"
+    started = Worker(kafka_bootstrap, group, tmp_path)
+    try:
+        yield started
+    finally:
+        assert started.stop(timeout=90) == 0, "\n".join(started.lines[-40:])
+        delete_cluster_topics(kafka_bootstrap, group)

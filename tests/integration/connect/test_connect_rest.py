@@ -5,74 +5,14 @@ refused field by field, as against Kafka Connect."""
 
 from __future__ import annotations
 
-import os
-import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from connect_workers import Worker, eventually
 from kafka_connect import KafkaConnect
 from requests.exceptions import HTTPError
 
 from conveyor import Admin, Producer
-from helpers import ServerProcess, free_port
-
-HERE = Path(__file__).parent
-
-
-def eventually(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    """``check()``'s first truthy answer, asked every 0.2 s for ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = check()
-        if answer:
-            return answer
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what or check}")
-        time.sleep(0.2)
-
-
-class Worker(ServerProcess):
-    """``conveyor connect worker`` on a free port, its log lines collected."""
-
-    def __init__(self, bootstrap: str, group: str, cwd: Path) -> None:
-        self.port = free_port()
-        env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap)
-        super().__init__(
-            [
-                sys.executable,
-                "-m",
-                "conveyor",
-                "connect",
-                "worker",
-                "--port",
-                str(self.port),
-                "--group",
-                group,
-            ],
-            env=env,
-            cwd=cwd,
-            read=("stdout", "stderr"),
-        )
-        self.wait_for(lambda lines: any("Uvicorn running" in line for line in lines))
-        self.client = KafkaConnect(url=f"http://127.0.0.1:{self.port}")
-
-
-@pytest.fixture
-def worker(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Worker]:
-    group = f"connect-{uuid.uuid4().hex[:8]}"
-    started = Worker(kafka_bootstrap, group, tmp_path)
-    try:
-        yield started
-    finally:
-        assert started.stop(timeout=90) == 0, "\n".join(started.lines[-40:])
-        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
-            for topic in admin.list_topics():
-                if topic.startswith(group):
-                    admin.delete_topic(topic)
 
 
 def lines_of(path: Path) -> list[str]:

@@ -96,6 +96,13 @@ def _at_least(minimum: int) -> Callable[[Any], str | None]:
     return check
 
 
+def _one_of(*allowed: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in allowed else "String must be one of: " + ", ".join(allowed)
+
+    return check
+
+
 def _connector_name(value: Any) -> str | None:
     if not _NAME.match(value):
         return (
@@ -170,10 +177,11 @@ SOURCE_FIELDS = (
     Field(
         "exactly.once.support",
         "STRING",
-        "requested: the records and their source offsets are written in one Kafka "
-        "transaction (KIP-618); none: at least once.",
+        "requested (or required): the records and their source offsets are written in one "
+        "Kafka transaction (KIP-618); none: at least once.",
         default="requested",
-        recommended=("requested", "none"),
+        recommended=("requested", "required", "none"),
+        check=_one_of("requested", "required", "none"),
         order=4,
     ),
     Field(

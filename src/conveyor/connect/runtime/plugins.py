@@ -31,6 +31,7 @@ from conveyor.connect.runtime.definitions import (
     field_errors,
 )
 from conveyor.errors import ConfigurationError
+from conveyor.serialization import canonical_json
 
 __all__ = [
     "ENTRY_POINTS",
@@ -38,6 +39,7 @@ __all__ = [
     "Plugins",
     "SinkConnector",
     "SourceConnector",
+    "SourceOffsets",
     "SourceRecord",
     "SourceTask",
 ]
@@ -115,14 +117,32 @@ class SourceRecord:
     timestamp: int | None = None
 
 
+class SourceOffsets:
+    """The committed offset of each source partition of a connector, as a restarted task
+    reads them: ``offsets.get({"filename": "/var/log/app.log"})`` (``None``: none yet)."""
+
+    def __init__(self, by_partition: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self._by_partition = dict(by_partition or {})
+
+    def get(self, partition: Mapping[str, Any]) -> dict[str, Any] | None:
+        found = self._by_partition.get(canonical_json(dict(partition)).decode())
+        return None if found is None else dict(found)
+
+    def __len__(self) -> int:
+        return len(self._by_partition)
+
+    def __repr__(self) -> str:
+        return f"SourceOffsets({self._by_partition!r})"
+
+
 class SourceTask:
     """Reads records from another system. The worker calls :meth:`start` with the offsets
     committed for the task's source partitions, then :meth:`poll` in a loop (its records are
     written with their offsets, in one transaction under exactly-once), :meth:`stop` once."""
 
-    def start(self, offsets: Mapping[str, Mapping[str, Any]]) -> None:
-        """Begin reading; ``offsets`` maps each source partition (as canonical JSON text)
-        to its last committed offset."""
+    def start(self, offsets: SourceOffsets) -> None:
+        """Begin reading from ``offsets``: the offset committed last for each source
+        partition (with its records, under exactly-once)."""
 
     def poll(self, timeout: float) -> list[SourceRecord]:
         """The records read since the last call (``[]`` when none came within ``timeout``

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from conveyor.connect.runtime.plugins import SinkConnector
 from conveyor.instrumentation import events as ev
 
-__all__ = ["MakeApp", "RunningTask", "TaskApp", "start_sink_task"]
+__all__ = ["MakeApp", "RunningTask", "TaskApp", "TaskHandle", "start_sink_task"]
 
 _log = logging.getLogger("conveyor.connect")
 
@@ -34,28 +34,48 @@ MakeApp = Callable[..., TaskApp]
 """Makes a task's app: ``make_app(client_id=..., kafka={...})`` (``conveyor.App``)."""
 
 
-class RunningTask:
-    """A task this worker runs: its configuration (a change restarts it) and its app."""
+class TaskHandle(Protocol):
+    """What runs a task: a sink's app, a source's runner."""
 
-    def __init__(self, name: str, task: int, config: Mapping[str, Any], app: TaskApp) -> None:
+    @property
+    def trace(self) -> str | None:
+        """The trace of what made the task fail, else ``None``."""
+        ...
+
+    def stop(self) -> None: ...
+
+
+class RunningTask:
+    """A task this worker runs: its configuration (a change restarts it) and what runs it."""
+
+    def __init__(self, name: str, task: int, config: Mapping[str, Any], handle: TaskHandle) -> None:
         self.name = name
         self.task = task
         self.config = dict(config)
+        self.handle = handle
+
+    @property
+    def trace(self) -> str | None:
+        return self.handle.trace
+
+    def stop(self) -> None:
+        try:
+            self.handle.stop()
+        except Exception:
+            _log.exception("connector %s task %d did not stop cleanly", self.name, self.task)
+
+
+class _SinkApp:
+    def __init__(self, app: TaskApp) -> None:
         self.app = app
 
     @property
     def trace(self) -> str | None:
-        """The crash's trace when the task's app crashed, else ``None``."""
         crash = self.app.crash
-        if crash is None:
-            return None
-        return "".join(traceback.format_exception(crash))
+        return None if crash is None else "".join(traceback.format_exception(crash))
 
     def stop(self) -> None:
-        try:
-            self.app.stop_and_wait()
-        except Exception:
-            _log.exception("connector %s task %d did not stop cleanly", self.name, self.task)
+        self.app.stop_and_wait()
 
 
 def start_sink_task(
@@ -92,4 +112,4 @@ def start_sink_task(
 
     app.monitor.subscribe(ev.ERROR_OCCURRED, crashed)
     app.start()
-    return RunningTask(name, task, config, app)
+    return RunningTask(name, task, config, _SinkApp(app))

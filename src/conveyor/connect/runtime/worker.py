@@ -21,7 +21,14 @@ from typing import Any
 from conveyor.connect.runtime.cluster import TARGETS, Configs, Restart, Statuses, keys
 from conveyor.connect.runtime.definitions import config_infos, parse_config
 from conveyor.connect.runtime.membership import Membership, slot_of
-from conveyor.connect.runtime.plugins import Connector, Plugins, SinkConnector, class_path
+from conveyor.connect.runtime.plugins import (
+    Connector,
+    Plugins,
+    SinkConnector,
+    SourceConnector,
+    class_path,
+)
+from conveyor.connect.runtime.sources import SourceRunner, ensure_offsets_topic
 from conveyor.connect.runtime.tasks import MakeApp, RunningTask, start_sink_task
 from conveyor.connect.runtime.topic_log import TopicLog
 from conveyor.errors import ConfigurationError, ConveyorError
@@ -108,6 +115,8 @@ class Worker:
 
     def start(self) -> None:
         """Read the cluster's topics, join its group and start acting on them."""
+        settings = self.settings
+        ensure_offsets_topic(settings.kafka, settings.topic("offsets"), settings.replication_factor)
         self._status_log.start()
         self._config_log.start()
         self.configs.take_restarts()  # asked before this worker was here: nothing of it runs
@@ -232,15 +241,17 @@ class Worker:
         name, task = key
         plugin = want.plugin
         try:
-            if not isinstance(plugin, SinkConnector):
+            if isinstance(plugin, SinkConnector):
+                running = start_sink_task(
+                    self._make_app, self.settings.kafka, plugin, name, task, want.config, self._poke
+                )
+            elif isinstance(plugin, SourceConnector):
+                running = self._start_source(plugin, name, task, want.config)
+            else:
                 raise ConfigurationError(
-                    f"{class_path(type(plugin))} is a {plugin.type} connector: sources are "
-                    "not run by this worker yet",
+                    f"{class_path(type(plugin))} is neither a sink nor a source connector",
                     "connector.class",
                 )
-            running = start_sink_task(
-                self._make_app, self.settings.kafka, plugin, name, task, want.config, self._poke
-            )
         except Exception as error:
             trace = _trace(error)
             _log.error("connector %s task %d failed to start: %r", name, task, error)
@@ -249,6 +260,25 @@ class Worker:
             return
         self._running[key] = running
         self._report_task(name, task, "RUNNING")
+
+    def _start_source(
+        self, plugin: SourceConnector, name: str, task: int, config: dict[str, Any]
+    ) -> RunningTask:
+        offsets = config["offsets.storage.topic"] or self.settings.topic("offsets")
+        if config["offsets.storage.topic"]:
+            ensure_offsets_topic(self.settings.kafka, offsets, self.settings.replication_factor)
+        exactly_once = config["exactly.once.support"] != "none"
+        runner = SourceRunner(
+            self.settings.kafka,
+            plugin.task({**config, "task.id": task}),
+            name,
+            task,
+            offsets,
+            f"{self.settings.group}-{name}-{task}" if exactly_once else None,
+            self._poke,
+        )
+        runner.start()
+        return RunningTask(name, task, config, runner)
 
     def _stop_task(self, key: tuple[str, int], report: str | None) -> None:
         running = self._running.pop(key, None)
