@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from connect_workers import Worker, delete_cluster_topics
 
+from connect_workers import Worker, delete_cluster_topics
 from helpers import free_port
 
 
@@ -64,6 +64,7 @@ def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     options = (
         f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
         " -c track_commit_timestamp=on"
+        " -c wal_level=logical -c max_wal_senders=10 -c max_replication_slots=10"
     )
     subprocess.run(
         _as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",

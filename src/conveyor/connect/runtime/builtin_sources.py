@@ -1,8 +1,10 @@
 """The source connectors Conveyor ships: a file's lines as Kafka Connect's
-``FileStreamSource`` reads them (followed as the file grows, the byte position as offset)."""
+``FileStreamSource`` reads them (followed as the file grows, the byte position as offset),
+and PostgreSQL change data capture through logical replication."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from typing import IO, Any, ClassVar
@@ -15,7 +17,7 @@ from conveyor.connect.runtime.plugins import (
     SourceTask,
 )
 
-__all__ = ["FileLinesSource", "FileSourceConnector"]
+__all__ = ["FileLinesSource", "FileSourceConnector", "PostgresCdcConnector"]
 
 _CHUNK = 1 << 20
 
@@ -101,3 +103,91 @@ class FileSourceConnector(SourceConnector):
 
     def task(self, config: Mapping[str, Any]) -> FileLinesSource:
         return FileLinesSource(config["file"], config["topic"], config["batch.size"])
+
+
+def _one_of(*allowed: str) -> Any:
+    def check(value: Any) -> str | None:
+        return None if value in allowed else "String must be one of: " + ", ".join(allowed)
+
+    return check
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else "Value must be positive"
+
+
+class PostgresCdcConnector(SourceConnector):
+    """Every change of PostgreSQL tables, read through logical replication (``pgoutput``),
+    as Debezium's envelope (:mod:`conveyor.connect.sources.postgres`). The database needs
+    ``wal_level=logical`` and a user with the ``REPLICATION`` attribute. One task."""
+
+    fields: ClassVar[tuple[Field, ...]] = (
+        Field(
+            "database.url",
+            "PASSWORD",
+            "postgresql://user:password@host:port/database (a libpq connection string).",
+            required=True,
+            importance="HIGH",
+        ),
+        Field(
+            "topic.prefix",
+            "STRING",
+            "The topics' prefix: table schema.table goes to <prefix>.<schema>.<table>.",
+            required=True,
+            importance="HIGH",
+        ),
+        Field(
+            "table.include.list",
+            "LIST",
+            "The tables to capture, schema.table, separated by commas (empty: every table).",
+            default="",
+        ),
+        Field(
+            "slot.name",
+            "STRING",
+            "The replication slot (default: conveyor_<connector>).",
+            default="",
+        ),
+        Field(
+            "publication.name",
+            "STRING",
+            "The publication, made if missing (default: conveyor_<connector>).",
+            default="",
+        ),
+        Field(
+            "snapshot.mode",
+            "STRING",
+            "initial: every existing row first (op r), then the changes; never: changes only.",
+            default="initial",
+            recommended=("initial", "never"),
+            check=_one_of("initial", "never"),
+        ),
+        Field(
+            "batch.size",
+            "INT",
+            "Changes per poll at most (whole transactions always).",
+            default="2000",
+            check=_positive,
+        ),
+        Field(
+            "tombstones.on.delete",
+            "BOOLEAN",
+            "A delete is followed by a tombstone of its key (for compacted topics).",
+            default="true",
+        ),
+    )
+
+    def task(self, config: Mapping[str, Any]) -> SourceTask:
+        from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415 - psycopg
+
+        own = re.sub(r"[^a-z0-9_]", "_", f"conveyor_{config['name']}".lower())
+        return PostgresChanges(
+            url=config["database.url"],
+            prefix=config["topic.prefix"],
+            tables=config["table.include.list"],
+            slot=config["slot.name"] or own,
+            publication=config["publication.name"] or own,
+            snapshot=config["snapshot.mode"] == "initial",
+            batch_size=config["batch.size"],
+            tombstones=config["tombstones.on.delete"],
+        )

@@ -185,6 +185,21 @@ SOURCE_FIELDS = (
         order=4,
     ),
     Field(
+        "topic.creation.default.partitions",
+        "INT",
+        "Partitions of a topic the connector writes to that does not exist yet (it is made).",
+        default="1",
+        check=_at_least(1),
+        order=6,
+    ),
+    Field(
+        "topic.creation.default.replication.factor",
+        "INT",
+        "Replicas of a topic made so (-1: the cluster's default).",
+        default="-1",
+        order=7,
+    ),
+    Field(
         "offsets.storage.topic",
         "STRING",
         "A topic of the connector's own for its source offsets (empty: the workers').",

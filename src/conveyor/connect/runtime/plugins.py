@@ -149,6 +149,10 @@ class SourceTask:
         seconds)."""
         raise NotImplementedError
 
+    def committed(self) -> None:
+        """The records of the last poll were written (with their offsets): a source that
+        tells its system how far it was read (a replication slot) does it here."""
+
     def stop(self) -> None:
         """Stop reading and let go of what :meth:`start` took."""
 

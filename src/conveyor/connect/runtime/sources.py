@@ -93,6 +93,7 @@ class SourceRunner:
         offsets_topic: str,
         transactional_id: str | None,
         on_crash: Callable[[], None],
+        new_topics: tuple[int, int | None] = (1, None),
     ) -> None:
         self.connector = connector
         self.task_id = task_id
@@ -101,6 +102,8 @@ class SourceRunner:
         self._offsets_topic = offsets_topic
         self._transactional_id = transactional_id
         self._on_crash = on_crash
+        self._new_topics = new_topics  # partitions, replicas of a topic made for its records
+        self._known: set[str] = set()
         self._stopping = threading.Event()
         self.crash: BaseException | None = None
         self._producer: Producer | None = None
@@ -132,6 +135,7 @@ class SourceRunner:
                 records = self._task.poll(_POLL)
                 if records and not self._stopping.is_set():
                     self._write(producer, records)
+                    self._task.committed()
         except BaseException as error:
             self.crash = error
             _log.error(
@@ -147,6 +151,7 @@ class SourceRunner:
                 )
 
     def _write(self, producer: Producer, records: list[SourceRecord]) -> None:
+        self._ensure_topics({record.topic for record in records} - self._known)
         offsets: dict[bytes, Mapping[str, Any]] = {}
         for record in records:
             offsets[offset_key(self.connector, record.source_partition)] = record.source_offset
@@ -157,6 +162,21 @@ class SourceRunner:
             self._produce(producer, records, offsets)
             if producer.flush(60):
                 raise KafkaError("the source records were not acknowledged within 60 s")
+
+    def _ensure_topics(self, topics: set[str]) -> None:
+        """Make the topics records go to that do not exist yet (as Connect's topic creation)."""
+        if not topics:
+            return
+        partitions, replicas = self._new_topics
+        with Admin(self._kafka) as admin:
+            existing = set(admin.list_topics())
+            for topic in sorted(topics - existing):
+                try:
+                    admin.create_topic(topic, partitions, replicas)
+                except KafkaError as error:
+                    if "TOPIC_ALREADY_EXISTS" not in str(error):
+                        raise
+        self._known.update(topics)
 
     def _produce(
         self,

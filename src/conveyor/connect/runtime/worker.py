@@ -268,6 +268,9 @@ class Worker:
         if config["offsets.storage.topic"]:
             ensure_offsets_topic(self.settings.kafka, offsets, self.settings.replication_factor)
         exactly_once = config["exactly.once.support"] != "none"
+        replicas = config["topic.creation.default.replication.factor"]
+        if replicas < 1:
+            replicas = self.settings.replication_factor
         runner = SourceRunner(
             self.settings.kafka,
             plugin.task({**config, "task.id": task}),
@@ -276,6 +279,7 @@ class Worker:
             offsets,
             f"{self.settings.group}-{name}-{task}" if exactly_once else None,
             self._poke,
+            new_topics=(config["topic.creation.default.partitions"], replicas),
         )
         runner.start()
         return RunningTask(name, task, config, runner)
