@@ -11,7 +11,8 @@ import pwd
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,29 @@ def _as_owner(command: list[str], owner: str | None) -> list[str]:
     return command if owner is None else ["runuser", "-u", owner, "--", *command]
 
 
+@dataclass(frozen=True)
+class PostgresServer:
+    """The session's PostgreSQL: its ``dsn``, and :meth:`restart` (a fast shutdown, then a
+    start: every connection to it is cut)."""
+
+    dsn: str
+    start: Callable[[], None]
+    stop: Callable[[], None]
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
 @pytest.fixture(scope="session")
-def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_dsn(postgres_server: PostgresServer) -> str:
     """``postgresql://...`` of a fresh cluster for this session."""
+    return postgres_server.dsn
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A fresh cluster for this session (``wal_level=logical``: change data capture)."""
     binaries = _binaries()
     folder = tmp_path_factory.mktemp("postgres")
     data = folder / "data"
@@ -66,18 +87,25 @@ def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         " -c track_commit_timestamp=on"
         " -c wal_level=logical -c max_wal_senders=10 -c max_replication_slots=10"
     )
-    subprocess.run(
-        _as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
-                   str(folder / "log"), "-w", "-t", "60", "start"], owner),
-        check=True, capture_output=True, timeout=90,
-    )  # fmt: skip
-    try:
-        yield f"postgresql://conveyor@127.0.0.1:{port}/postgres"
-    finally:
+
+    def start() -> None:
+        subprocess.run(
+            _as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
+                       str(folder / "log"), "-w", "-t", "60", "start"], owner),
+            check=True, capture_output=True, timeout=90,
+        )  # fmt: skip
+
+    def stop() -> None:
         subprocess.run(
             _as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], owner),
             check=False, capture_output=True, timeout=60,
         )  # fmt: skip
+
+    start()
+    try:
+        yield PostgresServer(f"postgresql://conveyor@127.0.0.1:{port}/postgres", start, stop)
+    finally:
+        stop()
 
 
 def tempfile_root() -> str:

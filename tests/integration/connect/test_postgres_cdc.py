@@ -109,3 +109,47 @@ def test_cdc_snapshots_then_streams_each_change_once_in_commit_order(
     found = compact(changes(kafka_bootstrap, topic))
     assert len(found) == len(snapshot) + len(streamed) + 2, "nothing twice"
     client.delete_connector(f"pg-{prefix}")
+
+
+def test_a_task_restarted_ahead_of_its_slot_skips_what_kafka_has_already(
+    postgres_dsn: str,
+) -> None:
+    """Kafka's committed offset can be ahead of what the slot was told (killed between the
+    commit and the confirmation): PostgreSQL resends from the slot, the task skips what the
+    offset says was written."""
+    from conveyor.connect.runtime.plugins import SourceOffsets  # noqa: PLC0415
+    from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415
+
+    table = f"skips_{uuid.uuid4().hex[:8]}"
+    name = f"conveyor_{table}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+
+    def task() -> PostgresChanges:
+        return PostgresChanges(
+            postgres_dsn,
+            "skip",
+            [f"public.{table}"],
+            name,
+            name,
+            snapshot=False,
+            batch_size=100,
+            tombstones=False,
+        )
+
+    first = task()
+    first.start(SourceOffsets())
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        for key in range(3):
+            db.execute(f"INSERT INTO {table} VALUES ({key})")
+    polled: list[Any] = []
+    eventually(lambda: polled.extend(first.poll(0.5)) or len(polled) == 3, what="3 changes")
+    first.stop()  # never confirmed: the slot still starts before all three
+    second = task()
+    second.start(SourceOffsets({"{\"server\":\"skip\"}": polled[1].source_offset}))
+    again: list[Any] = []
+    eventually(lambda: again.extend(second.poll(0.5)) or len(again) >= 1, what="a change")
+    second.stop()
+    assert [json.loads(r.key)["id"] for r in again] == [2]
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute("SELECT pg_drop_replication_slot(%s)", (name,))
