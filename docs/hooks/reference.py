@@ -395,7 +395,8 @@ def _metric_kind(node: ast.AST) -> str:
 API_MODULES = (
     "conveyor", "conveyor.routing", "conveyor.connect", "conveyor.connect.sinks", "conveyor.jobs",
     "conveyor.rpc", "conveyor.schemas", "conveyor.admin", "conveyor.web.access", "conveyor.testing",
-    "conveyor.oauth_settings", "conveyor.state",
+    "conveyor.oauth_settings", "conveyor.state", "conveyor.connect.runtime",
+    "conveyor.connect.runtime.rest",
 )  # fmt: skip
 """The modules the API page renders, each a section in this order: every module a docs page
 imports from (``tests/unit/docs/test_reference.py`` checks that), and :mod:`conveyor.routing`

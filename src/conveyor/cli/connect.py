@@ -141,6 +141,14 @@ def worker(
     settings = WorkerSettings(
         kafka=kafka, worker_id=f"{host}:{port}", group=group, replication_factor=replication_factor
     )
+    stop, asked = threading.Event(), threading.Event()
+
+    def stop_asked(*_: object) -> None:
+        asked.set()
+        stop.set()
+
+    for signalled in (signal.SIGINT, signal.SIGTERM):  # from now on: even while starting
+        signal.signal(signalled, stop_asked)
     running = Worker(settings, make_app=App)
     running.start()
     server = uvicorn.Server(
@@ -153,26 +161,27 @@ def worker(
             log_config=None,
         )
     )
-    stop = threading.Event()
+    failed = threading.Event()
 
     def serve() -> None:
         try:
-            server.run()  # off the main thread: the signals below stay this command's
+            server.run()  # off the main thread: the signals above stay this command's
         finally:
+            if not server.started and not asked.is_set():
+                failed.set()  # it could not listen (uvicorn logged why)
             stop.set()
 
-    for signalled in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signalled, lambda *_: stop.set())
-    serving = threading.Thread(target=serve, name="connect-rest", daemon=True)
-    serving.start()
-    say(
-        f"connect worker {settings.worker_id} of {group}: REST API on http://{host}:{port}",
-        event="connect.worker.started",
-    )
-    stop.wait()
-    server.should_exit = True
-    serving.join(30)
+    if not stop.is_set():
+        serving = threading.Thread(target=serve, name="connect-rest", daemon=True)
+        serving.start()
+        say(
+            f"connect worker {settings.worker_id} of {group}: REST API on http://{host}:{port}",
+            event="connect.worker.started",
+        )
+        stop.wait()
+        server.should_exit = True
+        serving.join(30)
     running.stop()
     say("connect worker stopped", event="connect.worker.stopped")
-    if not server.started:
+    if failed.is_set():
         raise click.ClickException(f"the REST API could not listen on {host}:{port}")

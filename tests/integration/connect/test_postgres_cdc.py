@@ -146,7 +146,7 @@ def test_a_task_restarted_ahead_of_its_slot_skips_what_kafka_has_already(
     eventually(lambda: polled.extend(first.poll(0.5)) or len(polled) == 3, what="3 changes")
     first.stop()  # never confirmed: the slot still starts before all three
     second = task()
-    second.start(SourceOffsets({"{\"server\":\"skip\"}": polled[1].source_offset}))
+    second.start(SourceOffsets({'{"server":"skip"}': polled[1].source_offset}))
     again: list[Any] = []
     eventually(lambda: again.extend(second.poll(0.5)) or len(again) >= 1, what="a change")
     second.stop()

@@ -25,7 +25,7 @@ from connect_workers import Worker, delete_cluster_topics, eventually
 from helpers import read_to_end
 
 CHANGES = int(os.environ.get("CDC_CHANGES", "20000"))
-RATE = max(CHANGES / 40, 500)  # changes a second: the faults land while changes flow
+RATE = max(CHANGES / 20, 1000)  # changes a second: the faults land while changes flow
 
 
 class Writer(threading.Thread):

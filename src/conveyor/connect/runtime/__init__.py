@@ -13,6 +13,7 @@ from conveyor.connect.runtime.plugins import (
     Plugins,
     SinkConnector,
     SourceConnector,
+    SourceOffsets,
     SourceRecord,
     SourceTask,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "Plugins",
     "SinkConnector",
     "SourceConnector",
+    "SourceOffsets",
     "SourceRecord",
     "SourceTask",
     "Worker",

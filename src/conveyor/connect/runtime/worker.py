@@ -39,8 +39,19 @@ _log = logging.getLogger("conveyor.connect")
 
 
 class ConnectError(ConveyorError):
-    """A REST call that cannot be done: ``status`` is its HTTP status (404 unknown connector,
-    409 conflict, 400 invalid configuration)."""
+    """A call of a connect worker's REST API that cannot be done.
+
+    It is answered with ``status`` and Kafka Connect's ``{"error_code", "message"}``.
+
+    Raised when a connector or task is not there (404), a connector of that name exists
+    already (409), or a configuration is invalid (400: each field's errors in the message).
+
+    What to do: read the message; for a 400, ``PUT /connector-plugins/{plugin}/config/validate``
+    lists every field's errors.
+
+    Attributes:
+        status: the HTTP status of the answer.
+        message: what the answer says."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)

@@ -18,14 +18,22 @@ from psycopg.conninfo import make_conninfo
 from psycopg.pq.abc import PGconn, PGresult
 
 from conveyor.connect.sources.pgoutput import lsn_text
+from conveyor.errors import ConveyorError
 
 __all__ = ["ReplicationError", "Slot", "Stream", "create_slot"]
 
 _EPOCH_OFFSET_US = 946_684_800_000_000  # 2000-01-01 in Unix microseconds
 
 
-class ReplicationError(Exception):
-    """The replication connection failed or the server refused a command."""
+class ReplicationError(ConveyorError):
+    """PostgreSQL's replication connection failed or the server refused a command.
+
+    Raised when the database is unreachable or went away, a slot is held by another
+    connection, or the user lacks the ``REPLICATION`` attribute. A change data capture task
+    reconnects by itself after the first two.
+
+    What to do: for a refusal, read the message (``wal_level=logical``, the user's
+    ``REPLICATION`` attribute, ``max_replication_slots``); else nothing: the task goes on."""
 
 
 @dataclass(frozen=True)
