@@ -37,7 +37,7 @@ app = app_from_env(
     f"joins-{os.environ['GROUP']}",  # its own slots (see conveyor.slots)
     kafka={"transaction.timeout.ms": 600_000},
     concurrency=2,
-    max_messages=20,
+    max_messages=5,  # the orders last several batches a process: the kills land mid-stream
     shutdown_timeout=20,
     state_dir=os.environ["STATE_DIR"],
 )
