@@ -133,6 +133,8 @@ OTHER_VARIABLES: tuple[Variable, ...] = (
              "hash-password", secret=True),
     Variable("CONVEYOR_WEB_SECRET", "conveyor web", "the key that signs session cookies",
              secret=True),
+    Variable("CONVEYOR_CONNECT_GROUP", "the web UI's Connectors page",
+             "the connect cluster it shows (conveyor connect worker --group)"),
     Variable("CONVEYOR_SCHEMA_REGISTRY", "--schema-registry", "a Schema Registry URL"),
     Variable("CONVEYOR_LOOP_SERVING", "producer", "0 switches loop serving off"),
     Variable("CONVEYOR_BROKER_DIR", "conveyor broker", "the development broker's data folder"),

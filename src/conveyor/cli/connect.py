@@ -153,7 +153,7 @@ def worker(
     running.start()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_rest_app(running),
+            create_rest_app(running.cluster),
             host=host,
             port=port,
             log_level=log_level.lower(),

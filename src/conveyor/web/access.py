@@ -43,6 +43,7 @@ ACTIONS = (
     "resume",
     "seek",
     "rebuild",
+    "restart",
     "cancel",
     "run",
     "disable",
@@ -50,7 +51,9 @@ ACTIONS = (
 )
 """Everything the UI can do besides reading: refused in read-only mode, asked of the policy.
 ``cancel`` is a scheduled message's (its target: the schedule's id); ``run``, ``disable`` and
-``enable`` a recurring task's (its target: the task's name)."""
+``enable`` a recurring task's (its target: the task's name); ``pause``, ``resume`` and
+``restart`` are also a connector's (its target: ``connector <name>``, ``connector <name>
+task <id>``)."""
 
 Policy = Callable[[str | None, str, str], bool]
 """``policy(user, action, target) -> bool``: ``user`` is ``None`` on an open UI; ``target``

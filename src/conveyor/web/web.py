@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,9 @@ class Web:
         self._lock = threading.Lock()
         self.access = Access()
         """Who may do what in the UI (:meth:`protect`); open, with every action, by default."""
+        self.connect_group = os.environ.get("CONVEYOR_CONNECT_GROUP") or "conveyor-connect"
+        """The connect cluster the UI's Connectors page shows (``conveyor connect worker
+        --group``; default ``$CONVEYOR_CONNECT_GROUP``, else ``conveyor-connect``)."""
 
     def enable(
         self,

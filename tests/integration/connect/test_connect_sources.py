@@ -150,3 +150,76 @@ def test_a_poll_that_fails_midway_writes_none_of_its_records_and_is_read_again(
     finally:
         assert worker.stop(timeout=90) == 0, "\n".join(worker.lines[-40:])
         delete_cluster_topics(kafka_bootstrap, group)
+
+
+class Resource:
+    """A JSON resource served on 127.0.0.1 with an ETag; answers 304 to a request that names
+    its current ETag (counted in ``not_modified``)."""
+
+    def __init__(self) -> None:
+        import http.server  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+
+        self.body, self.version, self.not_modified = b"[]", 0, 0
+        resource = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                etag = f'"v{resource.version}"'
+                if self.headers.get("If-None-Match") == etag:
+                    resource.not_modified += 1
+                    self.send_response(304)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("ETag", etag)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(resource.body)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/prices"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def publish(self, items: list[dict[str, object]]) -> None:
+        import json  # noqa: PLC0415
+
+        self.body, self.version = json.dumps(items).encode(), self.version + 1
+
+
+def test_an_http_source_writes_each_new_answer_once_through_a_restart(
+    worker: Worker, kafka_bootstrap: str, new_topic
+) -> None:
+    resource = Resource()
+    resource.publish([{"sku": "a", "price": 1}, {"sku": "b", "price": 2}])
+    topic = new_topic()
+    client = worker.client
+    client.create_connector(
+        {
+            "name": "prices",
+            "config": {
+                "connector.class": "HttpPollingSource",
+                "url": resource.url,
+                "topic": topic,
+                "poll.interval.ms": "100",
+                "key.field": "sku",
+            },
+        }
+    )
+
+    def keyed() -> list[tuple[str, str]]:
+        return [(m.key().decode(), m.value().decode()) for m in read_to_end(kafka_bootstrap, topic)]
+
+    first = [("a", '{"sku":"a","price":1}'), ("b", '{"sku":"b","price":2}')]
+    eventually(lambda: keyed() == first, what="the first answer")
+    eventually(lambda: resource.not_modified >= 3, what="unchanged answers asked again")
+    client.restart_connector("prices", include_tasks=True)
+    resource.not_modified = 0
+    eventually(lambda: resource.not_modified >= 3, what="the restarted task asks conditionally")
+    resource.publish([{"sku": "a", "price": 3}])
+    eventually(lambda: len(keyed()) >= 3, what="the new answer")
+    assert keyed() == [*first, ("a", '{"sku":"a","price":3}')], "each answer once"
+    resource.server.shutdown()

@@ -7,6 +7,7 @@ Write a plugin by deriving from :class:`SinkConnector` (make a sink) or
 registering it under the ``conveyor.connectors`` entry point group.
 """
 
+from conveyor.connect.runtime.connect_cluster import ConnectCluster, ConnectError, WorkerSettings
 from conveyor.connect.runtime.definitions import Field
 from conveyor.connect.runtime.plugins import (
     Connector,
@@ -17,9 +18,10 @@ from conveyor.connect.runtime.plugins import (
     SourceRecord,
     SourceTask,
 )
-from conveyor.connect.runtime.worker import ConnectError, Worker, WorkerSettings
+from conveyor.connect.runtime.worker import Worker
 
 __all__ = [
+    "ConnectCluster",
     "ConnectError",
     "Connector",
     "Field",

@@ -1,6 +1,6 @@
-"""Kafka Connect's REST API over a :class:`~conveyor.connect.runtime.worker.Worker`, with
-Connect's paths, JSON shapes and status codes, so its clients (``curl`` scripts, Python
-packages, Terraform providers) drive Conveyor's workers unchanged. An error answers
+"""Kafka Connect's REST API over a connect cluster (a worker's ``cluster``), with Connect's
+paths, JSON shapes and status codes, so its clients (``curl`` scripts, Python packages,
+Terraform providers) drive Conveyor's workers unchanged. An error answers
 ``{"error_code": <status>, "message": ...}`` as Connect's do."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from conveyor._version import __version__
-from conveyor.connect.runtime.worker import ConnectError, Worker
+from conveyor.connect.runtime.connect_cluster import ConnectCluster, ConnectError
 
 __all__ = ["create_rest_app"]
 
@@ -40,29 +40,29 @@ def _flag(request: Request, name: str) -> bool:
 
 
 class _Api:
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
+    def __init__(self, cluster: ConnectCluster) -> None:
+        self.cluster = cluster
 
     def root(self, request: Request) -> Response:
         return JSONResponse(
             {
                 "version": __version__,
                 "commit": "conveyor",
-                "kafka_cluster_id": self.worker.settings.group,
+                "kafka_cluster_id": self.cluster.settings.group,
             }
         )
 
     def connectors(self, request: Request, body: Any = None) -> Response:
-        worker = self.worker
+        cluster = self.cluster
         if request.method == "POST":
             if not isinstance(body, dict) or not isinstance(body.get("config"), dict):
                 raise ConnectError(400, 'The request body must be {"name": ..., "config": {...}}')
             name = body.get("name") or body["config"].get("name")
             if not isinstance(name, str) or not name:
                 raise ConnectError(400, "Connector name must not be empty")
-            worker.create(name, body["config"], str(body.get("initial_state", "RUNNING")))
-            return JSONResponse(worker.info(name), status_code=201)
-        names = worker.connector_names()
+            cluster.create(name, body["config"], str(body.get("initial_state", "RUNNING")))
+            return JSONResponse(cluster.info(name), status_code=201)
+        names = cluster.connector_names()
         expand = request.query_params.getlist("expand")
         if not expand:
             return JSONResponse(names)
@@ -70,80 +70,80 @@ class _Api:
         for name in names:
             one: dict[str, Any] = {}
             if "status" in expand:
-                one["status"] = worker.status(name)
+                one["status"] = cluster.status(name)
             if "info" in expand:
-                one["info"] = worker.info(name)
+                one["info"] = cluster.info(name)
             expanded[name] = one
         return JSONResponse(expanded)
 
     def connector(self, request: Request, body: Any = None) -> Response:
         name = request.path_params["name"]
         if request.method == "DELETE":
-            self.worker.delete(name)
+            self.cluster.delete(name)
             return Response(status_code=204)
-        return JSONResponse(self.worker.info(name))
+        return JSONResponse(self.cluster.info(name))
 
     def config(self, request: Request, body: Any = None) -> Response:
         name = request.path_params["name"]
         if request.method == "PUT":
             if not isinstance(body, dict):
                 raise ConnectError(400, "The request body must be the connector's configuration")
-            created = self.worker.put(name, body)
-            return JSONResponse(self.worker.info(name), status_code=201 if created else 200)
-        return JSONResponse(self.worker.config(name))
+            created = self.cluster.put(name, body)
+            return JSONResponse(self.cluster.info(name), status_code=201 if created else 200)
+        return JSONResponse(self.cluster.config(name))
 
     def status(self, request: Request) -> Response:
-        return JSONResponse(self.worker.status(request.path_params["name"]))
+        return JSONResponse(self.cluster.status(request.path_params["name"]))
 
     def pause(self, request: Request) -> Response:
-        self.worker.set_target(request.path_params["name"], "PAUSED")
+        self.cluster.set_target(request.path_params["name"], "PAUSED")
         return Response(status_code=202)
 
     def resume(self, request: Request) -> Response:
-        self.worker.set_target(request.path_params["name"], "STARTED")
+        self.cluster.set_target(request.path_params["name"], "STARTED")
         return Response(status_code=202)
 
     def stop(self, request: Request) -> Response:
-        self.worker.set_target(request.path_params["name"], "STOPPED")
+        self.cluster.set_target(request.path_params["name"], "STOPPED")
         return Response(status_code=204)
 
     def restart(self, request: Request) -> Response:
         name = request.path_params["name"]
         include_tasks, only_failed = _flag(request, "includeTasks"), _flag(request, "onlyFailed")
-        self.worker.restart(name, include_tasks=include_tasks, only_failed=only_failed)
+        self.cluster.restart(name, include_tasks=include_tasks, only_failed=only_failed)
         if not include_tasks and not only_failed:
             return Response(status_code=204)
-        status = self.worker.status(name)
+        status = self.cluster.status(name)
         for task in status["tasks"]:
             if not only_failed or task["state"] == "FAILED":
                 task["state"] = "RESTARTING"
         return JSONResponse(status, status_code=202)
 
     def tasks(self, request: Request) -> Response:
-        return JSONResponse(self.worker.task_configs(request.path_params["name"]))
+        return JSONResponse(self.cluster.task_configs(request.path_params["name"]))
 
     def task_status(self, request: Request) -> Response:
         params = request.path_params
-        return JSONResponse(self.worker.task_status(params["name"], params["task"]))
+        return JSONResponse(self.cluster.task_status(params["name"], params["task"]))
 
     def task_restart(self, request: Request) -> Response:
         params = request.path_params
-        self.worker.restart_task(params["name"], params["task"])
+        self.cluster.restart_task(params["name"], params["task"])
         return Response(status_code=204)
 
     def topics(self, request: Request) -> Response:
         name = request.path_params["name"]
-        config = self.worker.config(name)
+        config = self.cluster.config(name)
         topics = [t.strip() for t in config.get("topics", config.get("topic", "")).split(",")]
         return JSONResponse({name: {"topics": [t for t in topics if t]}})
 
     def plugins(self, request: Request) -> Response:
-        return JSONResponse(self.worker.plugin_list())
+        return JSONResponse(self.cluster.plugin_list())
 
     def validate(self, request: Request, body: Any = None) -> Response:
         if not isinstance(body, dict):
             raise ConnectError(400, "The request body must be the connector's configuration")
-        return JSONResponse(self.worker.validate(request.path_params["plugin"], body))
+        return JSONResponse(self.cluster.validate(request.path_params["plugin"], body))
 
 
 def _endpoint(handler: Callable[..., Response], reads_body: bool = False) -> Any:
@@ -164,9 +164,10 @@ def _endpoint(handler: Callable[..., Response], reads_body: bool = False) -> Any
     return endpoint
 
 
-def create_rest_app(worker: Worker) -> Starlette:
-    """The REST API of ``worker`` as an ASGI app (serve it with uvicorn)."""
-    api = _Api(worker)
+def create_rest_app(cluster: ConnectCluster) -> Starlette:
+    """The REST API of ``cluster`` (``worker.cluster``) as an ASGI app (serve it with
+    uvicorn, or mount it in your own)."""
+    api = _Api(cluster)
     name = "/connectors/{name}"
     routes = [
         Route("/", _endpoint(api.root), methods=["GET"]),

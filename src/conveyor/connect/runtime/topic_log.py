@@ -49,14 +49,18 @@ class TopicLog:
         self._producer: Producer | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, timeout: float = 60.0) -> None:
-        """Create the topic if needed, read it to its end, then follow it on a thread.
+    def start(self, timeout: float = 60.0, create: bool = True) -> None:
+        """Create the topic if needed (unless ``create`` is false), read it to its end, then
+        follow it on a thread.
 
         Raises:
-            KafkaError: the topic could not be created or read to its end within ``timeout``.
+            KafkaError: the topic is missing (``create`` false), could not be created, or was
+                not read to its end within ``timeout``.
         """
         with Admin(self._kafka) as admin:
             if self.topic not in admin.list_topics():
+                if not create:
+                    raise KafkaError(f"the topic {self.topic} does not exist")
                 try:
                     admin.create_topic(
                         self.topic,

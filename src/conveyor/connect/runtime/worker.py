@@ -13,13 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from conveyor.connect.runtime.cluster import TARGETS, Configs, Restart, Statuses, keys
-from conveyor.connect.runtime.definitions import config_infos, parse_config
+from conveyor.connect.runtime.cluster import Restart, keys
+from conveyor.connect.runtime.connect_cluster import ConnectCluster, ConnectError, WorkerSettings
 from conveyor.connect.runtime.membership import Membership, slot_of
 from conveyor.connect.runtime.plugins import (
     Connector,
@@ -30,52 +28,11 @@ from conveyor.connect.runtime.plugins import (
 )
 from conveyor.connect.runtime.sources import SourceRunner, ensure_offsets_topic
 from conveyor.connect.runtime.tasks import MakeApp, RunningTask, start_sink_task
-from conveyor.connect.runtime.topic_log import TopicLog
-from conveyor.errors import ConfigurationError, ConveyorError
+from conveyor.errors import ConfigurationError
 
 __all__ = ["ConnectError", "Worker", "WorkerSettings"]
 
 _log = logging.getLogger("conveyor.connect")
-
-
-class ConnectError(ConveyorError):
-    """A call of a connect worker's REST API that cannot be done.
-
-    It is answered with ``status`` and Kafka Connect's ``{"error_code", "message"}``.
-
-    Raised when a connector or task is not there (404), a connector of that name exists
-    already (409), or a configuration is invalid (400: each field's errors in the message).
-
-    What to do: read the message; for a 400, ``PUT /connector-plugins/{plugin}/config/validate``
-    lists every field's errors.
-
-    Attributes:
-        status: the HTTP status of the answer.
-        message: what the answer says."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """A worker's settings: the Kafka it runs on, its cluster (``group``), its name in
-    statuses (``worker_id``: host:port of its REST API), the slots tasks spread over and the
-    replication factor of the topics it creates (``None``: the cluster's default)."""
-
-    kafka: Mapping[str, Any]
-    worker_id: str
-    group: str = "conveyor-connect"
-    slots: int = 24
-    replication_factor: int | None = None
-    session_timeout: float = 10.0
-    topics: dict[str, str] = field(default_factory=dict)
-
-    def topic(self, role: str) -> str:
-        """The topic of ``role`` (``configs``, ``status``, ``offsets``, ``slots``)."""
-        return self.topics.get(role) or f"{self.group}-{role}"
 
 
 @dataclass
@@ -86,23 +43,16 @@ class _Wanted:
 
 class Worker:
     """One connect worker (see the module). ``make_app`` makes the app a sink task runs in
-    (``conveyor.App``)."""
+    (``conveyor.App``); :attr:`cluster` answers the REST API."""
 
     def __init__(
         self, settings: WorkerSettings, make_app: MakeApp, plugins: Plugins | None = None
     ) -> None:
         self.settings = settings
-        self.plugins = plugins or Plugins()
         self._make_app = make_app
-        self.configs = Configs()
-        self.statuses = Statuses()
+        self.cluster = ConnectCluster(settings, plugins, on_change=self._poke)
+        self.configs = self.cluster.configs
         kafka, replicas = settings.kafka, settings.replication_factor
-        self._config_log = TopicLog(
-            kafka, settings.topic("configs"), self._config_read, replication_factor=replicas
-        )
-        self._status_log = TopicLog(
-            kafka, settings.topic("status"), self.statuses.apply, replication_factor=replicas
-        )
         self.membership = Membership(
             kafka,
             settings.group,
@@ -128,8 +78,7 @@ class Worker:
         """Read the cluster's topics, join its group and start acting on them."""
         settings = self.settings
         ensure_offsets_topic(settings.kafka, settings.topic("offsets"), settings.replication_factor)
-        self._status_log.start()
-        self._config_log.start()
+        self.cluster.start()
         self.configs.take_restarts()  # asked before this worker was here: nothing of it runs
         self._thread = threading.Thread(target=self._reconcile, name="connect-worker", daemon=True)
         self._thread.start()
@@ -147,12 +96,7 @@ class Worker:
         for running in list(self._running.values()):
             running.stop()
         self._running.clear()
-        self._config_log.stop()
-        self._status_log.stop()
-
-    def _config_read(self, key: str, value: Any) -> None:
-        self.configs.apply(key, value)
-        self._poke()
+        self.cluster.stop()
 
     def _poke(self) -> None:
         with self._changed:
@@ -181,7 +125,7 @@ class Worker:
             home = slot_of(name, 0, slots) in held
             target = self.configs.target(name)
             try:
-                plugin, task_configs = self._task_configs(name)
+                plugin, task_configs = self.cluster.tasks_of(name)
             except Exception as error:
                 if home:
                     self._report_connector(name, "FAILED", trace=_trace(error))
@@ -220,18 +164,6 @@ class Worker:
             if name not in present or not _held((name, task), held, slots):
                 self._reported.pop(key, None)
                 del self._report_keys[key]
-
-    def _task_configs(self, name: str) -> tuple[Connector, list[dict[str, Any]]]:
-        """The connector's plugin and each task's parsed configuration."""
-        plugin, raw = self._plugin_and_tasks(name)
-        return plugin, [parse_config(plugin.all_fields(), one) for one in raw]
-
-    def _plugin_and_tasks(self, name: str) -> tuple[Connector, list[dict[str, str]]]:
-        raw = self._config(name)
-        plugin = self.plugins.find(raw["connector.class"])()
-        count = parse_config(plugin.all_fields(), raw)["tasks.max"]
-        tasks = [{k: str(v) for k, v in one.items()} for one in plugin.task_configs(raw, count)]
-        return plugin, tasks
 
     def _restart(self, restarts: list[Restart]) -> None:
         for restart in restarts:
@@ -321,160 +253,12 @@ class Worker:
         if self._reported.get(key) == status:
             return
         try:
-            self._status_log.write(key, status)
+            self.cluster.write_status(key, status)
         except Exception:
             _log.exception("connect worker: the status of %s could not be written", owner[0])
             return
         self._reported[key] = status
         self._report_keys[key] = owner
-
-    # -- what the REST API asks ---------------------------------------------------------------
-
-    def connector_names(self) -> list[str]:
-        return self.configs.names()
-
-    def info(self, name: str) -> dict[str, Any]:
-        """Kafka Connect's ``ConnectorInfo``: name, configuration, tasks and type."""
-        config = self._config(name)
-        try:
-            plugin, task_configs = self._task_configs(name)
-            kind, count = plugin.type, len(task_configs)
-        except Exception:
-            kind, count = "unknown", 0
-        return {
-            "name": name,
-            "config": config,
-            "tasks": [{"connector": name, "task": task} for task in range(count)],
-            "type": kind,
-        }
-
-    def config(self, name: str) -> dict[str, str]:
-        return self._config(name)
-
-    def _config(self, name: str) -> dict[str, str]:
-        config = self.configs.config(name)
-        if config is None:
-            raise ConnectError(404, f"Connector {name} not found")
-        return config
-
-    def status(self, name: str) -> dict[str, Any]:
-        """Kafka Connect's ``ConnectorStateInfo``: the connector's state and each task's."""
-        info = self.info(name)
-        connector = self.statuses.connector(name) or {"state": "UNASSIGNED", "worker_id": ""}
-        reported = self.statuses.tasks(name)
-        tasks = []
-        for task in range(len(info["tasks"])):
-            one = reported.get(task) or {"state": "UNASSIGNED", "worker_id": ""}
-            tasks.append({"id": task, **one})
-        return {"name": name, "connector": connector, "tasks": tasks, "type": info["type"]}
-
-    def task_status(self, name: str, task: int) -> dict[str, Any]:
-        tasks = self.status(name)["tasks"]
-        if not 0 <= task < len(tasks):
-            raise ConnectError(404, f"Task {name}-{task} not found")
-        return dict(tasks[task])
-
-    def task_configs(self, name: str) -> list[dict[str, Any]]:
-        """Kafka Connect's ``TaskInfo`` list: each task's id and configuration."""
-        _, tasks = self._plugin_and_tasks(name)
-        return [
-            {"id": {"connector": name, "task": task}, "config": config}
-            for task, config in enumerate(tasks)
-        ]
-
-    def validate(self, plugin_name: str, config: Mapping[str, Any]) -> dict[str, Any]:
-        """Kafka Connect's ``ConfigInfos`` for ``config`` given to plugin ``plugin_name``."""
-        try:
-            plugin = self.plugins.find(plugin_name)
-        except ConfigurationError as error:
-            raise ConnectError(404, str(error)) from None
-        config = {k: str(v) for k, v in config.items()}
-        return config_infos(class_path(plugin), plugin.all_fields(), config, plugin.errors(config))
-
-    def put(self, name: str, config: Mapping[str, Any], initial_state: str = "STARTED") -> bool:
-        """Create or replace connector ``name``'s configuration; whether it was created.
-
-        Raises:
-            ConnectError: 400 for an invalid configuration (every field's errors named).
-        """
-        config = {k: str(v) for k, v in config.items()}
-        config.setdefault("name", name)
-        if config["name"] != name:
-            raise ConnectError(
-                400,
-                "Connector name configuration ({}) doesn't match connector "
-                "name in the URL ({})".format(config["name"], name),
-            )
-        class_name = config.get("connector.class")
-        if not class_name:
-            raise ConnectError(400, f"Connector config {config} contains no connector type")
-        try:
-            plugin = self.plugins.find(class_name)
-        except ConfigurationError as error:
-            raise ConnectError(400, str(error)) from None
-        errors = plugin.errors(config)
-        if errors:
-            listed = "\n".join(
-                f"{field_name}: {message}"
-                for field_name, messages in errors.items()
-                for message in messages
-            )
-            count = sum(len(messages) for messages in errors.values())
-            raise ConnectError(
-                400,
-                f"Connector configuration is invalid and contains the following {count} "
-                f"error(s):\n{listed}\nYou can also find the above list of errors at the "
-                f"endpoint `/connector-plugins/{class_path(plugin)}/config/validate`",
-            )
-        created = self.configs.config(name) is None
-        if created:
-            self._config_log.write(keys.target(name), {"state": _target(initial_state)})
-        self._config_log.write(keys.connector(name), {"properties": config})
-        return created
-
-    def create(self, name: str, config: Mapping[str, Any], initial_state: str = "STARTED") -> None:
-        """``POST /connectors``: like :meth:`put`, refused (409) for a name in use."""
-        if self.configs.config(name) is not None:
-            raise ConnectError(409, f"Connector {name} already exists")
-        self.put(name, config, initial_state)
-
-    def delete(self, name: str) -> None:
-        statuses = self.status(name)
-        self._config_log.write(keys.connector(name), None)
-        self._config_log.write(keys.target(name), None)
-        self._status_log.write(keys.connector_status(name), None)
-        for task in statuses["tasks"]:
-            self._status_log.write(keys.task_status(name, task["id"]), None)
-
-    def set_target(self, name: str, state: str) -> None:
-        self._config(name)
-        self._config_log.write(keys.target(name), {"state": _target(state)})
-
-    def restart(self, name: str, *, include_tasks: bool = False, only_failed: bool = False) -> None:
-        self._config(name)
-        self._config_log.write(
-            keys.restart_connector(name),
-            {"include-tasks": include_tasks, "only-failed": only_failed, "id": uuid.uuid4().hex},
-        )
-
-    def restart_task(self, name: str, task: int) -> None:
-        self.task_status(name, task)
-        self._config_log.write(keys.restart_task(name, task), {"id": uuid.uuid4().hex})
-
-    def plugin_list(self) -> list[dict[str, str]]:
-        return [
-            {"class": class_path(plugin), "type": plugin.type, "version": plugin.version}
-            for plugin in self.plugins.classes()
-        ]
-
-
-def _target(state: str) -> str:
-    state = {"RUNNING": "STARTED"}.get(state.upper(), state.upper())
-    if state not in TARGETS:
-        raise ConnectError(
-            400, f"Invalid initial state {state}: must be RUNNING, PAUSED or STOPPED"
-        )
-    return state
 
 
 def _held(key: tuple[str, int], held: frozenset[int], slots: int) -> bool:

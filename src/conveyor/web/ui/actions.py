@@ -1,5 +1,5 @@
 """The web UI's actions (POST, behind the guard): republish a message, redrive dead letters,
-send a command to the app's processes. Each answers JSON to an API call, else a page."""
+send a command to the app's processes, pause, resume or restart a connector. Each answers JSON to an API call, else a page."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from conveyor.web.commands import (
     fleet_members,
 )
 from conveyor.web.reading.explorer_query import parse_time
+from conveyor.web.ui.connect_views import CONNECTOR_ACTIONS
 from conveyor.web.ui.guard import Guard, body_of, form_of
 from conveyor.web.ui.pages import offset_params
 from conveyor.web.ui.schedule_views import TASK_ACTIONS
@@ -161,6 +162,26 @@ class Actions:
             return JSONResponse(result)
         base = request.scope.get("root_path", "")
         return RedirectResponse(f"{base}/schedules", status_code=303)
+
+    async def connector(self, request: Request) -> Response:
+        """Pause, resume or restart a connector of the connect cluster (``task`` field: restart
+        that task only)."""
+        name, action = request.path_params["name"], request.path_params["action"]
+        if action not in CONNECTOR_ACTIONS:
+            raise NotFound("connector action", action)
+        body = await _fields_of(request)
+        fields = body if body is not None else await form_of(request)
+        raw_task = str(fields.get("task") or "").strip()
+        if raw_task and not raw_task.isdigit():
+            raise ConfigurationError(f"task must be a task's number, not {raw_task!r}", "task")
+        task = int(raw_task) if raw_task else None
+        target = f"connector {name}" + ("" if task is None else f" task {task}")
+        await self.guard.authorize(request, action, target, body)
+        result = await run_in_threadpool(self.ui.connectors.act, name, action, task)
+        if body is not None:
+            return JSONResponse(result)
+        base = request.scope.get("root_path", "")
+        return RedirectResponse(f"{base}/connectors", status_code=303)
 
     async def command(self, request: Request) -> Response:
         body = await _fields_of(request)

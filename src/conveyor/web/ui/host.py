@@ -30,6 +30,10 @@ class UiHost(Protocol):
         """Seconds between a process's reports."""
 
     @property
+    def connect_group(self) -> str:
+        """The connect cluster the Connectors page shows (``conveyor connect worker --group``)."""
+
+    @property
     def metrics(self) -> Metrics | None:
         """The app's metrics (``None``: it has none to serve)."""
 

@@ -31,6 +31,7 @@ class Pages:
         self.views = ui.views
         self.schedules_views = ui.schedules
         self.store_views = ui.stores
+        self.connect_views = ui.connectors
 
     def dashboard(self, request: Request) -> Page:
         return self.views.dashboard(request.query_params.get("range", "1h"))
@@ -61,6 +62,9 @@ class Pages:
     def stores(self, request: Request) -> Page:
         query = request.query_params
         return self.store_views.page(query.get("store") or None, query.get("key"))
+
+    def connectors(self, request: Request) -> Page:
+        return self.connect_views.page()
 
     def routing(self, request: Request) -> Page:
         return self.views.routing()

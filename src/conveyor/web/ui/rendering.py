@@ -20,6 +20,7 @@ from conveyor.web.access import Access
 from conveyor.web.reading.data import WebData
 from conveyor.web.reading.explorer import Explorer
 from conveyor.web.ui.charts import bar_chart, line_chart
+from conveyor.web.ui.connect_views import ConnectViews
 from conveyor.web.ui.explorer_views import ExplorerViews
 from conveyor.web.ui.guard import CSRF_FIELD, Guard
 from conveyor.web.ui.schedule_views import ScheduleViews
@@ -40,6 +41,7 @@ NAVIGATION = (
     ("background_jobs", "Background jobs", "/background-jobs"),
     ("schedules", "Schedules", "/schedules"),
     ("stores", "Stores", "/stores"),
+    ("connectors", "Connectors", "/connectors"),
     ("routing", "Routing", "/routing"),
     ("lags", "Lags", "/lags"),
     ("errors", "Errors", "/errors"),
@@ -65,6 +67,7 @@ class Ui:
         )
         self.schedules = ScheduleViews(self.app)
         self.stores = StoreViews(self.app, data, lambda: views.admin)
+        self.connectors = ConnectViews(self.app.settings.kafka, web.connect_group)
         self.environment = environment()
         self.guard = Guard(access or Access())
 

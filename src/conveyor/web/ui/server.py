@@ -41,6 +41,7 @@ def routes(ui: Ui) -> list[BaseRoute]:
         *(Route(old, pages.moved) for old in MOVED),
         *page("schedules", "schedules.html", pages.schedules),
         *page("stores", "stores.html", pages.stores),
+        *page("connectors", "connectors.html", pages.connectors),
         *page("routing", "routing.html", pages.routing),
         Route("/asyncapi", lambda request: ui.html(request, "asyncapi.html", pages.asyncapi(request), "routing"), name="asyncapi"),
         Route("/api/asyncapi", pages.asyncapi_document, name="api_asyncapi"),
@@ -69,6 +70,8 @@ def routes(ui: Ui) -> list[BaseRoute]:
         Route("/api/schedules/{schedule_id:path}/cancel", actions.cancel_schedule, methods=["POST"]),
         Route("/schedules/tasks/{action}", actions.task, methods=["POST"]),
         Route("/api/schedules/tasks/{action}", actions.task, methods=["POST"]),
+        Route("/connectors/{name}/{action}", actions.connector, methods=["POST"]),
+        Route("/api/connectors/{name}/{action}", actions.connector, methods=["POST"]),
         Route("/processes/commands", actions.command, methods=["POST"]),  # with process=*
         Route("/processes/{process_id:path}/commands", actions.command, methods=["POST"]),
         Route("/api/commands", actions.command, methods=["POST"]),

@@ -1,0 +1,165 @@
+"""The Connectors page in headless Chromium with real data: a `conveyor connect worker` runs
+one connector that works and one whose task fails, and `conveyor web` shows both (the failed
+task's error), then pauses, resumes and restarts the working one from its buttons, which the
+worker carries out (its REST API and its consumer group say so)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from connect_workers import Worker, delete_cluster_topics
+from conveyor import Admin
+from conveyor.web import WebTopics
+from helpers import free_port
+from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, get_json
+
+HERE = Path(__file__).parent
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+
+
+def test_the_connectors_page_shows_states_and_errors_and_pauses_resumes_and_restarts(
+    kafka_bootstrap: str, new_topic, web_topics: WebTopics, tmp_path: Path
+) -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM} (make test installs it)")
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
+
+    group = f"connect-{uuid.uuid4().hex[:8]}"
+    worker = Worker(kafka_bootstrap, group, tmp_path)
+    port = free_port()
+    env = dict(
+        os.environ,
+        KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
+        CONVEYOR_CONNECT_GROUP=group,
+        WEB_PREFIX=web_topics.reports.removesuffix("_consumers_reports"),
+        PYTHONPATH=os.pathsep.join(
+            [str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]
+        ),
+    )
+    ui = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "conveyor",
+            "web",
+            "--app",
+            "connectors_web_app:app",
+            "--port",
+            str(port),
+        ],
+        cwd=HERE,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    site = f"http://127.0.0.1:{port}"
+    client = worker.client
+    try:
+        topic = new_topic()
+        client.create_connector(
+            {
+                "name": "lines",
+                "config": {
+                    "connector.class": "FileStreamSink",
+                    "topics": topic,
+                    "file": str(tmp_path / "lines.txt"),
+                },
+            }
+        )
+        blocked = tmp_path / "a-file"
+        blocked.write_text("")
+        client.create_connector(
+            {
+                "name": "broken",
+                "config": {
+                    "connector.class": "FileStreamSink",
+                    "topics": topic,
+                    "file": str(blocked / "under.txt"),
+                },
+            }
+        )
+
+        def members(group: str) -> set[str]:
+            with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+                try:
+                    return {m.member_id for m in admin.describe_consumer_group(group).members}
+                except Exception:
+                    return set()
+
+        def task_state(name: str) -> str:
+            return str(client.get_connector_status(name)["tasks"][0]["state"])
+
+        def shown() -> bool:
+            try:
+                rows = {c["name"]: c for c in get_json(f"{site}/api/connectors")["connectors"]}
+            except OSError:
+                return False  # the UI is not listening yet
+            return (
+                rows.get("lines", {}).get("tasks", [{}])[0].get("state") == "RUNNING"
+                and rows.get("broken", {}).get("tasks", [{}])[0].get("state") == "FAILED"
+            )
+
+        assert eventually(shown, 90), get_json(f"{site}/api/connectors")
+        ARTIFACTS.mkdir(exist_ok=True)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                response = page.goto(f"{site}/connectors")
+                assert response is not None
+                assert response.status == 200
+                page.wait_for_selector("body[data-ready='1']")
+                assert page.title().startswith("Connectors")
+                assert page.locator("#connectors tbody tr[data-connector]").count() == 2
+                failed = page.locator("#connector-tasks tr[data-connector='broken'] details")
+                assert "NotADirectoryError" in failed.inner_text()
+                page.screenshot(path=str(ARTIFACTS / "web-connectors-1280.png"), full_page=True)
+                page.set_viewport_size({"width": 1920, "height": 1000})
+                page.screenshot(path=str(ARTIFACTS / "web-connectors-1920.png"), full_page=True)
+
+                lines = "#connectors tr[data-connector='lines']"
+                page.click(f"{lines} button.connector-pause")
+                page.wait_for_load_state()
+                assert eventually(lambda: task_state("lines") == "PAUSED", 60)
+                page.goto(f"{site}/connectors")
+                page.wait_for_selector("body[data-ready='1']")
+                assert "PAUSED" in page.locator(lines).inner_text()
+                page.click(f"{lines} button.connector-resume")
+                page.wait_for_load_state()
+                assert eventually(lambda: task_state("lines") == "RUNNING", 60)
+
+                # restart the working task: its sink rejoins its group as a new member
+                before = members("connect-lines")
+                assert before
+                page.goto(f"{site}/connectors")
+                page.wait_for_selector("body[data-ready='1']")
+                page.click("#connector-tasks tr[data-connector='lines'] button.task-restart")
+                page.wait_for_load_state()
+                assert eventually(
+                    lambda: (
+                        (now := members("connect-lines")) != before
+                        and bool(now)
+                        and task_state("lines") == "RUNNING"
+                    ),
+                    60,
+                )
+            finally:
+                browser.close()
+    finally:
+        ui.send_signal(signal.SIGTERM)
+        try:
+            ui.wait(30)
+        except subprocess.TimeoutExpired:
+            ui.kill()
+        worker.stop(timeout=90)
+        delete_cluster_topics(kafka_bootstrap, group)
