@@ -184,6 +184,10 @@ class Resource:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/prices"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
     def publish(self, items: list[dict[str, object]]) -> None:
         import json  # noqa: PLC0415
 
@@ -222,4 +226,4 @@ def test_an_http_source_writes_each_new_answer_once_through_a_restart(
     resource.publish([{"sku": "a", "price": 3}])
     eventually(lambda: len(keyed()) >= 3, what="the new answer")
     assert keyed() == [*first, ("a", '{"sku":"a","price":3}')], "each answer once"
-    resource.server.shutdown()
+    resource.close()
