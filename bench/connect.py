@@ -168,9 +168,17 @@ def latency(
     return statistics.median(measured), measured[int(len(measured) * 0.99) - 1]
 
 
+def _take(consumer: KafkaConsumer, timeout: float) -> list[Any]:
+    """The first message the moment it comes (up to ``timeout``), then what is there already."""
+    first = consumer.consume(num_messages=1, timeout=timeout)
+    return first + consumer.consume(num_messages=1000, timeout=0) if first else []
+
+
 def _read(consumer: KafkaConsumer, timeout: float, samples: list[tuple[int, float]]) -> Any:
-    """Read what came within ``timeout``; each change's (written at, latency ms) to ``samples``."""
-    for message in consumer.consume(num_messages=1000, timeout=timeout):
+    """Read what came within ``timeout``; each change's (written at, latency ms) to ``samples``.
+    The first message is taken the moment it comes (``consume(1, timeout)``), then what is
+    there already (``consume(n, 0)``): a wait for a full batch would count in the latency."""
+    for message in _take(consumer, timeout):
         now = time.time_ns() // 1000
         if message.error() is not None or message.value() is None:
             continue
@@ -201,7 +209,7 @@ def snapshot(worker: Any, side: str, bootstrap: str, dsn: str, rows: int) -> flo
     deadline = began + 600
     try:
         while seen < rows and time.monotonic() < deadline:
-            batch = consumer.consume(num_messages=1000, timeout=0.5)
+            batch = _take(consumer, 0.5)
             counted = sum(1 for m in batch if m.error() is None and m.value() is not None)
             if counted:
                 seen, last = seen + counted, time.monotonic()
@@ -232,7 +240,7 @@ def file_lines(worker: Any, side: str, bootstrap: str, lines: int, folder: Path)
     deadline = began + 600
     try:
         while seen < lines and time.monotonic() < deadline:
-            batch = consumer.consume(num_messages=1000, timeout=0.5)
+            batch = _take(consumer, 0.5)
             counted = sum(1 for m in batch if m.error() is None)
             if counted:
                 seen, last = seen + counted, time.monotonic()

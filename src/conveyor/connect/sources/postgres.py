@@ -79,6 +79,7 @@ class PostgresChanges(SourceTask):
         self._stream: Stream | None = None
         self._rows: Generator[list[SourceRecord]] | None = None
         self._relations: dict[int, Relation] = {}
+        self._backlog: list[bytes] = []  # read, beyond a full poll's batch
         self._stopped = threading.Event()
 
     # -- starting -------------------------------------------------------------------------------
@@ -205,12 +206,18 @@ class PostgresChanges(SourceTask):
         began: Begin | None = None
         deadline = time.monotonic() + timeout
         while not self._stopped.is_set():
-            messages = stream.read(max(0.0, deadline - time.monotonic()) if not began else 5.0)
+            if self._backlog:
+                messages, self._backlog = self._backlog, []
+            else:
+                messages = stream.read(max(0.0, deadline - time.monotonic()) if not began else 5.0)
             if not messages and began is None:
                 break
-            for raw in messages:
+            for at, raw in enumerate(messages):
                 message = decode(raw)
                 if isinstance(message, Begin):
+                    if records and len(records) >= self.batch_size:
+                        self._backlog = messages[at:]  # the next poll's
+                        return records
                     began, pending = message, []
                 elif isinstance(message, Relation):
                     pending.extend(self._relation(message, began))
@@ -221,8 +228,8 @@ class PostgresChanges(SourceTask):
                         self._lsn = message.end_lsn  # each record's offset: after its transaction
                         records.extend(make() for make in pending)
                     began, pending = None, []
-            if began is None and (len(records) >= self.batch_size or time.monotonic() >= deadline):
-                break
+            if began is None and (records or time.monotonic() >= deadline):
+                break  # whole transactions read, and nothing more had come: written at once
         return records
 
     def committed(self) -> None:
@@ -335,6 +342,7 @@ class PostgresChanges(SourceTask):
     # -- failures and stopping ------------------------------------------------------------------
 
     def _drop_stream(self) -> None:
+        self._backlog = []  # read again from the last LSN written
         if self._stream is not None:
             with contextlib.suppress(Exception):  # already broken
                 self._stream.close()
