@@ -47,7 +47,7 @@ def postgres_cluster() -> Iterator[str]:
     )  # fmt: skip
     options = (
         f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        " -c wal_level=logical -c max_wal_senders=10 -c max_replication_slots=10"
+        " -c wal_level=logical -c max_wal_senders=10 -c max_replication_slots=40"
     )
     subprocess.run(
         [*owner, str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",

@@ -19,12 +19,17 @@ Figures (medians of ``--repeats`` runs, the sides alternating):
   until the last of them was read from Kafka, rows/s. Target >= 1x Debezium.
 * a file's lines: ``--lines`` lines of 100 bytes read into a topic, lines/s, beside Kafka
   Connect's FileStreamSource.
+
+``--tuned`` adds Debezium with ``poll.interval.ms=10`` to the latency figures (Conveyor has no
+poll interval: a poll returns the transactions read as soon as they were read). ``--no-peers``
+runs Conveyor alone (the test suite's short form).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -101,6 +106,7 @@ def cdc_config(side: str, dsn: str, name: str, prefix: str, table: str) -> dict[
         "publication.name": name.replace("-", "_"), "publication.autocreate.mode": "filtered",
         "exactly.once.support": "required", "tasks.max": "1",
         "topic.creation.default.partitions": "1", "topic.creation.default.replication.factor": "1",
+        **({"poll.interval.ms": "10"} if side == "debezium-10ms" else {}),
     }  # fmt: skip
 
 
@@ -115,13 +121,28 @@ def _reader(bootstrap: str, topic: str) -> KafkaConsumer:
     return consumer
 
 
-def _drop_slot(dsn: str, name: str) -> None:
+def slot_of(side: str, name: str) -> str:
+    """The replication slot each side's connector ``name`` makes."""
+    if side == "conveyor":
+        return re.sub(r"[^a-z0-9_]", "_", f"conveyor_{name}".lower())
+    return name.replace("-", "_")
+
+
+def drop_slot(dsn: str, slot: str) -> None:
+    """Drop a deleted connector's slot once its task let it go (slots are few, and hold WAL)."""
+    deadline = time.monotonic() + 60
     with psycopg.connect(dsn, autocommit=True) as db:
-        db.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE slot_name = %s AND NOT active",
-            (name,),
-        )
+        while time.monotonic() < deadline:
+            row = db.execute(
+                "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+            ).fetchone()
+            if row is None:
+                return
+            if not row[0]:
+                db.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                return
+            time.sleep(0.2)
+    raise RuntimeError(f"the slot {slot} stayed active")
 
 
 def latency(
@@ -163,6 +184,7 @@ def latency(
     finally:
         consumer.close()
         worker.delete(name)
+        drop_slot(dsn, slot_of(side, name))
     start_us = min(stamp for stamp, _ in samples) + int(WARM_UP * 1_000_000)
     measured = sorted(ms for stamp, ms in samples if stamp >= start_us)
     return statistics.median(measured), measured[int(len(measured) * 0.99) - 1]
@@ -216,6 +238,7 @@ def snapshot(worker: Any, side: str, bootstrap: str, dsn: str, rows: int) -> flo
     finally:
         consumer.close()
         worker.delete(name)
+        drop_slot(dsn, slot_of(side, name))
     if seen < rows:
         raise RuntimeError(f"{side}: {seen} of {rows} snapshot rows read")
     return rows / (last - began)
@@ -259,6 +282,14 @@ def _arguments(parser: Any) -> None:
     parser.add_argument("--rows", type=int, default=200_000, help="rows of the snapshot")
     parser.add_argument("--lines", type=int, default=200_000, help="lines of the file")
     parser.add_argument("--rates", default="1000,10000", help="changes/s, comma-separated")
+    parser.add_argument(
+        "--no-peers", action="store_true", help="Conveyor only (no Kafka Connect and Debezium)"
+    )
+    parser.add_argument(
+        "--tuned",
+        action="store_true",
+        help="also Debezium with poll.interval.ms=10 (its default: 500), latency only",
+    )
 
 
 def main() -> None:
@@ -269,10 +300,13 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="conveyor-bench-connect-files-"))
     with postgres_cluster() as dsn:
         group = f"bench-connect-{uuid.uuid4().hex[:6]}"
-        sides = {
-            "conveyor": ConveyorWorker(bench.bootstrap, _free_port(), f"{group}-conveyor"),
-            "debezium": ConnectJvm(bench.bootstrap, _free_port(), f"{group}-connect"),
+        sides: dict[str, Any] = {
+            "conveyor": ConveyorWorker(bench.bootstrap, _free_port(), f"{group}-conveyor")
         }
+        if not args.no_peers:
+            sides["debezium"] = ConnectJvm(bench.bootstrap, _free_port(), f"{group}-connect")
+            if args.tuned:
+                sides["debezium-10ms"] = sides["debezium"]  # the same worker, its own connectors
         try:
             for attempt in range(1, bench.repeats + 1):
                 for side, worker in sides.items():
@@ -280,6 +314,8 @@ def main() -> None:
                         p50, p99 = latency(worker, side, bench.bootstrap, dsn, rate, args.seconds)
                         runs.setdefault(f"{side}-p50-{rate}", []).append(p50)
                         runs.setdefault(f"{side}-p99-{rate}", []).append(p99)
+                    if side == "debezium-10ms":
+                        continue  # its latency only: the poll interval changes nothing else
                     runs.setdefault(f"{side}-snapshot", []).append(
                         snapshot(worker, side, bench.bootstrap, dsn, args.rows)
                     )
@@ -292,7 +328,7 @@ def main() -> None:
                     highlight=False,
                 )
         finally:
-            for worker in sides.values():
+            for worker in {id(worker): worker for worker in sides.values()}.values():
                 worker.stop()
             with Admin({"bootstrap.servers": bench.bootstrap}) as admin:
                 for topic in admin.list_topics():
@@ -305,15 +341,25 @@ def main() -> None:
             bench.record(
                 Figure(bench.name, f"CDC change-to-Kafka latency {quantile} at {rate:,}/s vs "
                        f"Debezium{target}", "ms", runs[f"conveyor-{quantile}-{rate}"],
-                       runs[f"debezium-{quantile}-{rate}"], higher_is_better=False, note=note)
+                       runs.get(f"debezium-{quantile}-{rate}", []), higher_is_better=False,
+                       note=note)
             )  # fmt: skip
+    for rate in rates:
+        if f"debezium-10ms-p50-{rate}" in runs:
+            for quantile in ("p50", "p99"):
+                bench.record(
+                    Figure(bench.name, f"CDC latency {quantile} at {rate:,}/s vs Debezium with "
+                           "poll.interval.ms=10", "ms", runs[f"conveyor-{quantile}-{rate}"],
+                           runs[f"debezium-10ms-{quantile}-{rate}"], higher_is_better=False,
+                           note=note)
+                )  # fmt: skip
     bench.record(
         Figure(bench.name, "CDC snapshot vs Debezium (target >= 1x)", "rows/s",
-               runs["conveyor-snapshot"], runs["debezium-snapshot"], note=note)
+               runs["conveyor-snapshot"], runs.get("debezium-snapshot", []), note=note)
     )  # fmt: skip
     bench.record(
         Figure(bench.name, "a file's lines vs Kafka Connect's FileStreamSource", "lines/s",
-               runs["conveyor-file"], runs["debezium-file"], note=note)
+               runs["conveyor-file"], runs.get("debezium-file", []), note=note)
     )  # fmt: skip
     bench.report()
 

@@ -39,6 +39,20 @@ BENCH = Path(__file__).parents[3] / "bench"
         ("connector_batching", ["--quick"]),
         ("connector_tasks", ["--quick"]),
         ("message_sizes", ["--quick"]),
+        (
+            "connect",
+            [
+                "--seconds",
+                "1",
+                "--rows",
+                "2000",
+                "--lines",
+                "2000",
+                "--rates",
+                "1000",
+                "--no-peers",
+            ],
+        ),
     ],
 )
 def test_benchmark_script_runs(script: str, arguments: list[str], kafka_bootstrap: str) -> None:
