@@ -135,3 +135,37 @@ def test_a_bad_configuration_is_refused_field_by_field(worker: Worker, new_topic
     assert unknown.value.response.status_code == 400
     assert "NoSuchSink" in unknown.value.response.json()["message"]
     assert client.list_connectors() == []
+
+
+def test_the_postgres_sink_runs_as_a_plugin_configured_over_rest(
+    worker: Worker, kafka_bootstrap: str, new_topic, postgres_dsn: str
+) -> None:
+    import psycopg  # noqa: PLC0415
+
+    topic = new_topic()
+    table = f"rows_{topic.rsplit('-', 1)[-1]}"
+    worker.client.create_connector(
+        {
+            "name": "rows",
+            "config": {
+                "connector.class": "PostgresSink",
+                "topics": topic,
+                "database.url": postgres_dsn,
+                "table": table,
+            },
+        }
+    )
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for n in range(3):
+        producer.produce_sync(topic=topic, payload={"n": n}, key=f"k{n}")
+
+    def stored() -> list[tuple[str, int]]:
+        try:
+            with psycopg.connect(postgres_dsn) as db:
+                rows = db.execute(f"SELECT key, (payload->>'n')::int FROM {table} ORDER BY 2")
+                return [(key, n) for key, n in rows.fetchall()]
+        except psycopg.errors.UndefinedTable:
+            return []
+
+    eventually(lambda: stored() == [("k0", 0), ("k1", 1), ("k2", 2)], what="the rows")
+    worker.client.delete_connector("rows")

@@ -127,3 +127,20 @@ def test_source_offsets_are_found_by_their_partition_whatever_its_key_order() ->
     offsets = SourceOffsets({'{"db":"shop","table":"orders"}': {"lsn": 42}})
     assert offsets.get({"table": "orders", "db": "shop"}) == {"lsn": 42}
     assert offsets.get({"table": "customers", "db": "shop"}) is None
+
+
+def test_the_built_in_sinks_are_plugins_and_a_broadcast_serves_one_topic() -> None:
+    from conveyor.connect.runtime.builtin import BroadcastSinkConnector  # noqa: PLC0415
+
+    names = {plugin.__name__ for plugin in Plugins().classes()}
+    assert {
+        "FileSinkConnector",
+        "JsonLinesSinkConnector",
+        "WebhookSinkConnector",
+        "PostgresSinkConnector",
+        "BroadcastSinkConnector",
+    } <= names
+    errors = BroadcastSinkConnector.errors(
+        {"name": "b", "connector.class": "BroadcastSink", "topics": "a,b", "port": "8765"}
+    )
+    assert errors == {"topics": ["A broadcast serves one topic on its port: name one"]}

@@ -1,5 +1,6 @@
 """The connector plugins Conveyor ships: its sinks as Kafka Connect configures them (a file of
-lines as Connect's ``FileStreamSink``, JSON-lines files, an HTTP endpoint)."""
+lines as Connect's ``FileStreamSink``, JSON-lines files, an HTTP endpoint, a PostgreSQL table,
+WebSocket and SSE clients)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from conveyor.connect.runtime.definitions import Field
+from conveyor.connect.runtime.definitions import Field, positive
 from conveyor.connect.runtime.plugins import SinkConnector
 from conveyor.connect.sink import Result
 from conveyor.connect.sinks.files import JsonLines
@@ -18,11 +19,14 @@ from conveyor.connect.sinks.http import Webhook
 if TYPE_CHECKING:
     from conveyor.messages import Message
 
-__all__ = ["FileLines", "FileSinkConnector", "JsonLinesSinkConnector", "WebhookSinkConnector"]
-
-
-def _positive(value: Any) -> str | None:
-    return None if value > 0 else "Value must be positive"
+__all__ = [
+    "BroadcastSinkConnector",
+    "FileLines",
+    "FileSinkConnector",
+    "JsonLinesSinkConnector",
+    "PostgresSinkConnector",
+    "WebhookSinkConnector",
+]
 
 
 class FileLines:
@@ -95,7 +99,7 @@ class JsonLinesSinkConnector(SinkConnector):
             "LONG",
             "A file this large is closed; the next record starts one.",
             default=str(64 * 1024 * 1024),
-            check=_positive,
+            check=positive,
         ),
     )
 
@@ -113,8 +117,8 @@ class WebhookSinkConnector(SinkConnector):
             "url", "STRING", "The http:// or https:// endpoint.", required=True, importance="HIGH"
         ),
         Field("batch", "BOOLEAN", "Send a JSON array of records per request.", default="false"),
-        Field("concurrency", "INT", "Requests in flight at most.", default="16", check=_positive),
-        Field("timeout", "DOUBLE", "Seconds a request may take.", default="5.0", check=_positive),
+        Field("concurrency", "INT", "Requests in flight at most.", default="16", check=positive),
+        Field("timeout", "DOUBLE", "Seconds a request may take.", default="5.0", check=positive),
     )
 
     @classmethod
@@ -131,3 +135,78 @@ class WebhookSinkConnector(SinkConnector):
             concurrency=config["concurrency"],
             timeout=config["timeout"],
         )
+
+
+class PostgresSinkConnector(SinkConnector):
+    """Each record stored once as a row of a PostgreSQL table (``ON CONFLICT DO NOTHING`` on
+    its topic, partition and offset; :class:`~conveyor.connect.sinks.Postgres`)."""
+
+    fields: ClassVar[tuple[Field, ...]] = (
+        Field(
+            "database.url",
+            "PASSWORD",
+            "postgresql://user:password@host:port/database.",
+            required=True,
+            importance="HIGH",
+        ),
+        Field(
+            "table",
+            "STRING",
+            "The table the rows go to (made when missing).",
+            default="kafka_records",
+        ),
+        Field(
+            "connections",
+            "INT",
+            "Connections a task's lanes share, at most.",
+            default="8",
+            check=positive,
+        ),
+    )
+
+    def sink(self, config: Mapping[str, Any]) -> Any:
+        from conveyor.connect.sinks.postgres import Postgres  # noqa: PLC0415 - psycopg
+
+        return Postgres(
+            config["database.url"], table=config["table"], connections=config["connections"]
+        )
+
+
+class BroadcastSinkConnector(SinkConnector):
+    """Each record pushed to the WebSocket (``/ws``) and SSE (``/sse``) clients subscribed to
+    its key's channel (:class:`~conveyor.connect.sinks.Broadcast`). One task and one topic: a
+    task serves one port."""
+
+    fields: ClassVar[tuple[Field, ...]] = (
+        Field("host", "STRING", "The address the clients connect to.", default="127.0.0.1"),
+        Field(
+            "port",
+            "INT",
+            "The port the clients connect to.",
+            required=True,
+            importance="HIGH",
+            check=positive,
+        ),
+        Field(
+            "queue.size",
+            "INT",
+            "Records held per client before a slow one is dropped.",
+            default="1000",
+            check=positive,
+        ),
+    )
+
+    @classmethod
+    def check(cls, config: dict[str, Any]) -> Mapping[str, list[str]]:
+        errors = dict(super().check(config))
+        if len(config.get("topics") or []) > 1:
+            errors["topics"] = ["A broadcast serves one topic on its port: name one"]
+        return errors
+
+    def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
+        return [dict(config)]
+
+    def sink(self, config: Mapping[str, Any]) -> Any:
+        from conveyor.connect.sinks.broadcast import Broadcast  # noqa: PLC0415 - starlette
+
+        return Broadcast(host=config["host"], port=config["port"], queue_size=config["queue.size"])

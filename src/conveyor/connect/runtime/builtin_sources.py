@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import IO, Any, ClassVar
 
-from conveyor.connect.runtime.definitions import Field
+from conveyor.connect.runtime.definitions import Field, one_of, positive
 from conveyor.connect.runtime.plugins import (
     SourceConnector,
     SourceOffsets,
@@ -116,17 +116,6 @@ class FileSourceConnector(SourceConnector):
         return FileLinesSource(config["file"], config["topic"], config["batch.size"])
 
 
-def _one_of(*allowed: str) -> Any:
-    def check(value: Any) -> str | None:
-        return None if value in allowed else "String must be one of: " + ", ".join(allowed)
-
-    return check
-
-
-def _positive(value: Any) -> str | None:
-    return None if value > 0 else "Value must be positive"
-
-
 class PostgresCdcConnector(SourceConnector):
     """Every change of PostgreSQL tables, read through logical replication (``pgoutput``),
     as Debezium's envelope (:mod:`conveyor.connect.sources.postgres`). The database needs
@@ -171,14 +160,14 @@ class PostgresCdcConnector(SourceConnector):
             "initial: every existing row first (op r), then the changes; never: changes only.",
             default="initial",
             recommended=("initial", "never"),
-            check=_one_of("initial", "never"),
+            check=one_of("initial", "never"),
         ),
         Field(
             "batch.size",
             "INT",
             "Changes per poll at most (whole transactions always).",
             default="2000",
-            check=_positive,
+            check=positive,
         ),
         Field(
             "tombstones.on.delete",
@@ -301,7 +290,7 @@ class HttpPollingSourceConnector(SourceConnector):
             "LONG",
             "Milliseconds between two requests.",
             default="1000",
-            check=_positive,
+            check=positive,
         ),
         Field(
             "key.field",

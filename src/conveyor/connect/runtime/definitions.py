@@ -14,9 +14,12 @@ __all__ = [
     "SINK_FIELDS",
     "SOURCE_FIELDS",
     "Field",
+    "at_least",
     "config_infos",
     "field_errors",
+    "one_of",
     "parse_config",
+    "positive",
 ]
 
 FieldType = Literal["STRING", "INT", "LONG", "DOUBLE", "BOOLEAN", "LIST", "PASSWORD", "CLASS"]
@@ -89,18 +92,27 @@ class Field:
         return text
 
 
-def _at_least(minimum: int) -> Callable[[Any], str | None]:
+def at_least(minimum: int) -> Callable[[Any], str | None]:
+    """A field's check: the value is ``minimum`` or more."""
+
     def check(value: Any) -> str | None:
         return None if value >= minimum else f"Value must be at least {minimum}"
 
     return check
 
 
-def _one_of(*allowed: str) -> Callable[[Any], str | None]:
+def one_of(*allowed: str) -> Callable[[Any], str | None]:
+    """A field's check: the value is one of ``allowed``."""
+
     def check(value: Any) -> str | None:
         return None if value in allowed else "String must be one of: " + ", ".join(allowed)
 
     return check
+
+
+def positive(value: Any) -> str | None:
+    """A field's check: the value is above 0."""
+    return None if value > 0 else "Value must be positive"
 
 
 def _connector_name(value: Any) -> str | None:
@@ -136,7 +148,7 @@ COMMON_FIELDS = (
         "INT",
         "Maximum number of tasks to use for this connector.",
         default="1",
-        check=_at_least(1),
+        check=at_least(1),
         importance="HIGH",
         order=3,
     ),
@@ -166,7 +178,7 @@ SINK_FIELDS = (
         "INT",
         "With a dead letter queue: the attempts before an undelivered record goes there.",
         default="3",
-        check=_at_least(0),
+        check=at_least(0),
         group="Error Handling",
         order=6,
     ),
@@ -181,7 +193,7 @@ SOURCE_FIELDS = (
         "Kafka transaction (KIP-618); none: at least once.",
         default="requested",
         recommended=("requested", "required", "none"),
-        check=_one_of("requested", "required", "none"),
+        check=one_of("requested", "required", "none"),
         order=4,
     ),
     Field(
@@ -189,7 +201,7 @@ SOURCE_FIELDS = (
         "INT",
         "Partitions of a topic the connector writes to that does not exist yet (it is made).",
         default="1",
-        check=_at_least(1),
+        check=at_least(1),
         order=6,
     ),
     Field(
