@@ -28,6 +28,7 @@ import pytest
 from conveyor import Admin, App, Consumer, Producer
 from conveyor.broker.cluster import CONTROLLER_OFFSET, LocalCluster
 from conveyor.driver.handles import DeliveryHandle
+from conveyor.errors import KafkaError
 from helpers import conveyor_cli, free_ports
 
 pytestmark = [
@@ -99,7 +100,15 @@ def test_new_topics_have_three_replicas_two_of_them_in_sync(cluster: LocalCluste
         admin.create_topic("replicated", 1, replication_factor=-1)  # the cluster's default
         info = admin.topic_info("replicated")
         assert len(info.partitions[0].replicas) == 3
-        configs = admin.describe_configs("topic", "replicated")
+        deadline = time.monotonic() + 30
+        while True:  # the broker asked may not have learned of the new topic yet
+            try:
+                configs = admin.describe_configs("topic", "replicated")
+                break
+            except KafkaError as error:
+                if "UNKNOWN_TOPIC_OR_PART" not in str(error) or time.monotonic() > deadline:
+                    raise
+                threading.Event().wait(0.2)
         assert configs["min.insync.replicas"].value == "2"
 
 
