@@ -24,7 +24,9 @@ def server_app(
     bootstrap: str, commands: str, results: str, handlers: Handlers, **options: Any
 ) -> App:
     app = App(client_id="rpc", kafka={"bootstrap.servers": bootstrap,
-                                      "group.id": f"rpc-{uuid.uuid4().hex[:6]}"},
+                                      "group.id": f"rpc-{uuid.uuid4().hex[:6]}",
+                                      # a broker's restart: rejoin after 10 s, not 45
+                                      "session.timeout.ms": 10_000},
               max_wait_time=0.05, concurrency=2)  # fmt: skip
     app.routes.rpc(commands, handlers, results_topic=results, **options)
     return app
