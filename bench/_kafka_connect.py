@@ -13,13 +13,14 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from conveyor.broker.maven import KAFKA_VERSION, cache_root
 from conveyor.broker.toolchain import find_java, find_maven
 
-__all__ = ["ConnectJvm", "rest_call"]
+__all__ = ["ConnectJvm", "RestWorker", "rest_call"]
 
 POM = Path(__file__).resolve().parent / "kafka_connect" / "pom.xml"
 HEAP = "-Xmx512m"
@@ -54,7 +55,33 @@ def rest_call(url: str, method: str = "GET", body: Any = None) -> Any:
     return json.loads(raw) if raw else None
 
 
-class ConnectJvm:
+class RestWorker:
+    """A connect worker in a process of its own, driven over Kafka Connect's REST API (either
+    side of the benchmark: the API is the same)."""
+
+    url: str
+    process: subprocess.Popen[Any]
+
+    def wait_ready(self, seconds: float, why: Callable[[], str]) -> None:
+        """Return once the REST API answers (the worker joined its group)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                rest_call(f"{self.url}/connectors")
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the connect worker did not start: {why()}") from None
+                time.sleep(0.2)
+
+    def create(self, name: str, config: dict[str, Any]) -> None:
+        rest_call(f"{self.url}/connectors", "POST", {"name": name, "config": config})
+
+    def delete(self, name: str) -> None:
+        rest_call(f"{self.url}/connectors/{name}", "DELETE")
+
+
+class ConnectJvm(RestWorker):
     """A Kafka Connect distributed worker of its own group (and topics), on ``port``; with
     ``exactly_once``, exactly-once source support enabled (KIP-618)."""
 
@@ -98,25 +125,11 @@ class ConnectJvm:
              str(self._folder / "worker.properties")],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        deadline = time.monotonic() + 180
-        while True:  # its REST API answers once the worker joined its group
-            try:
-                rest_call(f"{self.url}/connectors")
-                return
-            except (urllib.error.URLError, ConnectionError, OSError):
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"Kafka Connect did not start: {self.log_tail()}") from None
-                time.sleep(0.5)
+        self.wait_ready(180, self.log_tail)
 
     def log_tail(self) -> str:
         self._log.flush()
         return (self._folder / "connect.log").read_text()[-3000:]
-
-    def create(self, name: str, config: dict[str, Any]) -> None:
-        rest_call(f"{self.url}/connectors", "POST", {"name": name, "config": config})
-
-    def delete(self, name: str) -> None:
-        rest_call(f"{self.url}/connectors/{name}", "DELETE")
 
     def stop(self) -> None:
         self.process.terminate()

@@ -15,10 +15,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["postgres_cluster"]
+__all__ = ["free_port", "postgres_cluster"]
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port no one listens on now, on 127.0.0.1."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -39,7 +40,7 @@ def postgres_cluster() -> Iterator[str]:
         os.chown(folder, entry.pw_uid, entry.pw_gid)
         folder.chmod(0o755)
         owner = ["runuser", "-u", "postgres", "--"]
-    data, port = folder / "data", _free_port()
+    data, port = folder / "data", free_port()
     subprocess.run(
         [*owner, str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "conveyor",
          "--no-sync", "-E", "UTF8"],

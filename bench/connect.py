@@ -42,8 +42,8 @@ from typing import Any
 import psycopg
 from confluent_kafka import Consumer as KafkaConsumer
 
-from _kafka_connect import ConnectJvm, rest_call
-from _postgres import postgres_cluster
+from _kafka_connect import ConnectJvm, RestWorker
+from _postgres import free_port, postgres_cluster
 from conveyor import Admin
 from harness import Bench, Figure
 
@@ -52,7 +52,7 @@ WARM_UP = 2.0
 PREFIXES: list[str] = []  # of the topics the runs made, deleted at the end
 
 
-class ConveyorWorker:
+class ConveyorWorker(RestWorker):
     """``conveyor connect worker`` in a process of its own."""
 
     def __init__(self, bootstrap: str, port: int, group: str) -> None:
@@ -64,33 +64,11 @@ class ConveyorWorker:
              "--group", group, "--log-level", "WARNING"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
         )  # fmt: skip
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                rest_call(f"{self.url}/connectors")
-                return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("conveyor connect worker did not start") from None
-                time.sleep(0.2)
-
-    def create(self, name: str, config: dict[str, Any]) -> None:
-        rest_call(f"{self.url}/connectors", "POST", {"name": name, "config": config})
-
-    def delete(self, name: str) -> None:
-        rest_call(f"{self.url}/connectors/{name}", "DELETE")
+        self.wait_ready(120, lambda: "conveyor connect worker exited")
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(60)
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def cdc_config(side: str, dsn: str, name: str, prefix: str, table: str) -> dict[str, Any]:
@@ -301,10 +279,10 @@ def main() -> None:
     with postgres_cluster() as dsn:
         group = f"bench-connect-{uuid.uuid4().hex[:6]}"
         sides: dict[str, Any] = {
-            "conveyor": ConveyorWorker(bench.bootstrap, _free_port(), f"{group}-conveyor")
+            "conveyor": ConveyorWorker(bench.bootstrap, free_port(), f"{group}-conveyor")
         }
         if not args.no_peers:
-            sides["debezium"] = ConnectJvm(bench.bootstrap, _free_port(), f"{group}-connect")
+            sides["debezium"] = ConnectJvm(bench.bootstrap, free_port(), f"{group}-connect")
             if args.tuned:
                 sides["debezium-10ms"] = sides["debezium"]  # the same worker, its own connectors
         try:

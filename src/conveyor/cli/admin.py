@@ -14,9 +14,8 @@ from rich.markup import escape
 from conveyor.admin import Admin, align, migrate, plan
 from conveyor.admin.admin import Replication
 from conveyor.app import App
-from conveyor.cli.loading import app_option, json_option, load_app
+from conveyor.cli.loading import app_option, json_option, kafka_without_app, load_app
 from conveyor.cli.output import changes_table, confirm, console, key_value_table, table, warn
-from conveyor.environment import kafka_from_environment
 from conveyor.errors import ConfigurationError, ConveyorError
 
 __all__ = ["cluster", "configs", "groups", "topics"]
@@ -37,7 +36,7 @@ def _admin(spec: str | None) -> Admin:
     that needs no routes, such as ``topics create``, should not need an app to be written)."""
     if spec:
         return load_app(spec).admin
-    kafka = {name: value for name, (value, _variable) in kafka_from_environment().items()}
+    kafka = kafka_without_app()
     if not kafka.get("bootstrap.servers"):
         raise ConfigurationError(
             "no app given: pass --app module:attribute (e.g. shop.app:app), set CONVEYOR_APP, "

@@ -9,12 +9,11 @@ import threading
 import click
 
 from conveyor.app import App
-from conveyor.cli.loading import app_option, load_app
+from conveyor.cli.loading import app_option, kafka_without_app, load_app
 from conveyor.cli.logs import Say, configure_logging, log_options
 from conveyor.cli.output import console, table
 from conveyor.cli.server import run_until_signalled
 from conveyor.connect.sinks import Broadcast
-from conveyor.environment import kafka_from_environment
 from conveyor.errors import ConfigurationError
 
 __all__ = ["connect"]
@@ -133,7 +132,7 @@ def worker(
 
     configure_logging(log_level, log_format)
     say = Say(log_format)
-    kafka = {name: value for name, (value, _variable) in kafka_from_environment().items()}
+    kafka = kafka_without_app()
     if not kafka.get("bootstrap.servers"):
         raise ConfigurationError(
             "set KAFKA_BOOTSTRAP_SERVERS: the Kafka the connect worker runs on", "bootstrap.servers"

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from conveyor.app import App
+from conveyor.environment import kafka_from_environment
 from conveyor.errors import ConfigurationError, ConveyorError
 
 __all__ = ["app_option", "json_option", "load_app"]
@@ -35,6 +36,12 @@ def json_option(
 ) -> Callable[[_Decorated], _Decorated]:
     """The ``--json`` flag, passed to the command as ``as_json``."""
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def kafka_without_app() -> dict[str, str]:
+    """librdkafka settings from the environment (``KAFKA_BOOTSTRAP_SERVERS``,
+    ``CONVEYOR_KAFKA_*``): for a command that runs without an app."""
+    return {name: value for name, (value, _variable) in kafka_from_environment().items()}
 
 
 def load_app(spec: str | None) -> App:

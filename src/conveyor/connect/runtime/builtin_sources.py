@@ -204,7 +204,10 @@ class HttpPollingSource(SourceTask):
         self, url: str, topic: str, interval: float, key_field: str, headers: list[str]
     ) -> None:
         self.url, self.topic, self.interval, self.key_field = url, topic, interval, key_field
-        self.headers = dict(item.split(":", 1) for item in headers if ":" in item)
+        self.headers = {
+            name.strip(): value.strip()
+            for name, value in (item.split(":", 1) for item in headers if ":" in item)
+        }
         self._partition = {"url": url}
         self._validators: dict[str, str] = {}
         self._due = 0.0
@@ -219,9 +222,7 @@ class HttpPollingSource(SourceTask):
             self._stopped.wait(min(wait, timeout))  # until the next request is due, or stopped
             return []
         self._due = time.monotonic() + self.interval
-        request = urllib.request.Request(
-            self.url, headers={k.strip(): v.strip() for k, v in self.headers.items()}
-        )
+        request = urllib.request.Request(self.url, headers=self.headers)
         if "etag" in self._validators:
             request.add_header("If-None-Match", self._validators["etag"])
         if "last_modified" in self._validators:

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from conveyor.admin import Admin
+from conveyor.connect.runtime.topics import ensure_topic
 from conveyor.driver.consumers import ConsumerClient
-from conveyor.errors import KafkaError
 
 __all__ = ["Membership", "slot_of"]
 
@@ -64,21 +64,11 @@ class Membership:
     def start(self) -> None:
         """Create the slots topic if needed and join the group (on a thread of its own).
 
-        Raises:
-            ConfigurationError: the topic exists with another number of partitions.
+        A slots topic made before with another count keeps its count (every worker of the
+        cluster must agree on it).
         """
         with Admin(self._kafka) as admin:
-            have = admin.partition_counts().get(self.topic)
-            if have is None:
-                try:
-                    admin.create_topic(
-                        self.topic, self.count, replication_factor=self._replication_factor
-                    )
-                except KafkaError as error:
-                    if "TOPIC_ALREADY_EXISTS" not in str(error):
-                        raise
-            elif have != self.count:
-                self.count = have  # the cluster's count rules: every worker must agree on it
+            self.count = ensure_topic(admin, self.topic, self.count, self._replication_factor)
         settings = {
             **{k: v for k, v in self._kafka.items() if not k.startswith("group.")},
             "group.id": self._group,

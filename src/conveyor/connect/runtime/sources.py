@@ -20,6 +20,7 @@ from typing import Any
 
 from conveyor.admin import Admin
 from conveyor.connect.runtime.plugins import SourceOffsets, SourceRecord, SourceTask
+from conveyor.connect.runtime.topics import ensure_topic
 from conveyor.errors import KafkaError
 from conveyor.iterator import Iterator
 from conveyor.producer import Producer
@@ -40,13 +41,7 @@ def offset_key(connector: str, partition: Mapping[str, Any]) -> bytes:
 def ensure_offsets_topic(kafka: Mapping[str, Any], topic: str, replicas: int | None) -> None:
     """Create the offsets topic (compacted, one partition) unless it exists."""
     with Admin(kafka) as admin:
-        if topic in admin.list_topics():
-            return
-        try:
-            admin.create_topic(topic, 1, replicas, config={"cleanup.policy": "compact"})
-        except KafkaError as error:
-            if "TOPIC_ALREADY_EXISTS" not in str(error):
-                raise
+        ensure_topic(admin, topic, 1, replicas, {"cleanup.policy": "compact"})
 
 
 def read_offsets(kafka: Mapping[str, Any], topic: str, connector: str) -> SourceOffsets:
@@ -169,13 +164,8 @@ class SourceRunner:
             return
         partitions, replicas = self._new_topics
         with Admin(self._kafka) as admin:
-            existing = set(admin.list_topics())
-            for topic in sorted(topics - existing):
-                try:
-                    admin.create_topic(topic, partitions, replicas)
-                except KafkaError as error:
-                    if "TOPIC_ALREADY_EXISTS" not in str(error):
-                        raise
+            for topic in sorted(topics):
+                ensure_topic(admin, topic, partitions, replicas)
         self._known.update(topics)
 
     def _produce(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from conveyor.admin import Admin
+from conveyor.connect.runtime.topics import ensure_topic
 from conveyor.errors import KafkaError
 from conveyor.iterator import Iterator
 from conveyor.producer import Producer
@@ -58,19 +59,11 @@ class TopicLog:
                 not read to its end within ``timeout``.
         """
         with Admin(self._kafka) as admin:
-            if self.topic not in admin.list_topics():
-                if not create:
-                    raise KafkaError(f"the topic {self.topic} does not exist")
-                try:
-                    admin.create_topic(
-                        self.topic,
-                        1,
-                        replication_factor=self._replication_factor,
-                        config={"cleanup.policy": "compact"},
-                    )
-                except KafkaError as error:
-                    if "TOPIC_ALREADY_EXISTS" not in str(error):  # another worker made it
-                        raise
+            if not create and self.topic not in admin.list_topics():
+                raise KafkaError(f"the topic {self.topic} does not exist")
+            ensure_topic(
+                admin, self.topic, 1, self._replication_factor, {"cleanup.policy": "compact"}
+            )
             _, end = admin.read_watermark_offsets(self.topic, 0)
         self._producer = Producer(self._kafka)
         self._iterator = Iterator(
