@@ -1,5 +1,5 @@
 """Kafka Connect 4.1.1 with Debezium 3.6.1.Final beside Conveyor's connect worker
-(bench/connect.py): ``kafka_connect/pom.xml``'s jars fetched with Maven like the broker (into
+(bench/connect.py): ``kafka-connect-peer/pom.xml``'s jars fetched with Maven like the broker (into
 the same per-user cache) and a distributed worker (``ConnectDistributed``) run in a JVM of
 its own with every jar on its classpath. Never a dependency of Conveyor."""
 
@@ -22,7 +22,7 @@ from conveyor.broker.toolchain import find_java, find_maven
 
 __all__ = ["ConnectJvm", "RestWorker", "rest_call"]
 
-POM = Path(__file__).resolve().parent / "kafka_connect" / "pom.xml"
+POM = Path(__file__).resolve().parent / "kafka-connect-peer" / "pom.xml"
 HEAP = "-Xmx512m"
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kafka_connect import KafkaConnect
 from requests.exceptions import HTTPError
 
 from connect_workers import Worker, eventually
 from conveyor import Admin, Producer
-from kafka_connect import KafkaConnect
 
 
 def lines_of(path: Path) -> list[str]:
