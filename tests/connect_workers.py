@@ -31,11 +31,23 @@ def eventually(check: Callable[[], Any], timeout: float = 60, what: str = "") ->
 
 class Worker(ServerProcess):
     """``conveyor connect worker`` on a free port, its log lines collected; ``plugins``: a
-    folder of connector plugins the worker can import (named by import path)."""
+    folder of connector plugins the worker can import (named by import path);
+    ``password_hash``: its REST API's (``$CONVEYOR_CONNECT_PASSWORD_HASH``), ``auth``
+    (``user:password``) the client's."""
 
-    def __init__(self, bootstrap: str, group: str, cwd: Path, plugins: Path | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        cwd: Path,
+        plugins: Path | None = None,
+        password_hash: str | None = None,
+        auth: str | None = None,
+    ) -> None:
         self.port = free_port()
         env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=bootstrap)
+        if password_hash is not None:
+            env["CONVEYOR_CONNECT_PASSWORD_HASH"] = password_hash
         if plugins is not None:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")]))
         super().__init__(
@@ -55,7 +67,8 @@ class Worker(ServerProcess):
             read=("stdout", "stderr"),
         )
         self.wait_for(lambda lines: any("Uvicorn running" in line for line in lines))
-        self.client = KafkaConnect(url=f"http://127.0.0.1:{self.port}")
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = KafkaConnect(url=self.url, auth=auth)
 
 
 def delete_cluster_topics(bootstrap: str, group: str) -> None:

@@ -2691,6 +2691,38 @@ MUTATIONS = (
             "tests/integration/connect/test_postgres_cdc.py::test_cdc_snapshots_then_streams_each_change_once_in_commit_order",
         ),
     ),
+    Mutation(
+        "connect: the UI's /connect API skips the UI's rules",
+        "conveyor/web/connect_api.py",
+        (("create_rest_app(self._cluster(), _ui_gate)", "create_rest_app(self._cluster())"),),
+        (
+            "tests/integration/web/test_connect_api.py::test_the_uis_rules_apply_to_each_connect_call",
+        ),
+    ),
+    Mutation(
+        "connect: a worker's password is not asked",
+        "conveyor/cli/connect.py",
+        (("    gate = _rest_gate(user, host, say)\n", "    gate = None\n"),),
+        (
+            "tests/integration/web/test_connect_api.py::test_the_ui_serves_the_connect_api_to_a_connect_client_and_a_worker_asks_a_password",
+        ),
+    ),
+    Mutation(
+        "web: a client signed in by its Authorization header still needs a CSRF token",
+        "conveyor/web/ui/guard.py",
+        (("        if not self.by_header(request):  # a", "        if True:  # a"),),
+        (
+            "tests/unit/web/test_access.py::test_a_rest_client_signs_in_with_each_call_and_needs_no_csrf_token",
+        ),
+    ),
+    Mutation(
+        "connect: a body that does not say it is JSON is read",
+        "conveyor/connect/runtime/rest.py",
+        (('    if raw and media != "application/json":', "    if False:"),),
+        (
+            "tests/integration/web/test_connect_api.py::test_the_uis_rules_apply_to_each_connect_call",
+        ),
+    ),
 )
 
 

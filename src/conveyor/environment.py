@@ -135,6 +135,8 @@ OTHER_VARIABLES: tuple[Variable, ...] = (
              secret=True),
     Variable("CONVEYOR_CONNECT_GROUP", "the web UI's Connectors page",
              "the connect cluster it shows (conveyor connect worker --group)"),
+    Variable("CONVEYOR_CONNECT_PASSWORD_HASH", "conveyor connect worker", "a hash from "
+             "conveyor web hash-password: the REST API's calls sign in (HTTP Basic)", secret=True),
     Variable("CONVEYOR_SCHEMA_REGISTRY", "--schema-registry", "a Schema Registry URL"),
     Variable("CONVEYOR_LOOP_SERVING", "producer", "0 switches loop serving off"),
     Variable("CONVEYOR_BROKER_DIR", "conveyor broker", "the development broker's data folder"),

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,6 +18,9 @@ from conveyor.cli.output import console, table
 from conveyor.cli.server import run_until_signalled
 from conveyor.connect.sinks import Broadcast
 from conveyor.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from conveyor.connect.runtime.rest import Gate
 
 __all__ = ["connect"]
 
@@ -107,18 +113,28 @@ def broadcast(app_spec: str | None, port: int | None, log_level: str, log_format
     default=None,
     help="Replicas of the topics the worker creates (default: the cluster's).",
 )
+@click.option(
+    "--user",
+    default="admin",
+    show_default=True,
+    help="The REST API's user when $CONVEYOR_CONNECT_PASSWORD_HASH is set.",
+)
 @log_options()
 def worker(
     host: str,
     port: int,
     group: str,
     replication_factor: int | None,
+    user: str,
     log_level: str,
     log_format: str,
 ) -> None:
     """Run a connect worker: Kafka Connect's REST API on HOST:PORT, the connectors its
     cluster's config topic holds, the tasks Kafka's group assignment gives it. Kafka from
-    $KAFKA_BOOTSTRAP_SERVERS (and $CONVEYOR_KAFKA_*)."""
+    $KAFKA_BOOTSTRAP_SERVERS (and $CONVEYOR_KAFKA_*).
+
+    With $CONVEYOR_CONNECT_PASSWORD_HASH (from `conveyor web hash-password`) every call signs
+    in with HTTP Basic as USER; without it the API is open to whoever reaches the port."""
     try:
         import uvicorn  # noqa: PLC0415 - the connect extra, needed only to serve
     except ImportError as exc:
@@ -140,6 +156,7 @@ def worker(
     settings = WorkerSettings(
         kafka=kafka, worker_id=f"{host}:{port}", group=group, replication_factor=replication_factor
     )
+    gate = _rest_gate(user, host, say)
     stop, asked = threading.Event(), threading.Event()
 
     def stop_asked(*_: object) -> None:
@@ -152,7 +169,7 @@ def worker(
     running.start()
     server = uvicorn.Server(
         uvicorn.Config(
-            create_rest_app(running.cluster),
+            create_rest_app(running.cluster, gate),
             host=host,
             port=port,
             log_level=log_level.lower(),
@@ -184,3 +201,28 @@ def worker(
     say("connect worker stopped", event="connect.worker.stopped")
     if failed.is_set():
         raise click.ClickException(f"the REST API could not listen on {host}:{port}")
+
+
+def _rest_gate(user: str, host: str, say: Say) -> Gate | None:
+    """The REST API's sign-in: HTTP Basic as ``user`` with the password hashed in
+    $CONVEYOR_CONNECT_PASSWORD_HASH; none without it (and a warning off loopback)."""
+    from conveyor.web.access import BasicLogin  # noqa: PLC0415
+    from conveyor.web.connect_api import password_gate  # noqa: PLC0415
+
+    password_hash = os.environ.get("CONVEYOR_CONNECT_PASSWORD_HASH")
+    if password_hash:
+        try:
+            return password_gate(BasicLogin(user, password_hash))
+        except ConfigurationError as error:
+            raise ConfigurationError(
+                f"$CONVEYOR_CONNECT_PASSWORD_HASH: {error.args[0]}",
+                "CONVEYOR_CONNECT_PASSWORD_HASH",
+            ) from None
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        say(
+            f"[yellow]warning:[/] the REST API on {host} is open to anyone who reaches it: set "
+            "$CONVEYOR_CONNECT_PASSWORD_HASH (conveyor web hash-password)",
+            logging.WARNING,
+            event="connect.open",
+        )
+    return None

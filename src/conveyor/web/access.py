@@ -16,6 +16,7 @@ import os
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,8 @@ from conveyor.validation import check_seconds
 __all__ = [
     "ACTIONS",
     "Access",
+    "Attempts",
+    "BasicLogin",
     "Session",
     "Sessions",
     "hash_password",
@@ -48,11 +51,14 @@ ACTIONS = (
     "run",
     "disable",
     "enable",
+    "configure",
+    "delete",
 )
 """Everything the UI can do besides reading: refused in read-only mode, asked of the policy.
 ``cancel`` is a scheduled message's (its target: the schedule's id); ``run``, ``disable`` and
-``enable`` a recurring task's (its target: the task's name); ``pause``, ``resume`` and
-``restart`` are also a connector's (its target: ``connector <name>``, ``connector <name>
+``enable`` a recurring task's (its target: the task's name); ``pause``, ``resume``, ``stop``
+and ``restart`` are also a connector's, ``configure`` (create it or change its configuration)
+and ``delete`` only a connector's (their target: ``connector <name>``, ``connector <name>
 task <id>``)."""
 
 Policy = Callable[[str | None, str, str], bool]
@@ -255,6 +261,79 @@ class Sessions:
         if session.csrf in self._revoked:
             return None
         return session
+
+
+class Attempts:
+    """Failed sign-ins per client over the last ``window`` seconds (at most ``limit``)."""
+
+    def __init__(self, limit: int = 10, window: float = 60.0) -> None:
+        self._limit = limit
+        self._window = window
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        failures = self._failures.setdefault(client, deque())
+        while failures and failures[0] < now - self._window:
+            failures.popleft()
+        return failures
+
+    def allowed(self, client: str) -> bool:
+        """Whether ``client`` may try again (fewer than ``limit`` failures in the window)."""
+        with self._lock:
+            return len(self._recent(client, time.monotonic())) < self._limit
+
+    def failed(self, client: str) -> None:
+        """Count a failed attempt of ``client``."""
+        with self._lock:
+            now = time.monotonic()
+            self._recent(client, now).append(now)
+            if len(self._failures) > 10_000:  # forget the quiet ones
+                for name in [n for n, f in self._failures.items() if not f]:
+                    del self._failures[name]
+
+
+class BasicLogin:
+    """Checks HTTP Basic credentials (``Authorization: Basic base64(user:password)``) against
+    ``user`` and ``password_hash``: how REST clients and scripts sign in, with every call.
+
+    A header that checked out is remembered (its SHA-256) for ``remember_seconds``, so scrypt
+    runs once per client and not once per call; ``attempts`` counts the failures per client."""
+
+    def __init__(self, user: str, password_hash: str, remember_seconds: float = 300.0) -> None:
+        _parse_hash(password_hash)
+        self.user = user
+        self.password_hash = password_hash
+        self.remember_seconds = remember_seconds
+        self.attempts = Attempts()
+        self._known: dict[bytes, float] = {}
+        self._lock = threading.Lock()
+
+    def user_of(self, header: str) -> str | None:
+        """The user ``header`` signs in, or ``None`` (another scheme, malformed, wrong user or
+        password). Slow (scrypt) for a header not seen lately: call it off the event loop."""
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() != "basic":
+            return None
+        digest = hashlib.sha256(header.encode("utf-8", "replace")).digest()
+        now = time.monotonic()
+        with self._lock:
+            if self._known.get(digest, 0.0) > now:
+                return self.user
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        name, colon, password = decoded.partition(":")
+        if not colon or not hmac.compare_digest(name.encode(), self.user.encode()):
+            return None
+        if not verify_password(password, self.password_hash):
+            return None
+        with self._lock:
+            if len(self._known) > 1000:
+                self._known = {d: t for d, t in self._known.items() if t > now}
+            self._known[digest] = now + self.remember_seconds
+        return self.user
 
 
 def _b64(data: bytes) -> str:

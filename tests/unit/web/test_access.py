@@ -6,6 +6,7 @@ when the UI is mounted in one."""
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from typing import Any
@@ -17,7 +18,14 @@ from starlette.testclient import TestClient
 
 from conveyor import App, Consumer
 from conveyor.errors import ConfigurationError
-from conveyor.web.access import Access, Session, Sessions, hash_password, verify_password
+from conveyor.web.access import (
+    Access,
+    BasicLogin,
+    Session,
+    Sessions,
+    hash_password,
+    verify_password,
+)
 from conveyor.web.ui.guard import is_open, route_path
 
 PASSWORD = "correct horse battery staple"
@@ -389,3 +397,54 @@ def test_the_asyncapi_page_and_document_are_served_behind_the_guard() -> None:
 
 class _Orders(Consumer):
     def consume(self) -> None: ...
+
+
+def test_basic_credentials_sign_in_only_the_user_with_the_password() -> None:
+    login = BasicLogin("admin", HASH)
+
+    def header(text: str) -> str:
+        return "Basic " + base64.b64encode(text.encode()).decode()
+
+    assert login.user_of(header(f"admin:{PASSWORD}")) == "admin"
+    assert login.user_of(header(f"admin:{PASSWORD}")) == "admin", "remembered: no scrypt again"
+    assert login.user_of(header(f"root:{PASSWORD}")) is None, "another user"
+    assert login.user_of(header("admin:guess")) is None
+    assert login.user_of(header(f"admin{PASSWORD}")) is None, "no colon"
+    assert login.user_of("Basic not*base64") is None
+    assert login.user_of(f"Bearer {PASSWORD}") is None, "another scheme"
+    with pytest.raises(ConfigurationError):
+        BasicLogin("admin", "plain-text-password")
+
+
+def test_a_rest_client_signs_in_with_each_call_and_needs_no_csrf_token() -> None:
+    asked: list[tuple[str | None, str, str]] = []
+
+    def policy(user: str | None, action: str, target: str) -> bool:
+        asked.append((user, action, target))
+        return False
+
+    app = new_app()
+    app.web.protect(password_hash=HASH, policy=policy)
+    client = TestClient(app.web.asgi(), follow_redirects=False)
+    stop = {"command": "stop", "process": "host:1:ab"}
+    assert client.post("/api/commands", json=stop).status_code == 401
+    wrong = client.post("/api/commands", json=stop, auth=("admin", "guess"))
+    assert wrong.status_code == 401
+    assert "www-authenticate" not in wrong.headers, "no challenge: browsers keep no password"
+    right = client.post("/api/commands", json=stop, auth=("admin", PASSWORD))
+    assert right.status_code == 403, "past the sign-in and the CSRF check: the policy said no"
+    assert asked == [("admin", "stop", "host:1:ab")]
+
+
+def test_the_connect_api_of_a_closed_ui_answers_as_kafka_connect_does() -> None:
+    app = new_app()
+    app.web.protect(password_hash=HASH)
+    client = TestClient(app.web.asgi(), follow_redirects=False)
+    nobody = client.get("/connect/connectors")
+    assert nobody.status_code == 401
+    assert nobody.json() == {"error_code": 401, "message": "sign in first"}
+    wrong = client.get("/connect/connectors", auth=("admin", "guess"))
+    assert wrong.status_code == 401
+    assert wrong.json()["error_code"] == 401
+    codes = [client.get("/connect", auth=("admin", "guess")).status_code for _ in range(10)]
+    assert codes[-1] == 429, "failed sign-ins are limited per client here too"

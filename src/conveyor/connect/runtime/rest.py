@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -18,10 +18,28 @@ from starlette.routing import Route
 from conveyor._version import __version__
 from conveyor.connect.runtime.connect_cluster import ConnectCluster, ConnectError
 
-__all__ = ["create_rest_app"]
+__all__ = ["Gate", "create_rest_app", "target_of"]
 
 _log = logging.getLogger("conveyor.connect")
 Handler = Callable[[Request], Response]
+
+Gate = Callable[[Request, str | None, str], Awaitable[None]]
+"""``await gate(request, action, target)`` before each call: ``action`` is ``None`` for a read
+(``GET``, a validation), else ``configure``, ``delete``, ``pause``, ``resume``, ``stop`` or
+``restart``; ``target`` is ``connector <name>`` (``connector <name> task <id>``). It refuses
+by raising :class:`ConnectError` (401, 403)."""
+
+
+def target_of(request: Request, body: Any = None) -> str:
+    """What a call acts on: ``connector <name>`` (from the path, or a create's body), with
+    `` task <id>`` for a task's call."""
+    params = request.path_params
+    name = params.get("name")
+    if name is None and isinstance(body, dict):
+        config = body.get("config")
+        name = body.get("name") or (config.get("name") if isinstance(config, dict) else None)
+    target = f"connector {name}" if name else "connectors"
+    return target if params.get("task") is None else f"{target} task {params['task']}"
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -146,13 +164,36 @@ class _Api:
         return JSONResponse(self.cluster.validate(request.path_params["plugin"], body))
 
 
-def _endpoint(handler: Callable[..., Response], reads_body: bool = False) -> Any:
+def _json_body(request: Request, raw: bytes) -> Any:
+    """A call's JSON body; 415 unless it says it is JSON (as Connect: a page of another site
+    cannot then send one with a form)."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if raw and media != "application/json":
+        raise ConnectError(
+            415, "HTTP 415 Unsupported Media Type: send Content-Type: application/json"
+        )
+    return _body(request, raw)
+
+
+def _endpoint(
+    handler: Callable[..., Response],
+    gate: Gate | None,
+    action: str | None = None,
+    reads_body: bool = False,
+) -> Any:
     async def endpoint(request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool  # noqa: PLC0415
 
         try:
-            if reads_body and request.method in ("POST", "PUT"):
-                body = _body(request, await request.body())
+            body = None
+            has_body = reads_body and request.method in ("POST", "PUT")
+            if has_body:
+                body = _json_body(request, await request.body())
+            if gate is not None:
+                await gate(
+                    request, action if request.method != "GET" else None, target_of(request, body)
+                )
+            if has_body:
                 return await run_in_threadpool(handler, request, body)
             return await run_in_threadpool(handler, request)
         except ConnectError as error:
@@ -164,31 +205,39 @@ def _endpoint(handler: Callable[..., Response], reads_body: bool = False) -> Any
     return endpoint
 
 
-def create_rest_app(cluster: ConnectCluster) -> Starlette:
+def create_rest_app(cluster: ConnectCluster, gate: Gate | None = None) -> Starlette:
     """The REST API of ``cluster`` (``worker.cluster``) as an ASGI app (serve it with
-    uvicorn, or mount it in your own)."""
+    uvicorn, or mount it in your own); ``gate`` checks each call first (none: every call is
+    allowed)."""
     api = _Api(cluster)
     name = "/connectors/{name}"
+    task = f"{name}/tasks/{{task:int}}"
+
+    def route(
+        path: str,
+        handler: Callable[..., Response],
+        methods: list[str],
+        action: str | None = None,
+        body: bool = False,
+    ) -> Route:
+        return Route(path, _endpoint(handler, gate, action, body), methods=methods)
+
     routes = [
-        Route("/", _endpoint(api.root), methods=["GET"]),
-        Route("/connectors", _endpoint(api.connectors, True), methods=["GET", "POST"]),
-        Route(name, _endpoint(api.connector), methods=["GET", "DELETE"]),
-        Route(f"{name}/config", _endpoint(api.config, True), methods=["GET", "PUT"]),
-        Route(f"{name}/status", _endpoint(api.status), methods=["GET"]),
-        Route(f"{name}/pause", _endpoint(api.pause), methods=["PUT"]),
-        Route(f"{name}/resume", _endpoint(api.resume), methods=["PUT"]),
-        Route(f"{name}/stop", _endpoint(api.stop), methods=["PUT"]),
-        Route(f"{name}/restart", _endpoint(api.restart), methods=["POST"]),
-        Route(f"{name}/tasks", _endpoint(api.tasks), methods=["GET"]),
-        Route(f"{name}/tasks/{{task:int}}/status", _endpoint(api.task_status), methods=["GET"]),
-        Route(f"{name}/tasks/{{task:int}}/restart", _endpoint(api.task_restart), methods=["POST"]),
-        Route(f"{name}/topics", _endpoint(api.topics), methods=["GET"]),
-        Route("/connector-plugins", _endpoint(api.plugins), methods=["GET"]),
-        Route(
-            "/connector-plugins/{plugin}/config/validate",
-            _endpoint(api.validate, True),
-            methods=["PUT"],
-        ),
+        route("/", api.root, ["GET"]),
+        route("/connectors", api.connectors, ["GET", "POST"], "configure", body=True),
+        route(name, api.connector, ["GET", "DELETE"], "delete"),
+        route(f"{name}/config", api.config, ["GET", "PUT"], "configure", body=True),
+        route(f"{name}/status", api.status, ["GET"]),
+        route(f"{name}/pause", api.pause, ["PUT"], "pause"),
+        route(f"{name}/resume", api.resume, ["PUT"], "resume"),
+        route(f"{name}/stop", api.stop, ["PUT"], "stop"),
+        route(f"{name}/restart", api.restart, ["POST"], "restart"),
+        route(f"{name}/tasks", api.tasks, ["GET"]),
+        route(f"{task}/status", api.task_status, ["GET"]),
+        route(f"{task}/restart", api.task_restart, ["POST"], "restart"),
+        route(f"{name}/topics", api.topics, ["GET"]),
+        route("/connector-plugins", api.plugins, ["GET"]),
+        route("/connector-plugins/{plugin}/config/validate", api.validate, ["PUT"], body=True),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

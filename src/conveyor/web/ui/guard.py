@@ -8,9 +8,6 @@ from __future__ import annotations
 import hmac
 import inspect
 import logging
-import threading
-import time
-from collections import deque
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, quote
@@ -22,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from conveyor.web.access import Access, Session, Sessions, verify_password
+from conveyor.web.access import Access, Attempts, BasicLogin, Session, Sessions, verify_password
 
 __all__ = ["Guard", "body_of", "form_of", "is_open", "route_path", "safe_next", "same_token"]
 
@@ -59,7 +56,8 @@ class Guard:
     def __init__(self, access: Access) -> None:
         self.access = access
         self.sessions = Sessions(access.secret, access.session_idle_seconds)
-        self._attempts = _Attempts()
+        self._attempts = Attempts()
+        self.basic = BasicLogin(access.user, access.password_hash) if access.password_hash else None
 
     # -- every request ------------------------------------------------------------------------
 
@@ -80,7 +78,16 @@ class Guard:
                 if touched is not None:
                     session, fresh = touched, True
             user = session.user if guard.access.login else None
-            if guard.access.authenticate is not None:
+            header = request.headers.get("authorization")
+            by_header = header is not None and guard.basic is not None
+            if by_header:
+                assert header is not None
+                refused = await guard._basic_user(request, header)
+                if isinstance(refused, Response):
+                    await refused(scope, receive, send)
+                    return
+                user = refused
+            elif guard.access.authenticate is not None:
                 user = await guard._host_user(request)
                 if user != session.user:  # a new session (and CSRF token) for whoever it is now
                     session, fresh = Session.new(user, guard.access.session_seconds), True
@@ -88,6 +95,7 @@ class Guard:
             state["session"] = session
             state["user"] = user
             state["guard"] = guard
+            state["by_header"] = by_header
             path = route_path(scope)
             if guard.access.closed and user is None and not is_open(path):
                 response = guard._sign_in_first(request, path)
@@ -111,6 +119,22 @@ class Guard:
 
         return gate
 
+    async def _basic_user(self, request: Request, header: str) -> str | Response:
+        """The user an ``Authorization: Basic`` header signs in (a REST client or a script, with
+        every call), or the answer refusing it: 401 for wrong credentials, 429 after too many.
+        No ``WWW-Authenticate`` challenge: a browser then never keeps the password to send by
+        itself (which would let other sites' pages act with it)."""
+        assert self.basic is not None
+        client = request.client.host if request.client else "?"
+        if not self.basic.attempts.allowed(client):
+            return _refusal(request, 429, "Too many failed sign-ins: wait a minute.")
+        user = await run_in_threadpool(self.basic.user_of, header)
+        if user is None:
+            self.basic.attempts.failed(client)
+            _log.warning("a failed sign-in (Authorization header) from %s", client)
+            return _refusal(request, 401, "Wrong user or password in the Authorization header.")
+        return user
+
     async def _host_user(self, request: Request) -> str | None:
         """The host app's signed-in user (its ``authenticate`` may be a coroutine function)."""
         assert self.access.authenticate is not None
@@ -128,8 +152,8 @@ class Guard:
 
     def _sign_in_first(self, request: Request, path: str) -> Response:
         base = request.scope.get("root_path", "")
-        if path.startswith("/api"):
-            return JSONResponse({"error": "sign in first"}, status_code=401)
+        if path.startswith(("/api", "/connect/")) or path == "/connect":
+            return _refusal(request, 401, "sign in first")
         if self.access.authenticate is not None:  # the host app signs people in, not this UI
             return Response("Sign in to the application this UI is part of.", status_code=401)
         target = path + (f"?{request.url.query}" if request.url.query else "")
@@ -182,13 +206,31 @@ class Guard:
         fields): read-only mode and the policy refuse with 403, and so does a missing or
         wrong CSRF token (the ``csrf_token`` field or the ``X-CSRF-Token`` header)."""
         fields: FormData | dict[str, Any] = body if body is not None else await form_of(request)
-        token = request.headers.get(CSRF_HEADER) or fields.get(CSRF_FIELD)
+        if not self.by_header(request):  # a browser's session: it must echo the page's token
+            self.check_csrf(request, fields.get(CSRF_FIELD), action, target)
+        self.check(request, action, target)
+        return fields
+
+    @staticmethod
+    def by_header(request: Request) -> bool:
+        """Whether the user signed in with this request's ``Authorization`` header (which a
+        browser never adds by itself: no CSRF token is needed then)."""
+        return bool(request.state.by_header)
+
+    def check_csrf(self, request: Request, field: Any, action: str, target: str) -> None:
+        """Refuse (403) a request carrying neither the session's CSRF token in ``field`` nor
+        in the ``X-CSRF-Token`` header."""
+        token = request.headers.get(CSRF_HEADER) or field
         expected = self.session(request).csrf
         if not isinstance(token, str) or not same_token(token, expected):
             _log.warning("refused %s on %s: no valid CSRF token", action, target)
             raise HTTPException(
                 403, "This action needs the page's CSRF token: reload the page and try again."
             )
+
+    def check(self, request: Request, action: str, target: str) -> None:
+        """Refuse (403) ``action`` on ``target`` in read-only mode or when the policy says no;
+        log it otherwise."""
         if self.access.read_only:
             _log.warning("refused %s on %s: the UI is read-only", action, target)
             raise HTTPException(403, "The web UI is read-only: actions are turned off.")
@@ -197,7 +239,6 @@ class Guard:
             _log.warning("refused %s on %s for %s: the policy says no", action, target, user)
             raise HTTPException(403, f"You may not {action} {target}.")
         _log.info("%s: %s on %s", user or "anonymous", action, target)
-        return fields
 
     # -- logging in ---------------------------------------------------------------------------
 
@@ -271,32 +312,11 @@ async def form_of(request: Request) -> FormData:
     return form
 
 
-class _Attempts:
-    """Failed sign-ins per client over the last minute (at most ``limit``)."""
-
-    def __init__(self, limit: int = 10, window: float = 60.0) -> None:
-        self._limit = limit
-        self._window = window
-        self._failures: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def _recent(self, client: str, now: float) -> deque[float]:
-        failures = self._failures.setdefault(client, deque())
-        while failures and failures[0] < now - self._window:
-            failures.popleft()
-        return failures
-
-    def allowed(self, client: str) -> bool:
-        with self._lock:
-            return len(self._recent(client, time.monotonic())) < self._limit
-
-    def failed(self, client: str) -> None:
-        with self._lock:
-            now = time.monotonic()
-            self._recent(client, now).append(now)
-            if len(self._failures) > 10_000:  # forget the quiet ones
-                for name in [n for n, f in self._failures.items() if not f]:
-                    del self._failures[name]
+def _refusal(request: Request, status: int, message: str) -> Response:
+    """A refused API call's answer: Kafka Connect's error shape under ``/connect``."""
+    if route_path(request.scope).startswith("/connect"):
+        return JSONResponse({"error_code": status, "message": message}, status_code=status)
+    return JSONResponse({"error": message}, status_code=status)
 
 
 def same_token(given: str, expected: str) -> bool:

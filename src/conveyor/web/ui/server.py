@@ -13,6 +13,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from conveyor.web.access import Access
+from conveyor.web.connect_api import UiConnectApi
 from conveyor.web.reading.data import WebData
 from conveyor.web.ui.actions import Actions
 from conveyor.web.ui.auth import SignIn
@@ -75,6 +76,7 @@ def routes(ui: Ui) -> list[BaseRoute]:
         Route("/processes/commands", actions.command, methods=["POST"]),  # with process=*
         Route("/processes/{process_id:path}/commands", actions.command, methods=["POST"]),
         Route("/api/commands", actions.command, methods=["POST"]),
+        Mount("/connect", app=UiConnectApi(ui.connectors.cluster), name="connect"),
         Route("/login", sign_in.login, methods=["GET", "POST"]),
         Route("/logout", sign_in.logout, methods=["POST"]),
         Route("/metrics", lambda request: metrics(ui, request), name="metrics"),
