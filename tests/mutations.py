@@ -2686,7 +2686,36 @@ MUTATIONS = (
     Mutation(
         "connect: a CDC delete is followed by no tombstone",
         "conveyor/connect/sources/postgres.py",
-        (('        if op == "d" and self.tombstones:', "        if False:"),),
+        (('        if op == "d" and self.tombstones and key is not None:', "        if False:"),),
+        (
+            "tests/integration/connect/test_postgres_cdc.py::test_cdc_snapshots_then_streams_each_change_once_in_commit_order",
+        ),
+    ),
+    Mutation(
+        "connect: a resumed CDC snapshot's stream writes changes its rows already hold",
+        "conveyor/connect/sources/postgres.py",
+        (("            if not segments.newer(at, began.final_lsn):", "            if False:"),),
+        (
+            "tests/integration/connect/test_postgres_cdc.py::test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once",
+        ),
+    ),
+    Mutation(
+        "connect: a CDC snapshot cut short begins again",
+        "conveyor/connect/sources/postgres.py",
+        (("        if running and self._slot_exists():", "        if False:"),),
+        (
+            "tests/integration/connect/test_postgres_cdc.py::test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once",
+        ),
+    ),
+    Mutation(
+        "connect: a REPLICA IDENTITY FULL table's CDC key holds every column",
+        "conveyor/connect/sources/postgres.py",
+        (
+            (
+                "        self._keys[relation.oid] = self._primary_key(relation.oid)",
+                "        self._keys[relation.oid] = tuple(c.name for c in relation.columns if c.key)",
+            ),
+        ),
         (
             "tests/integration/connect/test_postgres_cdc.py::test_cdc_snapshots_then_streams_each_change_once_in_commit_order",
         ),

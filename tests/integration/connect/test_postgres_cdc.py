@@ -108,6 +108,8 @@ def test_cdc_snapshots_then_streams_each_change_once_in_commit_order(
     )
     found = compact(changes(kafka_bootstrap, topic))
     assert len(found) == len(snapshot) + len(streamed) + 2, "nothing twice"
+    keys = [key for key, _ in changes(kafka_bootstrap, topic)]
+    assert all(key == {"id": key["id"]} for key in keys), "keyed by the primary key alone"
     client.delete_connector(f"pg-{prefix}")
 
 
@@ -153,3 +155,91 @@ def test_a_task_restarted_ahead_of_its_slot_skips_what_kafka_has_already(
     assert [json.loads(r.key)["id"] for r in again] == [2]
     with psycopg.connect(postgres_dsn, autocommit=True) as db:
         db.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+
+def test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once(
+    postgres_dsn: str,
+) -> None:
+    """A task stopped after two of its snapshot's batches were written (a third read, never
+    written): its successor reads the rest as of a newer snapshot and streams from the first
+    one's LSN, so rows changed in between, on either side of the cut, come exactly once: an
+    update's version is always one more than the last one written, an insert or a snapshot
+    read never meets a key already there, and the rows in Kafka end as the table's."""
+    from conveyor.connect.runtime.plugins import SourceOffsets  # noqa: PLC0415
+    from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415
+
+    table = f"resume_{uuid.uuid4().hex[:8]}"
+    name = f"conveyor_{table}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, version int, note text)")
+        db.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+        db.execute(f"INSERT INTO {table} SELECT g, 0, 'n' || g FROM generate_series(1, 600) g")
+
+    def task() -> PostgresChanges:
+        return PostgresChanges(
+            postgres_dsn, "resume", [f"public.{table}"], name, name,
+            snapshot=True, batch_size=50, tombstones=True,
+        )  # fmt: skip
+
+    def change(*statements: str) -> None:
+        with psycopg.connect(postgres_dsn) as db:  # one transaction
+            for statement in statements:
+                db.execute(statement.format(t=table))
+
+    first = task()
+    first.start(SourceOffsets())
+    written = first.poll(1) + first.poll(1)
+    first.poll(1)  # read, but the task stops before its transaction: never written
+    first.stop()
+    read = {json.loads(r.key)["id"] for r in written}
+    assert len(read) == 100
+    before, after = sorted(read)[:2], sorted(set(range(1, 601)) - read)[:2]
+    # between the two snapshots: rows on both sides of the cut change, come and go
+    for key in (*before, *after):
+        change(f"UPDATE {{t}} SET version = version + 1 WHERE id = {key}")
+    change(f"DELETE FROM {{t}} WHERE id = {before[1]}", f"DELETE FROM {{t}} WHERE id = {after[1]}")
+    change("INSERT INTO {t} VALUES (0, 0, 'before'), (9999, 0, 'after')")
+
+    second = task()
+    second.start(SourceOffsets({'{"server":"resume"}': written[-1].source_offset}))
+    records = written + second.poll(1)
+    # after the second snapshot began: changes to rows it has read and rows it has not
+    change(f"UPDATE {{t}} SET version = version + 1 WHERE id IN ({before[0]}, {after[0]}, 0, 9999)")
+
+    def final() -> dict[int, dict[str, Any]]:
+        with psycopg.connect(postgres_dsn) as db:
+            rows = db.execute(f"SELECT id, version, note FROM {table}").fetchall()
+        return {i: {"id": i, "version": v, "note": n} for i, v, n in rows}
+
+    expected = final()
+    state: dict[int, dict[str, Any]] = {}
+
+    def fold(batch: list[Any]) -> bool:
+        for record in batch:
+            if record.value is None:
+                assert json.loads(record.key)["id"] not in state, "a tombstone after its delete"
+                continue
+            value = json.loads(record.value)
+            if "op" not in value:
+                continue  # the snapshot's end
+            op, row = value["op"], value["after"] or value["before"]
+            key = row["id"]
+            assert key == json.loads(record.key)["id"]
+            if op in ("r", "c"):
+                assert key not in state, f"{op} of {key} twice"
+                state[key] = value["after"]
+            elif op == "u":
+                assert value["after"]["version"] == state[key]["version"] + 1, f"{key} twice"
+                state[key] = value["after"]
+            else:
+                assert op == "d"
+                del state[key]
+        return state == expected
+
+    try:
+        fold(records)
+        eventually(lambda: fold(second.poll(0.5)), 60, "the table's rows, each change once")
+    finally:
+        second.stop()
+        with psycopg.connect(postgres_dsn, autocommit=True) as db:
+            db.execute("SELECT pg_drop_replication_slot(%s)", (name,))

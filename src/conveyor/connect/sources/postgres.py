@@ -14,6 +14,8 @@ Each poll returns whole database transactions, so under exactly-once a transacti
 changes become visible in Kafka together, with the LSN after them as the source offset. A
 restarted task resumes after the last LSN written; PostgreSQL is told to keep the WAL until
 then (``confirm``). When the database goes away the task reconnects and goes on from there.
+A snapshot cut short resumes after its last row written, under a newer snapshot
+(``segments.py`` says which changes each row still needs).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from conveyor.connect.sources.pgoutput import (
     typed,
 )
 from conveyor.connect.sources.replication import ReplicationError, Stream, create_slot
+from conveyor.connect.sources.segments import Position, Segments
 from conveyor.serialization import json_dumps
 
 __all__ = ["PostgresChanges"]
@@ -77,8 +80,11 @@ class PostgresChanges(SourceTask):
         self._partition = {"server": prefix}
         self._lsn = 0  # the end of the last transaction returned
         self._stream: Stream | None = None
-        self._rows: Generator[list[SourceRecord]] | None = None
+        self._rows: Generator[tuple[list[SourceRecord], Position]] | None = None
+        self._segments: Segments | None = None  # while changes may be in the snapshot already
         self._relations: dict[int, Relation] = {}
+        self._keys: dict[int, tuple[str, ...]] = {}  # each relation's primary key columns
+        self._catalog: psycopg.Connection[Any] | None = None
         self._backlog: list[bytes] = []  # read, beyond a full poll's batch
         self._stopped = threading.Event()
 
@@ -87,17 +93,56 @@ class PostgresChanges(SourceTask):
     def start(self, offsets: SourceOffsets) -> None:
         committed = offsets.get(self._partition)
         self._ensure_publication()
-        if committed is not None and committed.get("snapshot") == "done":
+        running = committed is not None and committed.get("snapshot") == "running"
+        if committed is not None and not running:  # streaming: on from there at the first poll
             self._lsn = int(committed["lsn"])
-            return  # streamed from there at the first poll
-        # first start, or a snapshot cut short: begin again with a new slot and its snapshot
+            if "segments" in committed:
+                self._segments = Segments.from_json(committed["segments"])
+            return
+        if running and self._slot_exists():
+            assert committed is not None
+            self._resume_snapshot(committed)
+            return
+        if running:
+            _log.warning(
+                "PostgreSQL CDC %s: slot %s is gone; the snapshot begins again (the rows "
+                "written before stay in Kafka)",
+                self.prefix,
+                self.slot,
+            )
+        elif not self.snapshot and self._slot_exists():
+            self._lsn = 0  # nothing written yet: from where the slot stands
+            return
+        # the first start: a new slot, and its snapshot
         self._drop_slot()
         connection, slot = create_slot(self.url, self.slot)
         self._lsn = slot.consistent_point
+        self._segments = Segments(slot.consistent_point)
         if self.snapshot:
-            self._rows = self._snapshot(slot.snapshot, connection)
+            self._rows = self._snapshot(slot.snapshot, connection, None)
         else:
             connection.finish()
+
+    def _resume_snapshot(self, committed: dict[str, Any]) -> None:
+        """Read the rows after the last one written as of a new snapshot (a temporary slot's),
+        and stream from the first snapshot's LSN, each change only where it is newer than the
+        snapshot its row was read in."""
+        self._lsn = int(committed["lsn"])
+        segments = Segments.from_json(committed["segments"])
+        schema, table, key = committed["at"]
+        at: Position = (str(schema), str(table), tuple(map(str, key)))
+        connection, slot = create_slot(self.url, f"{self.slot}_resume", temporary=True)
+        segments.cut(at, slot.consistent_point)
+        self._segments = segments
+        _log.info("PostgreSQL CDC %s: the snapshot resumes after %s", self.prefix, at)
+        self._rows = self._snapshot(slot.snapshot, connection, at)
+
+    def _slot_exists(self) -> bool:
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            found = connection.execute(
+                "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (self.slot,)
+            ).fetchone()
+            return found is not None
 
     def _ensure_publication(self) -> None:
         with psycopg.connect(self.url, autocommit=True) as connection:
@@ -127,8 +172,11 @@ class PostgresChanges(SourceTask):
                 (self.slot,),
             )
 
-    def _snapshot(self, name: str, exporter: Any) -> Generator[list[SourceRecord]]:
-        """Every row of the published tables as of the slot's snapshot, in batches."""
+    def _snapshot(
+        self, name: str, exporter: Any, after: Position | None
+    ) -> Generator[tuple[list[SourceRecord], Position]]:
+        """The rows of the published tables as of the exported snapshot ``name``, after
+        ``after`` in the snapshot's order, in batches with the position of each one's last."""
         with psycopg.connect(self.url) as connection:
             connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             connection.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(name)))
@@ -139,25 +187,79 @@ class PostgresChanges(SourceTask):
                 (self.publication,),
             ).fetchall()
             for schema, table in tables:
-                columns = _columns(connection, schema, table)
-                selected = sql.SQL(", ").join(
-                    sql.SQL("{}::text").format(sql.Identifier(column[0])) for column in columns
-                )
-                query = sql.SQL("SELECT {} FROM {}").format(selected, sql.Identifier(schema, table))
-                with connection.cursor(name=f"snapshot_{schema}_{table}") as cursor:
-                    cursor.itersize = self.batch_size
-                    cursor.execute(query)
-                    while rows := cursor.fetchmany(self.batch_size):
-                        yield [self._read_row(schema, table, columns, row) for row in rows]
+                if after is not None and (schema, table) < after[:2]:
+                    continue  # read before the cut
+                resume = after[2] if after is not None and (schema, table) == after[:2] else None
+                yield from self._table_rows(connection, schema, table, resume)
             connection.rollback()
 
+    def _table_rows(
+        self,
+        connection: psycopg.Connection[Any],
+        schema: str,
+        table: str,
+        after: tuple[str, ...] | None,
+    ) -> Generator[tuple[list[SourceRecord], Position]]:
+        """One table's rows in the order of their key as text (``COLLATE "C"``: the order of
+        Python's ``str``), after the key ``after``; a table without a primary key is ordered
+        by all its columns, and a batch never ends between two equal rows."""
+        columns = _columns(connection, schema, table)
+        keyed = any(is_key for _, _, is_key in columns)
+        order = [i for i, (_, _, is_key) in enumerate(columns) if is_key or not keyed]
+        as_text = [
+            sql.SQL('{}::text COLLATE "C"').format(sql.Identifier(columns[i][0])) for i in order
+        ]
+        query = sql.SQL("SELECT {} FROM {}").format(
+            sql.SQL(", ").join(
+                sql.SQL("{}::text").format(sql.Identifier(column[0])) for column in columns
+            ),
+            sql.Identifier(schema, table),
+        )
+        if after is not None:
+            query += sql.SQL(" WHERE ({}) > ({})").format(
+                sql.SQL(", ").join(as_text),
+                sql.SQL(", ").join(
+                    sql.SQL('{}::text COLLATE "C"').format(sql.Literal(v)) for v in after
+                ),
+            )
+        query += sql.SQL(" ORDER BY {}").format(sql.SQL(", ").join(as_text))
+        with connection.cursor(name=f"snapshot_{schema}_{table}") as cursor:
+            cursor.itersize = self.batch_size
+            cursor.execute(query)
+            rows = cursor.fetchmany(self.batch_size)
+            while rows:
+                upcoming = cursor.fetchmany(self.batch_size)
+                if not keyed:  # equal rows stay in one batch: a cut falls between two keys
+                    while upcoming and upcoming[0] == rows[-1]:
+                        rows.append(upcoming.pop(0))
+                        upcoming = upcoming or cursor.fetchmany(self.batch_size)
+                last: Position = (schema, table, tuple(rows[-1][i] for i in order))
+                offset = self._snapshot_offset(last)
+                yield [self._read_row(schema, table, columns, row, offset) for row in rows], last
+                rows = upcoming
+
+    def _snapshot_offset(self, at: Position) -> dict[str, Any]:
+        assert self._segments is not None
+        return {
+            "lsn": self._lsn,
+            "snapshot": "running",
+            "segments": self._segments.to_json(),
+            "at": [at[0], at[1], list(at[2])],
+        }
+
     def _read_row(
-        self, schema: str, table: str, columns: list[tuple[str, int, bool]], row: Any
+        self,
+        schema: str,
+        table: str,
+        columns: list[tuple[str, int, bool]],
+        row: Any,
+        offset: dict[str, Any],
     ) -> SourceRecord:
         after = {
             name: typed(oid, value) for (name, oid, _), value in zip(columns, row, strict=True)
         }
-        key = {name: after[name] for name, _, is_key in columns if is_key}
+        keys = [name for name, _, is_key in columns if is_key]
+        key = {name: after[name] for name in keys} if keys else None
         source = {
             "connector": "conveyor.postgres",
             "name": self.prefix,
@@ -168,15 +270,15 @@ class PostgresChanges(SourceTask):
             "ts_ms": None,
             "snapshot": True,
         }
-        return self._record(schema, table, key, None, after, "r", source, done=False)
+        return self._record(schema, table, key, None, after, "r", source, offset)
 
     # -- polling --------------------------------------------------------------------------------
 
     def poll(self, timeout: float) -> list[SourceRecord]:
         if self._rows is not None:
-            batch = next(self._rows, None)
-            if batch is not None:
-                return batch
+            read = next(self._rows, None)
+            if read is not None:
+                return read[0]
             self._rows = None  # the snapshot is read: say so with the stream's first offsets
             return [self._snapshot_done()]
         try:
@@ -194,8 +296,16 @@ class PostgresChanges(SourceTask):
             f"{self.prefix}.schema_changes",
             json_dumps({"snapshot": "done", "lsn": lsn_text(self._lsn)}),
             source_partition=self._partition,
-            source_offset={"lsn": self._lsn, "snapshot": "done"},
+            source_offset=self._offset(),
         )
+
+    def _offset(self) -> dict[str, Any]:
+        """A streamed record's offset: the LSN after its transaction, and the snapshot's
+        segments while a change may still be older than one of them."""
+        offset: dict[str, Any] = {"lsn": self._lsn, "snapshot": "done"}
+        if self._segments is not None and self._segments.spans:
+            offset["segments"] = self._segments.to_json()
+        return offset
 
     def _changes(self, timeout: float) -> list[SourceRecord]:
         stream = self._stream
@@ -227,6 +337,8 @@ class PostgresChanges(SourceTask):
                     if message.end_lsn > self._lsn:  # else: written before a restart
                         self._lsn = message.end_lsn  # each record's offset: after its transaction
                         records.extend(make() for make in pending)
+                        if self._segments is not None and self._lsn > self._segments.tail:
+                            self._segments = None  # every change from now on is newer
                     began, pending = None, []
             if began is None and (records or time.monotonic() >= deadline):
                 break  # whole transactions read, and nothing more had come: written at once
@@ -244,6 +356,7 @@ class PostgresChanges(SourceTask):
     ) -> list[Callable[[], SourceRecord]]:
         previous = self._relations.get(relation.oid)
         self._relations[relation.oid] = relation
+        self._keys[relation.oid] = self._primary_key(relation.oid)
         if previous is None or previous.columns == relation.columns:
             return []
         describe = [
@@ -267,30 +380,59 @@ class PostgresChanges(SourceTask):
             value,
             key=key,
             source_partition=self._partition,
-            source_offset={"lsn": self._lsn, "snapshot": "done"},
+            source_offset=self._offset(),
         )
 
+    def _primary_key(self, oid: int) -> tuple[str, ...]:
+        """Relation ``oid``'s primary key columns (the replica identity flags name every
+        column of a ``REPLICA IDENTITY FULL`` table: the key is the primary key's)."""
+        if self._catalog is None or self._catalog.closed:
+            self._catalog = psycopg.connect(self.url, autocommit=True)
+        rows = self._catalog.execute(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND i.indisprimary "
+            "ORDER BY a.attnum",
+            (oid,),
+        ).fetchall()
+        return tuple(str(name) for (name,) in rows)
+
     def _change(self, change: Change | Truncate, began: Begin) -> list[Callable[[], SourceRecord]]:
+        segments = self._segments if self._segments is not None and self._segments.spans else None
         if isinstance(change, Truncate):
+            relations = [self._relations[oid] for oid in change.relations]
+            if segments is not None and began.final_lsn < segments.tail:
+                _log.warning(
+                    "PostgreSQL CDC %s: a TRUNCATE between two parts of the snapshot is not "
+                    "written (the rows read after it are the tables' content)",
+                    self.prefix,
+                )
+                return []
             truncated: list[Callable[[], SourceRecord]] = [
                 partial(
                     self._record, r.schema, r.table, None, None, None, "t", self._source(r, began)
                 )
-                for r in (self._relations[oid] for oid in change.relations)
+                for r in relations
             ]
             return truncated
         relation = self._relations[change.relation]
         columns = relation.columns
+        raw = change.new if change.new is not None else change.old
+        keys = self._keys.get(relation.oid, ())
+        if segments is not None and raw is not None:
+            named = [i for i, c in enumerate(columns) if c.name in keys] or range(len(columns))
+            at = (relation.schema, relation.table, tuple(str(raw[i]) for i in named))
+            if not segments.newer(at, began.final_lsn):
+                return []  # the snapshot's part that holds the row has it already
         after = None if change.new is None else _row(columns, change.new)
         before = None if change.old is None else _row(columns, change.old)
         image = after if after is not None else before or {}
-        key = {c.name: image.get(c.name) for c in columns if c.key}
+        key = {name: image.get(name) for name in keys} if keys else None
         op = {"insert": "c", "update": "u", "delete": "d"}[change.kind]
         source = self._source(relation, began)
         made: list[Callable[[], SourceRecord]] = [
             partial(self._record, relation.schema, relation.table, key, before, after, op, source)
         ]
-        if op == "d" and self.tombstones:
+        if op == "d" and self.tombstones and key is not None:
             made.append(
                 partial(
                     self._plain, self._topic(relation.schema, relation.table), json_dumps(key), None
@@ -322,7 +464,7 @@ class PostgresChanges(SourceTask):
         after: Any,
         op: str,
         source: dict[str, Any],
-        done: bool = True,
+        offset: dict[str, Any] | None = None,
     ) -> SourceRecord:
         value = {
             "before": before,
@@ -336,13 +478,17 @@ class PostgresChanges(SourceTask):
             json_dumps(value),
             key=None if key is None else json_dumps(key),
             source_partition=self._partition,
-            source_offset={"lsn": self._lsn, "snapshot": "done" if done else "running"},
+            source_offset=self._offset() if offset is None else offset,
         )
 
     # -- failures and stopping ------------------------------------------------------------------
 
     def _drop_stream(self) -> None:
         self._backlog = []  # read again from the last LSN written
+        if self._catalog is not None:
+            with contextlib.suppress(Exception):
+                self._catalog.close()
+            self._catalog = None
         if self._stream is not None:
             with contextlib.suppress(Exception):  # already broken
                 self._stream.close()

@@ -69,13 +69,15 @@ def _command(connection: PGconn, command: str) -> PGresult:
     return result
 
 
-def create_slot(url: str, name: str) -> tuple[PGconn, Slot]:
+def create_slot(url: str, name: str, temporary: bool = False) -> tuple[PGconn, Slot]:
     """Create logical slot ``name`` (``pgoutput``) exporting its snapshot; the connection is
-    returned open, and the snapshot stays importable while it is (close it once imported)."""
+    returned open, and the snapshot stays importable while it is (close it once imported). A
+    ``temporary`` slot goes with the connection (made for its snapshot alone)."""
     connection = _connect(url)
+    kind = "TEMPORARY LOGICAL" if temporary else "LOGICAL"
     try:
         result = _command(
-            connection, f"CREATE_REPLICATION_SLOT \"{name}\" LOGICAL pgoutput (SNAPSHOT 'export')"
+            connection, f"CREATE_REPLICATION_SLOT \"{name}\" {kind} pgoutput (SNAPSHOT 'export')"
         )
         point, snapshot = result.get_value(0, 1), result.get_value(0, 2)
         if point is None or snapshot is None:
