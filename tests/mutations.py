@@ -2697,14 +2697,16 @@ MUTATIONS = (
         (("            if not segments.newer(at, began.final_lsn):", "            if False:"),),
         (
             "tests/integration/connect/test_postgres_cdc.py::test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once",
+            "tests/integration/connect/test_postgres_cdc_faults.py::test_a_snapshot_whose_worker_is_killed_midway_is_finished_by_another_exactly_once",
         ),
     ),
     Mutation(
         "connect: a CDC snapshot cut short begins again",
         "conveyor/connect/sources/postgres.py",
-        (("        if running and self._slot_exists():", "        if False:"),),
+        (("        if resumable and self._slot_exists():", "        if False:"),),
         (
             "tests/integration/connect/test_postgres_cdc.py::test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once",
+            "tests/integration/connect/test_postgres_cdc_faults.py::test_a_snapshot_whose_worker_is_killed_midway_is_finished_by_another_exactly_once",
         ),
     ),
     Mutation(

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 
 from connect_workers import Worker, delete_cluster_topics, eventually
+from conveyor import Admin
 from helpers import read_to_end
 
 CHANGES = int(os.environ.get("CDC_CHANGES", "20000"))
@@ -199,3 +200,95 @@ def test_row_changes_arrive_once_in_commit_order_through_sigkills_and_a_database
             if worker.process.poll() is None:
                 worker.stop(timeout=90)
         delete_cluster_topics(kafka_bootstrap, group)
+
+
+def test_a_snapshot_whose_worker_is_killed_midway_is_finished_by_another_exactly_once(
+    kafka_bootstrap: str, postgres_server: Any, tmp_path: Path
+) -> None:
+    """The worker reading a 100,000-row snapshot is SIGKILLed partway while rows change; the
+    other worker resumes the snapshot after its last row written, and the rows in Kafka
+    (``read_committed``) end as the table's with every row read once and every update once
+    (each one's version one more than the last written)."""
+    table = f"snap_{uuid.uuid4().hex[:8]}"
+    prefix = f"snap{uuid.uuid4().hex[:6]}"
+    name = f"pg-{prefix}"
+    group = f"connect-{uuid.uuid4().hex[:8]}"
+    dsn = postgres_server.dsn
+    rows = 100_000
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, version int)")
+        db.execute(f"INSERT INTO {table} SELECT g, 0 FROM generate_series(1, {rows}) g")
+    workers = [Worker(kafka_bootstrap, group, tmp_path) for _ in range(2)]
+    topic = f"{prefix}.public.{table}"
+    stop = threading.Event()
+    updates = [0]
+
+    def update() -> None:  # a transaction of 5 updates every 20 ms, on random rows
+        rng = random.Random(5)
+        with psycopg.connect(dsn) as db:
+            while not stop.wait(0.02):
+                for key in rng.sample(range(1, rows + 1), 5):
+                    db.execute(f"UPDATE {table} SET version = version + 1 WHERE id = %s", (key,))
+                db.commit()
+                updates[0] += 5
+
+    updater = threading.Thread(target=update, daemon=True)
+    try:
+        workers[0].client.create_connector(
+            {
+                "name": name,
+                "config": {
+                    "connector.class": "PostgresCdc",
+                    "database.url": dsn,
+                    "topic.prefix": prefix,
+                    "batch.size": "100",
+                    "table.include.list": f"public.{table}",
+                },
+            }
+        )
+        updater.start()
+        doomed = owner_of(workers, name)
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+
+            def written() -> int:
+                try:
+                    return sum(admin.read_watermark_offsets(topic, p)[1] for p in (0,))
+                except Exception:
+                    return 0
+
+            eventually(lambda: written() >= 5_000, timeout=120, what="5,000 snapshot rows")
+            doomed.kill()
+            assert written() < rows, "killed before the snapshot's end"
+        owner_of(workers, name)  # taken over by the other worker
+        eventually(lambda: updates[0] >= 500, timeout=60, what="500 updates")
+        stop.set()
+        updater.join(30)
+        with psycopg.connect(dsn) as db:
+            expected = dict(db.execute(f"SELECT id, version FROM {table}").fetchall())
+
+        def folded() -> dict[int, int] | None:
+            state: dict[int, int] = {}
+            for record in read_to_end(kafka_bootstrap, topic, timeout=120):
+                value = json.loads(record.value())
+                key, after = value["after"]["id"], value["after"]["version"]
+                if value["op"] == "r":
+                    assert key not in state, f"row {key} read twice"
+                else:
+                    assert value["op"] == "u", value
+                    assert after == state[key] + 1, f"an update of {key} twice, or lost"
+                state[key] = after
+            return state if state == expected else None
+
+        eventually(folded, timeout=180, what="the table's rows, each change once")
+    finally:
+        stop.set()
+        for worker in workers:
+            if worker.process.poll() is None:
+                worker.stop(timeout=90)
+        delete_cluster_topics(kafka_bootstrap, group)
+        with psycopg.connect(dsn, autocommit=True) as db:
+            db.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (f"conveyor_{name.replace('-', '_')}",),
+            )

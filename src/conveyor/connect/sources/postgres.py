@@ -91,19 +91,19 @@ class PostgresChanges(SourceTask):
     # -- starting -------------------------------------------------------------------------------
 
     def start(self, offsets: SourceOffsets) -> None:
-        committed = offsets.get(self._partition)
+        committed = offsets.get(self._partition) or {}
         self._ensure_publication()
-        running = committed is not None and committed.get("snapshot") == "running"
-        if committed is not None and not running:  # streaming: on from there at the first poll
+        state = committed.get("snapshot")
+        if state == "done":  # streaming: on from there at the first poll
             self._lsn = int(committed["lsn"])
             if "segments" in committed:
                 self._segments = Segments.from_json(committed["segments"])
             return
-        if running and self._slot_exists():
-            assert committed is not None
+        resumable = state == "running" and "segments" in committed and "at" in committed
+        if resumable and self._slot_exists():
             self._resume_snapshot(committed)
             return
-        if running:
+        if state == "running":
             _log.warning(
                 "PostgreSQL CDC %s: slot %s is gone; the snapshot begins again (the rows "
                 "written before stay in Kafka)",
