@@ -9,11 +9,11 @@ naming its column family. The input topic holds a message per partition for each
 
 Figures:
 
-* cold restore, records/s: Conveyor (an app whose local store is empty; its partitions'
-  restore seconds from the ``state.restored`` events, summed: one restore thread reads them
-  one after another) beside the bare loop (a confluent-kafka consumer with the settings of
-  Conveyor's restore reader, the partitions one after another, one rocksdict write batch per
-  4 MiB as Conveyor writes them), Quix Streams 3.28 (from its "Beginning recovery check" to
+* cold restore, records/s: Conveyor (an app whose local store is empty; its restore threads
+  read the partitions at once, a reader each) beside the bare loop (a confluent-kafka consumer
+  with the settings of Conveyor's restore reader, one rocksdict write batch per 4 MiB as
+  Conveyor writes them) twice: the partitions one after another, and at once (a thread, a
+  reader and a rocksdict each, as Conveyor's), Quix Streams 3.28 (from its "Beginning recovery check" to
   its "Recovery process complete") and Kafka Streams 4.1.1 (its restore listener's first
   start to last end). Conveyor's seconds run likewise from its first partition's restore
   start to its last one's end. Targets: >= 500,000 records/s, >= 10x Quix Streams, >= 0.8x
@@ -99,14 +99,42 @@ def fill_changelog(
 def bare_restore(bootstrap: str, changelog: str, folder: Path) -> tuple[int, float]:
     """Every partition of ``changelog`` read to its end into a rocksdict, one after another;
     records and seconds."""
+    began = time.perf_counter()
+    records = _bare_partitions(bootstrap, changelog, range(PARTITIONS), folder)
+    return records, time.perf_counter() - began
+
+
+def bare_restore_at_once(bootstrap: str, changelog: str, folder: Path) -> tuple[int, float]:
+    """Every partition of ``changelog`` read to its end at once, a thread, a reader and a
+    rocksdict each (as Conveyor's restore threads do); records and seconds."""
+    counts: list[int] = []
+    threads = [
+        threading.Thread(
+            target=lambda p: counts.append(
+                _bare_partitions(bootstrap, changelog, [p], folder / str(p))
+            ),
+            args=(partition,),
+        )
+        for partition in range(PARTITIONS)
+    ]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if len(counts) != PARTITIONS:
+        raise RuntimeError("a bare restore thread failed")
+    return sum(counts), time.perf_counter() - began
+
+
+def _bare_partitions(bootstrap: str, changelog: str, partitions: Any, folder: Path) -> int:
     db = rocksdict.Rdict(str(folder), rocksdict.Options(raw_mode=True))
     reader = KafkaConsumer(
         {"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}", **READER}
     )
     records = 0
-    began = time.perf_counter()
     try:
-        for partition in range(PARTITIONS):
+        for partition in partitions:
             reader.assign([TopicPartition(changelog, partition, 0)])
             batch, pending, ended = rocksdict.WriteBatch(raw_mode=True), 0, False
             while not ended:
@@ -126,7 +154,7 @@ def bare_restore(bootstrap: str, changelog: str, folder: Path) -> tuple[int, flo
                         batch, pending = rocksdict.WriteBatch(raw_mode=True), 0
             db.write(batch)
         db.flush()
-        return records, time.perf_counter() - began
+        return records
     finally:
         reader.close()
         db.close()
@@ -251,6 +279,7 @@ def main() -> None:
     group = f"bench-restore-{uuid.uuid4().hex[:8]}"
     changelogs = {  # each side's own, named as it names its store's
         "bare": bench.create_topic(PARTITIONS, compact),
+        "bare-at-once": bench.create_topic(PARTITIONS, compact),
         "conveyor": bench.create_topic(
             PARTITIONS, compact, name=changelog_topic(group, topic, "default")
         ),
@@ -273,6 +302,12 @@ def main() -> None:
             folder = scratch / f"bare-{attempt}"
             count, seconds = bare_restore(bench.bootstrap, changelogs["bare"], folder)
             rates["bare"].append(count / seconds)
+            shutil.rmtree(folder, ignore_errors=True)
+            folder = scratch / f"bare-at-once-{attempt}"
+            count, seconds = bare_restore_at_once(
+                bench.bootstrap, changelogs["bare-at-once"], folder
+            )
+            rates["bare-at-once"].append(count / seconds)
             shutil.rmtree(folder, ignore_errors=True)
             if peers:
                 folder = scratch / f"quix-{attempt}"
@@ -310,8 +345,10 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     note = f"{records:,} x 100 B, {PARTITIONS} partitions"
     figures = [
-        ("bare restore loop", "bare", None),
+        ("bare restore loop, partitions one after another", "bare", None),
+        ("bare restore loop, partitions at once", "bare-at-once", None),
         ("cold restore (target >= 500,000) vs the bare loop", "conveyor", "bare"),
+        ("cold restore vs the bare loop, partitions at once", "conveyor", "bare-at-once"),
         ("cold restore vs Quix Streams (target >= 10x)", "conveyor", "quix"),
         ("Quix Streams restore", "quix", None),
         ("cold restore vs Kafka Streams (target >= 0.8x)", "conveyor", "kstreams"),
