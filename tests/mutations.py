@@ -2723,6 +2723,14 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "connect: a CDC task without a snapshot that wrote nothing makes its slot again",
+        "conveyor/connect/sources/postgres.py",
+        (("        elif not self.snapshot and self._slot_exists():", "        elif False:"),),
+        (
+            "tests/integration/connect/test_postgres_cdc.py::test_a_task_without_a_snapshot_that_wrote_nothing_keeps_its_slots_changes",
+        ),
+    ),
+    Mutation(
         "connect: the UI's /connect API skips the UI's rules",
         "conveyor/web/connect_api.py",
         (("create_rest_app(self._cluster(), _ui_gate)", "create_rest_app(self._cluster())"),),

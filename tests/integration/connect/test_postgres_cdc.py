@@ -243,3 +243,40 @@ def test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once(
         second.stop()
         with psycopg.connect(postgres_dsn, autocommit=True) as db:
             db.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+
+def test_a_task_without_a_snapshot_that_wrote_nothing_keeps_its_slots_changes(
+    postgres_dsn: str,
+) -> None:
+    """No snapshot: the slot made at the first start holds the changes from then on, so a task
+    that stopped before writing any record is followed by one that streams them from the
+    slot (not by a new slot, made after them)."""
+    from conveyor.connect.runtime.plugins import SourceOffsets  # noqa: PLC0415
+    from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415
+
+    table = f"noshot_{uuid.uuid4().hex[:8]}"
+    name = f"conveyor_{table}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+
+    def task() -> PostgresChanges:
+        return PostgresChanges(
+            postgres_dsn, "noshot", [f"public.{table}"], name, name,
+            snapshot=False, batch_size=100, tombstones=False,
+        )  # fmt: skip
+
+    first = task()
+    first.start(SourceOffsets())
+    first.stop()  # nothing polled, nothing written
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute(f"INSERT INTO {table} VALUES (1), (2)")
+    second = task()
+    second.start(SourceOffsets())
+    polled: list[Any] = []
+    try:
+        eventually(lambda: polled.extend(second.poll(0.5)) or len(polled) >= 2, 30, "2 inserts")
+    finally:
+        second.stop()
+        with psycopg.connect(postgres_dsn, autocommit=True) as db:
+            db.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+    assert [json.loads(r.key)["id"] for r in polled] == [1, 2]

@@ -133,6 +133,18 @@ def owner_of(workers: list[Worker], name: str) -> Worker:
     return found
 
 
+def cdc_connector(name: str, dsn: str, prefix: str, table: str, batch: int) -> dict[str, Any]:
+    """A PostgresCdc connector of ``table``, ``batch`` rows a poll at most."""
+    config = {
+        "connector.class": "PostgresCdc",
+        "database.url": dsn,
+        "topic.prefix": prefix,
+        "batch.size": str(batch),
+        "table.include.list": f"public.{table}",
+    }
+    return {"name": name, "config": config}
+
+
 def records(bootstrap: str, topic: str) -> list[tuple[Any, ...]]:
     out = []
     for record in read_to_end(bootstrap, topic, timeout=120):
@@ -158,18 +170,7 @@ def test_row_changes_arrive_once_in_commit_order_through_sigkills_and_a_database
     workers = [Worker(kafka_bootstrap, group, tmp_path) for _ in range(2)]
     writer = Writer(dsn, table, CHANGES)
     try:
-        workers[0].client.create_connector(
-            {
-                "name": name,
-                "config": {
-                    "connector.class": "PostgresCdc",
-                    "database.url": dsn,
-                    "topic.prefix": prefix,
-                    "batch.size": "500",
-                    "table.include.list": f"public.{table}",
-                },
-            }
-        )
+        workers[0].client.create_connector(cdc_connector(name, dsn, prefix, table, 500))
         owner_of(workers, name)
         writer.start()
         for fault, at in (("kill", 0.25), ("restart", 0.5), ("kill", 0.75)):
@@ -234,18 +235,7 @@ def test_a_snapshot_whose_worker_is_killed_midway_is_finished_by_another_exactly
 
     updater = threading.Thread(target=update, daemon=True)
     try:
-        workers[0].client.create_connector(
-            {
-                "name": name,
-                "config": {
-                    "connector.class": "PostgresCdc",
-                    "database.url": dsn,
-                    "topic.prefix": prefix,
-                    "batch.size": "100",
-                    "table.include.list": f"public.{table}",
-                },
-            }
-        )
+        workers[0].client.create_connector(cdc_connector(name, dsn, prefix, table, 100))
         updater.start()
         doomed = owner_of(workers, name)
         with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:

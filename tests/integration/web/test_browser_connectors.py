@@ -139,8 +139,9 @@ def test_the_connectors_page_shows_states_and_errors_and_pauses_resumes_and_rest
                 assert eventually(lambda: task_state("lines") == "RUNNING", 60)
 
                 # restart the working task: its sink rejoins its group as a new member
+                # (RUNNING is reported when the task starts, before its sink has joined)
+                assert eventually(lambda: bool(members("connect-lines")), 60)
                 before = members("connect-lines")
-                assert before
                 page.goto(f"{site}/connectors")
                 page.wait_for_selector("body[data-ready='1']")
                 page.click("#connector-tasks tr[data-connector='lines'] button.task-restart")
