@@ -120,6 +120,7 @@ def test_the_connectors_page_shows_states_and_errors_and_pauses_resumes_and_rest
                 assert response.status == 200
                 page.wait_for_selector("body[data-ready='1']")
                 assert page.title().startswith("Connectors")
+                assert "/connect" in page.locator("p.hint").inner_text(), "where the REST API is"
                 assert page.locator("#connectors tbody tr[data-connector]").count() == 2
                 failed = page.locator("#connector-tasks tr[data-connector='broken'] details")
                 assert "FileExistsError" in failed.inner_text(), "the error's last line shown"
