@@ -16,7 +16,7 @@ from conveyor.app import App
 from conveyor.environment import kafka_from_environment
 from conveyor.errors import ConfigurationError, ConveyorError
 
-__all__ = ["app_option", "json_option", "load_app"]
+__all__ = ["app_option", "json_option", "kafka_without_app", "load_app"]
 
 _Decorated = TypeVar("_Decorated", bound="Callable[..., Any] | click.Command")
 

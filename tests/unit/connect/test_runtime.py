@@ -144,3 +144,19 @@ def test_the_built_in_sinks_are_plugins_and_a_broadcast_serves_one_topic() -> No
         {"name": "b", "connector.class": "BroadcastSink", "topics": "a,b", "port": "8765"}
     )
     assert errors == {"topics": ["A broadcast serves one topic on its port: name one"]}
+
+
+def test_an_http_url_needs_a_scheme_and_a_host() -> None:
+    from conveyor.connect.runtime import http_url  # noqa: PLC0415
+
+    assert http_url("https://api.example.com/orders?page=1") is None
+    assert http_url("http://127.0.0.1:8080/") is None
+    for wrong in ("http://", "ftp://host/x", "example.com/x", "http://host:port/"):
+        assert http_url(wrong) == "Value must be an http:// or https:// URL", wrong
+    webhook = Plugins().find("WebhookSink")
+    config = {"connector.class": "WebhookSink", "name": "w", "topics": "t", "url": "http://"}
+    errors = field_errors(webhook.all_fields(), config)
+    assert errors == {
+        "url": ["Invalid value http:// for configuration url: Value must be an http:// or "
+                "https:// URL"]
+    }  # fmt: skip

@@ -8,7 +8,7 @@ registering it under the ``conveyor.connectors`` entry point group.
 """
 
 from conveyor.connect.runtime.connect_cluster import ConnectCluster, ConnectError, WorkerSettings
-from conveyor.connect.runtime.definitions import Field, at_least, one_of, positive
+from conveyor.connect.runtime.definitions import Field, at_least, http_url, one_of, positive
 from conveyor.connect.runtime.plugins import (
     Connector,
     Plugins,
@@ -34,6 +34,7 @@ __all__ = [
     "Worker",
     "WorkerSettings",
     "at_least",
+    "http_url",
     "one_of",
     "positive",
 ]

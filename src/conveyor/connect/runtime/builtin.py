@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from conveyor.connect.runtime.definitions import Field, positive
+from conveyor.connect.runtime.definitions import Field, http_url, positive
 from conveyor.connect.runtime.plugins import SinkConnector
 from conveyor.connect.sink import Result
 from conveyor.connect.sinks.files import JsonLines
@@ -114,19 +114,17 @@ class WebhookSinkConnector(SinkConnector):
 
     fields: ClassVar[tuple[Field, ...]] = (
         Field(
-            "url", "STRING", "The http:// or https:// endpoint.", required=True, importance="HIGH"
+            "url",
+            "STRING",
+            "The http:// or https:// endpoint.",
+            required=True,
+            importance="HIGH",
+            check=http_url,
         ),
         Field("batch", "BOOLEAN", "Send a JSON array of records per request.", default="false"),
         Field("concurrency", "INT", "Requests in flight at most.", default="16", check=positive),
         Field("timeout", "DOUBLE", "Seconds a request may take.", default="5.0", check=positive),
     )
-
-    @classmethod
-    def check(cls, config: dict[str, Any]) -> Mapping[str, list[str]]:
-        errors = dict(super().check(config))
-        if not str(config.get("url", "")).startswith(("http://", "https://")):
-            errors["url"] = ["Value must be an http:// or https:// URL"]
-        return errors
 
     def sink(self, config: Mapping[str, Any]) -> Webhook:
         return Webhook(

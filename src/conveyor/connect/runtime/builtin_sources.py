@@ -5,6 +5,7 @@ an HTTP resource polled, and PostgreSQL change data capture through logical repl
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -13,7 +14,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import IO, Any, ClassVar
 
-from conveyor.connect.runtime.definitions import Field, one_of, positive
+from conveyor.connect.runtime.definitions import Field, http_url, one_of, positive
 from conveyor.connect.runtime.plugins import (
     SourceConnector,
     SourceOffsets,
@@ -29,6 +30,8 @@ __all__ = [
     "HttpPollingSourceConnector",
     "PostgresCdcConnector",
 ]
+
+_log = logging.getLogger("conveyor.connect")
 
 _CHUNK = 1 << 20
 
@@ -109,6 +112,7 @@ class FileSourceConnector(SourceConnector):
             "INT",
             "The most lines one poll returns (one transaction).",
             default="2000",
+            check=positive,
         ),
     )
 
@@ -233,7 +237,17 @@ class HttpPollingSource(SourceTask):
         except urllib.error.HTTPError as error:
             if error.code == 304:
                 return []  # not modified since the last answer written
-            raise
+            if error.code < 500 and error.code != 429:
+                raise  # the request is wrong: the task fails, its trace says why
+            _log.warning(
+                "HTTP source %s: %s; asking again in %.1f s", self.url, error, self.interval
+            )
+            return []
+        except OSError as error:  # unreachable, refused, timed out: asked again when due
+            _log.warning(
+                "HTTP source %s: %s; asking again in %.1f s", self.url, error, self.interval
+            )
+            return []
         validators = {
             name: value
             for name, value in (
@@ -284,6 +298,7 @@ class HttpPollingSourceConnector(SourceConnector):
             "The http:// or https:// resource to GET.",
             required=True,
             importance="HIGH",
+            check=http_url,
         ),
         Field("topic", "STRING", "The topic the answers go to.", required=True, importance="HIGH"),
         Field(
@@ -302,12 +317,6 @@ class HttpPollingSourceConnector(SourceConnector):
         ),
         Field("headers", "LIST", "Request headers, Name:value, separated by commas.", default=""),
     )
-
-    @classmethod
-    def check(cls, config: dict[str, Any]) -> Mapping[str, list[str]]:
-        if not str(config.get("url", "")).startswith(("http://", "https://")):
-            return {"url": ["Value must be an http:// or https:// URL"]}
-        return {}
 
     def task(self, config: Mapping[str, Any]) -> HttpPollingSource:
         return HttpPollingSource(

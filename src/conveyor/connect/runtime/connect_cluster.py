@@ -116,7 +116,7 @@ class ConnectCluster:
         return plugin, [parse_config(plugin.all_fields(), one) for one in raw]
 
     def _plugin_and_tasks(self, name: str) -> tuple[Connector, list[dict[str, str]]]:
-        raw = self._config(name)
+        raw = self.config(name)
         plugin = self.plugins.find(raw["connector.class"])()
         count = parse_config(plugin.all_fields(), raw)["tasks.max"]
         tasks = [{k: str(v) for k, v in one.items()} for one in plugin.task_configs(raw, count)]
@@ -129,7 +129,7 @@ class ConnectCluster:
 
     def info(self, name: str) -> dict[str, Any]:
         """Kafka Connect's ``ConnectorInfo``: name, configuration, tasks and type."""
-        config = self._config(name)
+        config = self.config(name)
         try:
             plugin, task_configs = self.tasks_of(name)
             kind, count = plugin.type, len(task_configs)
@@ -143,9 +143,7 @@ class ConnectCluster:
         }
 
     def config(self, name: str) -> dict[str, str]:
-        return self._config(name)
-
-    def _config(self, name: str) -> dict[str, str]:
+        """A connector's configuration (404 when there is none)."""
         config = self.configs.config(name)
         if config is None:
             raise ConnectError(404, f"Connector {name} not found")
@@ -233,19 +231,20 @@ class ConnectCluster:
         self.put(name, config, initial_state)
 
     def delete(self, name: str) -> None:
-        statuses = self.status(name)
+        self.config(name)  # 404 for a connector that is not there
+        reported = self.statuses.tasks(name)  # every task reported, whatever its config says now
         self._config_log.write(keys.connector(name), None)
         self._config_log.write(keys.target(name), None)
         self.write_status(keys.connector_status(name), None)
-        for task in statuses["tasks"]:
-            self.write_status(keys.task_status(name, task["id"]), None)
+        for task in reported:
+            self.write_status(keys.task_status(name, task), None)
 
     def set_target(self, name: str, state: str) -> None:
-        self._config(name)
+        self.config(name)
         self._config_log.write(keys.target(name), {"state": _target(state)})
 
     def restart(self, name: str, *, include_tasks: bool = False, only_failed: bool = False) -> None:
-        self._config(name)
+        self.config(name)
         self._config_log.write(
             keys.restart_connector(name),
             {"include-tasks": include_tasks, "only-failed": only_failed, "id": uuid.uuid4().hex},

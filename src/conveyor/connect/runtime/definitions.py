@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 __all__ = [
     "COMMON_FIELDS",
@@ -17,6 +18,7 @@ __all__ = [
     "at_least",
     "config_infos",
     "field_errors",
+    "http_url",
     "one_of",
     "parse_config",
     "positive",
@@ -113,6 +115,18 @@ def one_of(*allowed: str) -> Callable[[Any], str | None]:
 def positive(value: Any) -> str | None:
     """A field's check: the value is above 0."""
     return None if value > 0 else "Value must be positive"
+
+
+def http_url(value: Any) -> str | None:
+    """A field's check: the value is an http:// or https:// URL with a host."""
+    try:
+        parts = urlsplit(str(value))
+        parts.port  # noqa: B018 - raises for a malformed port
+    except ValueError:
+        return "Value must be an http:// or https:// URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "Value must be an http:// or https:// URL"
+    return None
 
 
 def _connector_name(value: Any) -> str | None:

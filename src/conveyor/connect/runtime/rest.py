@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -18,7 +19,7 @@ from starlette.routing import Route
 from conveyor._version import __version__
 from conveyor.connect.runtime.connect_cluster import ConnectCluster, ConnectError
 
-__all__ = ["Gate", "create_rest_app", "target_of"]
+__all__ = ["Gate", "create_rest_app"]
 
 _log = logging.getLogger("conveyor.connect")
 Handler = Callable[[Request], Response]
@@ -30,7 +31,7 @@ Gate = Callable[[Request, str | None, str], Awaitable[None]]
 by raising :class:`ConnectError` (401, 403)."""
 
 
-def target_of(request: Request, body: Any = None) -> str:
+def _target_of(request: Request, body: Any = None) -> str:
     """What a call acts on: ``connector <name>`` (from the path, or a create's body), with
     `` task <id>`` for a task's call."""
     params = request.path_params
@@ -44,13 +45,6 @@ def target_of(request: Request, body: Any = None) -> str:
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error_code": status, "message": message}, status_code=status)
-
-
-def _body(request: Request, raw: bytes) -> Any:
-    try:
-        return json.loads(raw or b"null")
-    except ValueError as error:
-        raise ConnectError(400, f"Cannot deserialize the request body: {error}") from None
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -131,8 +125,11 @@ class _Api:
         self.cluster.restart(name, include_tasks=include_tasks, only_failed=only_failed)
         if not include_tasks and not only_failed:
             return Response(status_code=204)
-        status = self.cluster.status(name)
-        for task in status["tasks"]:
+        status = self.cluster.status(name)  # what restarts shows RESTARTING (KIP-745)
+        connector = status["connector"]
+        if not only_failed or connector["state"] == "FAILED":
+            connector["state"] = "RESTARTING"
+        for task in status["tasks"] if include_tasks else ():
             if not only_failed or task["state"] == "FAILED":
                 task["state"] = "RESTARTING"
         return JSONResponse(status, status_code=202)
@@ -172,7 +169,18 @@ def _json_body(request: Request, raw: bytes) -> Any:
         raise ConnectError(
             415, "HTTP 415 Unsupported Media Type: send Content-Type: application/json"
         )
-    return _body(request, raw)
+    try:
+        return json.loads(raw or b"null")
+    except ValueError as error:
+        raise ConnectError(400, f"Cannot deserialize the request body: {error}") from None
+
+
+def _name_in(raw: bytes) -> Any:
+    """The body as far as the gate's target needs it (a create's name), or ``None``."""
+    try:
+        return json.loads(raw) if raw.startswith(b"{") else None
+    except ValueError:
+        return None
 
 
 def _endpoint(
@@ -182,17 +190,13 @@ def _endpoint(
     reads_body: bool = False,
 ) -> Any:
     async def endpoint(request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool  # noqa: PLC0415
-
         try:
-            body = None
             has_body = reads_body and request.method in ("POST", "PUT")
-            if has_body:
-                body = _json_body(request, await request.body())
-            if gate is not None:
-                await gate(
-                    request, action if request.method != "GET" else None, target_of(request, body)
-                )
+            raw = await request.body() if has_body else b""
+            if gate is not None:  # first: a caller not let in learns nothing of the body
+                changes = action if request.method != "GET" else None
+                await gate(request, changes, _target_of(request, _name_in(raw)))
+            body = _json_body(request, raw) if has_body else None
             if has_body:
                 return await run_in_threadpool(handler, request, body)
             return await run_in_threadpool(handler, request)

@@ -10,6 +10,7 @@ is exactly what was committed with the records: no record lost, none written twi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -115,11 +116,18 @@ class SourceRunner:
         settings = dict(self._kafka)
         if self._transactional_id is not None:
             settings["transactional.id"] = self._transactional_id
-        self._producer = Producer(settings)
-        if self._transactional_id is not None:
-            self._producer.transactions.initialize()  # fences the task's predecessor first
-        offsets = read_offsets(self._kafka, self._offsets_topic, self.connector)
-        self._task.start(offsets)
+        self._producer = producer = Producer(settings)
+        try:
+            if self._transactional_id is not None:
+                producer.transactions.initialize()  # fences the task's predecessor first
+            offsets = read_offsets(self._kafka, self._offsets_topic, self.connector)
+            self._task.start(offsets)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._task.stop()
+            producer.close(5)
+            self._producer = None
+            raise
         self._thread.start()
 
     def _run(self) -> None:
@@ -147,16 +155,28 @@ class SourceRunner:
 
     def _write(self, producer: Producer, records: list[SourceRecord]) -> None:
         self._ensure_topics({record.topic for record in records} - self._known)
-        offsets: dict[bytes, Mapping[str, Any]] = {}
+        keys: dict[int, bytes] = {}  # a source partition's key, made once per poll
+        offsets: dict[bytes, Mapping[str, Any]] = {}  # its last record's offset
         for record in records:
-            offsets[offset_key(self.connector, record.source_partition)] = record.source_offset
+            key = keys.get(id(record.source_partition))
+            if key is None:
+                key = keys[id(record.source_partition)] = offset_key(
+                    self.connector, record.source_partition
+                )
+            offsets[key] = record.source_offset
+        written = [_message(record) for record in records]
+        topic = self._offsets_topic
+        offset_messages = [
+            {"topic": topic, "payload": json_dumps(dict(offset)), "key": key, "partition": 0}
+            for key, offset in offsets.items()
+        ]
         if self._transactional_id is not None:
-            with producer.transaction():
-                self._produce(producer, records, offsets)
-        else:
-            self._produce(producer, records, offsets)
-            if producer.flush(60):
-                raise KafkaError("the source records were not acknowledged within 60 s")
+            with producer.transaction():  # all or nothing: the commit fails on a failed record
+                producer.produce_many_async(written)
+                producer.produce_many_async(offset_messages)
+        else:  # the records acknowledged first: an offset never gets ahead of its records
+            producer.produce_many_sync(written, timeout=60)
+            producer.produce_many_sync(offset_messages, timeout=60)
 
     def _ensure_topics(self, topics: set[str]) -> None:
         """Make the topics records go to that do not exist yet (as Connect's topic creation)."""
@@ -167,26 +187,6 @@ class SourceRunner:
             for topic in sorted(topics):
                 ensure_topic(admin, topic, partitions, replicas)
         self._known.update(topics)
-
-    def _produce(
-        self,
-        producer: Producer,
-        records: list[SourceRecord],
-        offsets: Mapping[bytes, Mapping[str, Any]],
-    ) -> None:
-        for record in records:
-            producer.produce_async(
-                topic=record.topic,
-                payload=_bytes(record.value),
-                key=_bytes(record.key),
-                headers=list(record.headers) if record.headers else None,
-                partition=record.partition,
-                timestamp=record.timestamp,
-            )
-        for key, offset in offsets.items():  # after the records: written once they are
-            producer.produce_async(
-                topic=self._offsets_topic, payload=json_dumps(dict(offset)), key=key, partition=0
-            )
 
     @property
     def trace(self) -> str | None:
@@ -204,3 +204,19 @@ class SourceRunner:
 
 def _bytes(value: bytes | str | None) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
+
+
+def _message(record: SourceRecord) -> dict[str, Any]:
+    """A source record as a message to produce (only the fields it sets)."""
+    message: dict[str, Any] = {
+        "topic": record.topic,
+        "payload": _bytes(record.value),
+        "key": _bytes(record.key),
+    }
+    if record.headers:
+        message["headers"] = list(record.headers)
+    if record.partition is not None:
+        message["partition"] = record.partition
+    if record.timestamp is not None:
+        message["timestamp"] = record.timestamp
+    return message

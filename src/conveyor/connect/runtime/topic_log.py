@@ -75,7 +75,11 @@ class TopicLog:
         self._thread = threading.Thread(target=self._follow, name=f"connect-{self.topic}")
         self._thread.daemon = True
         self._thread.start()
-        self._wait_for(end, timeout)
+        try:
+            self._wait_for(end, timeout)
+        except BaseException:
+            self.stop()  # its thread, reader and producer: nothing left running
+            raise
 
     def write(self, key: str, value: Mapping[str, Any] | None, timeout: float = 30.0) -> None:
         """Append ``key`` = ``value`` (``None``: delete it) and wait until it was read back.

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conveyor.connect.runtime.cluster import Restart, keys
-from conveyor.connect.runtime.connect_cluster import ConnectCluster, ConnectError, WorkerSettings
+from conveyor.connect.runtime.connect_cluster import ConnectCluster, WorkerSettings
 from conveyor.connect.runtime.membership import Membership, slot_of
 from conveyor.connect.runtime.plugins import (
     Connector,
@@ -30,7 +30,7 @@ from conveyor.connect.runtime.sources import SourceRunner, ensure_offsets_topic
 from conveyor.connect.runtime.tasks import MakeApp, RunningTask, start_sink_task
 from conveyor.errors import ConfigurationError
 
-__all__ = ["ConnectError", "Worker", "WorkerSettings"]
+__all__ = ["Worker", "WorkerSettings"]
 
 _log = logging.getLogger("conveyor.connect")
 
