@@ -27,8 +27,6 @@ from conveyor.validation import check_seconds
 __all__ = [
     "ACTIONS",
     "Access",
-    "Attempts",
-    "BasicLogin",
     "Session",
     "Sessions",
     "hash_password",
@@ -293,21 +291,53 @@ class Attempts:
                     del self._failures[name]
 
 
+class SignInRefused(Exception):
+    """An ``Authorization`` header refused: answer ``status`` with ``message``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 class BasicLogin:
     """Checks HTTP Basic credentials (``Authorization: Basic base64(user:password)``) against
     ``user`` and ``password_hash``: how REST clients and scripts sign in, with every call.
 
     A header that checked out is remembered (its SHA-256) for ``remember_seconds``, so scrypt
-    runs once per client and not once per call; ``attempts`` counts the failures per client."""
+    runs once per client and not once per call; ``attempts`` counts the failures per client
+    (give the login form's, so that both count against one limit)."""
 
-    def __init__(self, user: str, password_hash: str, remember_seconds: float = 300.0) -> None:
+    def __init__(
+        self,
+        user: str,
+        password_hash: str,
+        remember_seconds: float = 300.0,
+        attempts: Attempts | None = None,
+    ) -> None:
         _parse_hash(password_hash)
         self.user = user
         self.password_hash = password_hash
         self.remember_seconds = remember_seconds
-        self.attempts = Attempts()
+        self.attempts = attempts or Attempts()
         self._known: dict[bytes, float] = {}
         self._lock = threading.Lock()
+
+    def sign_in(self, header: str | None, client: str) -> str:
+        """The user ``header`` signs in from ``client``. Slow (scrypt) for a header not seen
+        lately: call it off the event loop.
+
+        Raises:
+            SignInRefused: no header or a wrong one (401), too many failures a minute (429).
+        """
+        if not self.attempts.allowed(client):
+            raise SignInRefused(429, "Too many failed sign-ins: wait a minute.")
+        user = None if header is None else self.user_of(header)
+        if user is None:
+            if header is not None:
+                self.attempts.failed(client)
+            raise SignInRefused(401, "Sign in with the user and password (HTTP Basic).")
+        return user
 
     def user_of(self, header: str) -> str | None:
         """The user ``header`` signs in, or ``None`` (another scheme, malformed, wrong user or

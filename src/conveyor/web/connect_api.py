@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from conveyor.connect.runtime.connect_cluster import ConnectCluster, ConnectError
 from conveyor.connect.runtime.rest import Gate, create_rest_app
 from conveyor.errors import ConveyorError
-from conveyor.web.access import BasicLogin
+from conveyor.web.access import BasicLogin, SignInRefused
 from conveyor.web.ui.guard import Guard
 
 __all__ = ["UiConnectApi", "password_gate"]
@@ -29,30 +29,23 @@ def password_gate(login: BasicLogin) -> Gate:
 
     async def gate(request: Request, action: str | None, target: str) -> None:
         client = request.client.host if request.client else "?"
-        if not login.attempts.allowed(client):
-            raise ConnectError(429, "Too many failed sign-ins: wait a minute.")
         header = request.headers.get("authorization")
-        user = None if header is None else await run_in_threadpool(login.user_of, header)
-        if user is None:
-            if header is not None:
-                login.attempts.failed(client)
-            raise ConnectError(401, "Sign in with the worker's user and password (HTTP Basic).")
+        try:
+            await run_in_threadpool(login.sign_in, header, client)
+        except SignInRefused as refused:
+            raise ConnectError(refused.status, refused.message) from None
 
     return gate
 
 
 async def _ui_gate(request: Request, action: str | None, target: str) -> None:
-    """The UI's gate: the UI's middleware let the caller in (signed in, or an open UI); a
-    change also needs, as every action of the UI, the session's CSRF token (``X-CSRF-Token``)
-    unless the caller signed in with an ``Authorization`` header, and the read-only mode and
-    the policy to allow ``action`` on ``target``."""
+    """The UI's gate: its middleware let the caller in (signed in, or an open UI); a change is
+    an action of the UI, authorized as every other (the CSRF token of a browser's session,
+    read-only mode, the policy with ``action`` and ``target``)."""
     if action is None:
         return
-    guard = Guard.of(request)
     try:
-        if not guard.by_header(request):
-            guard.check_csrf(request, None, action, target)
-        guard.check(request, action, target)
+        await Guard.of(request).authorize(request, action, target, {})
     except HTTPException as error:
         raise ConnectError(error.status_code, str(error.detail)) from None
 

@@ -83,7 +83,7 @@ def test_the_ui_serves_the_connect_api_to_a_connect_client_and_a_worker_asks_a_p
         config = {"connector.class": "FileStreamSink", "topics": topic, "file": str(out)}
         created = through_ui.create_connector({"name": "lines", "config": config})
         assert created["tasks"] == [{"connector": "lines", "task": 0}]
-        assert worker.client.list_connectors() == ["lines"], "the cluster's own record"
+        eventually(lambda: worker.client.list_connectors() == ["lines"], 30, "the worker's read")
         with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
             producer.produce_sync(topic=topic, payload=b"a", key="a")
             eventually(lambda: out.exists() and out.read_text() == "a\n", 90, "the worker's line")

@@ -446,5 +446,8 @@ def test_the_connect_api_of_a_closed_ui_answers_as_kafka_connect_does() -> None:
     wrong = client.get("/connect/connectors", auth=("admin", "guess"))
     assert wrong.status_code == 401
     assert wrong.json()["error_code"] == 401
-    codes = [client.get("/connect", auth=("admin", "guess")).status_code for _ in range(10)]
+    page = client.get("/connectors", auth=("admin", "guess"))
+    assert page.status_code == 401
+    assert "error" in page.json(), "the Connectors page is the UI's, not Connect's API"
+    codes = [client.get("/connect", auth=("admin", "guess")).status_code for _ in range(9)]
     assert codes[-1] == 429, "failed sign-ins are limited per client here too"

@@ -19,7 +19,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from conveyor.web.access import Access, Attempts, BasicLogin, Session, Sessions, verify_password
+from conveyor.web.access import (
+    Access,
+    Attempts,
+    BasicLogin,
+    Session,
+    Sessions,
+    SignInRefused,
+    verify_password,
+)
 
 __all__ = ["Guard", "body_of", "form_of", "is_open", "route_path", "safe_next", "same_token"]
 
@@ -57,7 +65,11 @@ class Guard:
         self.access = access
         self.sessions = Sessions(access.secret, access.session_idle_seconds)
         self._attempts = Attempts()
-        self.basic = BasicLogin(access.user, access.password_hash) if access.password_hash else None
+        self.basic = (
+            BasicLogin(access.user, access.password_hash, attempts=self._attempts)
+            if access.password_hash
+            else None
+        )  # the login form's failures and the header's count against one limit
 
     # -- every request ------------------------------------------------------------------------
 
@@ -126,14 +138,11 @@ class Guard:
         itself (which would let other sites' pages act with it)."""
         assert self.basic is not None
         client = request.client.host if request.client else "?"
-        if not self.basic.attempts.allowed(client):
-            return _refusal(request, 429, "Too many failed sign-ins: wait a minute.")
-        user = await run_in_threadpool(self.basic.user_of, header)
-        if user is None:
-            self.basic.attempts.failed(client)
-            _log.warning("a failed sign-in (Authorization header) from %s", client)
-            return _refusal(request, 401, "Wrong user or password in the Authorization header.")
-        return user
+        try:
+            return await run_in_threadpool(self.basic.sign_in, header, client)
+        except SignInRefused as refused:
+            _log.warning("a refused sign-in (Authorization header) from %s", client)
+            return _refusal(request, refused.status, refused.message)
 
     async def _host_user(self, request: Request) -> str | None:
         """The host app's signed-in user (its ``authenticate`` may be a coroutine function)."""
@@ -152,7 +161,7 @@ class Guard:
 
     def _sign_in_first(self, request: Request, path: str) -> Response:
         base = request.scope.get("root_path", "")
-        if path.startswith(("/api", "/connect/")) or path == "/connect":
+        if path.startswith("/api") or _connect_api(path):
             return _refusal(request, 401, "sign in first")
         if self.access.authenticate is not None:  # the host app signs people in, not this UI
             return Response("Sign in to the application this UI is part of.", status_code=401)
@@ -206,31 +215,16 @@ class Guard:
         fields): read-only mode and the policy refuse with 403, and so does a missing or
         wrong CSRF token (the ``csrf_token`` field or the ``X-CSRF-Token`` header)."""
         fields: FormData | dict[str, Any] = body if body is not None else await form_of(request)
-        if not self.by_header(request):  # a browser's session: it must echo the page's token
-            self.check_csrf(request, fields.get(CSRF_FIELD), action, target)
-        self.check(request, action, target)
-        return fields
-
-    @staticmethod
-    def by_header(request: Request) -> bool:
-        """Whether the user signed in with this request's ``Authorization`` header (which a
-        browser never adds by itself: no CSRF token is needed then)."""
-        return bool(request.state.by_header)
-
-    def check_csrf(self, request: Request, field: Any, action: str, target: str) -> None:
-        """Refuse (403) a request carrying neither the session's CSRF token in ``field`` nor
-        in the ``X-CSRF-Token`` header."""
-        token = request.headers.get(CSRF_HEADER) or field
-        expected = self.session(request).csrf
-        if not isinstance(token, str) or not same_token(token, expected):
-            _log.warning("refused %s on %s: no valid CSRF token", action, target)
-            raise HTTPException(
-                403, "This action needs the page's CSRF token: reload the page and try again."
-            )
-
-    def check(self, request: Request, action: str, target: str) -> None:
-        """Refuse (403) ``action`` on ``target`` in read-only mode or when the policy says no;
-        log it otherwise."""
+        # a browser's session must echo the page's token; an Authorization header, which a
+        # browser never adds by itself, needs none
+        if not request.state.by_header:
+            token = request.headers.get(CSRF_HEADER) or fields.get(CSRF_FIELD)
+            expected = self.session(request).csrf
+            if not isinstance(token, str) or not same_token(token, expected):
+                _log.warning("refused %s on %s: no valid CSRF token", action, target)
+                raise HTTPException(
+                    403, "This action needs the page's CSRF token: reload the page and try again."
+                )
         if self.access.read_only:
             _log.warning("refused %s on %s: the UI is read-only", action, target)
             raise HTTPException(403, "The web UI is read-only: actions are turned off.")
@@ -239,6 +233,7 @@ class Guard:
             _log.warning("refused %s on %s for %s: the policy says no", action, target, user)
             raise HTTPException(403, f"You may not {action} {target}.")
         _log.info("%s: %s on %s", user or "anonymous", action, target)
+        return fields
 
     # -- logging in ---------------------------------------------------------------------------
 
@@ -312,9 +307,14 @@ async def form_of(request: Request) -> FormData:
     return form
 
 
+def _connect_api(path: str) -> bool:
+    """Whether ``path`` is Kafka Connect's REST API (mounted at ``/connect``)."""
+    return path == "/connect" or path.startswith("/connect/")
+
+
 def _refusal(request: Request, status: int, message: str) -> Response:
     """A refused API call's answer: Kafka Connect's error shape under ``/connect``."""
-    if route_path(request.scope).startswith("/connect"):
+    if _connect_api(route_path(request.scope)):
         return JSONResponse({"error_code": status, "message": message}, status_code=status)
     return JSONResponse({"error": message}, status_code=status)
 
