@@ -2686,7 +2686,7 @@ MUTATIONS = (
     Mutation(
         "connect: a CDC delete is followed by no tombstone",
         "conveyor/connect/sources/postgres.py",
-        (('        if op == "d" and self.tombstones and key is not None:', "        if False:"),),
+        (("        if self.tombstones and key is not None:", "        if False:"),),
         (
             "tests/integration/connect/test_postgres_cdc.py::test_cdc_snapshots_then_streams_each_change_once_in_commit_order",
         ),
@@ -2694,7 +2694,12 @@ MUTATIONS = (
     Mutation(
         "connect: a resumed CDC snapshot's stream writes changes its rows already hold",
         "conveyor/connect/sources/postgres.py",
-        (("            if not segments.newer(at, began.final_lsn):", "            if False:"),),
+        (
+            (
+                "        return segments.newer((relation.schema, relation.table, placed), commit_lsn)",
+                "        return True",
+            ),
+        ),
         (
             "tests/integration/connect/test_postgres_cdc.py::test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once",
             "tests/integration/connect/test_postgres_cdc_faults.py::test_a_snapshot_whose_worker_is_killed_midway_is_finished_by_another_exactly_once",
@@ -2703,7 +2708,12 @@ MUTATIONS = (
     Mutation(
         "connect: a CDC snapshot cut short begins again",
         "conveyor/connect/sources/postgres.py",
-        (("        if resumable and self._slot_exists():", "        if False:"),),
+        (
+            (
+                "            if self._slot_exists():\n                self._resume_snapshot",
+                "            if False:\n                self._resume_snapshot",
+            ),
+        ),
         (
             "tests/integration/connect/test_postgres_cdc.py::test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once",
             "tests/integration/connect/test_postgres_cdc_faults.py::test_a_snapshot_whose_worker_is_killed_midway_is_finished_by_another_exactly_once",
@@ -2714,8 +2724,8 @@ MUTATIONS = (
         "conveyor/connect/sources/postgres.py",
         (
             (
-                "        self._keys[relation.oid] = self._primary_key(relation.oid)",
-                "        self._keys[relation.oid] = tuple(c.name for c in relation.columns if c.key)",
+                '            if relation.replica_identity == "d"  # the flags name',
+                "            if True  # the flags name",
             ),
         ),
         (
@@ -2749,7 +2759,7 @@ MUTATIONS = (
     Mutation(
         "web: a client signed in by its Authorization header still needs a CSRF token",
         "conveyor/web/ui/guard.py",
-        (("        if not self.by_header(request):  # a", "        if True:  # a"),),
+        (("        if not request.state.by_header:", "        if True:"),),
         (
             "tests/unit/web/test_access.py::test_a_rest_client_signs_in_with_each_call_and_needs_no_csrf_token",
         ),

@@ -164,7 +164,8 @@ def test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once(
     written): its successor reads the rest as of a newer snapshot and streams from the first
     one's LSN, so rows changed in between, on either side of the cut, come exactly once: an
     update's version is always one more than the last one written, an insert or a snapshot
-    read never meets a key already there, and the rows in Kafka end as the table's."""
+    read never meets a key already there, a row whose key moved across the cut is deleted
+    under its old one, and the rows in Kafka end as the table's."""
     from conveyor.connect.runtime.plugins import SourceOffsets  # noqa: PLC0415
     from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415
 
@@ -199,6 +200,8 @@ def test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once(
         change(f"UPDATE {{t}} SET version = version + 1 WHERE id = {key}")
     change(f"DELETE FROM {{t}} WHERE id = {before[1]}", f"DELETE FROM {{t}} WHERE id = {after[1]}")
     change("INSERT INTO {t} VALUES (0, 0, 'before'), (9999, 0, 'after')")
+    moved = sorted(read)[2]  # read before the cut, its new key after it
+    change(f"UPDATE {{t}} SET id = 99999 WHERE id = {moved}")
 
     second = task()
     second.start(SourceOffsets({'{"server":"resume"}': written[-1].source_offset}))

@@ -80,10 +80,12 @@ class PostgresChanges(SourceTask):
         self._partition = {"server": prefix}
         self._lsn = 0  # the end of the last transaction returned
         self._stream: Stream | None = None
-        self._rows: Generator[tuple[list[SourceRecord], Position]] | None = None
+        self._rows: Generator[list[SourceRecord]] | None = None
         self._segments: Segments | None = None  # while changes may be in the snapshot already
+        self._segments_json: dict[str, Any] | None = None  # the same, as offsets hold them
         self._relations: dict[int, Relation] = {}
         self._keys: dict[int, tuple[str, ...]] = {}  # each relation's primary key columns
+        self._placed: dict[int, list[int]] = {}  # the columns placing its rows in the snapshot
         self._catalog: psycopg.Connection[Any] | None = None
         self._backlog: list[bytes] = []  # read, beyond a full poll's batch
         self._stopped = threading.Event()
@@ -97,13 +99,12 @@ class PostgresChanges(SourceTask):
         if state == "done":  # streaming: on from there at the first poll
             self._lsn = int(committed["lsn"])
             if "segments" in committed:
-                self._segments = Segments.from_json(committed["segments"])
-            return
-        resumable = state == "running" and "segments" in committed and "at" in committed
-        if resumable and self._slot_exists():
-            self._resume_snapshot(committed)
+                self._set_segments(Segments.from_json(committed["segments"]))
             return
         if state == "running":
+            if self._slot_exists():
+                self._resume_snapshot(committed)
+                return
             _log.warning(
                 "PostgreSQL CDC %s: slot %s is gone; the snapshot begins again (the rows "
                 "written before stay in Kafka)",
@@ -117,7 +118,7 @@ class PostgresChanges(SourceTask):
         self._drop_slot()
         connection, slot = create_slot(self.url, self.slot)
         self._lsn = slot.consistent_point
-        self._segments = Segments(slot.consistent_point)
+        self._set_segments(Segments(slot.consistent_point))
         if self.snapshot:
             self._rows = self._snapshot(slot.snapshot, connection, None)
         else:
@@ -131,11 +132,20 @@ class PostgresChanges(SourceTask):
         segments = Segments.from_json(committed["segments"])
         schema, table, key = committed["at"]
         at: Position = (str(schema), str(table), tuple(map(str, key)))
+        with psycopg.connect(self.url) as catalog:
+            if not any(is_key for _, _, is_key in _columns(catalog, at[0], at[1])):
+                # no primary key: its rows have no order to resume in (NULLs, TOASTed values):
+                # the table is read again whole, its rows written before sent once more
+                at = (at[0], at[1], ())
         connection, slot = create_slot(self.url, f"{self.slot}_resume", temporary=True)
         segments.cut(at, slot.consistent_point)
-        self._segments = segments
+        self._set_segments(segments)
         _log.info("PostgreSQL CDC %s: the snapshot resumes after %s", self.prefix, at)
         self._rows = self._snapshot(slot.snapshot, connection, at)
+
+    def _set_segments(self, segments: Segments | None) -> None:
+        self._segments = segments
+        self._segments_json = None if segments is None else segments.to_json()
 
     def _slot_exists(self) -> bool:
         with psycopg.connect(self.url, autocommit=True) as connection:
@@ -174,9 +184,9 @@ class PostgresChanges(SourceTask):
 
     def _snapshot(
         self, name: str, exporter: Any, after: Position | None
-    ) -> Generator[tuple[list[SourceRecord], Position]]:
+    ) -> Generator[list[SourceRecord]]:
         """The rows of the published tables as of the exported snapshot ``name``, after
-        ``after`` in the snapshot's order, in batches with the position of each one's last."""
+        ``after`` in the snapshot's order, in batches (each one's offset: its last row)."""
         with psycopg.connect(self.url) as connection:
             connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             connection.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(name)))
@@ -199,12 +209,13 @@ class PostgresChanges(SourceTask):
         schema: str,
         table: str,
         after: tuple[str, ...] | None,
-    ) -> Generator[tuple[list[SourceRecord], Position]]:
+    ) -> Generator[list[SourceRecord]]:
         """One table's rows in the order of their key as text (``COLLATE "C"``: the order of
         Python's ``str``), after the key ``after``; a table without a primary key is ordered
         by all its columns, and a batch never ends between two equal rows."""
         columns = _columns(connection, schema, table)
-        keyed = any(is_key for _, _, is_key in columns)
+        keys = [name for name, _, is_key in columns if is_key]
+        keyed = bool(keys)
         order = [i for i, (_, _, is_key) in enumerate(columns) if is_key or not keyed]
         as_text = [
             sql.SQL('{}::text COLLATE "C"').format(sql.Identifier(columns[i][0])) for i in order
@@ -215,7 +226,7 @@ class PostgresChanges(SourceTask):
             ),
             sql.Identifier(schema, table),
         )
-        if after is not None:
+        if after:  # (a table read again whole resumes after ())
             query += sql.SQL(" WHERE ({}) > ({})").format(
                 sql.SQL(", ").join(as_text),
                 sql.SQL(", ").join(
@@ -233,9 +244,8 @@ class PostgresChanges(SourceTask):
                     while upcoming and upcoming[0] == rows[-1]:
                         rows.append(upcoming.pop(0))
                         upcoming = upcoming or cursor.fetchmany(self.batch_size)
-                last: Position = (schema, table, tuple(rows[-1][i] for i in order))
-                offset = self._snapshot_offset(last)
-                yield [self._read_row(schema, table, columns, row, offset) for row in rows], last
+                offset = self._snapshot_offset((schema, table, tuple(rows[-1][i] for i in order)))
+                yield [self._read_row(schema, table, columns, keys, row, offset) for row in rows]
                 rows = upcoming
 
     def _snapshot_offset(self, at: Position) -> dict[str, Any]:
@@ -243,7 +253,7 @@ class PostgresChanges(SourceTask):
         return {
             "lsn": self._lsn,
             "snapshot": "running",
-            "segments": self._segments.to_json(),
+            "segments": self._segments_json,
             "at": [at[0], at[1], list(at[2])],
         }
 
@@ -252,13 +262,13 @@ class PostgresChanges(SourceTask):
         schema: str,
         table: str,
         columns: list[tuple[str, int, bool]],
+        keys: list[str],
         row: Any,
         offset: dict[str, Any],
     ) -> SourceRecord:
         after = {
             name: typed(oid, value) for (name, oid, _), value in zip(columns, row, strict=True)
         }
-        keys = [name for name, _, is_key in columns if is_key]
         key = {name: after[name] for name in keys} if keys else None
         source = {
             "connector": "conveyor.postgres",
@@ -276,10 +286,12 @@ class PostgresChanges(SourceTask):
 
     def poll(self, timeout: float) -> list[SourceRecord]:
         if self._rows is not None:
-            read = next(self._rows, None)
-            if read is not None:
-                return read[0]
+            batch = next(self._rows, None)
+            if batch is not None:
+                return batch
             self._rows = None  # the snapshot is read: say so with the stream's first offsets
+            if self._segments is not None and not self._segments.spans:
+                self._set_segments(None)  # read in one piece: every change streamed is newer
             return [self._snapshot_done()]
         try:
             return self._changes(timeout)
@@ -303,8 +315,8 @@ class PostgresChanges(SourceTask):
         """A streamed record's offset: the LSN after its transaction, and the snapshot's
         segments while a change may still be older than one of them."""
         offset: dict[str, Any] = {"lsn": self._lsn, "snapshot": "done"}
-        if self._segments is not None and self._segments.spans:
-            offset["segments"] = self._segments.to_json()
+        if self._segments_json is not None:
+            offset["segments"] = self._segments_json
         return offset
 
     def _changes(self, timeout: float) -> list[SourceRecord]:
@@ -338,7 +350,7 @@ class PostgresChanges(SourceTask):
                         self._lsn = message.end_lsn  # each record's offset: after its transaction
                         records.extend(make() for make in pending)
                         if self._segments is not None and self._lsn > self._segments.tail:
-                            self._segments = None  # every change from now on is newer
+                            self._set_segments(None)  # every change from now on is newer
                     began, pending = None, []
             if began is None and (records or time.monotonic() >= deadline):
                 break  # whole transactions read, and nothing more had come: written at once
@@ -356,7 +368,14 @@ class PostgresChanges(SourceTask):
     ) -> list[Callable[[], SourceRecord]]:
         previous = self._relations.get(relation.oid)
         self._relations[relation.oid] = relation
-        self._keys[relation.oid] = self._primary_key(relation.oid)
+        keys = (
+            tuple(c.name for c in relation.columns if c.key)
+            if relation.replica_identity == "d"  # the flags name the primary key's columns
+            else self._primary_key(relation.oid)  # (FULL flags every column)
+        )
+        self._keys[relation.oid] = keys
+        placed = [i for i, c in enumerate(relation.columns) if c.name in keys]
+        self._placed[relation.oid] = placed or list(range(len(relation.columns)))
         if previous is None or previous.columns == relation.columns:
             return []
         describe = [
@@ -384,8 +403,7 @@ class PostgresChanges(SourceTask):
         )
 
     def _primary_key(self, oid: int) -> tuple[str, ...]:
-        """Relation ``oid``'s primary key columns (the replica identity flags name every
-        column of a ``REPLICA IDENTITY FULL`` table: the key is the primary key's)."""
+        """Relation ``oid``'s primary key columns, from the catalog."""
         if self._catalog is None or self._catalog.closed:
             self._catalog = psycopg.connect(self.url, autocommit=True)
         rows = self._catalog.execute(
@@ -397,48 +415,80 @@ class PostgresChanges(SourceTask):
         return tuple(str(name) for (name,) in rows)
 
     def _change(self, change: Change | Truncate, began: Begin) -> list[Callable[[], SourceRecord]]:
-        segments = self._segments if self._segments is not None and self._segments.spans else None
         if isinstance(change, Truncate):
-            relations = [self._relations[oid] for oid in change.relations]
-            if segments is not None and began.final_lsn < segments.tail:
-                _log.warning(
-                    "PostgreSQL CDC %s: a TRUNCATE between two parts of the snapshot is not "
-                    "written (the rows read after it are the tables' content)",
-                    self.prefix,
-                )
-                return []
-            truncated: list[Callable[[], SourceRecord]] = [
+            return [
                 partial(
                     self._record, r.schema, r.table, None, None, None, "t", self._source(r, began)
                 )
-                for r in relations
+                for r in (self._relations[oid] for oid in change.relations)
+                if self._truncate_written(r, began.final_lsn)
             ]
-            return truncated
         relation = self._relations[change.relation]
-        columns = relation.columns
-        raw = change.new if change.new is not None else change.old
-        keys = self._keys.get(relation.oid, ())
-        if segments is not None and raw is not None:
-            named = [i for i, c in enumerate(columns) if c.name in keys] or range(len(columns))
-            at = (relation.schema, relation.table, tuple(str(raw[i]) for i in named))
-            if not segments.newer(at, began.final_lsn):
-                return []  # the snapshot's part that holds the row has it already
+        columns, keys = relation.columns, self._keys.get(relation.oid, ())
         after = None if change.new is None else _row(columns, change.new)
         before = None if change.old is None else _row(columns, change.old)
         image = after if after is not None else before or {}
         key = {name: image.get(name) for name in keys} if keys else None
-        op = {"insert": "c", "update": "u", "delete": "d"}[change.kind]
+        old_key = None if before is None or not keys else {name: before.get(name) for name in keys}
+        # a row read in the snapshot's part as of after this change has it already
+        new_ok = change.new is None or self._newer(relation, change.new, began.final_lsn)
+        old_ok = change.old is None or self._newer(relation, change.old, began.final_lsn)
         source = self._source(relation, began)
+        table = (relation.schema, relation.table)
+        if change.kind == "update" and old_key is not None and old_key != key:
+            # the key changed: the row under its old key is deleted, one under the new created
+            made = self._deleted(table, old_key, before, source) if old_ok else []
+            if new_ok:
+                made.append(partial(self._record, *table, key, None, after, "c", source))
+            return made
+        if not (new_ok if change.new is not None else old_ok):
+            return []
+        if change.kind == "delete":
+            return self._deleted(table, key, before, source)
+        op = "c" if change.kind == "insert" else "u"
+        return [partial(self._record, *table, key, before, after, op, source)]
+
+    def _deleted(
+        self,
+        table: tuple[str, str],
+        key: dict[str, Any] | None,
+        before: Any,
+        source: dict[str, Any],
+    ) -> list[Callable[[], SourceRecord]]:
+        """A delete's record, then its key's tombstone (``tombstones.on.delete``)."""
         made: list[Callable[[], SourceRecord]] = [
-            partial(self._record, relation.schema, relation.table, key, before, after, op, source)
+            partial(self._record, *table, key, before, None, "d", source)
         ]
-        if op == "d" and self.tombstones and key is not None:
-            made.append(
-                partial(
-                    self._plain, self._topic(relation.schema, relation.table), json_dumps(key), None
-                )
-            )
+        if self.tombstones and key is not None:
+            made.append(partial(self._plain, self._topic(*table), json_dumps(key), None))
         return made
+
+    def _newer(self, relation: Relation, values: tuple[Any, ...], commit_lsn: int) -> bool:
+        """Whether the snapshot lacks a change committed at ``commit_lsn`` to the row with
+        ``values`` (always, once no part of the snapshot is newer than the stream)."""
+        segments = self._segments
+        if segments is None:
+            return True
+        placed = tuple(str(values[i]) for i in self._placed[relation.oid])
+        return segments.newer((relation.schema, relation.table, placed), commit_lsn)
+
+    def _truncate_written(self, relation: Relation, commit_lsn: int) -> bool:
+        """Whether a ``TRUNCATE`` of ``relation`` is written: unless the snapshot read the
+        table after it (or part of it: logged, as its rows read before stay in Kafka)."""
+        if self._segments is None:
+            return True
+        lsns = self._segments.table_lsns(relation.schema, relation.table)
+        if commit_lsn >= max(lsns):
+            return True
+        if commit_lsn >= min(lsns):
+            _log.warning(
+                "PostgreSQL CDC %s: a TRUNCATE of %s.%s committed between two parts of the "
+                "snapshot is not written: the rows read before it stay in Kafka",
+                self.prefix,
+                relation.schema,
+                relation.table,
+            )
+        return False
 
     def _source(self, relation: Relation, began: Begin) -> dict[str, Any]:
         return {

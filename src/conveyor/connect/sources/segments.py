@@ -51,6 +51,14 @@ class Segments:
         the row at ``position`` is missing from the snapshot that row was read in."""
         return commit_lsn >= self.lsn_of(position)
 
+    def table_lsns(self, schema: str, table: str) -> list[int]:
+        """The LSNs the rows of ``schema.table`` were read as of (one per segment it spans)."""
+        lsns = [self.lsn_of((schema, table, ()))]
+        for at, ((of_schema, of_table, _), _) in enumerate(self.cuts):
+            if (of_schema, of_table) == (schema, table):
+                lsns.append(self.cuts[at + 1][1] if at + 1 < len(self.cuts) else self.tail)
+        return lsns
+
     @property
     def spans(self) -> bool:
         """Whether the snapshot was read in more than one segment (else no change needs a
