@@ -6,7 +6,6 @@ Screenshots under tests/artifacts/."""
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from conveyor import App
 from conveyor.admin import migrate
 from conveyor.web.topics import WebTopics
 from helpers import Record, running
-from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, free_port, get_json
+from integration.web.test_browser import ARTIFACTS, chromium, eventually, free_port, get_json
 
 pytestmark = [
     pytest.mark.browser,
@@ -48,9 +47,6 @@ def served(app: App) -> Iterator[str]:
 def test_dead_jobs_are_discarded_and_retried_from_the_browser(
     kafka_bootstrap: str, web_topics: WebTopics
 ) -> None:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium'")
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
 
     suffix = uuid.uuid4().hex[:8]
     app = App(client_id=f"jobs-browser-{suffix}", max_wait_time=0.1,
@@ -68,51 +64,44 @@ def test_dead_jobs_are_discarded_and_retried_from_the_browser(
 
     dead_topic = ship.queue.dead_topic
     migrate(app.admin, app.routes)
-    ARTIFACTS.mkdir(exist_ok=True)
     with running(app), served(app) as url:
         ship.enqueue(1)
         ship.enqueue(2)
         assert eventually(lambda: get_json(f"{url}/api/dlq/{dead_topic}")["total"] == 2, 60)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                page.on("dialog", lambda dialog: dialog.accept())  # the buttons' confirmations
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("dialog", lambda dialog: dialog.accept())  # the buttons' confirmations
 
-                def ready() -> None:
-                    page.wait_for_selector("body[data-ready='1']")
+            def ready() -> None:
+                page.wait_for_selector("body[data-ready='1']")
 
-                def shot(name: str) -> None:
-                    page.screenshot(path=str(ARTIFACTS / f"jobs-{name}.png"), full_page=True)
+            def shot(name: str) -> None:
+                page.screenshot(path=str(ARTIFACTS / f"jobs-{name}.png"), full_page=True)
 
-                page.goto(f"{url}/background-jobs")
-                ready()
-                assert f"browser-{suffix}" in page.locator("#job-queues").inner_text()
-                shot("queues")
-                page.click("#job-queues a.dead-jobs")
-                ready()
-                calls = page.locator("code.dead-job").all_inner_texts()
-                assert sorted(calls) == ["ship(1)", "ship(2)"]
-                shot("dead")
+            page.goto(f"{url}/background-jobs")
+            ready()
+            assert f"browser-{suffix}" in page.locator("#job-queues").inner_text()
+            shot("queues")
+            page.click("#job-queues a.dead-jobs")
+            ready()
+            calls = page.locator("code.dead-job").all_inner_texts()
+            assert sorted(calls) == ["ship(1)", "ship(2)"]
+            shot("dead")
 
-                row = page.locator("#dead-letters tbody tr", has_text="ship(2)")
-                row.locator("input[name='refs']").check()
-                page.click("#discard-selected")
-                ready()
-                assert page.locator("code.dead-job").all_inner_texts() == ["ship(1)"]
-                assert "1 discarded" in page.locator(".hint").first.inner_text()
+            row = page.locator("#dead-letters tbody tr", has_text="ship(2)")
+            row.locator("input[name='refs']").check()
+            page.click("#discard-selected")
+            ready()
+            assert page.locator("code.dead-job").all_inner_texts() == ["ship(1)"]
+            assert "1 discarded" in page.locator(".hint").first.inner_text()
 
-                healed.set()
-                page.locator("#dead-letters tbody tr", has_text="ship(1)").locator(
-                    "input[name='refs']"
-                ).check()
-                page.click("#redrive-selected")
-                ready()
-                page.wait_for_selector("#redrive-facts[data-state='done']", timeout=60_000)
-                shot("retried")
-            finally:
-                browser.close()
+            healed.set()
+            page.locator("#dead-letters tbody tr", has_text="ship(1)").locator(
+                "input[name='refs']"
+            ).check()
+            page.click("#redrive-selected")
+            ready()
+            page.wait_for_selector("#redrive-facts[data-state='done']", timeout=60_000)
+            shot("retried")
         assert ran.wait_for(lambda items: items == [1]), "the retried job ran, once"
     assert 2 not in ran.items, "the discarded one stays dead"

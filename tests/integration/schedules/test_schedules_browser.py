@@ -6,7 +6,6 @@ a task with a long name and a long error (a URL) included. Screenshots under tes
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 
@@ -17,7 +16,7 @@ from conveyor.admin import migrate
 from conveyor.web.topics import WebTopics
 from helpers import Record, running
 from integration.jobs.test_jobs_browser import served
-from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, get_json
+from integration.web.test_browser import ARTIFACTS, chromium, eventually, get_json
 
 pytestmark = [
     pytest.mark.browser,
@@ -49,9 +48,6 @@ def purge() -> None:
 def test_a_schedule_is_cancelled_and_a_task_disabled_from_the_browser(
     kafka_bootstrap: str, kafka_admin: Admin, new_topic, web_topics: WebTopics
 ) -> None:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium'")
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
 
     suffix = uuid.uuid4().hex[:8]
     target = new_topic()
@@ -64,7 +60,6 @@ def test_a_schedule_is_cancelled_and_a_task_disabled_from_the_browser(
     app.recurring("0 3 * * MON,WED,FRI", purge, name=LONG_TASK, topic=f"test-recurring-{suffix}")
     app.web.enable(tracking_interval=0.5, topics=web_topics)
     migrate(app.admin, app.routes)
-    ARTIFACTS.mkdir(exist_ok=True)
     try:
         with running(app), served(app) as url:
             # due after the page's work, which takes 10-25 s (the cancel must beat "doomed",
@@ -74,58 +69,51 @@ def test_a_schedule_is_cancelled_and_a_task_disabled_from_the_browser(
                                              schedules_topic=app.schedules.topic)  # fmt: skip
             app.producer.produce_at(now + 42, topic=target, payload=b"kept",
                                     schedules_topic=app.schedules.topic)  # fmt: skip
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(
-                    executable_path=CHROMIUM,
-                    args=["--no-sandbox", "--disable-gpu", "--no-first-run"],
-                )
-                try:
-                    page = browser.new_page(viewport={"width": 1280, "height": 900})
-                    page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
+            with chromium() as browser:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
 
-                    def ready() -> None:
-                        page.wait_for_selector("body[data-ready='1']")
+                def ready() -> None:
+                    page.wait_for_selector("body[data-ready='1']")
 
-                    page.goto(f"{url}/schedules")
-                    ready()
-                    rows = page.locator("#pending-schedules tbody tr[data-schedule]")
-                    assert rows.count() == 2
-                    assert "yearly-report" in page.locator("#recurring-tasks").inner_text()
-                    page.screenshot(path=str(ARTIFACTS / "schedules-page.png"), full_page=True)
-                    # every table fits its card at 1280 px, long topic and task names and all
-                    assert page.evaluate(WIDER) == [
-                        ["schedules-by-topic", True], ["pending-schedules", True],
-                        ["recurring-tasks", True],
-                    ]  # fmt: skip
-                    box = rows.first.locator("button.cancel-schedule").bounding_box()
-                    assert box is not None
-                    assert box["x"] + box["width"] <= 1280, box
+                page.goto(f"{url}/schedules")
+                ready()
+                rows = page.locator("#pending-schedules tbody tr[data-schedule]")
+                assert rows.count() == 2
+                assert "yearly-report" in page.locator("#recurring-tasks").inner_text()
+                page.screenshot(path=str(ARTIFACTS / "schedules-page.png"), full_page=True)
+                # every table fits its card at 1280 px, long topic and task names and all
+                assert page.evaluate(WIDER) == [
+                    ["schedules-by-topic", True], ["pending-schedules", True],
+                    ["recurring-tasks", True],
+                ]  # fmt: skip
+                box = rows.first.locator("button.cancel-schedule").bounding_box()
+                assert box is not None
+                assert box["x"] + box["width"] <= 1280, box
 
-                    page.locator(f"tr[data-schedule='{doomed}'] button.cancel-schedule").click()
-                    ready()
-                    assert rows.count() == 1
-                    assert doomed not in page.locator("#pending-schedules").inner_text()
+                page.locator(f"tr[data-schedule='{doomed}'] button.cancel-schedule").click()
+                ready()
+                assert rows.count() == 1
+                assert doomed not in page.locator("#pending-schedules").inner_text()
 
-                    page.locator("tr[data-task='yearly-report'] button.task-disable").click()
-                    ready()
-                    task = page.locator("tr[data-task='yearly-report']")
-                    assert "disabled" in task.inner_text()
-                    assert task.locator("button.task-enable").count() == 1
-                    page.screenshot(path=str(ARTIFACTS / "schedules-done.png"), full_page=True)
+                page.locator("tr[data-task='yearly-report'] button.task-disable").click()
+                ready()
+                task = page.locator("tr[data-task='yearly-report']")
+                assert "disabled" in task.inner_text()
+                assert task.locator("button.task-enable").count() == 1
+                page.screenshot(path=str(ARTIFACTS / "schedules-done.png"), full_page=True)
 
-                    # a long error (a URL) wraps inside the card too
-                    page.locator(f"tr[data-task='{LONG_TASK}'] button.task-run").click()
-                    ready()
-                    assert eventually(lambda: "warehouse.internal" in str(
-                        get_json(f"{url}/api/schedules")["tasks"]), 30)  # fmt: skip
-                    page.goto(f"{url}/schedules")
-                    ready()
-                    failed = page.locator(f"tr[data-task='{LONG_TASK}'] .task-error")
-                    assert "ConnectionError: no answer from https://" in failed.inner_text()
-                    assert [fits for _, fits in page.evaluate(WIDER)] == [True, True, True]
-                    page.screenshot(path=str(ARTIFACTS / "schedules-1280.png"), full_page=True)
-                finally:
-                    browser.close()
+                # a long error (a URL) wraps inside the card too
+                page.locator(f"tr[data-task='{LONG_TASK}'] button.task-run").click()
+                ready()
+                assert eventually(lambda: "warehouse.internal" in str(
+                    get_json(f"{url}/api/schedules")["tasks"]), 30)  # fmt: skip
+                page.goto(f"{url}/schedules")
+                ready()
+                failed = page.locator(f"tr[data-task='{LONG_TASK}'] .task-error")
+                assert "ConnectionError: no answer from https://" in failed.inner_text()
+                assert [fits for _, fits in page.evaluate(WIDER)] == [True, True, True]
+                page.screenshot(path=str(ARTIFACTS / "schedules-1280.png"), full_page=True)
             [left] = get_json(f"{url}/api/schedules")["pending"]
             assert left["id"] != doomed
             assert ARRIVED.wait_for(lambda items: "kept" in items), "the other one arrives"

@@ -14,6 +14,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,6 +33,38 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.xdist_group("browser"),
 ]  # xdist: see tests/conftest.py
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Headless Chromium (Debian's, which ``make test`` installs) driven by Playwright, closed
+    after; screenshots go to ``ARTIFACTS``."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM} (make test installs it)")
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )  # fmt: skip
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def stop_processes(*processes: subprocess.Popen[Any]) -> None:
+    """SIGTERM each server, then wait for it (killed after 30 s)."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def get_json(url: str) -> Any:
@@ -90,13 +123,7 @@ def site(
         assert eventually(lambda: get_json(f"{url}/api/errors")["paging"]["total"] >= 1, 60)
         yield url
     finally:
-        for process in (server, ui):
-            process.send_signal(signal.SIGTERM)
-        for process in (server, ui):
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(server, ui)
 
 
 PAGES = [
@@ -119,13 +146,6 @@ PAGES = [
 
 
 def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(
-            f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium' (make test does, as root)"
-        )
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
-
-    ARTIFACTS.mkdir(exist_ok=True)
 
     def measured() -> list[dict[str, Any]]:
         """Running processes whose latency stages reached the UI (a report or two after
@@ -156,78 +176,66 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
             "topic",
         ),
     ]
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )  # fmt: skip
-        try:
-            for width in (1280, 1920):
-                page = browser.new_page(viewport={"width": width, "height": 1000})
-                for path, title, selectors, *named in PAGES + details:
-                    name = named[0] if named else path.strip("/") or "dashboard"
-                    response = page.goto(site + path)
-                    assert response is not None, path
-                    assert response.status == 200, path
-                    page.wait_for_selector("body[data-ready='1']")
-                    assert page.title().startswith(title), (path, page.title())
-                    for selector in selectors:
-                        assert page.locator(selector).count() >= 1, (path, selector)
-                    # no horizontal scrolling of the page itself (wide tables scroll in their box)
-                    assert page.evaluate(
-                        "document.documentElement.scrollWidth <= window.innerWidth + 1"
-                    ), path
-                    page.screenshot(path=str(ARTIFACTS / f"web-{name}-{width}.png"), full_page=True)
-                    if path in ("/routing", "/lags", "/processes") or path.startswith(
-                        "/processes/"
-                    ):
-                        # every column in view, none behind a scroll (long names wrap)
-                        hidden = page.evaluate(
-                            "[...document.querySelectorAll('.scroll')]"
-                            ".filter(box => box.scrollWidth > box.clientWidth + 1)"
-                            ".map(box => [box.firstElementChild.id || box.firstElementChild.className,"
-                            " box.scrollWidth - box.clientWidth])"
-                        )
-                        assert hidden == [], (path, width, hidden)
-                page.close()
+    with chromium() as browser:
+        for width in (1280, 1920):
+            page = browser.new_page(viewport={"width": width, "height": 1000})
+            for path, title, selectors, *named in PAGES + details:
+                name = named[0] if named else path.strip("/") or "dashboard"
+                response = page.goto(site + path)
+                assert response is not None, path
+                assert response.status == 200, path
+                page.wait_for_selector("body[data-ready='1']")
+                assert page.title().startswith(title), (path, page.title())
+                for selector in selectors:
+                    assert page.locator(selector).count() >= 1, (path, selector)
+                # no horizontal scrolling of the page itself (wide tables scroll in their box)
+                assert page.evaluate(
+                    "document.documentElement.scrollWidth <= window.innerWidth + 1"
+                ), path
+                page.screenshot(path=str(ARTIFACTS / f"web-{name}-{width}.png"), full_page=True)
+                if path in ("/routing", "/lags", "/processes") or path.startswith("/processes/"):
+                    # every column in view, none behind a scroll (long names wrap)
+                    hidden = page.evaluate(
+                        "[...document.querySelectorAll('.scroll')]"
+                        ".filter(box => box.scrollWidth > box.clientWidth + 1)"
+                        ".map(box => [box.firstElementChild.id || box.firstElementChild.className,"
+                        " box.scrollWidth - box.clientWidth])"
+                    )
+                    assert hidden == [], (path, width, hidden)
+            page.close()
 
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"{site}/errors")
-            page.wait_for_selector("body[data-ready='1']")
-            shown = page.locator("#errors time").first.inner_text()
-            assert "UTC" not in shown  # turned into the browser's zone
-            # the error the consumer raised, with its traceback one click away
-            page.locator("#errors tbody tr td a").first.click()
-            assert "order at offset 3 has no customer" in page.locator("#error-facts").inner_text()
-            assert "reject_order" in page.locator("#traceback").inner_text()
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.goto(f"{site}/errors")
+        page.wait_for_selector("body[data-ready='1']")
+        shown = page.locator("#errors time").first.inner_text()
+        assert "UTC" not in shown  # turned into the browser's zone
+        # the error the consumer raised, with its traceback one click away
+        page.locator("#errors tbody tr td a").first.click()
+        assert "order at offset 3 has no customer" in page.locator("#error-facts").inner_text()
+        assert "reject_order" in page.locator("#traceback").inner_text()
 
-            page.goto(f"{site}/topics")
-            page.wait_for_selector("body[data-ready='1']")
-            header = page.locator("#topics thead th", has_text="partitions")
-            header.click()
-            assert header.get_attribute("aria-sort") == "ascending"
-            counts = [
-                int(text)
-                for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()
-            ]
-            assert counts == sorted(counts)
-            header.click()
-            counts = [
-                int(text)
-                for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()
-            ]
-            assert counts == sorted(counts, reverse=True)
+        page.goto(f"{site}/topics")
+        page.wait_for_selector("body[data-ready='1']")
+        header = page.locator("#topics thead th", has_text="partitions")
+        header.click()
+        assert header.get_attribute("aria-sort") == "ascending"
+        counts = [
+            int(text) for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()
+        ]
+        assert counts == sorted(counts)
+        header.click()
+        counts = [
+            int(text) for text in page.locator("#topics tbody tr td:nth-child(2)").all_inner_texts()
+        ]
+        assert counts == sorted(counts, reverse=True)
 
-            page.goto(f"{site}/topics/{topic}")
-            assert "DEFAULT_CONFIG" in page.locator("#configs").inner_text()  # a source by name
+        page.goto(f"{site}/topics/{topic}")
+        assert "DEFAULT_CONFIG" in page.locator("#configs").inner_text()  # a source by name
 
-            response = page.goto(f"{site}/processes/no-such-process")
-            assert response is not None
-            assert response.status == 404
-            assert "no process 'no-such-process'" in page.locator("#message").inner_text()
-            response = page.goto(f"{site}/topics/no-such-topic")
-            assert response is not None
-            assert response.status == 404
-        finally:
-            browser.close()
+        response = page.goto(f"{site}/processes/no-such-process")
+        assert response is not None
+        assert response.status == 404
+        assert "no process 'no-such-process'" in page.locator("#message").inner_text()
+        response = page.goto(f"{site}/topics/no-such-topic")
+        assert response is not None
+        assert response.status == 404

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -25,7 +24,14 @@ import pytest
 from conveyor import Producer
 from conveyor.web import WebTopics
 from conveyor.web.access import hash_password
-from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, free_port, get_json
+from integration.web.test_browser import (
+    ARTIFACTS,
+    chromium,
+    eventually,
+    free_port,
+    get_json,
+    stop_processes,
+)
 
 HERE = Path(__file__).parent
 PASSWORD = "s3cret-for-the-browser-test"
@@ -94,23 +100,10 @@ def site(
         assert eventually(lambda: get_json(f"{read_only}/api/dlq/{dlq}")["total"] == 3, 60)
         yield Site(f"http://127.0.0.1:{ports[0]}", read_only, topic, dlq, healed, processed)
     finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(*processes)
 
 
 def test_sign_in_explore_export_command_and_redrive_and_read_only_refuses(site: Site) -> None:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(
-            f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium' (make test does, as root)"
-        )
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
-
-    ARTIFACTS.mkdir(exist_ok=True)
 
     def shot(page: Any, name: str) -> None:
         page.screenshot(path=str(ARTIFACTS / f"web-{name}.png"), full_page=True)
@@ -118,209 +111,201 @@ def test_sign_in_explore_export_command_and_redrive_and_read_only_refuses(site: 
     def ready(page: Any) -> None:
         page.wait_for_selector("body[data-ready='1']")
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )  # fmt: skip
-        try:
-            context = browser.new_context(
-                viewport={"width": 1280, "height": 1000}, accept_downloads=True
-            )
-            page = context.new_page()
+    with chromium() as browser:
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 1000}, accept_downloads=True
+        )
+        page = context.new_page()
 
-            # sign in: a closed UI sends the visitor to the login page, and back after it
-            page.goto(f"{site.url}/explorer/{site.topic}")
-            ready(page)
-            assert "/login" in page.url
-            page.fill("#password", "wrong")
-            page.click("#sign-in")
-            ready(page)
-            assert "Wrong password" in page.locator("#login-problem").inner_text()
-            shot(page, "login")
-            page.fill("#password", PASSWORD)
-            page.click("#sign-in")
-            ready(page)
-            assert page.url.endswith(f"/explorer/{site.topic}")
-            assert page.locator("#user").inner_text() == "admin"
+        # sign in: a closed UI sends the visitor to the login page, and back after it
+        page.goto(f"{site.url}/explorer/{site.topic}")
+        ready(page)
+        assert "/login" in page.url
+        page.fill("#password", "wrong")
+        page.click("#sign-in")
+        ready(page)
+        assert "Wrong password" in page.locator("#login-problem").inner_text()
+        shot(page, "login")
+        page.fill("#password", PASSWORD)
+        page.click("#sign-in")
+        ready(page)
+        assert page.url.endswith(f"/explorer/{site.topic}")
+        assert page.locator("#user").inner_text() == "admin"
 
-            # explore: filter by key, see exactly those messages, open one
-            page.fill("#explorer-form input[name=newest]", "")
-            page.fill("#explorer-form input[name=offset]", "0")
-            page.fill("#explorer-form input[name=key]", "customer-2")
-            page.click("#explore")
-            ready(page)
-            rows = page.locator("#messages tbody tr")
-            assert rows.count() == 3, page.locator(
-                "#messages"
-            ).inner_text()  # orders 2, 12, 22 in partition 0
-            assert all("customer-2" in text for text in rows.all_inner_texts())
-            shot(page, "explorer")
-            page.locator("#messages tbody tr td a").first.click()
-            ready(page)
-            decoded = page.locator("#payload-decoded").inner_text()
-            assert json.loads(decoded)["customer"] == "customer-2"
-            assert "\n  " in decoded, "pretty-printed"
-            shot(page, "explorer-message")
+        # explore: filter by key, see exactly those messages, open one
+        page.fill("#explorer-form input[name=newest]", "")
+        page.fill("#explorer-form input[name=offset]", "0")
+        page.fill("#explorer-form input[name=key]", "customer-2")
+        page.click("#explore")
+        ready(page)
+        rows = page.locator("#messages tbody tr")
+        assert rows.count() == 3, page.locator(
+            "#messages"
+        ).inner_text()  # orders 2, 12, 22 in partition 0
+        assert all("customer-2" in text for text in rows.all_inner_texts())
+        shot(page, "explorer")
+        page.locator("#messages tbody tr td a").first.click()
+        ready(page)
+        decoded = page.locator("#payload-decoded").inner_text()
+        assert json.loads(decoded)["customer"] == "customer-2"
+        assert "\n  " in decoded, "pretty-printed"
+        shot(page, "explorer-message")
 
-            # export what the filter matches, as JSON lines
-            page.go_back()
-            ready(page)
-            page.fill("#export-form input[name=limit]", "100")
-            with page.expect_download() as downloading:
-                page.click("#export")
-            exported = Path(downloading.value.path()).read_text().splitlines()
-            assert [json.loads(line)["key"] for line in exported] == ["customer-2"] * 3
+        # export what the filter matches, as JSON lines
+        page.go_back()
+        ready(page)
+        page.fill("#export-form input[name=limit]", "100")
+        with page.expect_download() as downloading:
+            page.click("#export")
+        exported = Path(downloading.value.path()).read_text().splitlines()
+        assert [json.loads(line)["key"] for line in exported] == ["customer-2"] * 3
 
-            # a payload holding a script shows as text and never runs
-            page.goto(f"{site.url}/explorer/{site.topic}?partition=1&newest=1")
-            ready(page)
-            page.locator("#messages tbody tr td a").first.click()
-            ready(page)
-            assert page.locator("#payload-decoded").inner_text() == XSS
-            assert page.evaluate("window.__pwned === undefined")
-            shot(page, "explorer-script-payload")
+        # a payload holding a script shows as text and never runs
+        page.goto(f"{site.url}/explorer/{site.topic}?partition=1&newest=1")
+        ready(page)
+        page.locator("#messages tbody tr td a").first.click()
+        ready(page)
+        assert page.locator("#payload-decoded").inner_text() == XSS
+        assert page.evaluate("window.__pwned === undefined")
+        shot(page, "explorer-script-payload")
 
-            # probe and quiet the running process from its page
-            # (a busy machine may delay a report past three intervals: asked again meanwhile)
-            running: list[dict[str, Any]] = []
+        # probe and quiet the running process from its page
+        # (a busy machine may delay a report past three intervals: asked again meanwhile)
+        running: list[dict[str, Any]] = []
 
-            def one_running() -> bool:
-                processes = page.request.get(f"{site.url}/api/processes").json()["processes"]
-                running[:] = [p for p in processes if p["status"] == "running"]
-                return bool(running)
+        def one_running() -> bool:
+            processes = page.request.get(f"{site.url}/api/processes").json()["processes"]
+            running[:] = [p for p in processes if p["status"] == "running"]
+            return bool(running)
 
-            eventually(one_running, 30)
-            [process] = running
-            page.goto(f"{site.url}/processes/{process['id']}")
-            ready(page)
-            assert page.locator(".partition-actions .command-pause").count() == 2
-            shot(page, "process-actions")
-            page.click("#command-probe")
-            ready(page)
-            assert page.locator("#command-status").inner_text() == "done"
-            threads = page.locator("#threads summary").all_inner_texts()
-            assert any("MainThread" in name for name in threads), threads
-            assert any("conveyor-web-commands" in name for name in threads), threads
-            shot(page, "command-probe")
+        eventually(one_running, 30)
+        [process] = running
+        page.goto(f"{site.url}/processes/{process['id']}")
+        ready(page)
+        assert page.locator(".partition-actions .command-pause").count() == 2
+        shot(page, "process-actions")
+        page.click("#command-probe")
+        ready(page)
+        assert page.locator("#command-status").inner_text() == "done"
+        threads = page.locator("#threads summary").all_inner_texts()
+        assert any("MainThread" in name for name in threads), threads
+        assert any("conveyor-web-commands" in name for name in threads), threads
+        shot(page, "command-probe")
 
-            # per partition: pause until a time (no zone: UTC), resume, seek to an offset
-            page.goto(f"{site.url}/processes/{process['id']}")
-            ready(page)
-            row = page.locator("#partitions tbody tr").first
-            row.locator("input[name=until]").fill("2099-01-01T00:00:00")
-            row.locator(".command-pause").click()
-            ready(page)
-            assert page.locator("#command-status").inner_text() == "done"
-            assert "2099-01-01T00:00:00+00:00" in page.locator("#command-result").inner_text()
-            page.go_back()
-            ready(page)
-            row = page.locator("#partitions tbody tr").first
-            row.locator(".command-resume").click()
-            ready(page)
-            assert page.locator("#command-status").inner_text() == "done"
-            page.go_back()
-            ready(page)
-            row = page.locator("#partitions tbody tr").filter(  # partition 1: no dead letters
-                has=page.locator("td:nth-child(2)", has_text=re.compile(r"^1$"))
-            )
-            row.locator("input[name=to]").fill("0")
-            row.locator(".command-seek").click()
-            ready(page)
-            assert page.locator("#command-status").inner_text() == "done"
-            assert "offset" in page.locator("#command-result").inner_text()
-            shot(page, "command-seek")
-            # redrive: the DLQ's group of three goes back, and the consumer takes them now
-            page.goto(f"{site.url}/dlq")
-            ready(page)
-            assert site.dlq in page.locator("#dlqs").inner_text()
-            page.click(f"#dlqs a:text('{site.dlq}')")
-            ready(page)
-            group = page.locator("#dlq-groups tbody tr").first.inner_text()
-            assert site.topic in group
-            assert "ValueError" in group
-            shot(page, "dlq")
-            ends = {
-                p["partition"]: p["high"]
-                for p in get_json(f"{site.read_only}/api/explorer/{site.topic}")["partitions"]
-            }
-            site.healed.touch()
-            page.click(".redrive-group")
-            ready(page)
-            page.wait_for_selector("#redrive-facts[data-state='done']", timeout=60_000)
-            assert page.locator("#redrive-moved").inner_text() == "3"
-            shot(page, "redrive")
+        # per partition: pause until a time (no zone: UTC), resume, seek to an offset
+        page.goto(f"{site.url}/processes/{process['id']}")
+        ready(page)
+        row = page.locator("#partitions tbody tr").first
+        row.locator("input[name=until]").fill("2099-01-01T00:00:00")
+        row.locator(".command-pause").click()
+        ready(page)
+        assert page.locator("#command-status").inner_text() == "done"
+        assert "2099-01-01T00:00:00+00:00" in page.locator("#command-result").inner_text()
+        page.go_back()
+        ready(page)
+        row = page.locator("#partitions tbody tr").first
+        row.locator(".command-resume").click()
+        ready(page)
+        assert page.locator("#command-status").inner_text() == "done"
+        page.go_back()
+        ready(page)
+        row = page.locator("#partitions tbody tr").filter(  # partition 1: no dead letters
+            has=page.locator("td:nth-child(2)", has_text=re.compile(r"^1$"))
+        )
+        row.locator("input[name=to]").fill("0")
+        row.locator(".command-seek").click()
+        ready(page)
+        assert page.locator("#command-status").inner_text() == "done"
+        assert "offset" in page.locator("#command-result").inner_text()
+        shot(page, "command-seek")
+        # redrive: the DLQ's group of three goes back, and the consumer takes them now
+        page.goto(f"{site.url}/dlq")
+        ready(page)
+        assert site.dlq in page.locator("#dlqs").inner_text()
+        page.click(f"#dlqs a:text('{site.dlq}')")
+        ready(page)
+        group = page.locator("#dlq-groups tbody tr").first.inner_text()
+        assert site.topic in group
+        assert "ValueError" in group
+        shot(page, "dlq")
+        ends = {
+            p["partition"]: p["high"]
+            for p in get_json(f"{site.read_only}/api/explorer/{site.topic}")["partitions"]
+        }
+        site.healed.touch()
+        page.click(".redrive-group")
+        ready(page)
+        page.wait_for_selector("#redrive-facts[data-state='done']", timeout=60_000)
+        assert page.locator("#redrive-moved").inner_text() == "3"
+        shot(page, "redrive")
 
-            def redriven_processed() -> bool:
-                lines = [line.split() for line in site.processed_offsets()]
-                return len({(p, o) for p, o in lines if int(o) >= ends[int(p)]}) == 3
+        def redriven_processed() -> bool:
+            lines = [line.split() for line in site.processed_offsets()]
+            return len({(p, o) for p, o in lines if int(o) >= ends[int(p)]}) == 3
 
-            assert eventually(redriven_processed, 60), site.processed_offsets()
+        assert eventually(redriven_processed, 60), site.processed_offsets()
 
-            # quiet the process: it finishes what runs and takes nothing new
-            page.goto(f"{site.url}/processes/{process['id']}")
-            ready(page)
-            page.click("#command-quiet")
-            ready(page)
-            assert page.locator("#command-status").inner_text() == "done"
-            assert "quiet" in page.locator("#command-result").inner_text()
-            shot(page, "command-quiet")
+        # quiet the process: it finishes what runs and takes nothing new
+        page.goto(f"{site.url}/processes/{process['id']}")
+        ready(page)
+        page.click("#command-quiet")
+        ready(page)
+        assert page.locator("#command-status").inner_text() == "done"
+        assert "quiet" in page.locator("#command-result").inner_text()
+        shot(page, "command-quiet")
 
-            # quiet every process from the processes page, after a confirmation that says so
-            # (the section lists the processes the reports show alive: a report delayed past
-            # three intervals hides it for a moment, as above)
-            def fleet_rows() -> int:
-                page.goto(f"{site.url}/processes")
-                ready(page)
-                return int(page.locator("#fleet-groups tbody tr").count())
+        # quiet every process from the processes page, after a confirmation that says so
+        # (the section lists the processes the reports show alive: a report delayed past
+        # three intervals hides it for a moment, as above)
+        def fleet_rows() -> int:
+            page.goto(f"{site.url}/processes")
+            ready(page)
+            return int(page.locator("#fleet-groups tbody tr").count())
 
-            eventually(lambda: fleet_rows() > 0, 30)
-            assert page.locator("#fleet-groups tbody tr").count() == 1
-            shot(page, "processes-fleet")
-            asked: list[str] = []
-            page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-            page.click("#fleet-quiet")
-            ready(page)
-            assert asked, "a confirmation first"
-            assert "EVERY process" in asked[0]
-            assert page.locator("#fleet-status").inner_text() == "done"
-            answer = page.locator(f"#fleet-answers tr[data-process='{process['id']}']")
-            assert answer.get_attribute("data-status") == "done"
-            assert "quiet" in answer.inner_text()
-            shot(page, "command-quiet-all")
+        eventually(lambda: fleet_rows() > 0, 30)
+        assert page.locator("#fleet-groups tbody tr").count() == 1
+        shot(page, "processes-fleet")
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+        page.click("#fleet-quiet")
+        ready(page)
+        assert asked, "a confirmation first"
+        assert "EVERY process" in asked[0]
+        assert page.locator("#fleet-status").inner_text() == "done"
+        answer = page.locator(f"#fleet-answers tr[data-process='{process['id']}']")
+        assert answer.get_attribute("data-status") == "done"
+        assert "quiet" in answer.inner_text()
+        shot(page, "command-quiet-all")
 
-            # no CSRF token: refused, even signed in
-            refused = page.request.post(
-                f"{site.url}/dlq/{site.dlq}/redrive", form={"all": "1"}, max_redirects=0
-            )
-            assert refused.status == 403
+        # no CSRF token: refused, even signed in
+        refused = page.request.post(
+            f"{site.url}/dlq/{site.dlq}/redrive", form={"all": "1"}, max_redirects=0
+        )
+        assert refused.status == 403
 
-            # read-only: no action offered, a forged one refused
-            page = context.new_page()
-            page.goto(f"{site.read_only}/processes/{process['id']}")
-            ready(page)
-            assert page.locator("#read-only").count() == 1
-            assert page.locator("#process-actions").count() == 0
-            assert page.locator(".partition-actions").count() == 0
-            page.goto(f"{site.read_only}/processes")
-            ready(page)
-            assert page.locator("#fleet-actions, #fleet-groups").count() == 0
-            page.goto(f"{site.read_only}/dlq/{site.dlq}")
-            ready(page)
-            assert page.locator(".redrive-group, #redrive-selected, #redrive-all").count() == 0
-            page.goto(f"{site.read_only}/explorer/{site.topic}/0/0")
-            ready(page)
-            assert page.locator("#republish-form").count() == 0
-            shot(page, "read-only")
-            forged = page.request.post(
-                f"{site.read_only}/processes/{process['id']}/commands",
-                form={"command": "stop", "csrf_token": csrf(page)},
-            )
-            assert forged.status == 403
-            assert "read-only" in forged.text()
-        finally:
-            browser.close()
+        # read-only: no action offered, a forged one refused
+        page = context.new_page()
+        page.goto(f"{site.read_only}/processes/{process['id']}")
+        ready(page)
+        assert page.locator("#read-only").count() == 1
+        assert page.locator("#process-actions").count() == 0
+        assert page.locator(".partition-actions").count() == 0
+        page.goto(f"{site.read_only}/processes")
+        ready(page)
+        assert page.locator("#fleet-actions, #fleet-groups").count() == 0
+        page.goto(f"{site.read_only}/dlq/{site.dlq}")
+        ready(page)
+        assert page.locator(".redrive-group, #redrive-selected, #redrive-all").count() == 0
+        page.goto(f"{site.read_only}/explorer/{site.topic}/0/0")
+        ready(page)
+        assert page.locator("#republish-form").count() == 0
+        shot(page, "read-only")
+        forged = page.request.post(
+            f"{site.read_only}/processes/{process['id']}/commands",
+            form={"command": "stop", "csrf_token": csrf(page)},
+        )
+        assert forged.status == 403
+        assert "read-only" in forged.text()
 
 
 def csrf(page: Any) -> str:

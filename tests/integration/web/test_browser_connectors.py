@@ -6,7 +6,6 @@ worker carries out (its REST API and its consumer group say so)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -18,7 +17,7 @@ from connect_workers import Worker, delete_cluster_topics
 from conveyor import Admin
 from conveyor.web import WebTopics
 from helpers import free_port
-from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, get_json
+from integration.web.test_browser import ARTIFACTS, chromium, eventually, get_json, stop_processes
 
 HERE = Path(__file__).parent
 
@@ -28,9 +27,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 def test_the_connectors_page_shows_states_and_errors_and_pauses_resumes_and_restarts(
     kafka_bootstrap: str, new_topic, web_topics: WebTopics, tmp_path: Path
 ) -> None:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"the browser tests need Chromium at {CHROMIUM} (make test installs it)")
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
 
     group = f"connect-{uuid.uuid4().hex[:8]}"
     worker = Worker(kafka_bootstrap, group, tmp_path)
@@ -108,60 +104,49 @@ def test_the_connectors_page_shows_states_and_errors_and_pauses_resumes_and_rest
             )
 
         assert eventually(shown, 90), get_json(f"{site}/api/connectors")
-        ARTIFACTS.mkdir(exist_ok=True)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            response = page.goto(f"{site}/connectors")
+            assert response is not None
+            assert response.status == 200
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.title().startswith("Connectors")
+            assert "/connect" in page.locator("p.hint").inner_text(), "where the REST API is"
+            assert page.locator("#connectors tbody tr[data-connector]").count() == 2
+            failed = page.locator("#connector-tasks tr[data-connector='broken'] details")
+            assert "FileExistsError" in failed.inner_text(), "the error's last line shown"
+            page.screenshot(path=str(ARTIFACTS / "web-connectors-1280.png"), full_page=True)
+            page.set_viewport_size({"width": 1920, "height": 1000})
+            page.screenshot(path=str(ARTIFACTS / "web-connectors-1920.png"), full_page=True)
+
+            lines = "#connectors tr[data-connector='lines']"
+            page.click(f"{lines} button.connector-pause")
+            page.wait_for_load_state()
+            assert eventually(lambda: task_state("lines") == "PAUSED", 60)
+            page.goto(f"{site}/connectors")
+            page.wait_for_selector("body[data-ready='1']")
+            assert "PAUSED" in page.locator(lines).inner_text()
+            page.click(f"{lines} button.connector-resume")
+            page.wait_for_load_state()
+            assert eventually(lambda: task_state("lines") == "RUNNING", 60)
+
+            # restart the working task: its sink rejoins its group as a new member
+            # (RUNNING is reported when the task starts, before its sink has joined)
+            assert eventually(lambda: bool(members("connect-lines")), 60)
+            before = members("connect-lines")
+            page.goto(f"{site}/connectors")
+            page.wait_for_selector("body[data-ready='1']")
+            page.click("#connector-tasks tr[data-connector='lines'] button.task-restart")
+            page.wait_for_load_state()
+            assert eventually(
+                lambda: (
+                    (now := members("connect-lines")) != before
+                    and bool(now)
+                    and task_state("lines") == "RUNNING"
+                ),
+                60,
             )
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 1000})
-                response = page.goto(f"{site}/connectors")
-                assert response is not None
-                assert response.status == 200
-                page.wait_for_selector("body[data-ready='1']")
-                assert page.title().startswith("Connectors")
-                assert "/connect" in page.locator("p.hint").inner_text(), "where the REST API is"
-                assert page.locator("#connectors tbody tr[data-connector]").count() == 2
-                failed = page.locator("#connector-tasks tr[data-connector='broken'] details")
-                assert "FileExistsError" in failed.inner_text(), "the error's last line shown"
-                page.screenshot(path=str(ARTIFACTS / "web-connectors-1280.png"), full_page=True)
-                page.set_viewport_size({"width": 1920, "height": 1000})
-                page.screenshot(path=str(ARTIFACTS / "web-connectors-1920.png"), full_page=True)
-
-                lines = "#connectors tr[data-connector='lines']"
-                page.click(f"{lines} button.connector-pause")
-                page.wait_for_load_state()
-                assert eventually(lambda: task_state("lines") == "PAUSED", 60)
-                page.goto(f"{site}/connectors")
-                page.wait_for_selector("body[data-ready='1']")
-                assert "PAUSED" in page.locator(lines).inner_text()
-                page.click(f"{lines} button.connector-resume")
-                page.wait_for_load_state()
-                assert eventually(lambda: task_state("lines") == "RUNNING", 60)
-
-                # restart the working task: its sink rejoins its group as a new member
-                # (RUNNING is reported when the task starts, before its sink has joined)
-                assert eventually(lambda: bool(members("connect-lines")), 60)
-                before = members("connect-lines")
-                page.goto(f"{site}/connectors")
-                page.wait_for_selector("body[data-ready='1']")
-                page.click("#connector-tasks tr[data-connector='lines'] button.task-restart")
-                page.wait_for_load_state()
-                assert eventually(
-                    lambda: (
-                        (now := members("connect-lines")) != before
-                        and bool(now)
-                        and task_state("lines") == "RUNNING"
-                    ),
-                    60,
-                )
-            finally:
-                browser.close()
     finally:
-        ui.send_signal(signal.SIGTERM)
-        try:
-            ui.wait(30)
-        except subprocess.TimeoutExpired:
-            ui.kill()
+        stop_processes(ui)
         worker.stop(timeout=90)
         delete_cluster_topics(kafka_bootstrap, group)

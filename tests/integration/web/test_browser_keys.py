@@ -6,7 +6,6 @@ shows the whole key, wrapped, without widening the page. Screenshots under tests
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,7 +16,14 @@ import pytest
 
 from conveyor import Producer
 from conveyor.web import WebTopics
-from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, free_port, get_json
+from integration.web.test_browser import (
+    ARTIFACTS,
+    chromium,
+    eventually,
+    free_port,
+    get_json,
+    stop_processes,
+)
 
 HERE = Path(__file__).parent
 LONG = "tenant-eu-west-1/customer-" + "0123456789abcdef" * 20  # 346 characters, no space
@@ -62,11 +68,7 @@ def explorer(
         assert eventually(lambda: get_json(listed)["partitions"][0]["high"] == len(KEYS), 90)
         yield url, topic
     finally:
-        ui.send_signal(signal.SIGTERM)
-        try:
-            ui.wait(30)
-        except subprocess.TimeoutExpired:
-            ui.kill()
+        stop_processes(ui)
 
 
 # Each key cell: its right edge against its table's box, whether its text overflows the cell,
@@ -85,64 +87,50 @@ WIDE = "document.documentElement.scrollWidth > window.innerWidth + 1"
 def test_long_and_binary_keys_stay_in_the_layout_and_are_reachable_whole(
     explorer: tuple[str, str],
 ) -> None:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(
-            f"the browser tests need Chromium at {CHROMIUM}: install Debian's 'chromium' (make test does, as root)"
-        )
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
 
     url, topic = explorer
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )  # fmt: skip
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"{url}/explorer/{topic}?partition=0&offset=0")
-            page.wait_for_selector("body[data-ready='1']")
-            page.screenshot(path=str(ARTIFACTS / "web-explorer-long-keys.png"), full_page=True)
-            cells: list[dict[str, Any]] = page.evaluate(CELLS)
-            assert len(cells) == len(KEYS), cells
-            for cell in cells:
-                assert cell["right"] <= cell["boxRight"] + 1, ("outside its table", cell)
-                assert not cell["overflows"], ("its text overflows the cell", cell)
-            assert not page.evaluate(WIDE), "the page scrolls sideways"
-            hidden = page.evaluate(
-                "[...document.querySelectorAll('.scroll')]"
-                ".filter(box => box.scrollWidth > box.clientWidth + 1).length"
-            )
-            assert hidden == 0, "a table scrolls sideways"
-            short, long, words, binary = cells
-            assert (short["text"], short["title"]) == ("short", None)
-            for cell, whole in ((long, LONG), (words, WORDS)):
-                assert cell["text"].endswith("…"), cell
-                assert len(cell["text"]) < 100, cell
-                assert whole.startswith(cell["text"].removesuffix("…")), cell
-                assert cell["title"] == whole, "the whole key, on hover"
-            assert binary["text"].startswith("ff fe 00 01 02"), binary
-            assert "binary" in binary["text"]
-            assert binary["title"] is not None
-            assert binary["title"].startswith(BINARY[:16].hex(" ")), binary
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.goto(f"{url}/explorer/{topic}?partition=0&offset=0")
+        page.wait_for_selector("body[data-ready='1']")
+        page.screenshot(path=str(ARTIFACTS / "web-explorer-long-keys.png"), full_page=True)
+        cells: list[dict[str, Any]] = page.evaluate(CELLS)
+        assert len(cells) == len(KEYS), cells
+        for cell in cells:
+            assert cell["right"] <= cell["boxRight"] + 1, ("outside its table", cell)
+            assert not cell["overflows"], ("its text overflows the cell", cell)
+        assert not page.evaluate(WIDE), "the page scrolls sideways"
+        hidden = page.evaluate(
+            "[...document.querySelectorAll('.scroll')]"
+            ".filter(box => box.scrollWidth > box.clientWidth + 1).length"
+        )
+        assert hidden == 0, "a table scrolls sideways"
+        short, long, words, binary = cells
+        assert (short["text"], short["title"]) == ("short", None)
+        for cell, whole in ((long, LONG), (words, WORDS)):
+            assert cell["text"].endswith("…"), cell
+            assert len(cell["text"]) < 100, cell
+            assert whole.startswith(cell["text"].removesuffix("…")), cell
+            assert cell["title"] == whole, "the whole key, on hover"
+        assert binary["text"].startswith("ff fe 00 01 02"), binary
+        assert "binary" in binary["text"]
+        assert binary["title"] is not None
+        assert binary["title"].startswith(BINARY[:16].hex(" ")), binary
 
-            # the message page: the whole key, wrapped in its box
-            for offset, whole in ((1, LONG), (2, WORDS), (3, BINARY[:16].hex(" "))):
-                page.goto(f"{url}/explorer/{topic}/0/{offset}")
-                page.wait_for_selector("body[data-ready='1']")
-                page.screenshot(
-                    path=str(ARTIFACTS / f"web-explorer-long-key-{offset}.png"), full_page=True
-                )
-                shown = page.locator("#message-key").inner_text()
-                assert whole in shown.replace("\n", ""), (offset, shown[:80])
-                assert not page.evaluate(WIDE), f"the page of offset {offset} scrolls sideways"
-                inside = page.evaluate(
-                    "(() => { const key = document.querySelector('#message-key');"
-                    " const facts = document.querySelector('#message-facts').getBoundingClientRect();"
-                    " return key.getBoundingClientRect().right <= facts.right + 1"
-                    " && key.scrollWidth <= key.clientWidth + 1; })()"
-                )
-                assert inside, f"the key of offset {offset} runs out of its box"
-        finally:
-            browser.close()
+        # the message page: the whole key, wrapped in its box
+        for offset, whole in ((1, LONG), (2, WORDS), (3, BINARY[:16].hex(" "))):
+            page.goto(f"{url}/explorer/{topic}/0/{offset}")
+            page.wait_for_selector("body[data-ready='1']")
+            page.screenshot(
+                path=str(ARTIFACTS / f"web-explorer-long-key-{offset}.png"), full_page=True
+            )
+            shown = page.locator("#message-key").inner_text()
+            assert whole in shown.replace("\n", ""), (offset, shown[:80])
+            assert not page.evaluate(WIDE), f"the page of offset {offset} scrolls sideways"
+            inside = page.evaluate(
+                "(() => { const key = document.querySelector('#message-key');"
+                " const facts = document.querySelector('#message-facts').getBoundingClientRect();"
+                " return key.getBoundingClientRect().right <= facts.right + 1"
+                " && key.scrollWidth <= key.clientWidth + 1; })()"
+            )
+            assert inside, f"the key of offset {offset} runs out of its box"

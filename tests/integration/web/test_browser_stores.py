@@ -6,7 +6,6 @@ and rebuilds a partition's copy from its changelog, which the server does."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,7 +16,7 @@ import pytest
 from conveyor import Producer
 from conveyor.web import WebTopics
 from helpers import free_port
-from integration.web.test_browser import ARTIFACTS, CHROMIUM, eventually, get_json
+from integration.web.test_browser import ARTIFACTS, chromium, eventually, get_json, stop_processes
 
 HERE = Path(__file__).parent
 
@@ -27,9 +26,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 def test_the_stores_page_lists_store_partitions_and_looks_a_key_up(
     kafka_bootstrap: str, new_topic: Callable[..., str], web_topics: WebTopics, tmp_path: Path
 ) -> None:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"the browser tests need Chromium at {CHROMIUM} (make test installs it)")
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - a dev dependency
 
     topic = new_topic(partitions=2)
     port = free_port()
@@ -60,51 +56,38 @@ def test_the_stores_page_lists_store_partitions_and_looks_a_key_up(
             return len(rows) == 2 and sum(row["keys"] or 0 for row in rows) >= 4
 
         assert eventually(counted, 90), get_json(f"{site}/api/stores")["partitions"]
-        ARTIFACTS.mkdir(exist_ok=True)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
-            )
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 1000})
-                response = page.goto(f"{site}/stores")
-                assert response is not None
-                assert response.status == 200
-                page.wait_for_selector("body[data-ready='1']")
-                assert page.title().startswith("Stores")
-                assert page.locator("#stores tbody tr[data-store='default']").count() == 1
-                assert page.locator("#store-partitions tbody tr[data-store]").count() == 2
-                page.fill("#store-lookup input[name='key']", "user-3")
-                page.click("#store-lookup button[type='submit']")
-                page.wait_for_selector("#lookup-result")
-                shown = page.locator("#lookup-result pre.payload")
-                assert shown.count() == 1, page.locator("#lookup-result").inner_text()
-                assert shown.inner_text().strip() == "10", "the server counted user-3 ten times"
-                page.screenshot(path=str(ARTIFACTS / "web-stores-1280.png"), full_page=True)
-                page.set_viewport_size({"width": 1920, "height": 1000})
-                page.screenshot(path=str(ARTIFACTS / "web-stores-1920.png"), full_page=True)
-                # rebuild one partition's copy from its changelog: the server does it and the
-                # next report shows the restore (every key of the partition came back)
-                row = page.locator("#store-partitions tbody tr[data-partition='0']")
-                before = get_json(f"{site}/api/stores")["partitions"]
-                row.locator("button.command-rebuild").click()
-                page.wait_for_load_state()
-                assert "rebuild: done" in page.content(), page.locator("main").inner_text()
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            response = page.goto(f"{site}/stores")
+            assert response is not None
+            assert response.status == 200
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.title().startswith("Stores")
+            assert page.locator("#stores tbody tr[data-store='default']").count() == 1
+            assert page.locator("#store-partitions tbody tr[data-store]").count() == 2
+            page.fill("#store-lookup input[name='key']", "user-3")
+            page.click("#store-lookup button[type='submit']")
+            page.wait_for_selector("#lookup-result")
+            shown = page.locator("#lookup-result pre.payload")
+            assert shown.count() == 1, page.locator("#lookup-result").inner_text()
+            assert shown.inner_text().strip() == "10", "the server counted user-3 ten times"
+            page.screenshot(path=str(ARTIFACTS / "web-stores-1280.png"), full_page=True)
+            page.set_viewport_size({"width": 1920, "height": 1000})
+            page.screenshot(path=str(ARTIFACTS / "web-stores-1920.png"), full_page=True)
+            # rebuild one partition's copy from its changelog: the server does it and the
+            # next report shows the restore (every key of the partition came back)
+            row = page.locator("#store-partitions tbody tr[data-partition='0']")
+            before = get_json(f"{site}/api/stores")["partitions"]
+            row.locator("button.command-rebuild").click()
+            page.wait_for_load_state()
+            assert "rebuild: done" in page.content(), page.locator("main").inner_text()
 
-                def rebuilt() -> bool:
-                    rows = get_json(f"{site}/api/stores")["partitions"]
-                    return [r["last_restore"] for r in rows if r["partition"] == 0] != [
-                        r["last_restore"] for r in before if r["partition"] == 0
-                    ]
+            def rebuilt() -> bool:
+                rows = get_json(f"{site}/api/stores")["partitions"]
+                return [r["last_restore"] for r in rows if r["partition"] == 0] != [
+                    r["last_restore"] for r in before if r["partition"] == 0
+                ]
 
-                assert eventually(rebuilt, 30), get_json(f"{site}/api/stores")["partitions"]
-            finally:
-                browser.close()
+            assert eventually(rebuilt, 30), get_json(f"{site}/api/stores")["partitions"]
     finally:
-        for process in (server, ui):
-            process.send_signal(signal.SIGTERM)
-        for process in (server, ui):
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(server, ui)

@@ -25,6 +25,7 @@ from conveyor.connect.runtime import ConnectCluster, WorkerSettings
 from conveyor.web import WebTopics
 from conveyor.web.access import hash_password
 from helpers import free_port
+from integration.web.test_browser import stop_processes
 
 HERE = Path(__file__).parent
 PASSWORD = "connect secret"
@@ -101,11 +102,7 @@ def test_the_ui_serves_the_connect_api_to_a_connect_client_and_a_worker_asks_a_p
         through_ui.delete_connector("lines")
         eventually(lambda: worker.client.list_connectors() == [], 30, "deleted")
     finally:
-        ui.terminate()
-        try:
-            ui.wait(30)
-        except subprocess.TimeoutExpired:
-            ui.kill()
+        stop_processes(ui)
         assert worker.stop(timeout=90) == 0, "\n".join(worker.lines[-40:])
 
 
