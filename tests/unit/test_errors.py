@@ -22,6 +22,8 @@ NOT_CONVEYOR_ERRORS = {
     "conveyor.connect.sinks.http11.StaleConnection": "a kept-alive connection the server closed "
     "while it was idle: the Webhook's connection pools catch it and send again on a new "
     "connection; it never leaves the sink",
+    "conveyor.web.access.SignInRefused": "an Authorization header refused: the UI's guard and "
+    "a connect worker's gate catch it and answer its status (401, 429); it never leaves them",
     "conveyor.processing.listener_thread.HandedOver": "ends a listener thread whose role "
     "another thread took while it ran a batch: the listener's loop catches it; it never leaves "
     "the listener",
