@@ -2125,7 +2125,7 @@ MUTATIONS = (
             ),
         ),
         (
-            "tests/unit/state/test_windows.py::test_a_window_a_failed_batch_closed_closes_again_when_the_batch_runs_again",
+            "tests/unit/state/test_windows.py::test_a_window_a_failed_batch_closed_closes_again_when_the_batch_runs_again[session]",
         ),
     ),
     Mutation(
@@ -2154,13 +2154,12 @@ MUTATIONS = (
         "conveyor/state/view.py",
         (
             (
-                """        if self._writes:
-            self.generation += 1
-        self._writes.clear()
-        self._raw_keys.clear()""",
-                """        if self._writes:
-            self.generation += 1
-        self.applied()""",
+                """        self._writes.clear()
+        for layer in self._layers:
+            layer.discard()""",
+                """        self._clear()
+        for layer in self._layers:
+            layer.discard()""",
             ),
         ),
         (
@@ -2272,8 +2271,8 @@ MUTATIONS = (
         "conveyor/state/windows.py",
         (
             (
-                "            [count] if was is None else [was[0] + count]",
-                "            [count] if was is None else [count]",
+                "                key: [count] if old is None else [old[0] + count]",
+                "                key: [count] if old is None else [count]",
             ),
         ),
         (
@@ -2296,8 +2295,8 @@ MUTATIONS = (
         "conveyor/state/windows.py",
         (
             (
-                "                if end + grace <= stream:\n                    continue  # closed already",
-                "                if end <= stream:\n                    continue  # closed already",
+                "                if span[1] + grace <= stream:\n                    continue  # closed already",
+                "                if span[1] <= stream:\n                    continue  # closed already",
             ),
         ),
         ("tests/unit/state/test_windows.py::test_the_grace_boundary_and_late_messages",),
@@ -2307,12 +2306,65 @@ MUTATIONS = (
         "conveyor/state/windows.py",
         (
             (
-                "                        accumulators = [a.copy(held[i]) for i, a in enumerate(aggregations)]",
-                "                        accumulators = held",
+                "                        accumulators = [a.copy(was[i]) for i, a in enumerate(aggregations)]",
+                "                        accumulators = was",
             ),
         ),
         (
             "tests/unit/state/test_windows.py::test_a_failed_batch_leaves_the_kept_batches_windows_unchanged",
+        ),
+    ),
+    Mutation(
+        "state: a key created and deleted between two flushes still leaves a tombstone",
+        "conveyor/state/view.py",
+        (("            elif key not in created:\n", "            else:\n"),),
+        (
+            "tests/unit/state/test_store.py::test_keys_created_and_deleted_between_two_flushes_leave_nothing_to_write",
+            "tests/unit/state/test_windows.py::test_a_session_that_grew_between_two_flushes_writes_its_last_extent_only",
+        ),
+    ),
+    Mutation(
+        "state: a closed window's flushed keys stay in the store",
+        "conveyor/state/open_windows.py",
+        (("        if stored:\n            self._gone[span] = stored\n", ""),),
+        (
+            "tests/unit/state/test_windows.py::test_a_window_writes_a_key_once_a_flush_and_nothing_for_a_window_closed_between_two",
+        ),
+    ),
+    Mutation(
+        "state: a window that opened and closed between two flushes writes tombstones",
+        "conveyor/state/open_windows.py",
+        (
+            (
+                "        if stored:\n            self._gone[span] = stored\n",
+                "        if stored or dirty:\n            self._gone[span] = stored | dirty\n",
+            ),
+        ),
+        (
+            "tests/unit/state/test_windows.py::test_a_window_writes_a_key_once_a_flush_and_nothing_for_a_window_closed_between_two",
+        ),
+    ),
+    Mutation(
+        "state: a failed flush leaves the window's unflushed accumulators in memory",
+        "conveyor/state/open_windows.py",
+        (
+            (
+                """everything not flushed goes (read again).\"\"\"
+        self.stale = True""",
+                """everything not flushed goes (read again).\"\"\"
+        self.stale = False""",
+            ),
+        ),
+        (
+            "tests/unit/state/test_windows.py::test_a_failed_flush_drops_the_unflushed_counts_and_a_new_owner_reads_the_flushed",
+        ),
+    ),
+    Mutation(
+        "state: the windows a failed batch closed are not tracked to close again",
+        "conveyor/state/open_windows.py",
+        (("            self.reopened = True\n", ""),),
+        (
+            "tests/unit/state/test_windows.py::test_a_window_a_failed_batch_closed_closes_again_when_the_batch_runs_again[tumbling]",
         ),
     ),
     Mutation(

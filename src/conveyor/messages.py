@@ -99,8 +99,20 @@ def _callable_name(function: Any) -> str:
     return getattr(function, "__qualname__", None) or type(function).__qualname__
 
 
+_DECODED: dict[bytes, str] = {}
+"""Keys decoded as UTF-8 lately: a key comes again and again, and the same ``str`` each time
+is found faster in a dict (a store's writes, a window's keys) than an equal one."""
+_DECODED_MAX = 65_536
+
+
 def _utf8(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
+    text = _DECODED.get(raw)
+    if text is None:
+        text = raw.decode("utf-8", errors="replace")
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[raw] = text
+    return text
 
 
 def _headers_dict(raw: list[tuple[str, bytes]]) -> dict[str, bytes]:
@@ -343,13 +355,21 @@ class Messages(Sequence[Message[PayloadT, KeyT]]):
         """
         raw_keys = [raw.key() for raw in self._raws]
         decode = self._deserializers.key
+        keys: list[Any]
+        if decode is _utf8:  # the default: decoded lately (None: not found, or no key)
+            keys = list(map(_DECODED.get, raw_keys))
+            if None in keys:
+                for i, text in enumerate(keys):
+                    if text is None and raw_keys[i] is not None:
+                        keys[i] = _utf8(raw_keys[i])
+            return keys
         try:
             decoded: dict[Any, Any] = {raw: decode(raw) for raw in set(raw_keys) if raw is not None}
         except Exception:
             for raw in self._raws:  # the one that fails raises, naming itself
                 Message(raw, self._deserializers).key  # noqa: B018
             raise
-        keys: list[Any] = list(map(decoded.get, raw_keys))
+        keys = list(map(decoded.get, raw_keys))
         return keys
 
     @property

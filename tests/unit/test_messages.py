@@ -166,6 +166,22 @@ def test_a_batch_s_keys_decode_once_per_distinct_key() -> None:
     assert [m.key for m in batch] == ["A", None, "B", "A"]
 
 
+def test_default_keys_decode_as_utf8_batch_after_batch() -> None:
+    """The default key deserializer remembers what it decoded lately (the same ``str`` for a
+    key that comes again): each batch's keys are still its own, text that is not UTF-8 is
+    replaced, not refused, and a message without a key has ``None``."""
+    first = Messages(
+        [raw(1, key=b"a"), raw(2, key=None), raw(3, key=b"\xff")], Deserializers(), "t", 1
+    )
+    again = Messages(
+        [raw(4, key=b"\xff"), raw(5, key=b"b"), raw(6, key=b"a")], Deserializers(), "t", 1
+    )
+    assert first.keys == ["a", None, "\ufffd"]
+    assert again.keys == ["\ufffd", "b", "a"]
+    assert again.keys[2] is first.keys[0], "a key that comes again is the same str"
+    assert [m.key for m in again] == ["\ufffd", "b", "a"]
+
+
 def test_a_batch_key_that_cannot_be_decoded_names_its_message() -> None:
     def decode(value: bytes) -> int:
         return int(value)

@@ -469,7 +469,7 @@ class PartitionStores:
                 continue
             changes = view.changes()
             sent = None
-            if self.declared[name].changelog:
+            if changes and self.declared[name].changelog:  # none: created keys deleted again
                 topic = changelog_topic(self.group, self.topic, name)
                 messages = [
                     {"topic": topic, "partition": self.partition, "key": k, "payload": v}

@@ -13,8 +13,8 @@ A value read and changed in place (``state["k"].append(1)``) is not written: ass
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, Protocol
 
 from conveyor.state.backends import Backend
 from conveyor.state.store import Store
@@ -33,6 +33,30 @@ _DELETED: Any = _Deleted()
 _MISSING: Any = object()  # not in a layer of writes
 
 
+class Layer(Protocol):
+    """Writes that a reader of a store holds itself until the store's flush (a window's open
+    windows, :class:`~conveyor.state.open_windows.OpenWindows`): the store asks for them as it
+    flushes and tells the layer how each batch ended."""
+
+    @property
+    def dirty(self) -> bool: ...
+
+    @property
+    def kept(self) -> int: ...
+
+    def changes(
+        self, encode_key: Callable[[Any], bytes], encode: Callable[[Any], bytes]
+    ) -> dict[bytes, bytes | None]: ...
+
+    def keep(self) -> None: ...
+
+    def applied(self) -> None: ...
+
+    def discard(self) -> None: ...
+
+    def discard_all(self) -> None: ...
+
+
 class State(MutableMapping[Any, Any]):
     """One partition's store (``self.state`` in a consumer): a mutable mapping.
 
@@ -43,13 +67,13 @@ class State(MutableMapping[Any, Any]):
 
     __slots__ = (
         "_backend",
+        "_created",
         "_decode",
         "_decode_key",
         "_encode",
         "_encode_key",
         "_kept",
-        "_kept_raw_keys",
-        "_raw_keys",
+        "_layers",
         "_writes",
         "generation",
         "late",
@@ -60,9 +84,11 @@ class State(MutableMapping[Any, Any]):
         self.name = name
         self._backend = backend
         self._writes: dict[Any, Any] = {}
-        self._raw_keys: dict[Any, bytes] = {}  # each written key encoded, once per batch
         self._kept: dict[Any, Any] = {}  # earlier batches' writes, not flushed yet
-        self._kept_raw_keys: dict[Any, bytes] = {}
+        # keys written by create() since the last flush: the backend does not hold them, so
+        # deleting one before the flush leaves nothing to write
+        self._created: set[Any] = set()
+        self._layers: list[Layer] = []
         self.generation = 0
         """Counts the times writes were dropped: what a reader built from this store's
         contents in memory (a window's index of closing times) is stale when it changed."""
@@ -113,10 +139,10 @@ class State(MutableMapping[Any, Any]):
         return self._backend.get(raw_key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if key not in self._writes:  # a key of the wrong type fails here, not at the batch's end
-            raw = self._kept_raw_keys.get(key)
-            self._raw_keys[key] = self._encode_key(key) if raw is None else raw
-        self._writes[key] = value
+        writes = self._writes
+        if key not in writes and key not in self._kept:
+            self._encode_key(key)  # a key of the wrong type fails here, not at the flush
+        writes[key] = value
 
     def __delitem__(self, key: Any) -> None:
         if key not in self:
@@ -127,13 +153,28 @@ class State(MutableMapping[Any, Any]):
         """Write each of ``other``'s keys (a mapping or pairs) and ``more``'s: as ``[]=`` does
         one by one, in one call (a window writes its batch's windows so)."""
         rows = other if isinstance(other, dict) and not more else dict(other, **more)
-        raws, kept_raws, encode = self._raw_keys, self._kept_raw_keys, self._encode_key
-        writes = self._writes
+        writes, kept, encode = self._writes, self._kept, self._encode_key
         for key in rows:
-            if key not in writes:  # a key of the wrong type fails here, not at the batch's end
-                raw = kept_raws.get(key)
-                raws[key] = encode(key) if raw is None else raw
+            if key not in writes and key not in kept:
+                encode(key)  # a key of the wrong type fails here, not at the flush
         writes.update(rows)
+
+    def check_key(self, key: Any) -> None:
+        """Raise as a write of ``key`` would if the store cannot keep such a key (nothing is
+        written): for a reader that holds its writes itself until the flush (a layer)."""
+        self._encode_key(key)
+
+    def create(self, rows: Mapping[Any, Any]) -> None:
+        """Write keys the store does not hold (neither flushed nor written since): as
+        :meth:`update`, and a key deleted again before the next flush leaves nothing to write,
+        no tombstone in the changelog (a window's accumulators, most of which close between
+        two flushes). Only for keys known to be absent: a key the store holds would keep its
+        old value when deleted so."""
+        encode = self._encode_key
+        for key in rows:
+            encode(key)  # a key of the wrong type fails here, not at the flush
+        self._writes.update(rows)
+        self._created.update(rows)
 
     def remove(self, key: Any) -> None:
         """Delete ``key`` without reading it first (``del`` raises for a key that is not
@@ -170,61 +211,83 @@ class State(MutableMapping[Any, Any]):
 
     # -- the batch's end, and the flush (the partition's) ---------------------------------------
 
+    def add_layer(self, layer: Layer) -> None:
+        """Flush ``layer``'s writes with the store's own, and tell it how batches end: for a
+        reader that holds what it writes itself until the flush (a window's open windows)."""
+        self._layers.append(layer)
+
     @property
     def dirty(self) -> bool:
         """Whether anything was written since the last flush."""
-        return bool(self._writes) or bool(self._kept)
+        return bool(self._writes) or bool(self._kept) or any(layer.dirty for layer in self._layers)
 
     @property
     def kept(self) -> int:
         """How many keys the batches since the last flush wrote."""
-        return len(self._kept)
+        return len(self._kept) + sum(layer.kept for layer in self._layers)
 
     def keep(self) -> None:
         """The batch ended well: its writes join the unflushed ones (the next flush's)."""
-        if self._writes:
-            self._kept.update(self._writes)
-            self._kept_raw_keys.update(self._raw_keys)
-            self._writes.clear()
-            self._raw_keys.clear()
+        for layer in self._layers:
+            layer.keep()
+        writes = self._writes
+        if writes:
+            if self._kept:
+                self._kept.update(writes)
+                writes.clear()
+            else:
+                self._kept, self._writes = writes, {}
 
     def changes(self) -> dict[bytes, bytes | None]:
         """The writes since the last flush, encoded: one entry per key (the batch's own last),
-        ``None`` for a deleted key."""
-        encode = self._encode
+        ``None`` for a deleted key (none for a key :meth:`create` wrote and that was deleted
+        since: the backend never held it)."""
+        encode, encode_key, created = self._encode, self._encode_key, self._created
         writes = {**self._kept, **self._writes} if self._kept else self._writes
-        raws = {**self._kept_raw_keys, **self._raw_keys} if self._kept else self._raw_keys
-        return {
-            raws[key]: None if value is _DELETED else encode(value) for key, value in writes.items()
-        }
+        changes: dict[bytes, bytes | None] = {}
+        for key, value in writes.items():
+            if value is not _DELETED:
+                changes[encode_key(key)] = encode(value)
+            elif key not in created:
+                changes[encode_key(key)] = None
+        for layer in self._layers:
+            changes.update(layer.changes(encode_key, encode))
+        return changes
 
     def commit_to_backend(self) -> None:
         """Write the batch's changes to the backend, with no changelog (``conveyor.testing``'s
         stores)."""
-        if self._writes:
+        if self.dirty:
             self._backend.write(self.changes(), {})
             self.applied()
 
     def applied(self) -> None:
         """The writes since the last flush are in the backend now: reads go there."""
+        self._clear()
+        for layer in self._layers:
+            layer.applied()
+
+    def _clear(self) -> None:
         self._writes.clear()
-        self._raw_keys.clear()
         self._kept.clear()
-        self._kept_raw_keys.clear()
+        self._created.clear()
 
     def discard(self) -> None:
         """The batch failed: forget what it wrote (the earlier batches' writes stay)."""
         if self._writes:
             self.generation += 1
         self._writes.clear()
-        self._raw_keys.clear()
+        for layer in self._layers:
+            layer.discard()
 
     def discard_all(self) -> None:
         """A flush failed, or the partition is gone: forget every write not flushed (their
         batches run again)."""
         if self._writes or self._kept:
             self.generation += 1
-        self.applied()
+        self._clear()
+        for layer in self._layers:
+            layer.discard_all()
 
 
 class TableView(State):

@@ -42,6 +42,7 @@ from conveyor.errors import ConfigurationError
 from conveyor.messages import Message, Messages, record_of, records_of
 from conveyor.state.aggregations import Aggregation, Count
 from conveyor.state.clock import record_time, wall_clock
+from conveyor.state.open_windows import OpenWindows, Span
 from conveyor.state.per_partition import PerPartition
 from conveyor.state.store import Store
 
@@ -75,7 +76,7 @@ def _milliseconds(name: str, value: Any, minimum: int = 1) -> int:
     return milliseconds
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class WindowResult:
     """One window's aggregations: ``key``, ``start`` and ``end`` (epoch milliseconds, the end
     excluded), ``value`` (``{"start", "end", <each aggregation's name>: ...}``) and ``final``
@@ -234,9 +235,12 @@ class PartitionWindow:
         self._aggregations = list(declared.aggregations.items())
         self._index: list[int] | None = None  # a heap of the times windows close at
         self._generation = -1  # the store's generation the index was loaded at
-        self._closing: dict[int, set[tuple[int, int, Any]]] = {}
-        # the open windows' accumulators as the store holds them (fixed windows, sessions):
-        # read here, not from the store (see _first_in_batch)
+        # what closes when: fixed windows' spans (start, end), others' (start, end, key)
+        self._closing: dict[int, set[tuple[Any, ...]]] = {}
+        # fixed windows: their accumulators, written to the store at its flush
+        self._fixed = OpenWindows() if isinstance(declared.window, Tumbling | Hopping) else None
+        self._layered: State | None = None  # the store partition _fixed is a layer of
+        # sessions: their accumulators as the store holds them, read here, not from the store
         self._open: dict[tuple[int, int, Any], list[Any]] = {}
         self._updates = declared.emit == "update"
         self._sessions: dict[Any, list[tuple[int, int]]] = {}
@@ -297,10 +301,9 @@ class PartitionWindow:
         """Fold ``messages`` into their tumbling or hopping windows (``changed``: each window
         a message changed, for ``emit="update"``); the stream time after them.
 
-        A batch's first message in a window adds to new accumulators or to a copy of the open
-        window's: what the store keeps from earlier batches never changes in place, so a
-        batch that fails leaves the windows as they were. Its windows are written to the
-        store once, at its end."""
+        A batch's first message in a window and key adds to new accumulators or to a copy of
+        the open window's: :class:`OpenWindows` keeps the ones it replaced, so a batch that
+        fails leaves the windows as they were."""
         window = self._window
         grace = window.grace
         size = window.size if type(window) is Tumbling else 0
@@ -314,8 +317,9 @@ class PartitionWindow:
             (i, aggregation.add, None if type(aggregation) is Count else aggregation.read)
             for i, aggregation in enumerate(aggregations)
         ]
-        opened = self._open
-        written: dict[tuple[int, int, Any], list[Any]] = {}  # by this batch
+        fixed = self._fixed
+        assert fixed is not None
+        written: dict[Span, dict[Any, list[Any]]] = {}  # by this batch, per window and key
         late, updates = self.late, self._updates
         for message in messages:
             timestamp = _timestamp(message)
@@ -326,21 +330,25 @@ class PartitionWindow:
             else:
                 spans = window.windows_for(timestamp)
             added = False
-            for start, end in spans:
-                if end + grace <= stream:
+            for span in spans:
+                if span[1] + grace <= stream:
                     continue  # closed already
-                entry = (start, end, message.key)
-                accumulators = written.get(entry)
+                rows = written.get(span)
+                if rows is None:
+                    rows = written[span] = {}
+                key = message.key
+                accumulators = rows.get(key)
                 if accumulators is None:
-                    held = opened.get(entry)
-                    if held is None:
+                    held = fixed.spans.get(span)
+                    was = None if held is None else held.get(key)
+                    if was is None:
+                        state.check_key((*span, key))
                         accumulators = [aggregation.start() for aggregation in aggregations]
-                        self._track(end + grace, entry)
                     elif counting:
-                        accumulators = [held[0]]
+                        accumulators = [was[0]]
                     else:
-                        accumulators = [a.copy(held[i]) for i, a in enumerate(aggregations)]
-                    written[entry] = accumulators
+                        accumulators = [a.copy(was[i]) for i, a in enumerate(aggregations)]
+                    rows[key] = accumulators
                 if counting:
                     accumulators[0] += 1
                 else:
@@ -349,11 +357,13 @@ class PartitionWindow:
                         accumulators[i] = add(accumulators[i], value, timestamp)
                 added = True
                 if updates:
-                    changed.append(self._result(entry, accumulators, final=False))
+                    changed.append(self._result((*span, key), accumulators, final=False))
             if not added:
                 late.append(message)
-        state.update(written)  # first: a key the store refuses leaves the windows as they were
-        opened.update(written)
+        for span, rows in written.items():
+            if fixed.open(span)[1]:
+                self._track(span[1] + grace, span)
+            fixed.write(span, rows)
         return stream
 
     def _count_tumbling(self, state: State, messages: Messages, stream: int) -> int | None:
@@ -375,19 +385,33 @@ class PartitionWindow:
             ends = [start + closing for start in starts]
             if any(map(operator.le, ends, accumulate(times, max, initial=stream))):
                 return None  # one did (a message's own time never closes its window)
-        counted = Counter(zip(starts, messages.keys, strict=True))
-        entries = [(start, start + size, key) for start, key in counted]
-        held = list(map(self._open.get, entries))
-        totals = [
-            [count] if was is None else [was[0] + count]
-            for count, was in zip(counted.values(), held, strict=True)
-        ]
-        written = dict(zip(entries, totals, strict=True))
-        for entry, was in zip(entries, held, strict=True):
-            if was is None:
-                self._track(entry[0] + closing, entry)
-        state.update(written)  # first: a key the store refuses leaves the windows as they were
-        self._open.update(written)
+        fixed = self._fixed
+        assert fixed is not None
+        keys = messages.keys
+        if min(starts) == max(starts):
+            groups = {starts[0]: Counter(keys)}
+        else:
+            groups = {}
+            for start, key in zip(starts, keys, strict=True):
+                group = groups.get(start)
+                if group is None:
+                    group = groups[start] = Counter()
+                group[key] += 1
+        check = state.check_key
+        for start, counted in groups.items():
+            span = (start, start + size)
+            held = fixed.spans.get(span)
+            was = [None] * len(counted) if held is None else list(map(held.get, counted))
+            for key, old in zip(counted, was, strict=True):
+                if old is None:
+                    check((start, start + size, key))  # a key the store refuses fails here
+            rows = {
+                key: [count] if old is None else [old[0] + count]
+                for (key, count), old in zip(counted.items(), was, strict=True)
+            }
+            if fixed.open(span)[1]:
+                self._track(start + closing, span)
+            fixed.write(span, rows, was)
         return latest
 
     # -- sliding windows -------------------------------------------------------------------
@@ -497,7 +521,10 @@ class PartitionWindow:
         for i, (_, aggregation) in enumerate(self._aggregations):
             accumulators[i] = aggregation.add(accumulators[i], aggregation.read(message), timestamp)
         entry = (start, end, key)
-        state[entry] = accumulators
+        if (start, end) in touching:
+            state[entry] = accumulators
+        else:  # a new extent: removed again before the flush (it grew), it leaves no tombstone
+            state.create({entry: accumulators})
         self._open[entry] = accumulators
         self._sessions[key] = [(s, e) for s, e in sessions if (s, e) not in touching] + [
             (start, end)
@@ -508,9 +535,20 @@ class PartitionWindow:
     # -- closing -----------------------------------------------------------------------------
 
     def _close(self, state: State, stream: int) -> list[WindowResult]:
-        closed = []
+        closed: list[WindowResult] = []
         index = self._index
         assert index is not None
+        fixed = self._fixed
+        if fixed is not None:
+            while index and index[0] <= stream:
+                for span in sorted(self._closing.pop(heapq.heappop(index), ())):
+                    held = fixed.close(span)
+                    if held is None:
+                        continue
+                    start, end = span
+                    for key in sorted(held, key=repr):
+                        closed.append(self._result((start, end, key), held[key], final=True))
+            return closed
         sliding = isinstance(self._window, Sliding)
         slid: set[Any] = set()  # keys whose sliding windows closed
         while index and index[0] <= stream:
@@ -537,7 +575,7 @@ class PartitionWindow:
             self._forget_old(state, slid, stream)
         return closed
 
-    def _track(self, closes_at: int, entry: tuple[int, int, Any]) -> None:
+    def _track(self, closes_at: int, entry: tuple[Any, ...]) -> None:
         assert self._index is not None
         entries = self._closing.get(closes_at)
         if entries is None:
@@ -554,6 +592,10 @@ class PartitionWindow:
         """The open windows as the store holds them (once per assignment): their closing
         times, and each key's sessions: once per assignment, and again after writes were
         dropped (a failed batch may have closed windows its retry must close again)."""
+        fixed = self._fixed
+        if fixed is not None:
+            self._load_fixed(state, fixed)
+            return
         if self._index is not None and self._generation == state.generation:
             return
         self._index, self._closing, self._sessions, self._open = [], {}, {}, {}
@@ -575,6 +617,23 @@ class PartitionWindow:
             if isinstance(window, Session):
                 self._sessions.setdefault(key, []).append((start, end))
 
+    def _load_fixed(self, state: State, fixed: OpenWindows) -> None:
+        """Fixed windows: :class:`OpenWindows` is a layer of the store partition (registered
+        once per store partition), read from it again after a flush failed."""
+        if state is not self._layered:
+            state.add_layer(fixed)
+            self._layered = state
+            fixed.stale = True
+        if fixed.stale:
+            rows = [((s, e), key, state[s, e, key]) for s, e, key in _entries(state)]
+            fixed.load(rows)
+        elif not fixed.reopened and self._index is not None:
+            return
+        fixed.reopened = False
+        self._index, self._closing = [], {}
+        for span in fixed.spans:
+            self._track(span[1] + self._window.grace, span)
+
     def _result(
         self, entry: tuple[int, int, Any], accumulators: list[Any], final: bool
     ) -> WindowResult:
@@ -588,6 +647,11 @@ class PartitionWindow:
 
 
 _TIMESTAMP = operator.methodcaller("timestamp")
+
+
+def _entries(state: State) -> list[tuple[int, int, Any]]:
+    """The fixed windows' entries the store holds (not the stream time)."""
+    return [entry for entry in state if isinstance(entry, tuple)]
 
 
 def _order(entry: tuple[int, int, Any]) -> tuple[int, str]:

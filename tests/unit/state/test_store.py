@@ -161,6 +161,23 @@ def test_a_failed_batch_drops_its_own_writes_and_keeps_the_earlier_batches_for_t
     assert "c" not in state
 
 
+def test_keys_created_and_deleted_between_two_flushes_leave_nothing_to_write() -> None:
+    """``create()`` writes keys the store does not hold (a window's accumulators): deleted
+    again before the flush, they leave no tombstone; one flushed in between leaves one."""
+    backend = MemoryBackend()
+    state = State("windows", Store(backend="memory", keys="json"), backend)
+    state.create({"flushed": 1})
+    state.commit_to_backend()
+    state.create({"new": 1})
+    state.keep()
+    state.remove("new")
+    state.remove("flushed")
+    state["kept"] = 2
+    assert state.changes() == {b'"flushed"': None, b'"kept"': b"2"}
+    with pytest.raises(TypeError):
+        state.create({b"raw": 1})
+
+
 @pytest.mark.parametrize("value", [-1, "1", True, float("inf")])
 def test_a_malformed_state_flush_interval_is_refused(value: Any) -> None:
     with pytest.raises(ConfigurationError, match="state_flush_interval") as refused:

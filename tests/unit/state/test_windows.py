@@ -4,6 +4,7 @@ messages, every aggregation, ``emit="update"``, ``tick()`` and the route option'
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import UTC, datetime
 from typing import Any
@@ -254,9 +255,18 @@ def test_a_failed_batch_leaves_the_windows_as_they_were() -> None:
     assert consumer.stores["window"][(0, MINUTE, "a")] == [1], "the failed batch's count is gone"
 
 
-def test_a_window_a_failed_batch_closed_closes_again_when_the_batch_runs_again() -> None:
+@pytest.mark.parametrize(
+    ("windowed", "span"),
+    [(Tumbling(60).count(), (0, MINUTE)), (Session(60).count(), (1_000, 1_001))],
+    ids=["tumbling", "session"],
+)
+def test_a_window_a_failed_batch_closed_closes_again_when_the_batch_runs_again(
+    windowed: Any, span: tuple[int, int]
+) -> None:
+    start, end = span
+
     class FailsOnce(Consumer):
-        window = Tumbling(60).count()
+        window = windowed
         failures = 1
 
         def consume(self) -> None:
@@ -276,10 +286,10 @@ def test_a_window_a_failed_batch_closed_closes_again_when_the_batch_runs_again()
     with pytest.raises(RuntimeError):
         testing.consume(consumer)
     assert as_tuples(consumer.emitted) == [  # type: ignore[attr-defined]
-        ("a", 0, MINUTE, {"start": 0, "end": MINUTE, "count": 1}, True)
+        ("a", start, end, {"start": start, "end": end, "count": 1}, True)
     ]
     closed = feed(consumer, ("b", 61_000, {}))  # its retry
-    assert as_tuples(closed) == [("a", 0, MINUTE, {"start": 0, "end": MINUTE, "count": 1}, True)]
+    assert as_tuples(closed) == [("a", start, end, {"start": start, "end": end, "count": 1}, True)]
 
 
 def test_a_route_window_emits_to_its_topic_and_sends_late_messages_on() -> None:
@@ -424,3 +434,94 @@ def test_a_tumbling_count_counted_column_wise_agrees_with_message_by_message(gra
     finally:
         use_clock(previous)
     assert emitted > 100, "windows closed along the way"
+
+
+def _batch(*fed: tuple[str, int]) -> Messages:
+    """A batch as the engine hands it over (a lone tumbling count folds it column-wise)."""
+    records = [
+        KafkaMessage(topic="clicks", partition=0, offset=offset, value=b"{}", key=key.encode(),
+                     timestamp=(1, at))
+        for offset, (key, at) in enumerate(fed)
+    ]  # fmt: skip
+    return Messages(records, Deserializers(), "clicks", 0)
+
+
+def _one_by_one(*fed: tuple[str, int]) -> list[Message]:
+    """The same messages as a list (folded message by message)."""
+    return _messages(*((key, at, {}) for key, at in fed))
+
+
+def _written(state: State) -> dict[Any, Any]:
+    """What the store's next flush writes, decoded (``None``: deleted)."""
+    decode_key = Store(keys="json").key_codec.decode
+    return {
+        decode_key(key): None if value is None else json.loads(value)
+        for key, value in state.changes().items()
+    }
+
+
+@pytest.mark.parametrize("feed", [_batch, _one_by_one], ids=["column-wise", "by-message"])
+def test_a_window_writes_a_key_once_a_flush_and_nothing_for_a_window_closed_between_two(
+    feed: Any,
+) -> None:
+    partition = _Partition()
+    window = PartitionWindow(Tumbling(60).count(), partition)
+    state = partition.stores["window"]
+    window.update(feed(("a", 1_000), ("b", 2_000)))
+    state.keep()
+    window.update(feed(("a", 3_000)))
+    state.keep()
+    assert _written(state) == {
+        (0, MINUTE, "a"): [2], (0, MINUTE, "b"): [1], "stream-time": 3_000,
+    }, "one record per window and key, however many batches changed it"  # fmt: skip
+    state.commit_to_backend()
+    window.update(feed(("a", 61_000)))  # closes [0, 60 s) and opens [60 s, 120 s)
+    state.keep()
+    closed = window.update(feed(("c", 125_000)))  # closes [60 s, 120 s) before any flush
+    state.keep()
+    assert [(r.key, r.start, r.value["count"]) for r in closed] == [("a", MINUTE, 1)]
+    assert _written(state) == {
+        (0, MINUTE, "a"): None, (0, MINUTE, "b"): None,  # the flushed window's keys deleted
+        (2 * MINUTE, 3 * MINUTE, "c"): [1], "stream-time": 125_000,
+    }, "the window that opened and closed between two flushes writes nothing"  # fmt: skip
+
+
+@pytest.mark.parametrize("feed", [_batch, _one_by_one], ids=["column-wise", "by-message"])
+def test_a_failed_flush_drops_the_unflushed_counts_and_a_new_owner_reads_the_flushed(
+    feed: Any,
+) -> None:
+    backend = MemoryBackend()
+    partition = _Partition()
+    partition.stores["window"] = state = State("window", Store(keys="json"), backend)
+    window = PartitionWindow(Tumbling(60).count(), partition)
+    window.update(feed(("a", 1_000)))
+    state.keep()
+    state.commit_to_backend()  # a: 1 in the store
+    window.update(feed(("a", 2_000), ("b", 2_000)))
+    state.keep()
+    state.discard_all()  # the flush failed: its batches run again
+    window.update(feed(("a", 2_000), ("b", 2_000)))  # the retry
+    state.keep()
+    state.commit_to_backend()
+    successor = _Partition()  # another process, the same store partition
+    successor.stores["window"] = State("window", Store(keys="json"), backend)
+    moved = PartitionWindow(Tumbling(60).count(), successor)
+    closed = moved.update(feed(("z", 61_000)))
+    assert [(r.key, r.value["count"]) for r in closed] == [("a", 2), ("b", 1)]
+
+
+def test_a_session_that_grew_between_two_flushes_writes_its_last_extent_only() -> None:
+    partition = _Partition()
+    window = PartitionWindow(Session(10).count(), partition)
+    state = partition.stores["window"]
+    window.update(_one_by_one(("a", 1_000)))
+    state.keep()
+    state.commit_to_backend()  # [1 s, 1 s] in the store
+    for at in (2_000, 3_000, 4_000):  # it grows batch by batch: a new extent each time
+        window.update(_one_by_one(("a", at)))
+        state.keep()
+    assert _written(state) == {
+        (1_000, 1_000, "a"): None,  # the flushed extent deleted
+        (1_000, 4_000, "a"): [4],  # the last one written; those in between leave nothing
+        "stream-time": 4_000,
+    }
