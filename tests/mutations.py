@@ -2326,7 +2326,7 @@ MUTATIONS = (
     Mutation(
         "state: a closed window's flushed keys stay in the store",
         "conveyor/state/open_windows.py",
-        (("        if stored:\n            self._gone[span] = stored\n", ""),),
+        (("        elif stored:\n            self._gone[span] = stored\n", ""),),
         (
             "tests/unit/state/test_windows.py::test_a_window_writes_a_key_once_a_flush_and_nothing_for_a_window_closed_between_two",
         ),
@@ -2336,8 +2336,8 @@ MUTATIONS = (
         "conveyor/state/open_windows.py",
         (
             (
-                "        if stored:\n            self._gone[span] = stored\n",
-                "        if stored or dirty:\n            self._gone[span] = stored | dirty\n",
+                "        elif stored:\n            self._gone[span] = stored\n",
+                "        elif stored or dirty:\n            self._gone[span] = stored | dirty\n",
             ),
         ),
         (
@@ -2349,14 +2349,41 @@ MUTATIONS = (
         "conveyor/state/open_windows.py",
         (
             (
-                """everything not flushed goes (read again).\"\"\"
-        self.stale = True""",
-                """everything not flushed goes (read again).\"\"\"
-        self.stale = False""",
+                "        self.stale = True\n        self._unsure = True\n",
+                "        self.stale = False\n        self._unsure = True\n",
             ),
         ),
         (
             "tests/unit/state/test_windows.py::test_a_failed_flush_drops_the_unflushed_counts_and_a_new_owner_reads_the_flushed",
+        ),
+    ),
+    Mutation(
+        "state: a failed flush leaves the window's dropped accumulators for the next flush",
+        "conveyor/state/open_windows.py",
+        (("        self._drop()\n        self.stale = True\n", "        self.stale = True\n"),),
+        (
+            "tests/unit/state/test_windows.py::test_a_failed_flush_drops_the_unflushed_counts_and_a_new_owner_reads_the_flushed",
+        ),
+    ),
+    Mutation(
+        "state: after a failed flush a closing window deletes only the keys the store holds",
+        "conveyor/state/open_windows.py",
+        (("        if self._unsure:\n", "        if False:\n"),),
+        (
+            "tests/unit/state/test_windows.py::test_after_a_flush_that_failed_half_way_a_window_that_closes_deletes_every_key",
+        ),
+    ),
+    Mutation(
+        "state: after a failed flush create() still takes keys for absent",
+        "conveyor/state/view.py",
+        (
+            (
+                "        if not self._unsure:\n            self._created.update(rows)",
+                "        self._created.update(rows)",
+            ),
+        ),
+        (
+            "tests/unit/state/test_store.py::test_keys_created_and_deleted_between_two_flushes_leave_nothing_to_write",
         ),
     ),
     Mutation(

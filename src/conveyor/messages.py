@@ -101,17 +101,20 @@ def _callable_name(function: Any) -> str:
 
 _DECODED: dict[bytes, str] = {}
 """Keys decoded as UTF-8 lately: a key comes again and again, and the same ``str`` each time
-is found faster in a dict (a store's writes, a window's keys) than an equal one."""
+is found faster in a dict (a store's writes, a window's keys) than an equal one. Short keys
+only (at most 65,536 of at most 128 bytes: a few MB)."""
 _DECODED_MAX = 65_536
+_DECODED_LONGEST = 128
 
 
 def _utf8(raw: bytes) -> str:
     text = _DECODED.get(raw)
     if text is None:
         text = raw.decode("utf-8", errors="replace")
-        if len(_DECODED) >= _DECODED_MAX:
-            _DECODED.clear()
-        _DECODED[raw] = text
+        if len(raw) <= _DECODED_LONGEST:
+            if len(_DECODED) >= _DECODED_MAX:
+                _DECODED.clear()
+            _DECODED[raw] = text
     return text
 
 

@@ -28,7 +28,17 @@ class OpenWindows:
     """The open fixed windows of one partition: ``spans[(start, end)][key]`` is a key's
     accumulators (a list, replaced, never changed in place: a batch's undo keeps the old one)."""
 
-    __slots__ = ("_closed", "_dirty", "_gone", "_stored", "_undo", "reopened", "spans", "stale")
+    __slots__ = (
+        "_closed",
+        "_dirty",
+        "_gone",
+        "_stored",
+        "_undo",
+        "_unsure",
+        "reopened",
+        "spans",
+        "stale",
+    )
 
     def __init__(self) -> None:
         self.spans: dict[Span, dict[Any, list[Any]]] = {}
@@ -41,13 +51,15 @@ class OpenWindows:
         """Whether the store must be read again (nothing loaded yet, or a flush failed)."""
         self.reopened = False
         """Whether a failed batch's undo brought closed windows back (to close again)."""
+        # a flush failed since the last that went well: some of its records may be in the
+        # changelog and not in the store, so every key of a window that closes is deleted
+        self._unsure = False
 
     # -- the window's side ----------------------------------------------------------------------
 
     def load(self, rows: Iterable[tuple[Span, Any, list[Any]]]) -> None:
         """Start again from what the store holds: ``(span, key, accumulators)`` rows."""
-        self.spans, self._dirty, self._stored, self._gone = {}, {}, {}, {}
-        self._undo, self._closed = {}, []
+        self._drop()
         for span, key, accumulators in rows:
             held = self.spans.get(span)
             if held is None:
@@ -93,7 +105,9 @@ class OpenWindows:
             return None
         dirty, stored = self._dirty.pop(span), self._stored.pop(span)
         self._closed.append((span, held, dirty, stored))
-        if stored:
+        if self._unsure:
+            self._gone[span] = stored | set(held)
+        elif stored:
             self._gone[span] = stored
         return held
 
@@ -115,12 +129,12 @@ class OpenWindows:
         """What changed since the last flush, encoded as the store keeps it: a key's
         accumulators at ``(start, end, key)``, ``None`` for a closed window's stored key."""
         changes: dict[bytes, bytes | None] = {}
-        for (start, end), keys in self._dirty.items():
+        for (start, end), keys in list(self._dirty.items()):
             held = self.spans[start, end]
-            for key in keys:
+            for key in list(keys):
                 changes[encode_key((start, end, key))] = encode(held[key])
-        for (start, end), keys in self._gone.items():
-            for key in keys:
+        for (start, end), keys in list(self._gone.items()):
+            for key in list(keys):
                 changes[encode_key((start, end, key))] = None
         return changes
 
@@ -135,6 +149,7 @@ class OpenWindows:
             self._stored[span].update(keys)
             keys.clear()
         self._gone.clear()
+        self._unsure = False
         self.keep()
 
     def discard(self) -> None:
@@ -158,5 +173,13 @@ class OpenWindows:
         self.keep()
 
     def discard_all(self) -> None:
-        """A flush failed or the partition went: everything not flushed goes (read again)."""
+        """A flush failed or the partition went: everything not flushed goes, at once (a
+        flush before the window's next batch finds nothing to write), and the window reads
+        its open windows from the store again."""
+        self._drop()
         self.stale = True
+        self._unsure = True
+
+    def _drop(self) -> None:
+        self.spans, self._dirty, self._stored, self._gone = {}, {}, {}, {}
+        self._undo, self._closed = {}, []

@@ -36,7 +36,8 @@ _MISSING: Any = object()  # not in a layer of writes
 class Layer(Protocol):
     """Writes that a reader of a store holds itself until the store's flush (a window's open
     windows, :class:`~conveyor.state.open_windows.OpenWindows`): the store asks for them as it
-    flushes and tells the layer how each batch ended."""
+    flushes and tells the layer how each batch ended. The store's reads (``get``, iteration)
+    do not see them before the flush: the layer's owner reads its own."""
 
     @property
     def dirty(self) -> bool: ...
@@ -74,6 +75,7 @@ class State(MutableMapping[Any, Any]):
         "_encode_key",
         "_kept",
         "_layers",
+        "_unsure",
         "_writes",
         "generation",
         "late",
@@ -88,6 +90,9 @@ class State(MutableMapping[Any, Any]):
         # keys written by create() since the last flush: the backend does not hold them, so
         # deleting one before the flush leaves nothing to write
         self._created: set[Any] = set()
+        # a flush failed since the last that went well: its records may be in the changelog
+        # and not in the backend, so create() cannot know a key is absent from both
+        self._unsure = False
         self._layers: list[Layer] = []
         self.generation = 0
         """Counts the times writes were dropped: what a reader built from this store's
@@ -174,7 +179,8 @@ class State(MutableMapping[Any, Any]):
         for key in rows:
             encode(key)  # a key of the wrong type fails here, not at the flush
         self._writes.update(rows)
-        self._created.update(rows)
+        if not self._unsure:
+            self._created.update(rows)
 
     def remove(self, key: Any) -> None:
         """Delete ``key`` without reading it first (``del`` raises for a key that is not
@@ -264,6 +270,7 @@ class State(MutableMapping[Any, Any]):
     def applied(self) -> None:
         """The writes since the last flush are in the backend now: reads go there."""
         self._clear()
+        self._unsure = False
         for layer in self._layers:
             layer.applied()
 
@@ -286,6 +293,7 @@ class State(MutableMapping[Any, Any]):
         if self._writes or self._kept:
             self.generation += 1
         self._clear()
+        self._unsure = True
         for layer in self._layers:
             layer.discard_all()
 

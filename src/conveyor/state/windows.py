@@ -238,7 +238,7 @@ class PartitionWindow:
         # what closes when: fixed windows' spans (start, end), others' (start, end, key)
         self._closing: dict[int, set[tuple[Any, ...]]] = {}
         # fixed windows: their accumulators, written to the store at its flush
-        self._fixed = OpenWindows() if isinstance(declared.window, Tumbling | Hopping) else None
+        self._fixed = None if isinstance(declared.window, Session | Sliding) else OpenWindows()
         self._layered: State | None = None  # the store partition _fixed is a layer of
         # sessions: their accumulators as the store holds them, read here, not from the store
         self._open: dict[tuple[int, int, Any], list[Any]] = {}
@@ -398,13 +398,16 @@ class PartitionWindow:
                     group = groups[start] = Counter()
                 group[key] += 1
         check = state.check_key
+        held_before = []
         for start, counted in groups.items():
-            span = (start, start + size)
-            held = fixed.spans.get(span)
+            held = fixed.spans.get((start, start + size))
             was = [None] * len(counted) if held is None else list(map(held.get, counted))
             for key, old in zip(counted, was, strict=True):
                 if old is None:
                     check((start, start + size, key))  # a key the store refuses fails here
+            held_before.append(was)
+        for (start, counted), was in zip(groups.items(), held_before, strict=True):
+            span = (start, start + size)
             rows = {
                 key: [count] if old is None else [old[0] + count]
                 for (key, count), old in zip(counted.items(), was, strict=True)

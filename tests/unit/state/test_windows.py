@@ -33,7 +33,7 @@ from conveyor.state import (
 from conveyor.state.backends import MemoryBackend
 from conveyor.state.clock import use_clock
 from conveyor.state.view import State
-from conveyor.state.windows import PartitionWindow
+from conveyor.state.windows import PartitionWindow, Window
 from conveyor.testing import Record
 
 MINUTE = 60_000
@@ -500,6 +500,7 @@ def test_a_failed_flush_drops_the_unflushed_counts_and_a_new_owner_reads_the_flu
     window.update(feed(("a", 2_000), ("b", 2_000)))
     state.keep()
     state.discard_all()  # the flush failed: its batches run again
+    assert not state.dirty, "nothing of the dropped batches is left for a flush to write"
     window.update(feed(("a", 2_000), ("b", 2_000)))  # the retry
     state.keep()
     state.commit_to_backend()
@@ -525,3 +526,45 @@ def test_a_session_that_grew_between_two_flushes_writes_its_last_extent_only() -
         (1_000, 4_000, "a"): [4],  # the last one written; those in between leave nothing
         "stream-time": 4_000,
     }
+
+
+@pytest.mark.parametrize("feed", [_batch, _one_by_one], ids=["column-wise", "by-message"])
+def test_after_a_flush_that_failed_half_way_a_window_that_closes_deletes_every_key(
+    feed: Any,
+) -> None:
+    """A flush that fails may have put some of its records in the changelog and none in the
+    store: until a flush goes well, a window that closes deletes each of its keys, or a
+    restore from the changelog would bring the closed window back."""
+    partition = _Partition()
+    window = PartitionWindow(Tumbling(60).count(), partition)
+    state = partition.stores["window"]
+    window.update(feed(("a", 1_000)))
+    state.keep()
+    assert (0, MINUTE, "a") in _written(state)  # this record reaches the changelog, then
+    state.discard_all()  # the flush fails
+    window.update(feed(("a", 1_000)))  # the batch again
+    state.keep()
+    window.update(feed(("z", 61_000)))  # the window closes before the next flush
+    state.keep()
+    assert _written(state)[0, MINUTE, "a"] is None, "its key is deleted from the changelog"
+    state.commit_to_backend()
+    window.update(feed(("y", 62_000), ("z", 121_000)))  # a flush went well: sure again
+    state.keep()
+    assert (MINUTE, 2 * MINUTE, "y") not in _written(state)
+
+
+def test_a_fixed_window_of_one_s_own_is_folded_as_the_built_in_ones() -> None:
+    class HalfPast(Window):
+        """Minutes that start at half past (a window of one's own: its ``windows_for``)."""
+
+        grace = 0
+
+        def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+            start = timestamp - (timestamp - 30_000) % MINUTE
+            return [(start, start + MINUTE)]
+
+    partition = _Partition()
+    window = PartitionWindow(HalfPast().count(), partition)
+    window.update(_one_by_one(("a", 40_000), ("a", 80_000)))
+    closed = window.update(_one_by_one(("b", 95_000)))
+    assert [(r.key, r.start, r.value["count"]) for r in closed] == [("a", 30_000, 2)]
