@@ -3,6 +3,7 @@ and :class:`Messages`, the batch a consumer's ``consume()`` sees."""
 
 from __future__ import annotations
 
+import operator
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -99,6 +100,7 @@ def _callable_name(function: Any) -> str:
     return getattr(function, "__qualname__", None) or type(function).__qualname__
 
 
+_RAW_KEY = operator.methodcaller("key")
 _DECODED: dict[bytes, str] = {}
 """Keys decoded as UTF-8 lately: a key comes again and again, and the same ``str`` each time
 is found faster in a dict (a store's writes, a window's keys) than an equal one. Short keys
@@ -356,7 +358,7 @@ class Messages(Sequence[Message[PayloadT, KeyT]]):
         Raises:
             DeserializationError: a key could not be decoded (the message names which).
         """
-        raw_keys = [raw.key() for raw in self._raws]
+        raw_keys = list(map(_RAW_KEY, self._raws))
         decode = self._deserializers.key
         keys: list[Any]
         if decode is _utf8:  # the default: decoded lately (None: not found, or no key)

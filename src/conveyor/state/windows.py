@@ -374,10 +374,11 @@ class PartitionWindow:
         window = self._window
         assert isinstance(window, Tumbling)
         size = window.size
-        stamps = list(map(_TIMESTAMP, records_of(messages)))
-        if not stamps or min(stamps)[0] == 0:
+        if not messages:
+            return None
+        kinds, times = zip(*map(_TIMESTAMP, records_of(messages)), strict=True)
+        if 0 in kinds:
             return None  # (0, -1): a message without a timestamp
-        times = [milliseconds for _, milliseconds in stamps]
         starts = [moment - moment % size for moment in times]
         closing = size + window.grace
         latest: int = max(stream, *times)
@@ -403,7 +404,7 @@ class PartitionWindow:
             held = fixed.spans.get((start, start + size))
             was = [None] * len(counted) if held is None else list(map(held.get, counted))
             for key, old in zip(counted, was, strict=True):
-                if old is None:
+                if old is None and type(key) is not str:  # (a str always fits a JSON key)
                     check((start, start + size, key))  # a key the store refuses fails here
             held_before.append(was)
         for (start, counted), was in zip(groups.items(), held_before, strict=True):
@@ -548,9 +549,7 @@ class PartitionWindow:
                     held = fixed.close(span)
                     if held is None:
                         continue
-                    start, end = span
-                    for key in sorted(held, key=repr):
-                        closed.append(self._result((start, end, key), held[key], final=True))
+                    closed.extend(self._results(span, held))
             return closed
         sliding = isinstance(self._window, Sliding)
         slid: set[Any] = set()  # keys whose sliding windows closed
@@ -636,6 +635,19 @@ class PartitionWindow:
         self._index, self._closing = [], {}
         for span in fixed.spans:
             self._track(span[1] + self._window.grace, span)
+
+    def _results(self, span: Span, held: dict[Any, list[Any]]) -> list[WindowResult]:
+        """A closed fixed window's results, in the order of its keys' ``repr``."""
+        start, end = span
+        aggregations = [(name, aggregation.result) for name, aggregation in self._aggregations]
+        results = []
+        for key in sorted(held, key=repr):
+            accumulators = held[key]
+            value: dict[str, Any] = {"start": start, "end": end}
+            for i, (name, result) in enumerate(aggregations):
+                value[name] = result(accumulators[i])
+            results.append(WindowResult(key, start, end, value, True))
+        return results
 
     def _result(
         self, entry: tuple[int, int, Any], accumulators: list[Any], final: bool
