@@ -2192,6 +2192,7 @@ MUTATIONS = (
             ),
         ),
         (
+            "tests/integration/state/test_stores.py::test_a_transaction_commits_its_store_writes_to_the_changelog_with_its_offset",
             "tests/integration/state/test_exactly_once_state.py::test_counts_are_exact_through_repeated_sigkills_under_exactly_once",
         ),
     ),

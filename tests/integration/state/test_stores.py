@@ -47,12 +47,13 @@ def counting_app(
     store: Store,
     fail_once: set[int],
     assign: list[int] | None = None,
+    counter: type[Counts] = Counts,
     **settings: Any,
 ) -> tuple[App, list[Any], dict[int, int], threading.Condition]:
     progress: dict[int, int] = {}
     reached = threading.Condition()
     consumer = type(
-        "CountsHere", (Counts,), {"progress": progress, "reached": reached, "fail_once": fail_once}
+        "CountsHere", (counter,), {"progress": progress, "reached": reached, "fail_once": fail_once}
     )
     app = App(
         client_id="counts",
@@ -210,6 +211,43 @@ def test_a_hot_key_written_by_many_batches_costs_one_changelog_record_per_flush(
         # 40 batches: a flush as the failure came (the 20 batches before it) and one as the
         # app stopped, not one per batch nor one each time the partition's backlog ran dry
         assert records <= 2, f"{records} changelog records for the 40 batches"
+    finally:
+        with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+            admin.delete_topic(changelog)
+
+
+class CountsInTransactions(Counts):
+    """Counts as :class:`Counts` does, each batch in a transaction with its offset."""
+
+    def consume(self) -> None:
+        with self.transaction():
+            counts = self.state
+            for message in self.messages:
+                counts[message.key] = counts.get(message.key, 0) + 1
+            self.mark_as_consumed(self.messages.last)
+        with self.reached:
+            self.progress[self.partition] = self.messages.last.offset + 1
+            self.reached.notify_all()
+
+
+def test_a_transaction_commits_its_store_writes_to_the_changelog_with_its_offset(
+    kafka_bootstrap: str, new_topic: Any, tmp_path: Path
+) -> None:
+    """Under exactly-once a batch's store writes are in its transaction: committed with it,
+    not kept for the next flush (here an interval longer than the test)."""
+    topic = new_topic(partitions=1)
+    group = f"counts-{uuid.uuid4().hex[:8]}"
+    changelog = changelog_topic(group, topic, "default")
+    try:
+        app, _, progress, reached = counting_app(
+            kafka_bootstrap, group, topic, tmp_path, Store(), set(), [0],
+            counter=CountsInTransactions, state_flush_interval=600,
+        )  # fmt: skip
+        with running(app):
+            trickle(kafka_bootstrap, topic, 3, progress, reached)
+            assert changelog_values(kafka_bootstrap, changelog) == {"hot": 3}, (
+                "each transaction's count is in the changelog once it committed"
+            )
     finally:
         with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
             admin.delete_topic(changelog)
