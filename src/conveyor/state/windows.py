@@ -342,7 +342,7 @@ class PartitionWindow:
                     held = fixed.spans.get(span)
                     was = None if held is None else held.get(key)
                     if was is None:
-                        state.check_key((*span, key))
+                        _check_key(state, span, key)
                         accumulators = [aggregation.start() for aggregation in aggregations]
                     elif counting:
                         accumulators = [was[0]]
@@ -398,14 +398,13 @@ class PartitionWindow:
                 if group is None:
                     group = groups[start] = Counter()
                 group[key] += 1
-        check = state.check_key
         held_before = []
         for start, counted in groups.items():
             held = fixed.spans.get((start, start + size))
             was = [None] * len(counted) if held is None else list(map(held.get, counted))
             for key, old in zip(counted, was, strict=True):
-                if old is None and type(key) is not str:  # (a str always fits a JSON key)
-                    check((start, start + size, key))  # a key the store refuses fails here
+                if old is None:
+                    _check_key(state, (start, start + size), key)
             held_before.append(was)
         for (start, counted), was in zip(groups.items(), held_before, strict=True):
             span = (start, start + size)
@@ -549,7 +548,9 @@ class PartitionWindow:
                     held = fixed.close(span)
                     if held is None:
                         continue
-                    closed.extend(self._results(span, held))
+                    start, end = span
+                    for key in sorted(held, key=repr):
+                        closed.append(self._result((start, end, key), held[key], final=True))
             return closed
         sliding = isinstance(self._window, Sliding)
         slid: set[Any] = set()  # keys whose sliding windows closed
@@ -636,19 +637,6 @@ class PartitionWindow:
         for span in fixed.spans:
             self._track(span[1] + self._window.grace, span)
 
-    def _results(self, span: Span, held: dict[Any, list[Any]]) -> list[WindowResult]:
-        """A closed fixed window's results, in the order of its keys' ``repr``."""
-        start, end = span
-        aggregations = [(name, aggregation.result) for name, aggregation in self._aggregations]
-        results = []
-        for key in sorted(held, key=repr):
-            accumulators = held[key]
-            value: dict[str, Any] = {"start": start, "end": end}
-            for i, (name, result) in enumerate(aggregations):
-                value[name] = result(accumulators[i])
-            results.append(WindowResult(key, start, end, value, True))
-        return results
-
     def _result(
         self, entry: tuple[int, int, Any], accumulators: list[Any], final: bool
     ) -> WindowResult:
@@ -662,6 +650,13 @@ class PartitionWindow:
 
 
 _TIMESTAMP = operator.methodcaller("timestamp")
+
+
+def _check_key(state: State, span: Span, key: Any) -> None:
+    """Raise if the store cannot keep the window's entry for ``key`` (before anything is
+    written); a ``str`` key always fits its JSON keys, and is not encoded to find out."""
+    if type(key) is not str:
+        state.check_key((*span, key))
 
 
 def _entries(state: State) -> list[tuple[int, int, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -113,6 +114,33 @@ def test_cdc_snapshots_then_streams_each_change_once_in_commit_order(
     client.delete_connector(f"pg-{prefix}")
 
 
+def _task_on_new_table(
+    dsn: str, server: str, *statements: str, snapshot: bool, batch_size: int, tombstones: bool
+) -> tuple[str, Callable[[], Any]]:
+    """A table of its own, made by ``statements`` (``{t}``: its name), and a factory of CDC
+    tasks on it (slot and publication named after it, see :func:`_drop_slot`)."""
+    from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415
+
+    table = f"{server}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as db:
+        for statement in statements:
+            db.execute(statement.format(t=table))
+
+    def task() -> PostgresChanges:
+        name = f"conveyor_{table}"
+        return PostgresChanges(
+            dsn, server, [f"public.{table}"], name, name,
+            snapshot=snapshot, batch_size=batch_size, tombstones=tombstones,
+        )  # fmt: skip
+
+    return table, task
+
+
+def _drop_slot(dsn: str, table: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as db:
+        db.execute("SELECT pg_drop_replication_slot(%s)", (f"conveyor_{table}",))
+
+
 def test_a_task_restarted_ahead_of_its_slot_skips_what_kafka_has_already(
     postgres_dsn: str,
 ) -> None:
@@ -120,24 +148,11 @@ def test_a_task_restarted_ahead_of_its_slot_skips_what_kafka_has_already(
     commit and the confirmation): PostgreSQL resends from the slot, the task skips what the
     offset says was written."""
     from conveyor.connect.runtime.plugins import SourceOffsets  # noqa: PLC0415
-    from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415
 
-    table = f"skips_{uuid.uuid4().hex[:8]}"
-    name = f"conveyor_{table}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as db:
-        db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
-
-    def task() -> PostgresChanges:
-        return PostgresChanges(
-            postgres_dsn,
-            "skip",
-            [f"public.{table}"],
-            name,
-            name,
-            snapshot=False,
-            batch_size=100,
-            tombstones=False,
-        )
+    table, task = _task_on_new_table(
+        postgres_dsn, "skip", "CREATE TABLE {t} (id int PRIMARY KEY)",
+        snapshot=False, batch_size=100, tombstones=False,
+    )  # fmt: skip
 
     first = task()
     first.start(SourceOffsets())
@@ -153,8 +168,7 @@ def test_a_task_restarted_ahead_of_its_slot_skips_what_kafka_has_already(
     eventually(lambda: again.extend(second.poll(0.5)) or len(again) >= 1, what="a change")
     second.stop()
     assert [json.loads(r.key)["id"] for r in again] == [2]
-    with psycopg.connect(postgres_dsn, autocommit=True) as db:
-        db.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+    _drop_slot(postgres_dsn, table)
 
 
 def test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once(
@@ -167,20 +181,14 @@ def test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once(
     read never meets a key already there, a row whose key moved across the cut is deleted
     under its old one, and the rows in Kafka end as the table's."""
     from conveyor.connect.runtime.plugins import SourceOffsets  # noqa: PLC0415
-    from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415
 
-    table = f"resume_{uuid.uuid4().hex[:8]}"
-    name = f"conveyor_{table}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as db:
-        db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, version int, note text)")
-        db.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
-        db.execute(f"INSERT INTO {table} SELECT g, 0, 'n' || g FROM generate_series(1, 600) g")
-
-    def task() -> PostgresChanges:
-        return PostgresChanges(
-            postgres_dsn, "resume", [f"public.{table}"], name, name,
-            snapshot=True, batch_size=50, tombstones=True,
-        )  # fmt: skip
+    table, task = _task_on_new_table(
+        postgres_dsn, "resume",
+        "CREATE TABLE {t} (id int PRIMARY KEY, version int, note text)",
+        "ALTER TABLE {t} REPLICA IDENTITY FULL",
+        "INSERT INTO {t} SELECT g, 0, 'n' || g FROM generate_series(1, 600) g",
+        snapshot=True, batch_size=50, tombstones=True,
+    )  # fmt: skip
 
     def change(*statements: str) -> None:
         with psycopg.connect(postgres_dsn) as db:  # one transaction
@@ -244,8 +252,7 @@ def test_a_snapshot_cut_short_resumes_after_its_last_row_with_each_change_once(
         eventually(lambda: fold(second.poll(0.5)), 60, "the table's rows, each change once")
     finally:
         second.stop()
-        with psycopg.connect(postgres_dsn, autocommit=True) as db:
-            db.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+        _drop_slot(postgres_dsn, table)
 
 
 def test_a_task_without_a_snapshot_that_wrote_nothing_keeps_its_slots_changes(
@@ -255,18 +262,11 @@ def test_a_task_without_a_snapshot_that_wrote_nothing_keeps_its_slots_changes(
     that stopped before writing any record is followed by one that streams them from the
     slot (not by a new slot, made after them)."""
     from conveyor.connect.runtime.plugins import SourceOffsets  # noqa: PLC0415
-    from conveyor.connect.sources.postgres import PostgresChanges  # noqa: PLC0415
 
-    table = f"noshot_{uuid.uuid4().hex[:8]}"
-    name = f"conveyor_{table}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as db:
-        db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
-
-    def task() -> PostgresChanges:
-        return PostgresChanges(
-            postgres_dsn, "noshot", [f"public.{table}"], name, name,
-            snapshot=False, batch_size=100, tombstones=False,
-        )  # fmt: skip
+    table, task = _task_on_new_table(
+        postgres_dsn, "noshot", "CREATE TABLE {t} (id int PRIMARY KEY)",
+        snapshot=False, batch_size=100, tombstones=False,
+    )  # fmt: skip
 
     first = task()
     first.start(SourceOffsets())
@@ -280,6 +280,5 @@ def test_a_task_without_a_snapshot_that_wrote_nothing_keeps_its_slots_changes(
         eventually(lambda: polled.extend(second.poll(0.5)) or len(polled) >= 2, 30, "2 inserts")
     finally:
         second.stop()
-        with psycopg.connect(postgres_dsn, autocommit=True) as db:
-            db.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+        _drop_slot(postgres_dsn, table)
     assert [json.loads(r.key)["id"] for r in polled] == [1, 2]

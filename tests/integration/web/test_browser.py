@@ -56,6 +56,14 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
+def visit(page: Any, url: str) -> None:
+    """Open ``url`` in ``page``: answered 200, and its data shown (``data-ready``)."""
+    response = page.goto(url)
+    assert response is not None, url
+    assert response.status == 200, (url, response.status)
+    page.wait_for_selector("body[data-ready='1']")
+
+
 def stop_processes(*processes: subprocess.Popen[Any]) -> None:
     """SIGTERM each server, then wait for it (killed after 30 s)."""
     for process in processes:
@@ -181,10 +189,7 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
             page = browser.new_page(viewport={"width": width, "height": 1000})
             for path, title, selectors, *named in PAGES + details:
                 name = named[0] if named else path.strip("/") or "dashboard"
-                response = page.goto(site + path)
-                assert response is not None, path
-                assert response.status == 200, path
-                page.wait_for_selector("body[data-ready='1']")
+                visit(page, site + path)
                 assert page.title().startswith(title), (path, page.title())
                 for selector in selectors:
                     assert page.locator(selector).count() >= 1, (path, selector)
@@ -205,8 +210,7 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
             page.close()
 
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
-        page.goto(f"{site}/errors")
-        page.wait_for_selector("body[data-ready='1']")
+        visit(page, f"{site}/errors")
         shown = page.locator("#errors time").first.inner_text()
         assert "UTC" not in shown  # turned into the browser's zone
         # the error the consumer raised, with its traceback one click away
@@ -214,8 +218,7 @@ def test_every_page_shows_real_data_at_two_widths(site: str) -> None:
         assert "order at offset 3 has no customer" in page.locator("#error-facts").inner_text()
         assert "reject_order" in page.locator("#traceback").inner_text()
 
-        page.goto(f"{site}/topics")
-        page.wait_for_selector("body[data-ready='1']")
+        visit(page, f"{site}/topics")
         header = page.locator("#topics thead th", has_text="partitions")
         header.click()
         assert header.get_attribute("aria-sort") == "ascending"

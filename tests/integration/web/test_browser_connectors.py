@@ -17,7 +17,14 @@ from connect_workers import Worker, delete_cluster_topics
 from conveyor import Admin
 from conveyor.web import WebTopics
 from helpers import free_port
-from integration.web.test_browser import ARTIFACTS, chromium, eventually, get_json, stop_processes
+from integration.web.test_browser import (
+    ARTIFACTS,
+    chromium,
+    eventually,
+    get_json,
+    stop_processes,
+    visit,
+)
 
 HERE = Path(__file__).parent
 
@@ -106,10 +113,7 @@ def test_the_connectors_page_shows_states_and_errors_and_pauses_resumes_and_rest
         assert eventually(shown, 90), get_json(f"{site}/api/connectors")
         with chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            response = page.goto(f"{site}/connectors")
-            assert response is not None
-            assert response.status == 200
-            page.wait_for_selector("body[data-ready='1']")
+            visit(page, f"{site}/connectors")
             assert page.title().startswith("Connectors")
             assert "/connect" in page.locator("p.hint").inner_text(), "where the REST API is"
             assert page.locator("#connectors tbody tr[data-connector]").count() == 2
@@ -123,8 +127,7 @@ def test_the_connectors_page_shows_states_and_errors_and_pauses_resumes_and_rest
             page.click(f"{lines} button.connector-pause")
             page.wait_for_load_state()
             assert eventually(lambda: task_state("lines") == "PAUSED", 60)
-            page.goto(f"{site}/connectors")
-            page.wait_for_selector("body[data-ready='1']")
+            visit(page, f"{site}/connectors")
             assert "PAUSED" in page.locator(lines).inner_text()
             page.click(f"{lines} button.connector-resume")
             page.wait_for_load_state()
@@ -134,8 +137,7 @@ def test_the_connectors_page_shows_states_and_errors_and_pauses_resumes_and_rest
             # (RUNNING is reported when the task starts, before its sink has joined)
             assert eventually(lambda: bool(members("connect-lines")), 60)
             before = members("connect-lines")
-            page.goto(f"{site}/connectors")
-            page.wait_for_selector("body[data-ready='1']")
+            visit(page, f"{site}/connectors")
             page.click("#connector-tasks tr[data-connector='lines'] button.task-restart")
             page.wait_for_load_state()
             assert eventually(

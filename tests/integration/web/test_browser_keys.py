@@ -23,6 +23,7 @@ from integration.web.test_browser import (
     free_port,
     get_json,
     stop_processes,
+    visit,
 )
 
 HERE = Path(__file__).parent
@@ -91,8 +92,7 @@ def test_long_and_binary_keys_stay_in_the_layout_and_are_reachable_whole(
     url, topic = explorer
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
-        page.goto(f"{url}/explorer/{topic}?partition=0&offset=0")
-        page.wait_for_selector("body[data-ready='1']")
+        visit(page, f"{url}/explorer/{topic}?partition=0&offset=0")
         page.screenshot(path=str(ARTIFACTS / "web-explorer-long-keys.png"), full_page=True)
         cells: list[dict[str, Any]] = page.evaluate(CELLS)
         assert len(cells) == len(KEYS), cells
@@ -119,8 +119,7 @@ def test_long_and_binary_keys_stay_in_the_layout_and_are_reachable_whole(
 
         # the message page: the whole key, wrapped in its box
         for offset, whole in ((1, LONG), (2, WORDS), (3, BINARY[:16].hex(" "))):
-            page.goto(f"{url}/explorer/{topic}/0/{offset}")
-            page.wait_for_selector("body[data-ready='1']")
+            visit(page, f"{url}/explorer/{topic}/0/{offset}")
             page.screenshot(
                 path=str(ARTIFACTS / f"web-explorer-long-key-{offset}.png"), full_page=True
             )

@@ -16,7 +16,14 @@ import pytest
 from conveyor import Producer
 from conveyor.web import WebTopics
 from helpers import free_port
-from integration.web.test_browser import ARTIFACTS, chromium, eventually, get_json, stop_processes
+from integration.web.test_browser import (
+    ARTIFACTS,
+    chromium,
+    eventually,
+    get_json,
+    stop_processes,
+    visit,
+)
 
 HERE = Path(__file__).parent
 
@@ -58,10 +65,7 @@ def test_the_stores_page_lists_store_partitions_and_looks_a_key_up(
         assert eventually(counted, 90), get_json(f"{site}/api/stores")["partitions"]
         with chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            response = page.goto(f"{site}/stores")
-            assert response is not None
-            assert response.status == 200
-            page.wait_for_selector("body[data-ready='1']")
+            visit(page, f"{site}/stores")
             assert page.title().startswith("Stores")
             assert page.locator("#stores tbody tr[data-store='default']").count() == 1
             assert page.locator("#store-partitions tbody tr[data-store]").count() == 2
