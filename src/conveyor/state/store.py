@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from conveyor.errors import ConfigurationError
-from conveyor.serialization import canonical_json, json_dumps, json_loads
+from conveyor.serialization import canonical_json, json_dumps, json_loads, kept
 
 __all__ = [
     "DEFAULT_STORE",
@@ -47,7 +47,7 @@ class _Json:
     name = "json"
 
     def encode(self, value: Any) -> bytes:
-        return json_dumps(value)
+        return kept(json_dumps(value))  # held until the flush, with thousands of others
 
     def decode(self, raw: bytes) -> Any:
         return json_loads(raw)
