@@ -376,23 +376,27 @@ class PartitionWindow:
         size = window.size
         if not messages:
             return None
-        kinds, times = zip(*map(_TIMESTAMP, records_of(messages)), strict=True)
-        if 0 in kinds:
-            return None  # (0, -1): a message without a timestamp
-        starts = [moment - moment % size for moment in times]
+        # (comprehensions: faster than maps here; a batch's starts made only when it spans
+        # several windows, rare: the timestamps past 2**30 make each one slow)
+        times = [record.timestamp()[1] for record in records_of(messages)]
+        if -1 in times:
+            return None  # a message without a timestamp (Kafka refuses other negative ones)
+        earliest, last = min(times), max(times)
+        first = earliest - earliest % size
         closing = size + window.grace
-        latest: int = max(stream, *times)
-        if min(starts) + closing <= latest:  # some window may have closed before its message
-            ends = [start + closing for start in starts]
+        latest: int = max(stream, last)
+        if first + closing <= latest:  # some window may have closed before its message
+            ends = [moment - moment % size + closing for moment in times]
             if any(map(operator.le, ends, accumulate(times, max, initial=stream))):
                 return None  # one did (a message's own time never closes its window)
         fixed = self._fixed
         assert fixed is not None
         keys = messages.keys
-        if min(starts) == max(starts):
-            groups = {starts[0]: Counter(keys)}
+        if first == last - last % size:
+            groups = {first: Counter(keys)}
         else:
             groups = {}
+            starts = [moment - moment % size for moment in times]
             for start, key in zip(starts, keys, strict=True):
                 group = groups.get(start)
                 if group is None:
@@ -647,9 +651,6 @@ class PartitionWindow:
         for i, (name, aggregation) in enumerate(self._aggregations):
             value[name] = aggregation.result(accumulators[i])
         return WindowResult(key, start, end, value, final)
-
-
-_TIMESTAMP = operator.methodcaller("timestamp")
 
 
 def _check_key(state: State, span: Span, key: Any) -> None:
