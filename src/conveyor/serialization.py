@@ -9,7 +9,7 @@ from typing import Any
 
 from conveyor.models.encoding import encode_instance, to_builtins
 
-__all__ = ["Serializer", "json_dumps", "json_loads", "kept", "text_or_base64"]
+__all__ = ["Serializer", "json_dumps", "json_loads", "text_or_base64"]
 
 Serializer = Callable[[Any], bytes]
 """Turns a payload that is not ``bytes``, ``str`` or ``None`` into bytes."""
@@ -30,16 +30,16 @@ def json_dumps(value: Any) -> bytes:
     """Encode ``value`` as compact UTF-8 JSON (orjson when installed, else the standard library);
     a model instance (pydantic, msgspec Struct, dataclass) by its own library.
 
-    orjson's result keeps the allocation of its working buffer (at least 4 KB): fine for bytes
-    handed on at once, but thousands kept at once cost a page fault each as they are made and
-    freed: :func:`kept` copies what you keep."""
+    The bytes are a copy of orjson's result sized to them: orjson's own keeps the allocation
+    of its working buffer (4 KB or more), so a batch's payloads or a store's writes held until
+    they are sent took 4 KB each, and a page fault each as thousands were made and freed."""
     if type(value) not in _BUILTIN:
         encoded = encode_instance(value)  # a pydantic model or a msgspec Struct, by its library
         if encoded is not None:
             return encoded
     if _orjson is not None:  # (dataclasses included: orjson writes them itself)
         try:
-            return _orjson.dumps(value, default=to_builtins)  # type: ignore[no-any-return]
+            return b"%b" % (_orjson.dumps(value, default=to_builtins),)  # sized: see above
         except TypeError:
             pass  # e.g. integers past 64 bits: let the standard library decide
     return json.dumps(
@@ -59,17 +59,10 @@ def canonical_json(value: Any) -> bytes:
         type(value) in _SCALARS or (type(value) is tuple and _SCALARS.issuperset(map(type, value)))
     ):
         try:
-            return b"%b" % (_orjson.dumps(value),)  # kept (a store's key): see kept()
+            return b"%b" % (_orjson.dumps(value),)  # sized, as json_dumps' (a store's keys)
         except TypeError:
             pass  # integers past 64 bits
     return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
-
-
-def kept(encoded: bytes) -> bytes:
-    """A copy of :func:`json_dumps`' result sized to its bytes, for bytes kept in bulk (a
-    store's writes until its flush): orjson's own result holds an allocation of at least 4 KB,
-    and making and freeing thousands of those costs a page fault each (about 2 µs)."""
-    return b"%b" % (encoded,)
 
 
 def _json_loads(raw: bytes | str) -> Any:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
+
+import orjson
 import pytest
 
 from conveyor import serialization
@@ -22,11 +25,18 @@ def test_big_integers_fall_back_to_the_standard_library() -> None:
     assert serialization.json_dumps({"n": 2**70}) == b'{"n":1180591620717411303424}'
 
 
-def test_kept_copies_the_encoded_bytes() -> None:
-    encoded = serialization.json_dumps([1, "a"])
-    copy = serialization.kept(encoded)
-    assert copy == b'[1,"a"]'
-    assert copy is not encoded  # orjson's result holds a buffer of 4 KB or more; the copy does not
+def test_encoded_bytes_are_sized_to_their_content() -> None:
+    # orjson's own result keeps its working buffer (4 KB or more, 8 KB for these); a batch's
+    # payloads or a store's writes held so took that each. (600 bytes and more: allocated by
+    # malloc, whose allocation glibc tells; smaller ones come from Python's own pools.)
+    usable = ctypes.CDLL(None).malloc_usable_size
+    usable.restype, usable.argtypes = ctypes.c_size_t, [ctypes.c_void_p]
+    raw = orjson.dumps("x" * 600)
+    assert usable(id(raw)) >= 4096  # what the copy is for
+    encoded = serialization.json_dumps("x" * 600)
+    key = serialization.canonical_json(("x" * 600,))
+    assert 600 < usable(id(encoded)) < 1024
+    assert 600 < usable(id(key)) < 1024
 
 
 def test_canonical_json_sorts_object_keys_and_writes_tuples_as_arrays() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from conveyor.errors import ConfigurationError
-from conveyor.serialization import canonical_json, json_dumps, json_loads, kept
+from conveyor.serialization import canonical_json, json_dumps, json_loads
 
 __all__ = [
     "DEFAULT_STORE",
@@ -47,7 +47,7 @@ class _Json:
     name = "json"
 
     def encode(self, value: Any) -> bytes:
-        return kept(json_dumps(value))  # held until the flush, with thousands of others
+        return json_dumps(value)
 
     def decode(self, raw: bytes) -> Any:
         return json_loads(raw)
