@@ -2260,6 +2260,45 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "state: a joint transaction's commit stages the running batch's writes too",
+        "conveyor/processing/joint_transaction.py",
+        (
+            (
+                "            apply = member.stage_state(producer, kept_only=True)",
+                "            apply = member.stage_state(producer)",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_joint_transaction.py::test_blocks_of_two_partitions_commit_together_once_the_interval_is_over",
+        ),
+    ),
+    Mutation(
+        "state: a commit of the kept writes clears the running batch's too",
+        "conveyor/state/view.py",
+        (
+            (
+                "        if kept_only:\n            kept, self._kept",
+                "        if False:\n            kept, self._kept",
+            ),
+        ),
+        (
+            "tests/unit/state/test_store.py::test_a_commit_of_the_kept_writes_leaves_the_running_batch_s_alone",
+        ),
+    ),
+    Mutation(
+        "state: a batch's writes after its block are kept while a commit reads the kept ones",
+        "conveyor/processing/joint_transaction.py",
+        (
+            (
+                "            while self._closing:\n                self._cond.wait()\n            member.keep_state()",
+                "            member.keep_state()",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_joint_transaction.py::test_writes_after_a_block_are_kept_between_commits_not_during_one",
+        ),
+    ),
+    Mutation(
         "state: a tumbling count's column-wise fold takes a message without a timestamp",
         "conveyor/state/windows.py",
         (("        if -1 in times:", "        if False:"),),

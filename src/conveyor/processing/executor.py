@@ -273,8 +273,15 @@ class PartitionExecutor(PartitionCore):
         try:  # a partition idle since its assignment meets its consumer here
             ticked = self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
             seat = self.joint_seat
-            if self._flushes is not None and not (seat is not None and seat.holds()):
-                self._flushes.after_tick(ticked)  # (an open joint transaction commits them)
+            if seat is not None and seat.holds():  # an open joint transaction commits them
+                stores = self.stores
+                if stores is not None and stores.opened and stores.unkept:
+                    if ticked:
+                        seat.keep()
+                    else:
+                        stores.discard()  # as after_tick drops a failed tick's writes
+            elif self._flushes is not None:
+                self._flushes.after_tick(ticked)
         finally:
             self._side_job_ended()
 
@@ -387,6 +394,8 @@ class PartitionExecutor(PartitionCore):
             return
         joint = self.joint_seat
         deferred = joint is not None and joint.holds()  # its commit writes them and marks
+        if joint is not None and deferred and stores is not None and stores.unkept:
+            joint.keep()  # (written after its block: the commit reads only what blocks kept)
         if stores is not None and not deferred:
             flushes = self._flushes
             assert flushes is not None

@@ -65,7 +65,9 @@ class JointMember(Protocol):
     def keep_state(self) -> None:
         """The block ended well: its stores' writes wait for the commit."""
 
-    def stage_state(self, producer: Producer) -> Callable[[], None] | None: ...
+    def stage_state(
+        self, producer: Producer, kept_only: bool = False
+    ) -> Callable[[], None] | None: ...
 
     def mark(self, next_offset: int, sync: bool, metadata: str | None = None) -> bool: ...
 
@@ -216,6 +218,14 @@ class JointTransaction:
             member.rewind(rewind, in_batch=True)
         return True
 
+    def keep(self, member: JointMember) -> None:
+        """``member``'s batch ended with store writes made outside its blocks: they join the
+        open transaction's (waiting for a commit under way: it reads the kept writes)."""
+        with self._cond:
+            while self._closing:
+                self._cond.wait()
+            member.keep_state()
+
     def holds(self, member: JointMember) -> bool:
         """Whether the open transaction holds batches of ``member``."""
         return member in self._shares
@@ -348,7 +358,8 @@ class JointTransaction:
                 )
             if share.next_offset is None:
                 continue
-            apply = member.stage_state(producer)
+            # what its blocks kept: its batch may be writing on outside them, on its thread
+            apply = member.stage_state(producer, kept_only=True)
             if apply is not None:
                 applies.append(apply)
             by_group.setdefault(member.group_id, []).append((member, share))
@@ -410,6 +421,9 @@ class Seat:
     def holds(self) -> bool:
         """Whether the open transaction holds batches of this partition."""
         return self._joint.holds(self._member)
+
+    def keep(self) -> None:
+        self._joint.keep(self._member)
 
     def take_rewind(self) -> int | None:
         return self._joint.take_rewind(self._member)

@@ -377,15 +377,17 @@ class PartitionCore(ABC):
             )
         return stores.views
 
-    def stage_state(self, producer: Producer) -> Callable[[], None] | None:
+    def stage_state(self, producer: Producer, kept_only: bool = False) -> Callable[[], None] | None:
         """A transaction is about to commit: send the batch's store writes to their
         changelogs with ``producer`` (in the transaction); returns what writes them to the
-        local stores once it committed (``None``: nothing was written)."""
+        local stores once it committed (``None``: nothing was written). ``kept_only``: the
+        writes kept as blocks ended, not the running batch's (a joint transaction's commit,
+        on another thread)."""
         stores = self.stores
         if stores is None or not stores.opened or not stores.dirty:
             return None
-        staged = stores.stage(producer)
-        return lambda: stores.apply(staged)
+        staged = stores.stage(producer, kept_only=kept_only)
+        return lambda: stores.apply(staged, kept_only=kept_only)
 
     def keep_state(self) -> None:
         """A block in the joint transaction ended well: its stores' writes wait for the

@@ -418,6 +418,11 @@ class PartitionStores:
         """How many keys the batches since the last flush wrote, over the stores."""
         return sum(view.kept for view in self.views.values())
 
+    @property
+    def unkept(self) -> bool:
+        """Whether the running batch wrote since its last :meth:`keep`."""
+        return any(view.unkept for view in self.views.values())
+
     def keep(self) -> None:
         """The batch ended well: its writes wait with the earlier ones for the next flush."""
         for view in self.views.values():
@@ -458,16 +463,19 @@ class PartitionStores:
         with self._flushing:
             self.apply(self.stage(producer, views), views)
 
-    def stage(self, producer: Any, views: Mapping[str, State] | None = None) -> Staged:
+    def stage(
+        self, producer: Any, views: Mapping[str, State] | None = None, kept_only: bool = False
+    ) -> Staged:
         """Produce each store's writes since the last flush to its changelog with ``producer``
         (inside its transaction, for exactly-once) without waiting: :meth:`apply` waits for
         the acknowledgements (a transaction's commit has them all) and then writes the
-        backends. The writes stay meanwhile."""
+        backends. The writes stay meanwhile. ``kept_only``: the kept writes only (a joint
+        transaction's commit: see :meth:`State.changes`); give it to :meth:`apply` too."""
         staged: Staged = []
         for name, view in (self.views if views is None else views).items():
             if not view.dirty:
                 continue
-            changes = view.changes()
+            changes = view.changes(kept_only)
             sent = None
             if changes and self.declared[name].changelog:  # none: created keys deleted again
                 topic = changelog_topic(self.group, self.topic, name)
@@ -480,7 +488,9 @@ class PartitionStores:
             staged.append((name, changes, sent))
         return staged
 
-    def apply(self, staged: Staged, views: Mapping[str, State] | None = None) -> None:
+    def apply(
+        self, staged: Staged, views: Mapping[str, State] | None = None, kept_only: bool = False
+    ) -> None:
         """Once every changelog record :meth:`stage` sent is acknowledged, write the changes
         to the backends (with the changelog offset each reached): reads go there.
 
@@ -496,7 +506,7 @@ class PartitionStores:
             written.append((name, changes, meta))
         for name, changes, meta in written:
             self._held[name][1].write(changes, meta)
-            (self.views if views is None else views)[name].applied()
+            (self.views if views is None else views)[name].applied(kept_only)
 
     def discard(self) -> None:
         """The batch failed: drop what each store's batch wrote (not the batches' before it)."""

@@ -244,12 +244,22 @@ class State(MutableMapping[Any, Any]):
             else:
                 self._kept, self._writes = writes, {}
 
-    def changes(self) -> dict[bytes, bytes | None]:
+    @property
+    def unkept(self) -> bool:
+        """Whether the running batch wrote since its last :meth:`keep`."""
+        return bool(self._writes)
+
+    def changes(self, kept_only: bool = False) -> dict[bytes, bytes | None]:
         """The writes since the last flush, encoded: one entry per key (the batch's own last),
         ``None`` for a deleted key (none for a key :meth:`create` wrote and that was deleted
-        since: the backend never held it)."""
+        since: the backend never held it). ``kept_only``: the kept writes only, not the
+        running batch's: for a joint transaction's commit, which runs on another thread while
+        the partition's batch may write on outside its block."""
         encode, encode_key, created = self._encode, self._encode_key, self._created
-        writes = {**self._kept, **self._writes} if self._kept else self._writes
+        if kept_only:
+            writes = self._kept
+        else:
+            writes = {**self._kept, **self._writes} if self._kept else self._writes
         changes: dict[bytes, bytes | None] = {}
         for key, value in writes.items():
             if value is not _DELETED:
@@ -267,9 +277,14 @@ class State(MutableMapping[Any, Any]):
             self._backend.write(self.changes(), {})
             self.applied()
 
-    def applied(self) -> None:
-        """The writes since the last flush are in the backend now: reads go there."""
-        self._clear()
+    def applied(self, kept_only: bool = False) -> None:
+        """The writes since the last flush (``kept_only``: the kept ones, see :meth:`changes`)
+        are in the backend now: reads go there."""
+        if kept_only:
+            kept, self._kept = self._kept, {}
+            self._created.difference_update(kept)
+        else:
+            self._clear()
         self._unsure = False
         for layer in self._layers:
             layer.applied()

@@ -79,7 +79,9 @@ class Member:
     def keep_state(self) -> None:
         self.kept += 1
 
-    def stage_state(self, producer: Any) -> Any:
+    def stage_state(self, producer: Any, kept_only: bool = False) -> Any:
+        assert kept_only, "a commit on another thread than the batch's stages kept writes only"
+
         def apply() -> None:
             self.applied += 1
 
@@ -134,6 +136,31 @@ def test_blocks_of_two_partitions_commit_together_once_the_interval_is_over(join
     assert (a.marks, b.marks) == ([20], [9]), "marked here only after the commit"
     assert (a.applied, b.applied) == (1, 1), "the stores written after the commit, once"
     assert (a.kept, b.kept) == (2, 2), "each block's store writes kept for the commit"
+
+
+def test_writes_after_a_block_are_kept_between_commits_not_during_one(joint: Any) -> None:
+    a, b = Member(0), Member(1)
+    kept_after: list[tuple[Any, ...]] = []
+    a.keep_state = lambda: kept_after.append(calls(joint)[-1])  # type: ignore[method-assign]
+    keeper = threading.Thread(target=joint.keep, args=(a,))
+    staged = b.stage_state
+
+    def stage_while_a_keeps(producer: Any, kept_only: bool = False) -> Any:
+        # in the commit: a's batch ends with writes made after its block, and keeps them
+        keeper.start()
+        keeper.join(0.5)  # (it must not: the commit reads the kept writes now)
+        return staged(producer, kept_only)
+
+    b.stage_state = stage_while_a_keeps  # type: ignore[method-assign]
+    joint.enter(a, 0)
+    joint.enter(b, 0)
+    joint.interval = 0.0
+    assert not joint.leave(a, 10, None)
+    kept_after.clear()
+    assert joint.leave(b, 5, None)
+    joint.close()
+    keeper.join(10)
+    assert kept_after == [("commit",)], "kept once the commit (which reads them) was over"
 
 
 def test_the_timer_commits_what_idle_partitions_left_in_the_transaction(joint: Any) -> None:

@@ -183,6 +183,26 @@ def test_keys_created_and_deleted_between_two_flushes_leave_nothing_to_write() -
     assert state.changes() == {b'"new"': None}, "until a flush goes well, deletes are written"
 
 
+def test_a_commit_of_the_kept_writes_leaves_the_running_batch_s_alone() -> None:
+    """A joint transaction commits on another thread than the partition's batch, which may
+    write on outside its block meanwhile: the commit writes what blocks kept, and the writes
+    made in between stay for the next one (they were lost: the commit cleared them)."""
+    backend = MemoryBackend()
+    state = State("counts", Store(backend="memory"), backend)
+    state["a"] = 1
+    state.create({"made": 1})
+    state.keep()  # the block ended
+    changes = state.changes(kept_only=True)  # the commit, on another thread
+    state["b"] = 2  # the batch, after its block
+    state["a"] = 3
+    backend.write(changes, {})
+    state.applied(kept_only=True)
+    assert changes == {b"a": b"1", b"made": b"1"}
+    assert (state["a"], state["b"]) == (3, 2)
+    state.remove("made")
+    assert state.changes() == {b"a": b"3", b"b": b"2", b"made": None}, "made is stored now"
+
+
 @pytest.mark.parametrize("value", [-1, "1", True, float("inf")])
 def test_a_malformed_state_flush_interval_is_refused(value: Any) -> None:
     with pytest.raises(ConfigurationError, match="state_flush_interval") as refused:
