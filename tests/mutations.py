@@ -2273,6 +2273,20 @@ MUTATIONS = (
         ),
     ),
     Mutation(
+        "state: a partition's first block in a joint transaction leaves the writes waiting for its flush to it",
+        "conveyor/processing/joint_transaction.py",
+        (
+            (
+                "                    waiting = member.adopt_kept()",
+                "                    waiting = None",
+            ),
+        ),
+        (
+            "tests/unit/processing/test_joint_transaction.py::test_writes_waiting_for_a_partition_s_flush_join_its_first_block_s_transaction",
+            "tests/integration/state/test_stores.py::test_writes_after_a_block_reach_the_changelog_beside_other_partitions_joint_commits",
+        ),
+    ),
+    Mutation(
         "state: a commit of the kept writes clears the running batch's too",
         "conveyor/state/view.py",
         (
@@ -2290,8 +2304,8 @@ MUTATIONS = (
         "conveyor/processing/joint_transaction.py",
         (
             (
-                "            while self._closing:\n                self._cond.wait()\n            member.keep_state()",
-                "            member.keep_state()",
+                "            while self._closing:\n                self._cond.wait()\n            if member not in self._shares:",
+                "            if member not in self._shares:",
             ),
         ),
         (
@@ -2699,7 +2713,7 @@ MUTATIONS = (
         "conveyor/processing/executor.py",
         (
             (
-                "        deferred = joint is not None and joint.holds()  # its commit writes them and marks",
+                "        deferred = self.held_by_joint()  # its commit writes them and marks",
                 "        deferred = False",
             ),
         ),

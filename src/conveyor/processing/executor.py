@@ -272,16 +272,9 @@ class PartitionExecutor(PartitionCore):
         self.listener.job_started()
         try:  # a partition idle since its assignment meets its consumer here
             ticked = self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
-            seat = self.joint_seat
-            if seat is not None and seat.holds():  # an open joint transaction commits them
-                stores = self.stores
-                if stores is not None and stores.opened and stores.unkept:
-                    if ticked:
-                        seat.keep()
-                    else:
-                        stores.discard()  # as after_tick drops a failed tick's writes
-            elif self._flushes is not None:
-                self._flushes.after_tick(ticked)
+            flushes = self._flushes
+            if flushes is not None and not (ticked and self.held_by_joint()):  # (else its commit)
+                flushes.after_tick(ticked)
         finally:
             self._side_job_ended()
 
@@ -392,10 +385,7 @@ class PartitionExecutor(PartitionCore):
             self.running = None
         if started is None:
             return
-        joint = self.joint_seat
-        deferred = joint is not None and joint.holds()  # its commit writes them and marks
-        if joint is not None and deferred and stores is not None and stores.unkept:
-            joint.keep()  # (written after its block: the commit reads only what blocks kept)
+        deferred = self.held_by_joint()  # its commit writes them and marks
         if stores is not None and not deferred:
             flushes = self._flushes
             assert flushes is not None
@@ -413,6 +403,9 @@ class PartitionExecutor(PartitionCore):
         self.hooks.consumed(consumer, batch, started)
         if hold is not None and not self._abort_batch:
             self._hold(hold[2])
+
+    def adopt_kept(self) -> int | None:
+        return None if self._flushes is None else self._flushes.adopt()
 
     def _kept_writes(self) -> bool:
         """Whether batches' store writes (and offsets) wait for a flush."""

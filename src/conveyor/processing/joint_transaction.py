@@ -65,6 +65,11 @@ class JointMember(Protocol):
     def keep_state(self) -> None:
         """The block ended well: its stores' writes wait for the commit."""
 
+    def adopt_kept(self) -> int | None:
+        """Its first block joins: the store writes kept for the partition's own flush (of
+        batches whose blocks committed before, or that had none) are the transaction's now.
+        The first offset of their batches (``None``: none wait)."""
+
     def stage_state(
         self, producer: Producer, kept_only: bool = False
     ) -> Callable[[], None] | None: ...
@@ -163,7 +168,10 @@ class JointTransaction:
                     self._begin()
                 self._active += 1
                 if member not in self._shares:
-                    self._shares[member] = _Share(first)
+                    # writes of earlier batches waiting for the partition's own flush join
+                    # too: an abort runs them again with the rest
+                    waiting = member.adopt_kept()
+                    self._shares[member] = _Share(first if waiting is None else min(first, waiting))
                 return
         member.rewind(rewind, in_batch=True)
         raise TransactionError(
@@ -218,13 +226,19 @@ class JointTransaction:
             member.rewind(rewind, in_batch=True)
         return True
 
-    def keep(self, member: JointMember) -> None:
-        """``member``'s batch ended with store writes made outside its blocks: they join the
-        open transaction's (waiting for a commit under way: it reads the kept writes)."""
+    def keep_if_held(self, member: JointMember) -> bool:
+        """``member``'s batch ended well (its block's writes are kept already): once no commit
+        is under way (one may be reading its kept writes), keep what the batch wrote after its
+        block for the open transaction if that holds the partition's batches (True). False: it
+        holds none, and no commit touches the partition's stores until its next block joins
+        (the partition flushes them itself meanwhile: see :meth:`enter`)."""
         with self._cond:
             while self._closing:
                 self._cond.wait()
+            if member not in self._shares:
+                return False
             member.keep_state()
+            return True
 
     def holds(self, member: JointMember) -> bool:
         """Whether the open transaction holds batches of ``member``."""
@@ -422,8 +436,8 @@ class Seat:
         """Whether the open transaction holds batches of this partition."""
         return self._joint.holds(self._member)
 
-    def keep(self) -> None:
-        self._joint.keep(self._member)
+    def keep_if_held(self) -> bool:
+        return self._joint.keep_if_held(self._member)
 
     def take_rewind(self) -> int | None:
         return self._joint.take_rewind(self._member)

@@ -167,6 +167,11 @@ class PartitionCore(ABC):
         holds fetched messages; ``seek``: they will be read again."""
 
     @abstractmethod
+    def adopt_kept(self) -> int | None:
+        """Its first block in a joint transaction takes over the store writes kept for its
+        own flush; the first offset of their batches (``None``: none wait)."""
+
+    @abstractmethod
     def running_batches(self) -> list[tuple[int | None, RunningBatch]]:
         """The batches running now, each with its lane (``None`` without virtual partitions)."""
 
@@ -388,6 +393,15 @@ class PartitionCore(ABC):
             return None
         staged = stores.stage(producer, kept_only=kept_only)
         return lambda: stores.apply(staged, kept_only=kept_only)
+
+    def held_by_joint(self) -> bool:
+        """After a batch or a tick ended well: whether the open joint transaction holds the
+        partition's batches (its commit marks their offset and writes their stores; what the
+        batch wrote after its block is kept for it, once no commit is under way)."""
+        seat = self.joint_seat
+        if seat is None:
+            return False
+        return seat.holds() if self.stores is None else seat.keep_if_held()
 
     def keep_state(self) -> None:
         """A block in the joint transaction ended well: its stores' writes wait for the

@@ -101,6 +101,15 @@ class StoreFlush:
             self.flush()
         return True
 
+    def adopt(self) -> int | None:
+        """A joint transaction takes over the writes kept (it commits them, with an offset
+        past their batches'): the first offset of their batches, ``None`` when none wait."""
+        first, self._first, self._through = self._first, None, None
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        return first
+
     def at_job_end(self, held: bool) -> bool:
         """The partition's job is about to end with writes kept (:attr:`waiting`): True when
         they are to be flushed now (``held``: the partition is held or the app stops; or the

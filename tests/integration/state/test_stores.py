@@ -554,3 +554,46 @@ def test_an_aborted_joint_transaction_leaves_the_store_as_its_last_commit_left_i
     finally:
         if changelog in kafka_admin.list_topics():
             kafka_admin.delete_topic(changelog)
+
+
+def test_writes_after_a_block_reach_the_changelog_beside_other_partitions_joint_commits(
+    kafka_bootstrap: str, new_topic: Any, kafka_admin: Admin, tmp_path: Path
+) -> None:
+    """Under ``transaction_interval`` a commit runs on whichever thread ends the last block,
+    while other partitions' batches may write their stores after their blocks: the commit
+    writes what the blocks kept, a batch's later writes are kept as it ends (for the open
+    transaction, or for the partition's own flush, which its next block hands to the
+    transaction), and no key is written by two of them at once. Counts came out short: a
+    commit cleared writes made while it ran, and a flush and a commit wrote one key each."""
+    topic = new_topic(partitions=4)
+    group = f"after-block-{uuid.uuid4().hex[:8]}"
+
+    class CountsAfterTheBlock(Consumer):
+        def consume(self) -> None:
+            with self.transaction():
+                self.mark_as_consumed(self.messages.last)
+            counts = self.state
+            for message in self.messages:  # (slowly: other partitions' commits run meanwhile)
+                counts[message.key] = counts.get(message.key, 0) + 1
+                threading.Event().wait(0.002)
+
+    app = App(
+        client_id="after-block",
+        kafka={"bootstrap.servers": kafka_bootstrap, "group.id": group,
+               "auto.offset.reset": "earliest"},
+        state_dir=tmp_path / "state", max_wait_time=0.05, pause_timeout=0.1, max_messages=4,
+        concurrency=4, transaction_interval=0.01, state_flush_interval=0.05,
+    )  # fmt: skip
+    app.routes.topic(topic, CountsAfterTheBlock, state=Store(backend="memory"))
+    changelog = changelog_topic(group, topic, "default")
+    try:
+        expected = produce(kafka_bootstrap, topic, 12)
+        with running(app):
+            deadline = time.monotonic() + 60
+            while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < 144:
+                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
+                threading.Event().wait(0.1)
+        assert changelog_values(kafka_bootstrap, changelog) == expected
+    finally:
+        if changelog in kafka_admin.list_topics():
+            kafka_admin.delete_topic(changelog)

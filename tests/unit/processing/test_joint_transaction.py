@@ -66,6 +66,7 @@ class Member:
         self.kept = 0
         self.rewind_asked = 0
         self.marked = threading.Event()
+        self.waiting: int | None = None  # the first offset of batches whose writes wait
 
     def group_metadata(self) -> str:
         return "generation-1"
@@ -78,6 +79,10 @@ class Member:
 
     def keep_state(self) -> None:
         self.kept += 1
+
+    def adopt_kept(self) -> int | None:
+        waiting, self.waiting = self.waiting, None
+        return waiting
 
     def stage_state(self, producer: Any, kept_only: bool = False) -> Any:
         assert kept_only, "a commit on another thread than the batch's stages kept writes only"
@@ -142,7 +147,8 @@ def test_writes_after_a_block_are_kept_between_commits_not_during_one(joint: Any
     a, b = Member(0), Member(1)
     kept_after: list[tuple[Any, ...]] = []
     a.keep_state = lambda: kept_after.append(calls(joint)[-1])  # type: ignore[method-assign]
-    keeper = threading.Thread(target=joint.keep, args=(a,))
+    held: list[bool] = []
+    keeper = threading.Thread(target=lambda: held.append(joint.keep_if_held(a)))
     staged = b.stage_state
 
     def stage_while_a_keeps(producer: Any, kept_only: bool = False) -> Any:
@@ -160,7 +166,29 @@ def test_writes_after_a_block_are_kept_between_commits_not_during_one(joint: Any
     assert joint.leave(b, 5, None)
     joint.close()
     keeper.join(10)
-    assert kept_after == [("commit",)], "kept once the commit (which reads them) was over"
+    assert kept_after == [], "not kept while the commit read the kept writes"
+    assert held == [False], "after it, the transaction held none of a's: a flushes them itself"
+    joint.interval = 3600.0
+    joint.enter(a, 10)
+    assert not joint.leave(a, 12, None)
+    assert joint.keep_if_held(a), "now it does: they join it"
+    assert len(kept_after) == 2  # the block's, then the rest of the batch's
+
+
+def test_writes_waiting_for_a_partition_s_flush_join_its_first_block_s_transaction(
+    joint: Any,
+) -> None:
+    """A batch that ended after the commit of its block's transaction (or had no block)
+    keeps its writes for the partition's own flush; the partition's next block takes them
+    into the transaction, and an abort runs their batches again too."""
+    a, b = Member(0), Member(1)
+    a.waiting = 4
+    joint.enter(a, 10)
+    assert a.waiting is None, "its own flush no longer writes them"
+    joint.leave(a, 12, None)
+    joint.enter(b, 0)
+    assert not joint.fail(b, RuntimeError("b's block failed"), 0, 3)  # the abort
+    assert joint.take_rewind(a) == 4, "from the first batch whose writes it took"
 
 
 def test_the_timer_commits_what_idle_partitions_left_in_the_transaction(joint: Any) -> None:

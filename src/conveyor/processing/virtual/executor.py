@@ -136,6 +136,9 @@ class VirtualPartitionExecutor(PartitionCore):
             self.listener.over_limit(self)
         self._start(starts)
 
+    def adopt_kept(self) -> int | None:
+        return None  # lanes run no transaction: their writes are flushed as each batch ends
+
     def reached_eof(self) -> None:
         with self.lock:
             if self.revoked or self.stopped:
