@@ -148,7 +148,13 @@ def test_writes_after_a_block_are_kept_between_commits_not_during_one(joint: Any
     kept_after: list[tuple[Any, ...]] = []
     a.keep_state = lambda: kept_after.append(calls(joint)[-1])  # type: ignore[method-assign]
     held: list[bool] = []
-    keeper = threading.Thread(target=lambda: held.append(joint.keep_if_held(a)))
+    returned_after: list[tuple[Any, ...]] = []
+
+    def keep() -> None:
+        held.append(joint.keep_if_held(a))
+        returned_after.append(calls(joint)[-1])
+
+    keeper = threading.Thread(target=keep)
     staged = b.stage_state
 
     def stage_while_a_keeps(producer: Any, kept_only: bool = False) -> Any:
@@ -167,6 +173,7 @@ def test_writes_after_a_block_are_kept_between_commits_not_during_one(joint: Any
     joint.close()
     keeper.join(10)
     assert kept_after == [], "not kept while the commit read the kept writes"
+    assert returned_after == [("commit",)], "a flushes nothing before the commit wrote a's"
     assert held == [False], "after it, the transaction held none of a's: a flushes them itself"
     joint.interval = 3600.0
     joint.enter(a, 10)
