@@ -418,11 +418,6 @@ class PartitionStores:
         """How many keys the batches since the last flush wrote, over the stores."""
         return sum(view.kept for view in self.views.values())
 
-    @property
-    def unkept(self) -> bool:
-        """Whether the running batch wrote since its last :meth:`keep`."""
-        return any(view.unkept for view in self.views.values())
-
     def keep(self) -> None:
         """The batch ended well: its writes wait with the earlier ones for the next flush."""
         for view in self.views.values():

@@ -244,11 +244,6 @@ class State(MutableMapping[Any, Any]):
             else:
                 self._kept, self._writes = writes, {}
 
-    @property
-    def unkept(self) -> bool:
-        """Whether the running batch wrote since its last :meth:`keep`."""
-        return bool(self._writes)
-
     def changes(self, kept_only: bool = False) -> dict[bytes, bytes | None]:
         """The writes since the last flush, encoded: one entry per key (the batch's own last),
         ``None`` for a deleted key (none for a key :meth:`create` wrote and that was deleted
