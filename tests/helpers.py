@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from conveyor import App
+from conveyor import Admin, App
 
 
 class Record:
@@ -259,6 +259,15 @@ class LoopTicks:
 
     async def __aexit__(self, *_exc: object) -> None:
         self._task.cancel()
+
+
+def wait_committed(admin: Admin, group: str, count: int, timeout: float = 60.0) -> None:
+    """Until ``group``'s committed offsets add up to ``count`` (``timeout`` seconds at most):
+    the broker's word that the app (or its transactions) committed them."""
+    deadline = time.monotonic() + timeout
+    while sum(lag.committed or 0 for lag in admin.read_lags([group])) < count:
+        assert time.monotonic() < deadline, admin.read_lags([group])
+        threading.Event().wait(0.1)
 
 
 def read_topic(

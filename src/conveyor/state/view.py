@@ -37,7 +37,9 @@ class Layer(Protocol):
     """Writes that a reader of a store holds itself until the store's flush (a window's open
     windows, :class:`~conveyor.state.open_windows.OpenWindows`): the store asks for them as it
     flushes and tells the layer how each batch ended. The store's reads (``get``, iteration)
-    do not see them before the flush: the layer's owner reads its own."""
+    do not see them before the flush: the layer's owner reads its own. A layer keeps no
+    "kept" apart from the running batch's changes: a joint transaction's commit
+    (``changes(kept_only=True)``) takes all of them, so its owner writes inside the blocks."""
 
     @property
     def dirty(self) -> bool: ...

@@ -21,7 +21,7 @@ import pytest
 
 from conveyor import Admin, App, Consumer, Producer
 from conveyor.errors import TransactionError
-from helpers import running
+from helpers import running, wait_committed
 from integration.processing.test_server import Server
 
 
@@ -156,10 +156,7 @@ def test_a_failure_inside_the_transaction_aborts_it_and_the_retry_commits_once(
     app.routes.topic(inputs, consumer_class)
     with running(app):
         committed = committed_outputs(kafka_bootstrap, outputs, 80)
-        deadline = time.monotonic() + 30
-        while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < 40:
-            assert time.monotonic() < deadline, kafka_admin.read_lags([group])
-            threading.Event().wait(0.1)  # committed by transactions: the broker is the witness
+        wait_committed(kafka_admin, group, 40, timeout=30)
     assert consumer_class.failed.is_set()
     assert_exactly_once(committed, [f"{n % 2}:{n // 2}" for n in range(40)])
     everything = read_outputs(kafka_bootstrap, outputs, "read_uncommitted")

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 from conveyor import Admin, App, Consumer, Delay, Expire, Producer, Throttle, Verdict
-from helpers import running
+from helpers import running, wait_committed
 
 
 class Timed(Consumer):
@@ -120,10 +120,7 @@ def test_expire_skips_old_messages_counts_them_and_commits_past_them(
     group = app.settings.kafka["group.id"]
     with running(app):
         got = wait_got(20, 30)
-        deadline = time.monotonic() + 30
-        while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < 30:
-            assert time.monotonic() < deadline, kafka_admin.read_lags([group])
-            threading.Event().wait(0.1)  # the listener commits on its interval
+        wait_committed(kafka_admin, group, 30, timeout=30)  # the listener commits on its interval
     assert [payload for _, _, payload in got] == [f"{n}" for n in range(30) if n % 3]
     assert sum(e["count"] for e in events if e["reason"] == "expired") == 10
 

@@ -15,7 +15,7 @@ from typing import Any
 from conveyor import Admin, App, Consumer, Producer
 from conveyor.errors import KafkaError
 from conveyor.state import Store, changelog_topic, partition_stores
-from helpers import read_to_end, running
+from helpers import read_to_end, running, wait_committed
 
 KEYS = [f"user-{n}" for n in range(12)]
 
@@ -442,10 +442,7 @@ def test_virtual_partitions_count_each_key_exactly_through_a_failed_lane_and_a_r
         app.routes.topic(topic, LaneCounts, state=Store(), virtual_partitions={"max_partitions": 4})
         end = ends(kafka_bootstrap, topic)[0]
         with running(app):
-            deadline = time.monotonic() + 60
-            while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < end:
-                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
-                threading.Event().wait(0.1)  # commits are the lanes': nothing to wait on
+            wait_committed(kafka_admin, group, end)  # commits are the lanes': nothing to wait on
 
     changelog = changelog_topic(group, topic, "default")
     try:
@@ -517,7 +514,7 @@ def test_an_aborted_joint_transaction_leaves_the_store_as_its_last_commit_left_i
     group = f"joint-{uuid.uuid4().hex[:8]}"
     failed = threading.Event()
 
-    class CountsInTransactions(Consumer):
+    class CountsWithOutputs(Consumer):
         def consume(self) -> None:
             with self.transaction():
                 counts = self.state
@@ -536,15 +533,12 @@ def test_an_aborted_joint_transaction_leaves_the_store_as_its_last_commit_left_i
         state_dir=tmp_path / "state", max_wait_time=0.05, pause_timeout=0.1, max_messages=2,
         transaction_interval=2.0, state_flush_interval=0.01,
     )  # fmt: skip
-    app.routes.topic(topic, CountsInTransactions, state=Store(backend="rocksdb"))
+    app.routes.topic(topic, CountsWithOutputs, state=Store(backend="rocksdb"))
     changelog = changelog_topic(group, topic, "default")
     try:
         expected = produce(kafka_bootstrap, topic, 2)  # offsets 0-23: every key twice
         with running(app):
-            deadline = time.monotonic() + 60
-            while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < 24:
-                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
-                threading.Event().wait(0.1)  # committed by transactions: the broker is the witness
+            wait_committed(kafka_admin, group, 24)
         assert failed.is_set()
         counts: dict[str, list[int]] = {}
         for message in read_to_end(kafka_bootstrap, outputs):
@@ -589,10 +583,7 @@ def test_writes_after_a_block_reach_the_changelog_beside_other_partitions_joint_
     try:
         expected = produce(kafka_bootstrap, topic, 12)
         with running(app):
-            deadline = time.monotonic() + 60
-            while sum(lag.committed or 0 for lag in kafka_admin.read_lags([group])) < 144:
-                assert time.monotonic() < deadline, kafka_admin.read_lags([group])
-                threading.Event().wait(0.1)
+            wait_committed(kafka_admin, group, 144)
         assert changelog_values(kafka_bootstrap, changelog) == expected
     finally:
         if changelog in kafka_admin.list_topics():
