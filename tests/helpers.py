@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from conveyor import Admin, App
 
@@ -268,6 +268,27 @@ def wait_committed(admin: Admin, group: str, count: int, timeout: float = 60.0) 
     while sum(lag.committed or 0 for lag in admin.read_lags([group])) < count:
         assert time.monotonic() < deadline, admin.read_lags([group])
         threading.Event().wait(0.1)
+
+
+def commit_offsets(
+    bootstrap: str, group: str, offsets: list[TopicPartition], timeout: float = 60.0
+) -> None:
+    """Commit ``offsets`` for ``group`` as one of its consumers would. A broker just started
+    answers a first commit with a retriable coordinator error (``NOT_COORDINATOR`` while it
+    loads ``__consumer_offsets``): those are retried until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        while True:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+                return
+            except KafkaException as error:
+                if not error.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                threading.Event().wait(0.2)
+    finally:
+        consumer.close()
 
 
 def read_topic(

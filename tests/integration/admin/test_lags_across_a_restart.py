@@ -18,10 +18,11 @@ import textwrap
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from conveyor import Admin
 from conveyor.broker import DevelopmentBroker
+from helpers import commit_offsets
 
 pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
 
@@ -70,12 +71,7 @@ def test_reading_committed_offsets_while_the_broker_restarts_does_not_crash(
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topic("lags", partitions=3)
     for group in GROUPS:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-        consumer.commit(
-            offsets=[TopicPartition("lags", partition, 0) for partition in range(3)],
-            asynchronous=False,
-        )
-        consumer.close()
+        commit_offsets(bootstrap, group, [TopicPartition("lags", p, 0) for p in range(3)])
 
     asking = subprocess.Popen(  # a process of its own: the failure this guards against is a crash
         [sys.executable, "-c", ASKING, bootstrap, *GROUPS],
