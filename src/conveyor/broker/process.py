@@ -398,11 +398,16 @@ class DevelopmentBroker:
         watch = _ExitWatch(status.pid)
         began = time.monotonic()
         announced = 0
+        # Another broker that took the port first (one whose start raced this one's) must not
+        # pass for this one: only an answer from the cluster this data folder formats counts.
+        cluster_id = self._formatted_cluster_id()
         try:
             while True:
                 try:
                     metadata = probe_metadata(_HOST, status.port, timeout=1.0)
-                    if any(node.port == status.port for node in metadata.brokers):
+                    if metadata.cluster_id == cluster_id and any(
+                        node.port == status.port for node in metadata.brokers
+                    ):
                         return
                 except (OSError, ProbeError):
                     pass
@@ -421,6 +426,13 @@ class DevelopmentBroker:
                     raise self._diagnose_exit()
         finally:
             watch.close()
+
+    def _formatted_cluster_id(self) -> str | None:
+        for line in self.layout.meta_properties.read_text().splitlines():
+            name, _, value = line.partition("=")
+            if name.strip() == "cluster.id":
+                return value.strip()
+        return None
 
     def _diagnose_exit(self) -> BrokerError:
         tail = self._log_tail()

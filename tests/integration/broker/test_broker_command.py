@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import helpers
-from conveyor.broker import probe_metadata
+from conveyor.broker import DevelopmentBroker, probe_metadata
+from conveyor.errors import BrokerPortBusyError
 
 pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
 
@@ -131,6 +132,21 @@ def test_a_port_held_by_another_kafka_points_at_it(data_dir: Path, kafka_bootstr
     assert result.returncode == 1
     assert "already taken by a Kafka broker" in result.stderr
     assert f"KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:{port}" in result.stderr
+
+
+def test_a_kafka_that_took_the_port_after_the_check_does_not_pass_for_this_broker(
+    data_dir: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two starts on one port can both find it free; the loser's JVM then exits on the bind,
+    while the winner already answers there. The loser must fail, not report itself ready."""
+    host, _, port = kafka_bootstrap.partition(",")[0].rpartition(":")
+    if host not in ("127.0.0.1", "localhost"):
+        pytest.skip("the suite's broker is not on this machine")
+    broker = DevelopmentBroker(data_dir, port=int(port))
+    monkeypatch.setattr(broker, "check_ports_free", lambda: None)  # the race: the check passed
+    with pytest.raises(BrokerPortBusyError, match="port is in use"):
+        broker.start(timeout=120)
+    assert broker.status() is None
 
 
 def test_a_damaged_data_folder_suggests_wipe(data_dir: Path, free_port: int) -> None:
