@@ -48,7 +48,7 @@ def test_a_broker_outage_is_a_few_log_lines(
         )
 
     try:
-        assert seen(9), "the server consumed what was there"
+        assert seen(9), "the server consumed what was there:\n" + tail(stderr_path)
         own_broker.stop()
         time.sleep(OUTAGE)  # the outage itself: a broker that stays away this long
         own_broker.start()
@@ -56,7 +56,7 @@ def test_a_broker_outage_is_a_few_log_lines(
             producer.produce_many_sync(
                 [{"topic": topic, "payload": b"%d" % n} for n in range(10, 20)]
             )
-        assert seen(19), "consumption resumed after the outage"
+        assert seen(19), "consumption resumed after the outage:\n" + tail(stderr_path)
     finally:
         code = server.stop()
     assert code == 0
@@ -71,3 +71,8 @@ def test_a_broker_outage_is_a_few_log_lines(
     ours = ("lost the connection", "still no connection")
     raw = [line for line in loud if "Connect to ipv4" in line and not any(w in line for w in ours)]
     assert not raw, "raw reconnect lines stay at DEBUG:\n" + "\n".join(raw)
+
+
+def tail(log: Path, lines: int = 60) -> str:
+    """The end of the server's log, for a failure to show what the server went through."""
+    return "\n".join(log.read_text().splitlines()[-lines:])
