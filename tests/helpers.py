@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -156,6 +156,29 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def freeze_process(pid: int, timeout: float = 30.0) -> None:
+    """SIGSTOP ``pid`` and return once every thread of it has stopped. The kernel hands the
+    signal to one thread, which stops the others when it next runs: until then (the thread
+    may wait for a core, or for a disk in uninterruptible sleep) the others go on, and a
+    broker just "frozen" has been seen answering a whole transaction."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while not all(state in "tT" for state in _thread_states(pid)):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGCONT)
+            raise AssertionError(f"pid {pid} not stopped after {timeout} s")
+        threading.Event().wait(0.002)
+
+
+def _thread_states(pid: int) -> list[str]:
+    """The state letter of each thread of ``pid`` (``/proc``'s ``stat``)."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        with suppress(OSError, IndexError):  # a thread that ended meanwhile
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+    return states
 
 
 def free_ports(offsets: list[int]) -> int:

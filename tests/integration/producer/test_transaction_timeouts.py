@@ -18,7 +18,7 @@ import pytest
 from conveyor import Admin, Monitor, Producer
 from conveyor.broker import DevelopmentBroker
 from conveyor.producer import transactions
-from helpers import read_topic
+from helpers import freeze_process, read_topic
 
 pytestmark = pytest.mark.xdist_group("brokers")  # xdist: see tests/conftest.py
 
@@ -31,7 +31,7 @@ def freeze(
     30 s at most; returns the thaw, to let it go at once."""
     status = broker.status()
     assert status is not None
-    os.kill(status.pid, signal.SIGSTOP)
+    freeze_process(status.pid)
     timeline.append(f"frozen pid {status.pid}")
     thawed = threading.Event()
 
