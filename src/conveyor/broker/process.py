@@ -395,12 +395,12 @@ class DevelopmentBroker:
     def _wait_until_ready(
         self, status: BrokerStatus, deadline: float, progress: ProgressCallback
     ) -> None:
-        watch = _ExitWatch(status.pid)
-        began = time.monotonic()
-        announced = 0
         # Another broker that took the port first (one whose start raced this one's) must not
         # pass for this one: only an answer from the cluster this data folder formats counts.
         cluster_id = self._formatted_cluster_id()
+        watch = _ExitWatch(status.pid)
+        began = time.monotonic()
+        announced = 0
         try:
             while True:
                 try:
