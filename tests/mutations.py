@@ -2713,7 +2713,7 @@ MUTATIONS = (
         "conveyor/processing/executor.py",
         (
             (
-                "        deferred = self.held_by_joint()  # its commit writes them and marks",
+                "        deferred = self.handed_to_joint()  # its commit writes them and marks",
                 "        deferred = False",
             ),
         ),

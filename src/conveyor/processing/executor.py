@@ -273,7 +273,7 @@ class PartitionExecutor(PartitionCore):
         try:  # a partition idle since its assignment meets its consumer here
             ticked = self.hooks.call(self._instance(), "tick", ev.CONSUMER_TICKED)
             flushes = self._flushes
-            if flushes is not None and not (ticked and self.held_by_joint()):  # (else its commit)
+            if flushes is not None and not (ticked and self.handed_to_joint()):  # (else its commit)
                 flushes.after_tick(ticked)
         finally:
             self._side_job_ended()
@@ -385,7 +385,7 @@ class PartitionExecutor(PartitionCore):
             self.running = None
         if started is None:
             return
-        deferred = self.held_by_joint()  # its commit writes them and marks
+        deferred = self.handed_to_joint()  # its commit writes them and marks
         if stores is not None and not deferred:
             flushes = self._flushes
             assert flushes is not None

@@ -394,10 +394,11 @@ class PartitionCore(ABC):
         staged = stores.stage(producer, kept_only=kept_only)
         return lambda: stores.apply(staged, kept_only=kept_only)
 
-    def held_by_joint(self) -> bool:
-        """After a batch or a tick ended well: whether the open joint transaction holds the
-        partition's batches (its commit marks their offset and writes their stores; what the
-        batch wrote after its block is kept for it, once no commit is under way)."""
+    def handed_to_joint(self) -> bool:
+        """After a batch or a tick ended well: hand what it wrote after its block to the open
+        joint transaction if that holds the partition's batches (once no commit is under way),
+        and say whether it does (its commit then marks their offset and writes their stores;
+        else the partition flushes them itself)."""
         seat = self.joint_seat
         if seat is None:
             return False
