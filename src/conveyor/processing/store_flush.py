@@ -104,11 +104,17 @@ class StoreFlush:
     def adopt(self) -> int | None:
         """A joint transaction takes over the writes kept (it commits them, with an offset
         past their batches'): the first offset of their batches, ``None`` when none wait."""
-        first, self._first, self._through = self._first, None, None
+        return self._take()[0]
+
+    def _take(self) -> tuple[int | None, int | None]:
+        """Forget the batches kept and the timer asking for their flush: the first offset of
+        their batches and the offset to mark once their writes are durable."""
+        first, through = self._first, self._through
+        self._first = self._through = None
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
-        return first
+        return first, through
 
     def at_job_end(self, held: bool) -> bool:
         """The partition's job is about to end with writes kept (:attr:`waiting`): True when
@@ -159,11 +165,7 @@ class StoreFlush:
         next owner runs them). False then, or when the partition was revoked (the next owner
         runs them again)."""
         owner, stores = self._owner, self._stores
-        through, self._through = self._through, None
-        first, self._first = self._first, None
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+        first, through = self._take()
         if through is None:
             return True
         if owner.revoked:
