@@ -58,7 +58,7 @@ from conveyor.swarm.supervisor import NODE_ENV
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from helpers import free_ports  # noqa: E402  (tests/ holds the shared test helpers)
+from helpers import free_ports, freeze_process  # noqa: E402  (tests/ holds the shared test helpers)
 
 RATE = 200  # input messages a second
 FAULT_EVERY = (12.0, 20.0)
@@ -305,7 +305,7 @@ class Soak:
         status = self.cluster.node(node).status()
         assert status is not None
         fault.target = f"broker {node}"
-        os.kill(status.pid, signal.SIGSTOP)
+        freeze_process(status.pid)  # every thread stopped: the freeze lasts FREEZE
         try:
             threading.Event().wait(FREEZE)
         finally:
